@@ -1,0 +1,501 @@
+"""Recurrent cells: `SimpleRNNCell`, `GRUCell`, `LSTMCell`.
+
+Each cell implements one step of the seed equations, with the same weight
+names, shapes and gate order as the matching `keras.layers.*Cell`, so weights
+copied from one to the other give the same outputs:
+
+| cell          | `kernel`        | `recurrent_kernel` | `bias`                         | gate order |
+|---------------|-----------------|--------------------|--------------------------------|------------|
+| SimpleRNNCell | (input, units)  | (units, units)     | (units,)                       | -          |
+| GRUCell       | (input, 3units) | (units, 3units)    | (3units,) or (2, 3units) [1]   | z, r, h    |
+| LSTMCell      | (input, 4units) | (units, 4units)    | (4units,)                      | i, f, c, o |
+
+[1] `reset_after=True` keeps a separate input bias `bias[0]` and recurrent
+bias `bias[1]`, as Keras and cuDNN do.
+
+A cell splits its step in two, so that `seqkeras.layers.Recurrent` can run
+the input-to-hidden matmul for every time step at once (one large GEMM)
+and only the hidden-to-hidden part inside the time loop:
+
+- `project_inputs(x)`: `x @ kernel + input bias` for any leading shape;
+- `forward_step(p, states, consts, h_in)`: the recurrent part of one step;
+- `backward_step(...)`: its exact hand-written derivative, which lets the
+  loop hoist the recurrent-weight gradient out of the time loop (one large
+  GEMM over all steps instead of one small GEMM per step).
+
+The cells also follow the Keras cell contract (`state_size`, `output_size`,
+`get_initial_state`, `call(inputs, states, training)`), so they run inside
+`keras.layers.RNN` too.
+"""
+
+import keras
+from keras import ops
+
+try:  # Keras' own mixin: caches one dropout mask per sequence, and
+    # `keras.layers.RNN` resets it between batches only for its subclasses.
+    from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+except ImportError:  # pragma: no cover - layout of a future Keras
+    DropoutRNNCell = object
+
+from seqkeras.layers import validation
+
+_PACKAGE = "seqkeras"
+
+
+class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
+    """Base class of seqkeras cells (not used directly).
+
+    Subclasses set `gates` and implement `forward_step`, `backward_step`,
+    `loop_constants` and `recurrent_weight_grads`.
+    """
+
+    gates = 1
+
+    def __init__(
+        self,
+        units,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        name = type(self).__name__
+        self.units = validation.positive_int(name, "units", units)
+        self.dropout = validation.rate(name, "dropout", dropout)
+        self.recurrent_dropout = validation.rate(
+            name, "recurrent_dropout", recurrent_dropout
+        )
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(
+            recurrent_initializer
+        )
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+
+    # -- Keras cell contract -------------------------------------------------
+    @property
+    def state_size(self):
+        return self.units
+
+    @property
+    def output_size(self):
+        return self.units
+
+    def get_initial_state(self, batch_size=None):
+        sizes = self.state_size
+        sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
+        return [
+            ops.zeros((batch_size, size), dtype=self.compute_dtype)
+            for size in sizes
+        ]
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        if input_dim is None:
+            raise ValueError(
+                f"`{type(self).__name__}` needs a known last input dimension "
+                f"(features). Received: input_shape={input_shape}"
+            )
+        g = self.gates * self.units
+        self.kernel = self.add_weight(
+            shape=(input_dim, g),
+            name="kernel",
+            initializer=self.kernel_initializer,
+        )
+        self.recurrent_kernel = self.add_weight(
+            shape=(self.units, g),
+            name="recurrent_kernel",
+            initializer=self.recurrent_initializer,
+        )
+        self.bias = self.add_weight(
+            shape=self._bias_shape(), name="bias", initializer=self._bias_init()
+        )
+
+    def _bias_shape(self):
+        return (self.gates * self.units,)
+
+    def _bias_init(self):
+        return self.bias_initializer
+
+    def call(self, inputs, states, training=False):
+        """One step: `inputs` (batch, features), `states` list of (batch, units)."""
+        states = list(states) if isinstance(states, (list, tuple)) else [states]
+        if training and self.dropout > 0:
+            inputs = inputs * self.get_dropout_mask(inputs)
+        h_in = states[0]
+        if training and self.recurrent_dropout > 0:
+            h_in = h_in * self.get_recurrent_dropout_mask(states[0])
+        consts = self.loop_constants(self.recurrent_weights())
+        h, new_states, _ = self.forward_step(
+            self.project_inputs(inputs), states, consts, h_in
+        )
+        if not isinstance(self.state_size, (list, tuple)):
+            return h, new_states[0]
+        return h, new_states
+
+    def compute_output_shape(self, inputs_shape, states_shape=None):
+        batch = inputs_shape[0]
+        sizes = self.state_size
+        sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
+        return (batch, self.units), [(batch, s) for s in sizes]
+
+    # -- the split step used by `Recurrent` ------------------------------------
+    def input_bias(self):
+        return self.bias
+
+    def project_inputs(self, x):
+        """`x @ kernel + input bias`, for `x` of shape (..., features)."""
+        return ops.matmul(x, self.kernel) + self.input_bias()
+
+    def recurrent_weights(self):
+        """Tensors the recurrent part depends on (differentiated by the loop)."""
+        return [ops.cast(self.recurrent_kernel, self.compute_dtype)]
+
+    def residual_widths(self):
+        """Widths of the per-step values `forward_step` saves for backward."""
+        return [self.units, self.units]  # h_in, h
+
+    def delta_widths(self):
+        """Widths of the per-step deltas `backward_step` returns."""
+        return [self.gates * self.units]
+
+    def loop_constants(self, weights):
+        """Loop-invariant tensors derived from `recurrent_weights()`."""
+        return list(weights)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "dropout": self.dropout,
+                "recurrent_dropout": self.recurrent_dropout,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class SimpleRNNCell(RecurrentCell):
+    """Vanilla RNN cell: `h_t = phi(x_t W + h_{t-1} U + b)`.
+
+    Args:
+        units: positive int, size of the hidden state.
+        activation: `"tanh"` (default) or `"relu"`.
+        dropout: rate in [0, 1) of input dropout; one mask for all steps.
+        recurrent_dropout: rate in [0, 1) of dropout on `h_{t-1}` before the
+            recurrent matmul; one mask for all steps.
+        kernel_initializer, recurrent_initializer, bias_initializer:
+            initializers, as in Keras.
+        seed: int seed of the dropout masks.
+
+    Call arguments (Keras cell contract): `inputs` (batch, features),
+    `states` a list of one (batch, units) tensor, `training`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> layer = seqkeras.layers.Recurrent(seqkeras.layers.SimpleRNNCell(4))
+    >>> layer(np.zeros((2, 3, 5), "float32")).shape
+    (2, 4)
+    """
+
+    def __init__(self, units, activation="tanh", **kwargs):
+        super().__init__(units, **kwargs)
+        self.activation = validation.choice(
+            "SimpleRNNCell", "activation", activation, ("tanh", "relu")
+        )
+
+    def forward_step(self, p, states, consts, h_in):
+        (u,) = consts
+        a = p + ops.matmul(h_in, u)
+        h = ops.tanh(a) if self.activation == "tanh" else ops.relu(a)
+        return h, [h], [h_in, h]
+
+    def backward_step(self, dh, dstates_rest, residuals, consts):
+        (u,) = consts
+        h_in, h = residuals
+        if self.activation == "tanh":
+            da = dh * (1.0 - h * h)
+        else:
+            da = ops.where(h > 0, dh, ops.zeros_like(dh))
+        dh_in = ops.matmul(da, ops.transpose(u))
+        return da, dh_in, [ops.zeros_like(dh)], [da]
+
+    def recurrent_weight_grads(self, residual_seqs, delta_seqs):
+        return [_sum_outer(residual_seqs[0], delta_seqs[0])]
+
+    def get_config(self):
+        config = super().get_config()
+        config["activation"] = self.activation
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class GRUCell(RecurrentCell):
+    """Gated recurrent unit cell (Cho et al. 2014), in Keras' weight layout.
+
+    With gate order z (update), r (reset), h (candidate):
+
+        z_t = sigmoid(x_t W_z + h_{t-1} U_z + b_z)
+        r_t = sigmoid(x_t W_r + h_{t-1} U_r + b_r)
+        reset_after=False (seed notes' form):
+            hh_t = tanh(x_t W_h + (r_t * h_{t-1}) U_h + b_h)
+        reset_after=True (cuDNN / PyTorch form):
+            hh_t = tanh(x_t W_h + b_h + r_t * (h_{t-1} U_h + b'_h))
+        h_t = z_t * h_{t-1} + (1 - z_t) * hh_t
+
+    Keras (and so this cell) calls `z` the gate that *keeps* the old state;
+    the seed notes write `h_t = (1 - z_t) h_{t-1} + z_t hh_t`, i.e. their
+    update gate is `1 - z_t` here (the same gate with negated W_z, U_z, b_z).
+
+    Args:
+        units: positive int, size of the hidden state.
+        reset_after: False (default; seed notes' form) or True (cuDNN form,
+            with a separate recurrent bias: `bias` has shape (2, 3 * units)).
+        dropout, recurrent_dropout, initializers, seed: as `SimpleRNNCell`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> cell = seqkeras.layers.GRUCell(4, reset_after=True)
+    >>> seqkeras.layers.Recurrent(cell)(np.zeros((2, 3, 5), "float32")).shape
+    (2, 4)
+    """
+
+    gates = 3
+
+    def __init__(self, units, reset_after=False, **kwargs):
+        super().__init__(units, **kwargs)
+        self.reset_after = validation.boolean(
+            "GRUCell", "reset_after", reset_after
+        )
+
+    def _bias_shape(self):
+        if self.reset_after:
+            return (2, 3 * self.units)
+        return (3 * self.units,)
+
+    def input_bias(self):
+        return self.bias[0] if self.reset_after else self.bias
+
+    def recurrent_weights(self):
+        weights = super().recurrent_weights()
+        if self.reset_after:
+            weights.append(ops.cast(self.bias, self.compute_dtype)[1])
+        return weights
+
+    def residual_widths(self):
+        n = self.units
+        return [n, 2 * n, n, n, n]  # h_in, [z, r], hh, h_prev, extra
+
+    def delta_widths(self):
+        n = self.units
+        return [3 * n] if self.reset_after else [2 * n, n]
+
+    def loop_constants(self, weights):
+        n = self.units
+        if self.reset_after:
+            u, b = weights
+            return [u, ops.transpose(u), b]
+        (u,) = weights
+        u_zr, u_h = u[:, : 2 * n], u[:, 2 * n :]
+        return [u_zr, u_h, ops.transpose(u_zr), ops.transpose(u_h)]
+
+    def forward_step(self, p, states, consts, h_in):
+        n = self.units
+        h_prev = states[0]
+        if self.reset_after:
+            u, _, b = consts
+            rec = ops.matmul(h_in, u) + b
+            zr = ops.sigmoid(p[:, : 2 * n] + rec[:, : 2 * n])
+            z, r = zr[:, :n], zr[:, n:]
+            rec_h = rec[:, 2 * n :]
+            hh = ops.tanh(p[:, 2 * n :] + r * rec_h)
+            extra = rec_h
+        else:
+            u_zr, u_h = consts[0], consts[1]
+            zr = ops.sigmoid(p[:, : 2 * n] + ops.matmul(h_in, u_zr))
+            z, r = zr[:, :n], zr[:, n:]
+            extra = r * h_in
+            hh = ops.tanh(p[:, 2 * n :] + ops.matmul(extra, u_h))
+        h = z * h_prev + (1.0 - z) * hh
+        return h, [h], [h_in, zr, hh, h_prev, extra]
+
+    def backward_step(self, dh, dstates_rest, residuals, consts):
+        n = self.units
+        h_in, zr, hh, h_prev, extra = residuals
+        z, r = zr[:, :n], zr[:, n:]
+        dz = dh * (h_prev - hh)
+        da_h = dh * (1.0 - z) * (1.0 - hh * hh)
+        dh_prev = dh * z
+        if self.reset_after:
+            _, u_t, _ = consts
+            dr = da_h * extra  # extra = h_in U_h + b'_h
+            da_zr = ops.concatenate([dz, dr], axis=-1) * zr * (1.0 - zr)
+            drec = ops.concatenate([da_zr, da_h * r], axis=-1)
+            dh_in = ops.matmul(drec, u_t)
+            dp = ops.concatenate([da_zr, da_h], axis=-1)
+            return dp, dh_in, [dh_prev], [drec]
+        _, _, u_zr_t, u_h_t = consts
+        d_rh = ops.matmul(da_h, u_h_t)
+        dr = d_rh * h_in
+        da_zr = ops.concatenate([dz, dr], axis=-1) * zr * (1.0 - zr)
+        dh_in = d_rh * r + ops.matmul(da_zr, u_zr_t)
+        dp = ops.concatenate([da_zr, da_h], axis=-1)
+        return dp, dh_in, [dh_prev], [da_zr, da_h]
+
+    def recurrent_weight_grads(self, residual_seqs, delta_seqs):
+        h_in = residual_seqs[0]
+        if self.reset_after:
+            (drec,) = delta_seqs
+            return [_sum_outer(h_in, drec), _sum_rows(drec)]
+        da_zr, da_h = delta_seqs
+        return [
+            ops.concatenate(
+                [_sum_outer(h_in, da_zr), _sum_outer(residual_seqs[4], da_h)],
+                axis=-1,
+            )
+        ]
+
+    def get_config(self):
+        config = super().get_config()
+        config["reset_after"] = self.reset_after
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class LSTMCell(RecurrentCell):
+    """Long short-term memory cell (Hochreiter & Schmidhuber), Keras layout.
+
+    With gate order i, f, c, o and `[.]` the pre-activation
+    `x_t W_. + h_{t-1} U_. + b_.`:
+
+        i_t = sigmoid([i]),  f_t = sigmoid([f]),  g_t = tanh([c])
+        o_t = sigmoid([o])
+        C_t = f_t * C_{t-1} + i_t * g_t
+        h_t = o_t * tanh(C_t)
+
+    States are `[h, C]`, each (batch, units).
+
+    Args:
+        units: positive int, size of the hidden and cell state.
+        unit_forget_bias: if True (default), the forget-gate bias starts at 1
+            (Jozefowicz et al. 2015), as in Keras.
+        dropout, recurrent_dropout, initializers, seed: as `SimpleRNNCell`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> layer = seqkeras.layers.Recurrent(
+    ...     seqkeras.layers.LSTMCell(4), return_state=True)
+    >>> out, h, c = layer(np.zeros((2, 3, 5), "float32"))
+    >>> out.shape, c.shape
+    ((2, 4), (2, 4))
+    """
+
+    gates = 4
+
+    def __init__(self, units, unit_forget_bias=True, **kwargs):
+        super().__init__(units, **kwargs)
+        self.unit_forget_bias = bool(unit_forget_bias)
+
+    @property
+    def state_size(self):
+        return [self.units, self.units]
+
+    def _bias_init(self):
+        if not self.unit_forget_bias:
+            return self.bias_initializer
+        base, n = self.bias_initializer, self.units
+
+        def init(shape, dtype=None):
+            return ops.concatenate(
+                [
+                    base((n,), dtype=dtype),
+                    ops.ones((n,), dtype=dtype),
+                    base((2 * n,), dtype=dtype),
+                ]
+            )
+
+        return init
+
+    def loop_constants(self, weights):
+        (u,) = weights
+        return [u, ops.transpose(u)]
+
+    def residual_widths(self):
+        n = self.units
+        return [n, 3 * n, n, n, n]  # h_in, [i, f, o], g, C_prev, tanh(C)
+
+    def forward_step(self, p, states, consts, h_in):
+        n = self.units
+        u = consts[0]
+        h_prev, c_prev = states
+        a = p + ops.matmul(h_in, u)
+        ifo = ops.sigmoid(ops.concatenate([a[:, : 2 * n], a[:, 3 * n :]], -1))
+        g = ops.tanh(a[:, 2 * n : 3 * n])
+        i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
+        c = f * c_prev + i * g
+        tc = ops.tanh(c)
+        h = o * tc
+        return h, [h, c], [h_in, ifo, g, c_prev, tc]
+
+    def backward_step(self, dh, dstates_rest, residuals, consts):
+        n = self.units
+        u_t = consts[1]
+        (dc,) = dstates_rest
+        _, ifo, g, c_prev, tc = residuals
+        i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
+        dc = dc + dh * o * (1.0 - tc * tc)
+        d_ifo = ops.concatenate([dc * g, dc * c_prev, dh * tc], axis=-1)
+        d_ifo = d_ifo * ifo * (1.0 - ifo)
+        dg = dc * i * (1.0 - g * g)
+        da = ops.concatenate(
+            [d_ifo[:, : 2 * n], dg, d_ifo[:, 2 * n :]], axis=-1
+        )
+        dh_in = ops.matmul(da, u_t)
+        return da, dh_in, [ops.zeros_like(dh), dc * f], [da]
+
+    def recurrent_weight_grads(self, residual_seqs, delta_seqs):
+        return [_sum_outer(residual_seqs[0], delta_seqs[0])]
+
+    def get_config(self):
+        config = super().get_config()
+        config["unit_forget_bias"] = self.unit_forget_bias
+        return config
+
+
+def _sum_outer(a, d):
+    """sum_t a_t^T d_t for a (T, B, m), d (T, B, n): one (T*B)-deep GEMM."""
+    a2, d2 = _rows(a), _rows(d)
+    return ops.cast(ops.matmul(ops.transpose(a2), d2), a.dtype)
+
+
+def _sum_rows(d):
+    return ops.cast(ops.sum(_rows(d), axis=0), d.dtype)
+
+
+def _rows(x):
+    """(T, B, n) -> (T*B, n), in float32 when x is float16/bfloat16 so that
+    sums over many steps do not lose precision or overflow."""
+    x = ops.reshape(x, (-1, ops.shape(x)[-1]))
+    if keras.backend.standardize_dtype(x.dtype) in ("float16", "bfloat16"):
+        x = ops.cast(x, "float32")
+    return x

@@ -1,0 +1,151 @@
+"""The one time loop behind `Recurrent`, with an exact hand-written gradient.
+
+Why a custom gradient instead of autodiff through `while_loop`:
+
+1. Speed. Autodiff of a while loop computes the recurrent-weight gradient
+   with one small GEMM per step, inside the sequential backward loop. Here
+   the backward loop only carries `dh`, `dc` (one small GEMM per step), and
+   the weight gradient is one large GEMM over all steps afterwards.
+2. Exportability. Outputs are written into a preallocated buffer with
+   `slice_update` (XLA's DynamicUpdateSlice, a TFLite builtin), not a
+   TensorArray; TensorArrays become TensorList ops that TFLite only runs
+   through the Flex delegate, and only with a static batch size. TensorFlow
+   defines no gradient for DynamicUpdateSlice, so the loop must bring its
+   own.
+
+The forward loop saves per-step residuals only when `save_residuals` is
+True (training); otherwise the gradient function recomputes them, so
+inference graphs (and exported models) carry no residual buffers.
+"""
+
+from keras import ops
+
+
+def _write(buffer, t, value):
+    return ops.slice_update(buffer, (t, 0, 0), ops.expand_dims(value, 0))
+
+
+def _forward(cell, proj, states, consts, mask, rmask, write_outputs, save):
+    """Runs the cell over time. Returns (outputs or None, states, residuals)."""
+    steps = ops.shape(proj)[0]
+    batch = ops.shape(proj)[1]
+    dtype = proj.dtype
+    buffers = [ops.zeros((steps, batch, cell.units), dtype)] * write_outputs
+    if save:
+        buffers += [
+            ops.zeros((steps, batch, w), dtype) for w in cell.residual_widths()
+        ]
+
+    def body(t, states, buffers):
+        h_in = states[0] * rmask if rmask is not None else states[0]
+        h, new_states, res = cell.forward_step(proj[t], states, consts, h_in)
+        if mask is not None:
+            m = mask[t]
+            new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]
+            h = ops.where(m, h, ops.zeros_like(h))
+        values = [h] * write_outputs + (list(res) if save else [])
+        buffers = [_write(b, t, v) for b, v in zip(buffers, values)]
+        return t + 1, list(new_states), buffers
+
+    _, states, buffers = ops.while_loop(
+        lambda t, *_: t < steps, body, (0, list(states), buffers)
+    )
+    outputs = buffers.pop(0) if write_outputs else None
+    return outputs, states, buffers
+
+
+def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
+    """Reverse loop. Returns (d_proj, d_initial_states, d_recurrent_weights)."""
+    steps = ops.shape(residuals[0])[0]
+    batch = ops.shape(residuals[0])[1]
+    dtype = residuals[0].dtype
+    d_proj = ops.zeros((steps, batch, cell.gates * cell.units), dtype)
+    deltas = [ops.zeros((steps, batch, w), dtype) for w in cell.delta_widths()]
+
+    def body(k, d_states, d_proj, deltas):
+        t = steps - 1 - k
+        dh = d_states[0]
+        if d_outputs is not None:
+            dh = dh + d_outputs[t]
+        res = [r[t] for r in residuals]
+        dp, dh_in, d_prev, step_deltas = cell.backward_step(
+            dh, d_states[1:], res, consts
+        )
+        if rmask is not None:
+            dh_in = dh_in * rmask
+        d_prev = [d_prev[0] + dh_in] + list(d_prev[1:])
+        if mask is not None:
+            m = mask[t]
+            d_prev = [ops.where(m, n, o) for n, o in zip(d_prev, d_states)]
+            dp = ops.where(m, dp, ops.zeros_like(dp))
+            step_deltas = [
+                ops.where(m, d, ops.zeros_like(d)) for d in step_deltas
+            ]
+        d_proj = _write(d_proj, t, dp)
+        deltas = [_write(b, t, d) for b, d in zip(deltas, step_deltas)]
+        return k + 1, d_prev, d_proj, deltas
+
+    _, d_states, d_proj, deltas = ops.while_loop(
+        lambda k, *_: k < steps,
+        body,
+        (0, list(d_states), d_proj, deltas),
+    )
+    return d_proj, d_states, cell.recurrent_weight_grads(residuals, deltas)
+
+
+def run(cell, proj, initial_states, mask=None, rmask=None,
+        return_sequences=True, save_residuals=True):
+    """Runs `cell` over `proj` = `cell.project_inputs(x)`, time-major.
+
+    Args:
+        cell: a `seqkeras.layers.cells.RecurrentCell`.
+        proj: (time, batch, gates * units) projected inputs.
+        initial_states: list of (batch, size) tensors.
+        mask: None or bool (time, batch, 1); a masked step carries the
+            states unchanged and outputs zeros.
+        rmask: None or (batch, units) recurrent dropout mask.
+        return_sequences: whether to build the (time, batch, units) outputs.
+        save_residuals: keep per-step values for the gradient (training);
+            otherwise the gradient recomputes them.
+
+    Returns:
+        `(outputs, final_states)`; `outputs` is None unless
+        `return_sequences`.
+    """
+    weights = cell.recurrent_weights()
+    n_w, n_s = len(weights), len(initial_states)
+
+    def impl(proj, *flat):
+        weights, states = list(flat[:n_w]), list(flat[n_w:])
+        consts = cell.loop_constants(weights)
+        outputs, final, residuals = _forward(
+            cell, proj, states, consts, mask, rmask,
+            return_sequences, save_residuals,
+        )
+
+        def grad(*upstream, **unused_kwargs):
+            upstream = list(upstream)
+            d_outputs = upstream.pop(0) if return_sequences else None
+            d_final = [
+                ops.zeros_like(s) if d is None else d
+                for d, s in zip(upstream, final)
+            ]
+            res = residuals
+            if not save_residuals:
+                _, _, res = _forward(
+                    cell, proj, states, consts, mask, rmask, False, True
+                )
+            d_proj, d_init, d_weights = _backward(
+                cell, res, consts, mask, rmask, d_outputs, d_final
+            )
+            d_weights = [ops.cast(d, w.dtype) for d, w in zip(d_weights, weights)]
+            return [d_proj] + d_weights + list(d_init)
+
+        result = ([outputs] if return_sequences else []) + list(final)
+        return result, grad
+
+    result = ops.custom_gradient(impl)(proj, *weights, *initial_states)
+    result = list(result)
+    outputs = result.pop(0) if return_sequences else None
+    assert len(result) == n_s
+    return outputs, result

@@ -1,0 +1,49 @@
+"""Argument checks shared by every seqkeras layer.
+
+Messages follow one shape (Keras core's): "`GRUCell` received an invalid
+value for `units`: expected a positive integer. Received: units=0".
+"""
+
+
+def _invalid(layer, arg, expected, value, error=ValueError):
+    return error(
+        f"`{layer}` received an invalid value for `{arg}`: expected "
+        f"{expected}. Received: {arg}={value!r}"
+    )
+
+
+def positive_int(layer, arg, value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import numpy as np
+
+            if isinstance(value, np.integer):
+                value = int(value)
+            else:
+                raise _invalid(layer, arg, "a positive integer", value, TypeError)
+        except ImportError:  # pragma: no cover
+            raise _invalid(layer, arg, "a positive integer", value, TypeError)
+    if value <= 0:
+        raise _invalid(layer, arg, "a positive integer", value)
+    return value
+
+
+def rate(layer, arg, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _invalid(layer, arg, "a float in [0, 1)", value, TypeError)
+    if not 0.0 <= value < 1.0:
+        raise _invalid(layer, arg, "a float in [0, 1)", value)
+    return float(value)
+
+
+def choice(layer, arg, value, options):
+    if value not in options:
+        names = ", ".join(repr(o) for o in options)
+        raise _invalid(layer, arg, f"one of {names}", value)
+    return value
+
+
+def boolean(layer, arg, value):
+    if not isinstance(value, bool):
+        raise _invalid(layer, arg, "a bool", value, TypeError)
+    return value
