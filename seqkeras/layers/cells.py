@@ -212,7 +212,7 @@ class SimpleRNNCell(RecurrentCell):
 
     >>> import numpy as np, seqkeras
     >>> layer = seqkeras.layers.Recurrent(seqkeras.layers.SimpleRNNCell(4))
-    >>> layer(np.zeros((2, 3, 5), "float32")).shape
+    >>> tuple(layer(np.zeros((2, 3, 5), "float32")).shape)
     (2, 4)
     """
 
@@ -275,7 +275,8 @@ class GRUCell(RecurrentCell):
 
     >>> import numpy as np, seqkeras
     >>> cell = seqkeras.layers.GRUCell(4, reset_after=True)
-    >>> seqkeras.layers.Recurrent(cell)(np.zeros((2, 3, 5), "float32")).shape
+    >>> layer = seqkeras.layers.Recurrent(cell)
+    >>> tuple(layer(np.zeros((2, 3, 5), "float32")).shape)
     (2, 4)
     """
 
@@ -406,7 +407,7 @@ class LSTMCell(RecurrentCell):
     >>> layer = seqkeras.layers.Recurrent(
     ...     seqkeras.layers.LSTMCell(4), return_state=True)
     >>> out, h, c = layer(np.zeros((2, 3, 5), "float32"))
-    >>> out.shape, c.shape
+    >>> tuple(out.shape), tuple(c.shape)
     ((2, 4), (2, 4))
     """
 

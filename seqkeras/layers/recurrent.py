@@ -54,7 +54,7 @@ class Recurrent(keras.layers.Layer):
     >>> import numpy as np, seqkeras
     >>> layer = seqkeras.layers.Recurrent(
     ...     seqkeras.layers.GRUCell(8), return_sequences=True)
-    >>> layer(np.ones((2, 5, 3), "float32")).shape
+    >>> tuple(layer(np.ones((2, 5, 3), "float32")).shape)
     (2, 5, 8)
     """
 
@@ -91,7 +91,8 @@ class Recurrent(keras.layers.Layer):
 
     def build(self, input_shape):
         _check_rank3("Recurrent", input_shape)
-        self.cell.build((input_shape[0], input_shape[-1]))
+        if not self.cell.built:
+            self.cell.build((input_shape[0], input_shape[-1]))
         if self.stateful:
             batch = input_shape[0]
             if batch is None:
@@ -254,7 +255,7 @@ class Bidirectional(keras.layers.Layer):
     >>> import numpy as np, seqkeras
     >>> bi = seqkeras.layers.Bidirectional(
     ...     seqkeras.layers.Recurrent(seqkeras.layers.LSTMCell(4)))
-    >>> bi(np.ones((2, 5, 3), "float32")).shape
+    >>> tuple(bi(np.ones((2, 5, 3), "float32")).shape)
     (2, 8)
     """
 
@@ -295,8 +296,9 @@ class Bidirectional(keras.layers.Layer):
 
     def build(self, input_shape):
         _check_rank3("Bidirectional", input_shape)
-        self.forward_layer.build(input_shape)
-        self.backward_layer.build(input_shape)
+        for layer in (self.forward_layer, self.backward_layer):
+            if not layer.built:
+                layer.build(input_shape)
 
     def _merge(self, fw, bw):
         if self.merge_mode == "concat":
@@ -402,7 +404,7 @@ class StackedRecurrent(keras.layers.Layer):
     ...     L.Recurrent(L.GRUCell(6), return_sequences=True),
     ...     L.Recurrent(L.GRUCell(6), return_sequences=True),
     ... ], dropout=0.1, residual=True)
-    >>> stack(np.ones((2, 5, 6), "float32")).shape
+    >>> tuple(stack(np.ones((2, 5, 6), "float32")).shape)
     (2, 5, 6)
     """
 
@@ -457,7 +459,8 @@ class StackedRecurrent(keras.layers.Layer):
         _check_rank3("StackedRecurrent", input_shape)
         shape = tuple(input_shape)
         for i, layer in enumerate(self.stack):
-            layer.build(shape)
+            if not layer.built:
+                layer.build(shape)
             out = layer.compute_output_shape(shape)
             if self._residual_at(i) and out[-1] != shape[-1]:
                 raise ValueError(
