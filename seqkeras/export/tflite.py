@@ -12,27 +12,18 @@ _BUILTIN_NAMES = {
 }
 
 
-def convert_builtin(saved_model_dir=None, concrete_function=None,
-                    trackable=None):
-    """Converts to a TFLite flatbuffer that uses builtin ops only.
+def convert_builtin(saved_model_dir, signature_key=None):
+    """Converts a SavedModel to a TFLite flatbuffer with builtin ops only.
 
-    Give either a SavedModel directory (its `serving_default` signature) or a
-    concrete function (with `trackable`, the object holding its variables).
-    Raises the converter's error if any op would need the Flex delegate.
+    Export the Keras model first (`model.export(path)`, optionally with
+    `input_signature=[keras.InputSpec(...)]` or a `tf.TensorSpec` for a
+    batch-1 signature); variables are frozen into constants there. Raises
+    the converter's error if any op would need the Flex delegate.
     """
-    if (saved_model_dir is None) == (concrete_function is None):
-        raise ValueError(
-            "`convert_builtin` needs exactly one of `saved_model_dir` and "
-            "`concrete_function`."
-        )
-    if saved_model_dir is not None:
-        converter = tf.lite.TFLiteConverter.from_saved_model(
-            str(saved_model_dir)
-        )
-    else:
-        converter = tf.lite.TFLiteConverter.from_concrete_functions(
-            [concrete_function], trackable
-        )
+    keys = None if signature_key is None else [signature_key]
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        str(saved_model_dir), signature_keys=keys
+    )
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     return converter.convert()
 
