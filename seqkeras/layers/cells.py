@@ -146,24 +146,46 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
         return (batch, self.units), [(batch, s) for s in sizes]
 
     # -- the split step used by `Recurrent` ------------------------------------
+    #
+    # Internally the gate columns may be permuted and pre-scaled (the
+    # "loop layout"): a sigmoid gate's columns are scaled by 1/2 so that one
+    # tanh over all gates gives every activation, sigmoid(a) =
+    # 0.5 + 0.5 tanh(a / 2). The scaling rides on the matmuls for free, and
+    # autodiff maps gradients back to the Keras layout outside the loop.
+    def gate_layout(self):
+        """(column permutation or None, per-column scale or None)."""
+        return None, None
+
+    def to_loop_layout(self, w):
+        perm, scale = self.gate_layout()
+        w = ops.cast(w, self.compute_dtype)
+        if perm is not None:
+            w = ops.take(w, perm, axis=-1)
+        if scale is not None:
+            w = w * ops.convert_to_tensor(scale, self.compute_dtype)
+        return w
+
     def input_bias(self):
         return self.bias
 
     def project_inputs(self, x):
-        """`x @ kernel + input bias`, for `x` of shape (..., features)."""
-        return ops.matmul(x, self.kernel) + self.input_bias()
+        """`x @ kernel + input bias` in the loop layout, for `x` (..., features)."""
+        return ops.matmul(x, self.to_loop_layout(self.kernel)) + (
+            self.to_loop_layout(self.input_bias())
+        )
 
     def recurrent_weights(self):
         """Tensors the recurrent part depends on (differentiated by the loop)."""
-        return [ops.cast(self.recurrent_kernel, self.compute_dtype)]
+        return [self.to_loop_layout(self.recurrent_kernel)]
 
     def residual_widths(self):
         """Widths of the per-step values `forward_step` saves for backward."""
         return [self.units, self.units]  # h_in, h
 
     def delta_widths(self):
-        """Widths of the per-step deltas `backward_step` returns."""
-        return [self.gates * self.units]
+        """Widths of the per-step extra deltas `backward_step` returns
+        (beyond `dp`, which the loop keeps anyway)."""
+        return []
 
     def loop_constants(self, weights):
         """Loop-invariant tensors derived from `recurrent_weights()`."""
@@ -236,10 +258,10 @@ class SimpleRNNCell(RecurrentCell):
         else:
             da = ops.where(h > 0, dh, ops.zeros_like(dh))
         dh_in = ops.matmul(da, ops.transpose(u))
-        return da, dh_in, [ops.zeros_like(dh)], [da]
+        return da, dh_in, [ops.zeros_like(dh)], []
 
-    def recurrent_weight_grads(self, residual_seqs, delta_seqs):
-        return [_sum_outer(residual_seqs[0], delta_seqs[0])]
+    def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
+        return [_sum_outer(residual_seqs[0], d_proj)]
 
     def get_config(self):
         config = super().get_config()
@@ -293,13 +315,17 @@ class GRUCell(RecurrentCell):
             return (2, 3 * self.units)
         return (3 * self.units,)
 
+    def gate_layout(self):
+        n = self.units
+        return None, [0.5] * (2 * n) + [1.0] * n  # z, r sigmoid via tanh
+
     def input_bias(self):
         return self.bias[0] if self.reset_after else self.bias
 
     def recurrent_weights(self):
         weights = super().recurrent_weights()
         if self.reset_after:
-            weights.append(ops.cast(self.bias, self.compute_dtype)[1])
+            weights.append(self.to_loop_layout(self.bias[1]))
         return weights
 
     def residual_widths(self):
@@ -307,8 +333,7 @@ class GRUCell(RecurrentCell):
         return [n, 2 * n, n, n, n]  # h_in, [z, r], hh, h_prev, extra
 
     def delta_widths(self):
-        n = self.units
-        return [3 * n] if self.reset_after else [2 * n, n]
+        return [self.units] if self.reset_after else []  # r * d(hh pre-act)
 
     def loop_constants(self, weights):
         n = self.units
@@ -325,14 +350,14 @@ class GRUCell(RecurrentCell):
         if self.reset_after:
             u, _, b = consts
             rec = ops.matmul(h_in, u) + b
-            zr = ops.sigmoid(p[:, : 2 * n] + rec[:, : 2 * n])
+            zr = 0.5 + 0.5 * ops.tanh(p[:, : 2 * n] + rec[:, : 2 * n])
             z, r = zr[:, :n], zr[:, n:]
             rec_h = rec[:, 2 * n :]
             hh = ops.tanh(p[:, 2 * n :] + r * rec_h)
             extra = rec_h
         else:
             u_zr, u_h = consts[0], consts[1]
-            zr = ops.sigmoid(p[:, : 2 * n] + ops.matmul(h_in, u_zr))
+            zr = 0.5 + 0.5 * ops.tanh(p[:, : 2 * n] + ops.matmul(h_in, u_zr))
             z, r = zr[:, :n], zr[:, n:]
             extra = r * h_in
             hh = ops.tanh(p[:, 2 * n :] + ops.matmul(extra, u_h))
@@ -349,28 +374,30 @@ class GRUCell(RecurrentCell):
         if self.reset_after:
             _, u_t, _ = consts
             dr = da_h * extra  # extra = h_in U_h + b'_h
-            da_zr = ops.concatenate([dz, dr], axis=-1) * zr * (1.0 - zr)
-            drec = ops.concatenate([da_zr, da_h * r], axis=-1)
+            da_zr = ops.concatenate([dz, dr], axis=-1) * (2.0 * zr * (1.0 - zr))
+            drec_h = da_h * r
+            drec = ops.concatenate([da_zr, drec_h], axis=-1)
             dh_in = ops.matmul(drec, u_t)
             dp = ops.concatenate([da_zr, da_h], axis=-1)
-            return dp, dh_in, [dh_prev], [drec]
+            return dp, dh_in, [dh_prev], [drec_h]
         _, _, u_zr_t, u_h_t = consts
         d_rh = ops.matmul(da_h, u_h_t)
         dr = d_rh * h_in
-        da_zr = ops.concatenate([dz, dr], axis=-1) * zr * (1.0 - zr)
+        da_zr = ops.concatenate([dz, dr], axis=-1) * (2.0 * zr * (1.0 - zr))
         dh_in = d_rh * r + ops.matmul(da_zr, u_zr_t)
         dp = ops.concatenate([da_zr, da_h], axis=-1)
-        return dp, dh_in, [dh_prev], [da_zr, da_h]
+        return dp, dh_in, [dh_prev], []
 
-    def recurrent_weight_grads(self, residual_seqs, delta_seqs):
-        h_in = residual_seqs[0]
+    def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
+        h_in, n = residual_seqs[0], self.units
+        d_zr = d_proj[..., : 2 * n]
         if self.reset_after:
-            (drec,) = delta_seqs
+            drec = ops.concatenate([d_zr, delta_seqs[0]], axis=-1)
             return [_sum_outer(h_in, drec), _sum_rows(drec)]
-        da_zr, da_h = delta_seqs
         return [
             ops.concatenate(
-                [_sum_outer(h_in, da_zr), _sum_outer(residual_seqs[4], da_h)],
+                [_sum_outer(h_in, d_zr),
+                 _sum_outer(residual_seqs[4], d_proj[..., 2 * n :])],
                 axis=-1,
             )
         ]
@@ -445,13 +472,22 @@ class LSTMCell(RecurrentCell):
         n = self.units
         return [n, 3 * n, n, n, n]  # h_in, [i, f, o], g, C_prev, tanh(C)
 
+    def gate_layout(self):
+        # Keras order i, f, c, o -> loop order i, f, o, c: the three sigmoid
+        # gates are contiguous (scaled by 1/2), the tanh candidate last.
+        n = self.units
+        perm = list(range(2 * n)) + list(range(3 * n, 4 * n)) + list(
+            range(2 * n, 3 * n)
+        )
+        return perm, [0.5] * (3 * n) + [1.0] * n
+
     def forward_step(self, p, states, consts, h_in):
         n = self.units
         u = consts[0]
         h_prev, c_prev = states
-        a = p + ops.matmul(h_in, u)
-        ifo = ops.sigmoid(ops.concatenate([a[:, : 2 * n], a[:, 3 * n :]], -1))
-        g = ops.tanh(a[:, 2 * n : 3 * n])
+        act = ops.tanh(p + ops.matmul(h_in, u))  # loop layout: i, f, o | c
+        ifo = 0.5 + 0.5 * act[:, : 3 * n]  # sigmoid of the unscaled gates
+        g = act[:, 3 * n :]
         i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
         c = f * c_prev + i * g
         tc = ops.tanh(c)
@@ -466,16 +502,15 @@ class LSTMCell(RecurrentCell):
         i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
         dc = dc + dh * o * (1.0 - tc * tc)
         d_ifo = ops.concatenate([dc * g, dc * c_prev, dh * tc], axis=-1)
-        d_ifo = d_ifo * ifo * (1.0 - ifo)
-        dg = dc * i * (1.0 - g * g)
         da = ops.concatenate(
-            [d_ifo[:, : 2 * n], dg, d_ifo[:, 2 * n :]], axis=-1
+            [d_ifo * (2.0 * ifo * (1.0 - ifo)), dc * i * (1.0 - g * g)],
+            axis=-1,
         )
         dh_in = ops.matmul(da, u_t)
-        return da, dh_in, [ops.zeros_like(dh), dc * f], [da]
+        return da, dh_in, [ops.zeros_like(dh), dc * f], []
 
-    def recurrent_weight_grads(self, residual_seqs, delta_seqs):
-        return [_sum_outer(residual_seqs[0], delta_seqs[0])]
+    def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
+        return [_sum_outer(residual_seqs[0], d_proj)]
 
     def get_config(self):
         config = super().get_config()

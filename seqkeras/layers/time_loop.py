@@ -90,7 +90,9 @@ def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
         body,
         (0, list(d_states), d_proj, deltas),
     )
-    return d_proj, d_states, cell.recurrent_weight_grads(residuals, deltas)
+    return d_proj, d_states, cell.recurrent_weight_grads(
+        residuals, d_proj, deltas
+    )
 
 
 def run(cell, proj, initial_states, mask=None, rmask=None,

@@ -1,0 +1,177 @@
+"""Training speed of seqkeras recurrent layers against their peers.
+
+Trains `seqkeras.layers.Recurrent`, `keras.layers.{LSTM,GRU,SimpleRNN}` and
+(when installed) `torch.nn.{LSTM,GRU,RNN}` side by side in one process on
+the same shape, and prints train tokens/s, the ratios ours/theirs and the
+fraction of the fp32 matmul peak this script measures itself.
+
+    python benchmarks/recurrent.py            # B=64, T=100, 128 -> 256
+    python benchmarks/recurrent.py --quick    # a smoke run (tests use it)
+
+Each model does the same step: forward with `return_sequences=True`, mean
+squared error against a fixed target, backward, SGD update. Keras models
+train with `train_on_batch` after `compile(jit_compile=True)`. Timings
+interleave the peers round by round and report each one's median round.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import seqkeras  # noqa: E402
+
+L = seqkeras.layers
+GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+
+
+def ours(kind, units, reset_after):
+    cell = {
+        "lstm": lambda: L.LSTMCell(units),
+        "gru": lambda: L.GRUCell(units, reset_after=reset_after),
+        "rnn": lambda: L.SimpleRNNCell(units),
+    }[kind]()
+    return L.Recurrent(cell, return_sequences=True)
+
+
+def keras_peer(kind, units, reset_after):
+    return {
+        "lstm": lambda: keras.layers.LSTM(units, return_sequences=True),
+        "gru": lambda: keras.layers.GRU(
+            units, reset_after=reset_after, return_sequences=True),
+        "rnn": lambda: keras.layers.SimpleRNN(units, return_sequences=True),
+    }[kind]()
+
+
+def keras_step(layer, x, y):
+    inp = keras.Input(x.shape[1:])
+    model = keras.Model(inp, layer(inp))
+    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",
+                  jit_compile=True)
+    model.train_on_batch(x, y)  # compile
+    return lambda: model.train_on_batch(x, y)
+
+
+def torch_step(kind, x, y, units):
+    import torch
+
+    torch.set_num_threads(os.cpu_count())
+    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}
+    net = cls[kind](x.shape[-1], units, batch_first=True)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        opt.zero_grad()
+        out, _ = net(xt)
+        torch.mean((out - yt) ** 2).backward()
+        opt.step()
+
+    step()
+    return step
+
+
+def matmul_peak(n=2048, repeats=10):
+    """fp32 GFLOP/s of one large XLA matmul on this machine."""
+    import tensorflow as tf
+
+    a = tf.random.normal((n, n))
+    f = tf.function(lambda a: a @ a, jit_compile=True)
+    f(a).numpy()
+    best = 0.0
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            f(a).numpy()
+        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - start))
+    return best / 1e9
+
+
+def train_flops_per_token(kind, features, units):
+    """Matmul FLOPs of forward + backward (3x forward) per time step."""
+    g = GATES[kind] * units
+    return 3 * 2 * (features + units) * g
+
+
+def time_rounds(steps, rounds, iters):
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(iters):
+                step()
+            times[name].append((time.perf_counter() - start) / iters)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--features", type=int, default=128)
+    p.add_argument("--units", type=int, default=256)
+    p.add_argument("--cells", nargs="+", default=["lstm", "gru", "rnn"],
+                   choices=sorted(GATES))
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny shapes, one round: a smoke test")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.batch, args.steps, args.features, args.units = 4, 6, 8, 8
+        args.rounds, args.iters = 1, 1
+    try:
+        import torch  # noqa: F401
+
+        have_torch = not args.no_torch
+    except ImportError:
+        have_torch = False
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(args.batch, args.steps, args.features))
+    x = x.astype("float32")
+    y = rng.normal(size=(args.batch, args.steps, args.units)).astype("float32")
+    peak = matmul_peak(256 if args.quick else 2048)
+    tokens = args.batch * args.steps
+    print(f"shape: B={args.batch} T={args.steps} features={args.features} "
+          f"units={args.units}; keras {keras.__version__}, "
+          f"backend {keras.backend.backend()}, jit_compile=True; "
+          f"{os.cpu_count()} CPU cores")
+    print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s")
+    header = (f"{'cell':<22}{'peer':<22}{'ours tok/s':>12}{'peer tok/s':>12}"
+              f"{'ours/peer':>11}{'ours %peak':>11}")
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for kind in args.cells:
+        variants = [False, True] if kind == "gru" else [False]
+        for reset_after in variants:
+            steps = {"ours": keras_step(ours(kind, args.units, reset_after),
+                                        x, y)}
+            steps["keras"] = keras_step(
+                keras_peer(kind, args.units, reset_after), x, y)
+            if have_torch and (kind != "gru" or reset_after):
+                steps["torch"] = torch_step(kind, x, y, args.units)
+            t = time_rounds(steps, args.rounds, args.iters)
+            flops = train_flops_per_token(kind, args.features, args.units)
+            label = kind + (" reset_after" if reset_after else "")
+            ours_tps = tokens / t["ours"]
+            for peer in [p for p in steps if p != "ours"]:
+                peer_tps = tokens / t[peer]
+                name = {"keras": "keras.layers", "torch": "torch.nn"}[peer]
+                ratio = ours_tps / peer_tps
+                frac = ours_tps * flops / (peak * 1e9)
+                print(f"{label:<22}{name:<22}{ours_tps:>12.0f}"
+                      f"{peer_tps:>12.0f}{ratio:>10.2f}x{frac:>10.0%}")
+                rows.append((label, name, ours_tps, peer_tps, ratio))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
