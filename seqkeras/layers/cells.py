@@ -178,6 +178,10 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
         """Tensors the recurrent part depends on (differentiated by the loop)."""
         return [self.to_loop_layout(self.recurrent_kernel)]
 
+    # Whether `backward_step` needs the undropped previous hidden state
+    # (the loop saves it only under recurrent dropout; otherwise it is h_in).
+    needs_h_prev = False
+
     def residual_widths(self):
         """Widths of the per-step values `forward_step` saves for backward."""
         return [self.units, self.units]  # h_in, h
@@ -244,20 +248,22 @@ class SimpleRNNCell(RecurrentCell):
             "SimpleRNNCell", "activation", activation, ("tanh", "relu")
         )
 
+    def loop_constants(self, weights):
+        (u,) = weights
+        return [u, ops.transpose(u)]
+
     def forward_step(self, p, states, consts, h_in):
-        (u,) = consts
-        a = p + ops.matmul(h_in, u)
+        a = p + ops.matmul(h_in, consts[0])
         h = ops.tanh(a) if self.activation == "tanh" else ops.relu(a)
         return h, [h], [h_in, h]
 
-    def backward_step(self, dh, dstates_rest, residuals, consts):
-        (u,) = consts
-        h_in, h = residuals
+    def backward_step(self, dh, dstates_rest, residuals, h_prev, consts):
+        _, h = residuals
         if self.activation == "tanh":
             da = dh * (1.0 - h * h)
         else:
             da = ops.where(h > 0, dh, ops.zeros_like(dh))
-        dh_in = ops.matmul(da, ops.transpose(u))
+        dh_in = ops.matmul(da, consts[1])
         return da, dh_in, [ops.zeros_like(dh)], []
 
     def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
@@ -328,9 +334,13 @@ class GRUCell(RecurrentCell):
             weights.append(self.to_loop_layout(self.bias[1]))
         return weights
 
+    needs_h_prev = True
+
     def residual_widths(self):
         n = self.units
-        return [n, 2 * n, n, n, n]  # h_in, [z, r], hh, h_prev, extra
+        if self.reset_after:
+            return [n, 2 * n, n, n]  # h_in, [z, r], hh, h_in U_h + b'_h
+        return [n, 2 * n, n]  # h_in, [z, r], hh
 
     def delta_widths(self):
         return [self.units] if self.reset_after else []  # r * d(hh pre-act)
@@ -354,26 +364,26 @@ class GRUCell(RecurrentCell):
             z, r = zr[:, :n], zr[:, n:]
             rec_h = rec[:, 2 * n :]
             hh = ops.tanh(p[:, 2 * n :] + r * rec_h)
-            extra = rec_h
+            residuals = [h_in, zr, hh, rec_h]
         else:
             u_zr, u_h = consts[0], consts[1]
             zr = 0.5 + 0.5 * ops.tanh(p[:, : 2 * n] + ops.matmul(h_in, u_zr))
             z, r = zr[:, :n], zr[:, n:]
-            extra = r * h_in
-            hh = ops.tanh(p[:, 2 * n :] + ops.matmul(extra, u_h))
+            hh = ops.tanh(p[:, 2 * n :] + ops.matmul(r * h_in, u_h))
+            residuals = [h_in, zr, hh]
         h = z * h_prev + (1.0 - z) * hh
-        return h, [h], [h_in, zr, hh, h_prev, extra]
+        return h, [h], residuals
 
-    def backward_step(self, dh, dstates_rest, residuals, consts):
+    def backward_step(self, dh, dstates_rest, residuals, h_prev, consts):
         n = self.units
-        h_in, zr, hh, h_prev, extra = residuals
+        h_in, zr, hh = residuals[:3]
         z, r = zr[:, :n], zr[:, n:]
         dz = dh * (h_prev - hh)
         da_h = dh * (1.0 - z) * (1.0 - hh * hh)
         dh_prev = dh * z
         if self.reset_after:
             _, u_t, _ = consts
-            dr = da_h * extra  # extra = h_in U_h + b'_h
+            dr = da_h * residuals[3]  # h_in U_h + b'_h
             da_zr = ops.concatenate([dz, dr], axis=-1) * (2.0 * zr * (1.0 - zr))
             drec_h = da_h * r
             drec = ops.concatenate([da_zr, drec_h], axis=-1)
@@ -397,7 +407,8 @@ class GRUCell(RecurrentCell):
         return [
             ops.concatenate(
                 [_sum_outer(h_in, d_zr),
-                 _sum_outer(residual_seqs[4], d_proj[..., 2 * n :])],
+                 _sum_outer(residual_seqs[1][..., n:] * h_in,  # r * h_in
+                            d_proj[..., 2 * n :])],
                 axis=-1,
             )
         ]
@@ -470,7 +481,7 @@ class LSTMCell(RecurrentCell):
 
     def residual_widths(self):
         n = self.units
-        return [n, 3 * n, n, n, n]  # h_in, [i, f, o], g, C_prev, tanh(C)
+        return [n, 4 * n, n]  # h_in, tanh of the loop-layout gates, C_prev
 
     def gate_layout(self):
         # Keras order i, f, c, o -> loop order i, f, o, c: the three sigmoid
@@ -490,16 +501,18 @@ class LSTMCell(RecurrentCell):
         g = act[:, 3 * n :]
         i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
         c = f * c_prev + i * g
-        tc = ops.tanh(c)
-        h = o * tc
-        return h, [h, c], [h_in, ifo, g, c_prev, tc]
+        h = o * ops.tanh(c)
+        return h, [h, c], [h_in, act, c_prev]
 
-    def backward_step(self, dh, dstates_rest, residuals, consts):
+    def backward_step(self, dh, dstates_rest, residuals, h_prev, consts):
+        # Recomputing the cheap elementwise values saves residual writes.
         n = self.units
         u_t = consts[1]
         (dc,) = dstates_rest
-        _, ifo, g, c_prev, tc = residuals
+        _, act, c_prev = residuals
+        ifo, g = 0.5 + 0.5 * act[:, : 3 * n], act[:, 3 * n :]
         i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
+        tc = ops.tanh(f * c_prev + i * g)
         dc = dc + dh * o * (1.0 - tc * tc)
         d_ifo = ops.concatenate([dc * g, dc * c_prev, dh * tc], axis=-1)
         da = ops.concatenate(

@@ -31,10 +31,10 @@ def _forward(cell, proj, states, consts, mask, rmask, write_outputs, save):
     batch = ops.shape(proj)[1]
     dtype = proj.dtype
     buffers = [ops.zeros((steps, batch, cell.units), dtype)] * write_outputs
-    if save:
-        buffers += [
-            ops.zeros((steps, batch, w), dtype) for w in cell.residual_widths()
-        ]
+    widths = list(cell.residual_widths()) if save else []
+    if save and rmask is not None and cell.needs_h_prev:
+        widths.append(cell.units)  # undropped h_prev, saved after residuals
+    buffers += [ops.zeros((steps, batch, w), dtype) for w in widths]
 
     def body(t, states, buffers):
         h_in = states[0] * rmask if rmask is not None else states[0]
@@ -43,7 +43,9 @@ def _forward(cell, proj, states, consts, mask, rmask, write_outputs, save):
             m = mask[t]
             new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]
             h = ops.where(m, h, ops.zeros_like(h))
-        values = [h] * write_outputs + (list(res) if save else [])
+        values = [h] * write_outputs
+        if save:
+            values += list(res) + [states[0]] * (len(widths) - len(res))
         buffers = [_write(b, t, v) for b, v in zip(buffers, values)]
         return t + 1, list(new_states), buffers
 
@@ -61,6 +63,7 @@ def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
     dtype = residuals[0].dtype
     d_proj = ops.zeros((steps, batch, cell.gates * cell.units), dtype)
     deltas = [ops.zeros((steps, batch, w), dtype) for w in cell.delta_widths()]
+    n_res = len(cell.residual_widths())
 
     def body(k, d_states, d_proj, deltas):
         t = steps - 1 - k
@@ -68,8 +71,9 @@ def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
         if d_outputs is not None:
             dh = dh + d_outputs[t]
         res = [r[t] for r in residuals]
+        h_prev = res[n_res] if len(res) > n_res else res[0]
         dp, dh_in, d_prev, step_deltas = cell.backward_step(
-            dh, d_states[1:], res, consts
+            dh, d_states[1:], res[:n_res], h_prev, consts
         )
         if rmask is not None:
             dh_in = dh_in * rmask
