@@ -148,15 +148,14 @@ class Recurrent(keras.layers.Layer):
         batch = ops.shape(inputs)[0]
         static_batch = inputs.shape[0]
         if mask is not None:
-            if tuple(mask.shape[:2]) != tuple(inputs.shape[:2]) and not (
-                len(mask.shape) == 2
-                and all(a is None or b is None or a == b
-                        for a, b in zip(mask.shape, inputs.shape[:2]))
+            expected = tuple(inputs.shape[:2])
+            if len(mask.shape) != 2 or any(
+                a is not None and b is not None and a != b
+                for a, b in zip(mask.shape, expected)
             ):
                 raise ValueError(
                     "`Recurrent` received an invalid value for `mask`: "
-                    "expected shape (batch, time) = "
-                    f"{tuple(inputs.shape[:2])}. Received: "
+                    f"expected shape (batch, time) = {expected}. Received: "
                     f"shape={tuple(mask.shape)}"
                 )
             mask = ops.cast(mask, "bool")
@@ -169,7 +168,10 @@ class Recurrent(keras.layers.Layer):
 
         rmask = None
         if training and self.cell.dropout > 0:
-            dmask = self.cell.get_dropout_mask(inputs[:, 0, :])
+            step_shape = (batch, inputs.shape[-1])
+            dmask = self.cell.get_dropout_mask(
+                ops.ones(step_shape, self.compute_dtype)
+            )
             inputs = inputs * ops.expand_dims(dmask, 1)
         if training and self.cell.recurrent_dropout > 0:
             rmask = self.cell.get_recurrent_dropout_mask(states[0])

@@ -4,6 +4,8 @@ Messages follow one shape (Keras core's): "`GRUCell` received an invalid
 value for `units`: expected a positive integer. Received: units=0".
 """
 
+import numbers
+
 
 def _invalid(layer, arg, expected, value, error=ValueError):
     return error(
@@ -13,23 +15,15 @@ def _invalid(layer, arg, expected, value, error=ValueError):
 
 
 def positive_int(layer, arg, value):
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            import numpy as np
-
-            if isinstance(value, np.integer):
-                value = int(value)
-            else:
-                raise _invalid(layer, arg, "a positive integer", value, TypeError)
-        except ImportError:  # pragma: no cover
-            raise _invalid(layer, arg, "a positive integer", value, TypeError)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _invalid(layer, arg, "a positive integer", value, TypeError)
     if value <= 0:
         raise _invalid(layer, arg, "a positive integer", value)
-    return value
+    return int(value)
 
 
 def rate(layer, arg, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _invalid(layer, arg, "a float in [0, 1)", value, TypeError)
     if not 0.0 <= value < 1.0:
         raise _invalid(layer, arg, "a float in [0, 1)", value)
