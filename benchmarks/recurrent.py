@@ -10,7 +10,8 @@ fraction of the fp32 matmul peak this script measures itself.
 
 Each model does the same step: forward with `return_sequences=True`, mean
 squared error against a fixed target, backward, SGD update. Keras models
-train with `train_on_batch` after `compile(jit_compile=True)`. Timings
+train with `train_on_batch` after `compile(jit_compile=True)`, on tensors
+made once (as torch's are), so no per-step NumPy copy is timed. Timings
 interleave the peers round by round and report each one's median round.
 """
 
@@ -49,6 +50,10 @@ def keras_peer(kind, units, reset_after):
 
 
 def keras_step(layer, x, y):
+    import tensorflow as tf
+
+    # Tensors made once, as the torch peer's are: no per-step NumPy copies.
+    x, y = tf.constant(x), tf.constant(y)
     inp = keras.Input(x.shape[1:])
     model = keras.Model(inp, layer(inp))
     model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",

@@ -17,7 +17,9 @@ A cell splits its step in two, so that `seqkeras.layers.Recurrent` can run
 the input-to-hidden matmul for every time step at once (one large GEMM)
 and only the hidden-to-hidden part inside the time loop:
 
-- `project_inputs(x)`: `x @ kernel + input bias` for any leading shape;
+- `project_inputs(x)`: `x @ kernel` for any leading shape (the input bias
+  is added inside the loop, where it fuses with the recurrent matmul's
+  output instead of costing a pass over the whole projected sequence);
 - `forward_step(p, states, consts, h_in)`: the recurrent part of one step;
 - `backward_step(...)`: its exact hand-written derivative, which lets the
   loop hoist the recurrent-weight gradient out of the time loop (one large
@@ -37,6 +39,7 @@ try:  # Keras' own mixin: caches one dropout mask per sequence, and
 except ImportError:  # pragma: no cover - layout of a future Keras
     DropoutRNNCell = object
 
+from seqkeras.layers import time_loop
 from seqkeras.layers import validation
 
 _PACKAGE = "seqkeras"
@@ -133,7 +136,8 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
             h_in = h_in * self.get_recurrent_dropout_mask(states[0])
         consts = self.loop_constants(self.recurrent_weights())
         h, new_states, _ = self.forward_step(
-            self.project_inputs(inputs), states, consts, h_in
+            self.project_inputs(inputs) + self.loop_input_bias(), states,
+            consts, h_in
         )
         if not isinstance(self.state_size, (list, tuple)):
             return h, new_states[0]
@@ -168,11 +172,21 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
     def input_bias(self):
         return self.bias
 
+    def loop_input_bias(self):
+        """The input bias in the loop layout, (gates * units,)."""
+        return self.to_loop_layout(self.input_bias())
+
     def project_inputs(self, x):
-        """`x @ kernel + input bias` in the loop layout, for `x` (..., features)."""
-        return ops.matmul(x, self.to_loop_layout(self.kernel)) + (
-            self.to_loop_layout(self.input_bias())
-        )
+        """`x @ kernel` in the loop layout, for `x` of shape (..., features).
+
+        Leading axes are flattened first, so the projection is one 2-D GEMM.
+        """
+        kernel = self.to_loop_layout(self.kernel)
+        if len(x.shape) == 2:
+            return ops.matmul(x, kernel)
+        lead = ops.shape(x)[:-1]
+        out = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)
+        return ops.reshape(out, tuple(lead) + (ops.shape(kernel)[-1],))
 
     def recurrent_weights(self):
         """Tensors the recurrent part depends on (differentiated by the loop)."""
@@ -257,17 +271,18 @@ class SimpleRNNCell(RecurrentCell):
         h = ops.tanh(a) if self.activation == "tanh" else ops.relu(a)
         return h, [h], [h_in, h]
 
-    def backward_step(self, dh, dstates_rest, residuals, h_prev, consts):
-        _, h = residuals
+    def backward_coefficients(self, residual_seqs, h_prev_seqs):
+        h = residual_seqs[1]
         if self.activation == "tanh":
-            da = dh * (1.0 - h * h)
-        else:
-            da = ops.where(h > 0, dh, ops.zeros_like(dh))
-        dh_in = ops.matmul(da, consts[1])
-        return da, dh_in, [ops.zeros_like(dh)], []
+            return [1.0 - h * h]
+        return [ops.cast(h > 0, h.dtype)]
+
+    def backward_step(self, dh, dstates_rest, coeffs, consts):
+        da = dh * coeffs[0]
+        return da, ops.matmul(da, consts[1]), [ops.zeros_like(dh)], []
 
     def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
-        return [_sum_outer(residual_seqs[0], d_proj)]
+        return [time_loop.sum_outer(residual_seqs[0], d_proj)]
 
     def get_config(self):
         config = super().get_config()
@@ -374,40 +389,48 @@ class GRUCell(RecurrentCell):
         h = z * h_prev + (1.0 - z) * hh
         return h, [h], residuals
 
-    def backward_step(self, dh, dstates_rest, residuals, h_prev, consts):
+    def backward_coefficients(self, residual_seqs, h_prev_seqs):
         n = self.units
-        h_in, zr, hh = residuals[:3]
-        z, r = zr[:, :n], zr[:, n:]
-        dz = dh * (h_prev - hh)
-        da_h = dh * (1.0 - z) * (1.0 - hh * hh)
-        dh_prev = dh * z
+        h_in, zr, hh = residual_seqs[:3]
+        z, r = zr[..., :n], zr[..., n:]
+        d_zr = 2.0 * zr * (1.0 - zr)  # sigmoid' in the loop layout
+        # r's upstream factor: h_in (seed form) or h_in U_h + b'_h (cuDNN form)
+        r_factor = residual_seqs[3] if self.reset_after else h_in
+        return [
+            (h_prev_seqs - hh) * d_zr[..., :n],  # dz -> d(z pre-act)
+            (1.0 - z) * (1.0 - hh * hh),  # dh -> d(hh pre-act)
+            r_factor * d_zr[..., n:],  # -> d(r pre-act)
+            r,
+            z,
+        ]
+
+    def backward_step(self, dh, dstates_rest, coeffs, consts):
+        k_z, k_h, k_r, r, z = coeffs
+        da_h = dh * k_h
         if self.reset_after:
             _, u_t, _ = consts
-            dr = da_h * residuals[3]  # h_in U_h + b'_h
-            da_zr = ops.concatenate([dz, dr], axis=-1) * (2.0 * zr * (1.0 - zr))
+            da_zr = ops.concatenate([dh * k_z, da_h * k_r], axis=-1)
             drec_h = da_h * r
-            drec = ops.concatenate([da_zr, drec_h], axis=-1)
-            dh_in = ops.matmul(drec, u_t)
+            dh_in = ops.matmul(ops.concatenate([da_zr, drec_h], -1), u_t)
             dp = ops.concatenate([da_zr, da_h], axis=-1)
-            return dp, dh_in, [dh_prev], [drec_h]
+            return dp, dh_in, [dh * z], [drec_h]
         _, _, u_zr_t, u_h_t = consts
         d_rh = ops.matmul(da_h, u_h_t)
-        dr = d_rh * h_in
-        da_zr = ops.concatenate([dz, dr], axis=-1) * (2.0 * zr * (1.0 - zr))
+        da_zr = ops.concatenate([dh * k_z, d_rh * k_r], axis=-1)
         dh_in = d_rh * r + ops.matmul(da_zr, u_zr_t)
         dp = ops.concatenate([da_zr, da_h], axis=-1)
-        return dp, dh_in, [dh_prev], []
+        return dp, dh_in, [dh * z], []
 
     def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
         h_in, n = residual_seqs[0], self.units
         d_zr = d_proj[..., : 2 * n]
         if self.reset_after:
             drec = ops.concatenate([d_zr, delta_seqs[0]], axis=-1)
-            return [_sum_outer(h_in, drec), _sum_rows(drec)]
+            return [time_loop.sum_outer(h_in, drec), time_loop.sum_rows(drec)]
         return [
             ops.concatenate(
-                [_sum_outer(h_in, d_zr),
-                 _sum_outer(residual_seqs[1][..., n:] * h_in,  # r * h_in
+                [time_loop.sum_outer(h_in, d_zr),
+                 time_loop.sum_outer(residual_seqs[1][..., n:] * h_in,  # r * h_in
                             d_proj[..., 2 * n :])],
                 axis=-1,
             )
@@ -504,47 +527,33 @@ class LSTMCell(RecurrentCell):
         h = o * ops.tanh(c)
         return h, [h, c], [h_in, act, c_prev]
 
-    def backward_step(self, dh, dstates_rest, residuals, h_prev, consts):
-        # Recomputing the cheap elementwise values saves residual writes.
+    def backward_coefficients(self, residual_seqs, h_prev_seqs):
+        # Everything that does not depend on the carried gradients, for all
+        # steps at once, so the sequential loop only multiplies and adds.
         n = self.units
-        u_t = consts[1]
-        (dc,) = dstates_rest
-        _, act, c_prev = residuals
-        ifo, g = 0.5 + 0.5 * act[:, : 3 * n], act[:, 3 * n :]
-        i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
+        _, act, c_prev = residual_seqs
+        ifo, g = 0.5 + 0.5 * act[..., : 3 * n], act[..., 3 * n :]
+        i, f, o = ifo[..., :n], ifo[..., n : 2 * n], ifo[..., 2 * n :]
         tc = ops.tanh(f * c_prev + i * g)
-        dc = dc + dh * o * (1.0 - tc * tc)
-        d_ifo = ops.concatenate([dc * g, dc * c_prev, dh * tc], axis=-1)
-        da = ops.concatenate(
-            [d_ifo * (2.0 * ifo * (1.0 - ifo)), dc * i * (1.0 - g * g)],
+        d_ifo = 2.0 * ifo * (1.0 - ifo)  # sigmoid' in the loop layout
+        k4 = ops.concatenate(
+            [g * d_ifo[..., :n], c_prev * d_ifo[..., n : 2 * n],
+             tc * d_ifo[..., 2 * n :], i * (1.0 - g * g)],
             axis=-1,
         )
-        dh_in = ops.matmul(da, u_t)
+        return [o * (1.0 - tc * tc), k4, f]
+
+    def backward_step(self, dh, dstates_rest, coeffs, consts):
+        k1, k4, f = coeffs
+        dc = dstates_rest[0] + dh * k1
+        da = ops.concatenate([dc, dc, dh, dc], axis=-1) * k4  # i, f, o, c
+        dh_in = ops.matmul(da, consts[1])
         return da, dh_in, [ops.zeros_like(dh), dc * f], []
 
     def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
-        return [_sum_outer(residual_seqs[0], d_proj)]
+        return [time_loop.sum_outer(residual_seqs[0], d_proj)]
 
     def get_config(self):
         config = super().get_config()
         config["unit_forget_bias"] = self.unit_forget_bias
         return config
-
-
-def _sum_outer(a, d):
-    """sum_t a_t^T d_t for a (T, B, m), d (T, B, n): one (T*B)-deep GEMM."""
-    a2, d2 = _rows(a), _rows(d)
-    return ops.cast(ops.matmul(ops.transpose(a2), d2), a.dtype)
-
-
-def _sum_rows(d):
-    return ops.cast(ops.sum(_rows(d), axis=0), d.dtype)
-
-
-def _rows(x):
-    """(T, B, n) -> (T*B, n), in float32 when x is float16/bfloat16 so that
-    sums over many steps do not lose precision or overflow."""
-    x = ops.reshape(x, (-1, ops.shape(x)[-1]))
-    if keras.backend.standardize_dtype(x.dtype) in ("float16", "bfloat16"):
-        x = ops.cast(x, "float32")
-    return x

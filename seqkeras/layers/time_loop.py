@@ -18,6 +18,7 @@ True (training); otherwise the gradient function recomputes them, so
 inference graphs (and exported models) carry no residual buffers.
 """
 
+from keras import backend
 from keras import ops
 
 
@@ -25,7 +26,8 @@ def _write(buffer, t, value):
     return ops.slice_update(buffer, (t, 0, 0), ops.expand_dims(value, 0))
 
 
-def _forward(cell, proj, states, consts, mask, rmask, write_outputs, save):
+def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
+             save):
     """Runs the cell over time. Returns (outputs or None, states, residuals)."""
     steps = ops.shape(proj)[0]
     batch = ops.shape(proj)[1]
@@ -38,7 +40,9 @@ def _forward(cell, proj, states, consts, mask, rmask, write_outputs, save):
 
     def body(t, states, buffers):
         h_in = states[0] * rmask if rmask is not None else states[0]
-        h, new_states, res = cell.forward_step(proj[t], states, consts, h_in)
+        h, new_states, res = cell.forward_step(
+            proj[t] + bias, states, consts, h_in
+        )
         if mask is not None:
             m = mask[t]
             new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]
@@ -64,16 +68,16 @@ def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
     d_proj = ops.zeros((steps, batch, cell.gates * cell.units), dtype)
     deltas = [ops.zeros((steps, batch, w), dtype) for w in cell.delta_widths()]
     n_res = len(cell.residual_widths())
+    h_prev = residuals[n_res] if len(residuals) > n_res else residuals[0]
+    coeffs = cell.backward_coefficients(residuals[:n_res], h_prev)
 
     def body(k, d_states, d_proj, deltas):
         t = steps - 1 - k
         dh = d_states[0]
         if d_outputs is not None:
             dh = dh + d_outputs[t]
-        res = [r[t] for r in residuals]
-        h_prev = res[n_res] if len(res) > n_res else res[0]
         dp, dh_in, d_prev, step_deltas = cell.backward_step(
-            dh, d_states[1:], res[:n_res], h_prev, consts
+            dh, d_states[1:], [c[t] for c in coeffs], consts
         )
         if rmask is not None:
             dh_in = dh_in * rmask
@@ -103,9 +107,12 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
         return_sequences=True, save_residuals=True):
     """Runs `cell` over `proj` = `cell.project_inputs(x)`, time-major.
 
+    The cell's input bias (`cell.loop_input_bias()`) is added inside the
+    loop.
+
     Args:
         cell: a `seqkeras.layers.cells.RecurrentCell`.
-        proj: (time, batch, gates * units) projected inputs.
+        proj: (time, batch, gates * units) projected inputs, without bias.
         initial_states: list of (batch, size) tensors.
         mask: None or bool (time, batch, 1); a masked step carries the
             states unchanged and outputs zeros.
@@ -121,11 +128,11 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
     weights = cell.recurrent_weights()
     n_w, n_s = len(weights), len(initial_states)
 
-    def impl(proj, *flat):
+    def impl(proj, bias, *flat):
         weights, states = list(flat[:n_w]), list(flat[n_w:])
         consts = cell.loop_constants(weights)
         outputs, final, residuals = _forward(
-            cell, proj, states, consts, mask, rmask,
+            cell, proj, bias, states, consts, mask, rmask,
             return_sequences, save_residuals,
         )
 
@@ -139,19 +146,40 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
             res = residuals
             if not save_residuals:
                 _, _, res = _forward(
-                    cell, proj, states, consts, mask, rmask, False, True
+                    cell, proj, bias, states, consts, mask, rmask, False, True
                 )
             d_proj, d_init, d_weights = _backward(
                 cell, res, consts, mask, rmask, d_outputs, d_final
             )
             d_weights = [ops.cast(d, w.dtype) for d, w in zip(d_weights, weights)]
-            return [d_proj] + d_weights + list(d_init)
+            d_bias = sum_rows(d_proj)
+            return [d_proj, d_bias] + d_weights + list(d_init)
 
         result = ([outputs] if return_sequences else []) + list(final)
         return result, grad
 
-    result = ops.custom_gradient(impl)(proj, *weights, *initial_states)
+    bias = cell.loop_input_bias()
+    result = ops.custom_gradient(impl)(proj, bias, *weights, *initial_states)
     result = list(result)
     outputs = result.pop(0) if return_sequences else None
     assert len(result) == n_s
     return outputs, result
+
+
+def sum_outer(a, d):
+    """sum_t a_t^T d_t for a (T, B, m), d (T, B, n): one (T*B)-deep GEMM."""
+    a2, d2 = _rows(a), _rows(d)
+    return ops.cast(ops.matmul(ops.transpose(a2), d2), a.dtype)
+
+
+def sum_rows(d):
+    return ops.cast(ops.sum(_rows(d), axis=0), d.dtype)
+
+
+def _rows(x):
+    """(T, B, n) -> (T*B, n), in float32 when x is float16/bfloat16 so that
+    sums over many steps do not lose precision or overflow."""
+    x = ops.reshape(x, (-1, ops.shape(x)[-1]))
+    if backend.standardize_dtype(x.dtype) in ("float16", "bfloat16"):
+        x = ops.cast(x, "float32")
+    return x
