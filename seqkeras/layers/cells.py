@@ -504,7 +504,7 @@ class LSTMCell(RecurrentCell):
 
     def residual_widths(self):
         n = self.units
-        return [n, 4 * n, n]  # h_in, tanh of the loop-layout gates, C_prev
+        return [n, n, 4 * n, n]  # h_in, then backward_step's coefficients
 
     def gate_layout(self):
         # Keras order i, f, c, o -> loop order i, f, o, c: the three sigmoid
@@ -524,24 +524,20 @@ class LSTMCell(RecurrentCell):
         g = act[:, 3 * n :]
         i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
         c = f * c_prev + i * g
-        h = o * ops.tanh(c)
-        return h, [h, c], [h_in, act, c_prev]
-
-    def backward_coefficients(self, residual_seqs, h_prev_seqs):
-        # Everything that does not depend on the carried gradients, for all
-        # steps at once, so the sequential loop only multiplies and adds.
-        n = self.units
-        _, act, c_prev = residual_seqs
-        ifo, g = 0.5 + 0.5 * act[..., : 3 * n], act[..., 3 * n :]
-        i, f, o = ifo[..., :n], ifo[..., n : 2 * n], ifo[..., 2 * n :]
-        tc = ops.tanh(f * c_prev + i * g)
+        tc = ops.tanh(c)
+        h = o * tc
+        # Save the backward coefficients directly: everything the backward
+        # step needs that does not depend on the carried gradients.
         d_ifo = 2.0 * ifo * (1.0 - ifo)  # sigmoid' in the loop layout
         k4 = ops.concatenate(
-            [g * d_ifo[..., :n], c_prev * d_ifo[..., n : 2 * n],
-             tc * d_ifo[..., 2 * n :], i * (1.0 - g * g)],
+            [g * d_ifo[:, :n], c_prev * d_ifo[:, n : 2 * n],
+             tc * d_ifo[:, 2 * n :], i * (1.0 - g * g)],
             axis=-1,
         )
-        return [o * (1.0 - tc * tc), k4, f]
+        return h, [h, c], [h_in, o * (1.0 - tc * tc), k4, f]
+
+    def backward_coefficients(self, residual_seqs, h_prev_seqs):
+        return residual_seqs[1:]
 
     def backward_step(self, dh, dstates_rest, coeffs, consts):
         k1, k4, f = coeffs
