@@ -192,13 +192,13 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
         """Tensors the recurrent part depends on (differentiated by the loop)."""
         return [self.to_loop_layout(self.recurrent_kernel)]
 
-    # Whether `backward_step` needs the undropped previous hidden state
-    # (the loop saves it only under recurrent dropout; otherwise it is h_in).
-    needs_h_prev = False
-
     def residual_widths(self):
-        """Widths of the per-step values `forward_step` saves for backward."""
-        return [self.units, self.units]  # h_in, h
+        """Widths of the per-step values `forward_step` saves for backward:
+        `h_in` (for the recurrent-weight gradient), then the coefficients
+        `backward_step` reads: every value it needs that does not depend on
+        the carried gradients, so the sequential backward loop only
+        multiplies, adds and runs one matmul."""
+        return [self.units, self.units]  # h_in, phi'(a)
 
     def delta_widths(self):
         """Widths of the per-step extra deltas `backward_step` returns
@@ -268,14 +268,11 @@ class SimpleRNNCell(RecurrentCell):
 
     def forward_step(self, p, states, consts, h_in):
         a = p + ops.matmul(h_in, consts[0])
-        h = ops.tanh(a) if self.activation == "tanh" else ops.relu(a)
-        return h, [h], [h_in, h]
-
-    def backward_coefficients(self, residual_seqs, h_prev_seqs):
-        h = residual_seqs[1]
         if self.activation == "tanh":
-            return [1.0 - h * h]
-        return [ops.cast(h > 0, h.dtype)]
+            h = ops.tanh(a)
+            return h, [h], [h_in, 1.0 - h * h]
+        h = ops.relu(a)
+        return h, [h], [h_in, ops.cast(a > 0, h.dtype)]
 
     def backward_step(self, dh, dstates_rest, coeffs, consts):
         da = dh * coeffs[0]
@@ -349,13 +346,8 @@ class GRUCell(RecurrentCell):
             weights.append(self.to_loop_layout(self.bias[1]))
         return weights
 
-    needs_h_prev = True
-
     def residual_widths(self):
-        n = self.units
-        if self.reset_after:
-            return [n, 2 * n, n, n]  # h_in, [z, r], hh, h_in U_h + b'_h
-        return [n, 2 * n, n]  # h_in, [z, r], hh
+        return [self.units] * 6  # h_in, k_z, k_h, k_r, r, z
 
     def delta_widths(self):
         return [self.units] if self.reset_after else []  # r * d(hh pre-act)
@@ -371,38 +363,30 @@ class GRUCell(RecurrentCell):
 
     def forward_step(self, p, states, consts, h_in):
         n = self.units
-        h_prev = states[0]
+        h_prev = states[0]  # undropped, even under recurrent dropout
         if self.reset_after:
             u, _, b = consts
             rec = ops.matmul(h_in, u) + b
             zr = 0.5 + 0.5 * ops.tanh(p[:, : 2 * n] + rec[:, : 2 * n])
             z, r = zr[:, :n], zr[:, n:]
-            rec_h = rec[:, 2 * n :]
-            hh = ops.tanh(p[:, 2 * n :] + r * rec_h)
-            residuals = [h_in, zr, hh, rec_h]
+            r_factor = rec[:, 2 * n :]  # h_in U_h + b'_h
+            hh = ops.tanh(p[:, 2 * n :] + r * r_factor)
         else:
             u_zr, u_h = consts[0], consts[1]
             zr = 0.5 + 0.5 * ops.tanh(p[:, : 2 * n] + ops.matmul(h_in, u_zr))
             z, r = zr[:, :n], zr[:, n:]
+            r_factor = h_in
             hh = ops.tanh(p[:, 2 * n :] + ops.matmul(r * h_in, u_h))
-            residuals = [h_in, zr, hh]
         h = z * h_prev + (1.0 - z) * hh
-        return h, [h], residuals
-
-    def backward_coefficients(self, residual_seqs, h_prev_seqs):
-        n = self.units
-        h_in, zr, hh = residual_seqs[:3]
-        z, r = zr[..., :n], zr[..., n:]
         d_zr = 2.0 * zr * (1.0 - zr)  # sigmoid' in the loop layout
-        # r's upstream factor: h_in (seed form) or h_in U_h + b'_h (cuDNN form)
-        r_factor = residual_seqs[3] if self.reset_after else h_in
-        return [
-            (h_prev_seqs - hh) * d_zr[..., :n],  # dz -> d(z pre-act)
+        coeffs = [
+            (h_prev - hh) * d_zr[:, :n],  # dh -> d(z pre-act)
             (1.0 - z) * (1.0 - hh * hh),  # dh -> d(hh pre-act)
-            r_factor * d_zr[..., n:],  # -> d(r pre-act)
+            r_factor * d_zr[:, n:],  # -> d(r pre-act)
             r,
             z,
         ]
+        return h, [h], [h_in] + coeffs
 
     def backward_step(self, dh, dstates_rest, coeffs, consts):
         k_z, k_h, k_r, r, z = coeffs
@@ -430,7 +414,7 @@ class GRUCell(RecurrentCell):
         return [
             ops.concatenate(
                 [time_loop.sum_outer(h_in, d_zr),
-                 time_loop.sum_outer(residual_seqs[1][..., n:] * h_in,  # r * h_in
+                 time_loop.sum_outer(residual_seqs[4] * h_in,  # r * h_in
                             d_proj[..., 2 * n :])],
                 axis=-1,
             )
@@ -535,9 +519,6 @@ class LSTMCell(RecurrentCell):
             axis=-1,
         )
         return h, [h, c], [h_in, o * (1.0 - tc * tc), k4, f]
-
-    def backward_coefficients(self, residual_seqs, h_prev_seqs):
-        return residual_seqs[1:]
 
     def backward_step(self, dh, dstates_rest, coeffs, consts):
         k1, k4, f = coeffs

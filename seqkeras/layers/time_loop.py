@@ -33,10 +33,10 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
     batch = ops.shape(proj)[1]
     dtype = proj.dtype
     buffers = [ops.zeros((steps, batch, cell.units), dtype)] * write_outputs
-    widths = list(cell.residual_widths()) if save else []
-    if save and rmask is not None and cell.needs_h_prev:
-        widths.append(cell.units)  # undropped h_prev, saved after residuals
-    buffers += [ops.zeros((steps, batch, w), dtype) for w in widths]
+    if save:
+        buffers += [
+            ops.zeros((steps, batch, w), dtype) for w in cell.residual_widths()
+        ]
 
     def body(t, states, buffers):
         h_in = states[0] * rmask if rmask is not None else states[0]
@@ -47,9 +47,7 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
             m = mask[t]
             new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]
             h = ops.where(m, h, ops.zeros_like(h))
-        values = [h] * write_outputs
-        if save:
-            values += list(res) + [states[0]] * (len(widths) - len(res))
+        values = [h] * write_outputs + (list(res) if save else [])
         buffers = [_write(b, t, v) for b, v in zip(buffers, values)]
         return t + 1, list(new_states), buffers
 
@@ -67,9 +65,7 @@ def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
     dtype = residuals[0].dtype
     d_proj = ops.zeros((steps, batch, cell.gates * cell.units), dtype)
     deltas = [ops.zeros((steps, batch, w), dtype) for w in cell.delta_widths()]
-    n_res = len(cell.residual_widths())
-    h_prev = residuals[n_res] if len(residuals) > n_res else residuals[0]
-    coeffs = cell.backward_coefficients(residuals[:n_res], h_prev)
+    coeffs = residuals[1:]  # residuals[0] is h_in, for the weight gradient
 
     def body(k, d_states, d_proj, deltas):
         t = steps - 1 - k
