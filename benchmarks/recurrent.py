@@ -103,6 +103,48 @@ def train_flops_per_token(kind, features, units):
     return 3 * 2 * (features + units) * g
 
 
+def breakdown(kind, batch, steps, features, units, repeats=5):
+    """Microseconds per time step of each piece of our training step, each
+    compiled with XLA on its own."""
+    import tensorflow as tf
+
+    from seqkeras.layers import time_loop
+
+    cell = ours(kind, units, reset_after=True).cell
+    cell.build((batch, features))
+    x = tf.random.normal((steps, batch, features))
+    bias = cell.loop_input_bias()
+    consts = cell.loop_constants(cell.recurrent_weights())
+    init = cell.get_initial_state(batch)
+
+    def forward(save):
+        return lambda p: time_loop._forward(
+            cell, p, bias, init, consts, None, None, True, save)
+
+    proj = cell.project_inputs(x)
+    _, final, residuals = tf.function(forward(True), jit_compile=True)(proj)
+    d_out = tf.random.normal((steps, batch, units))
+    pieces = {
+        "input projection (one GEMM)": (cell.project_inputs, (x,)),
+        "forward loop, inference": (forward(False), (proj,)),
+        "forward loop, saving residuals": (forward(True), (proj,)),
+        "backward loop + weight GEMM": (
+            lambda r, d: time_loop._backward(
+                cell, r, consts, None, None, d, [tf.zeros_like(s) for s in init]),
+            (residuals, d_out)),
+    }
+    for name, (fn, args) in pieces.items():
+        f = tf.function(fn, jit_compile=True)
+        tf.nest.flatten(f(*args))[0].numpy()
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(3):
+                tf.nest.flatten(f(*args))[0].numpy()
+            best = min(best, (time.perf_counter() - start) / 3)
+        print(f"  {kind:<5}{name:<34}{1e6 * best / steps:>8.0f} us/step")
+
+
 def time_rounds(steps, rounds, iters):
     times = {name: [] for name in steps}
     for _ in range(rounds):
@@ -125,6 +167,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time the pieces of our training step")
     p.add_argument("--quick", action="store_true",
                    help="tiny shapes, one round: a smoke test")
     args = p.parse_args(argv)
@@ -175,6 +219,10 @@ def main(argv=None):
                 print(f"{label:<22}{name:<22}{ours_tps:>12.0f}"
                       f"{peer_tps:>12.0f}{ratio:>10.2f}x{frac:>10.0%}")
                 rows.append((label, name, ours_tps, peer_tps, ratio))
+    if args.breakdown:
+        print("our training step, piece by piece (min of rounds):")
+        for kind in args.cells:
+            breakdown(kind, args.batch, args.steps, args.features, args.units)
     return rows
 
 
