@@ -5,6 +5,7 @@ import tempfile
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 
 def _as_list(x):
@@ -79,3 +80,31 @@ def check_layer(make_layer, x, mixed_precision=True, fit=True):
                     assert np.all(np.isfinite(np.asarray(o, "float32")))
             finally:
                 keras.config.set_dtype_policy("float32")
+
+
+def check_gradients_numerically(loss, variables, rng=None, entries=None,
+                                eps=1e-6, tol=1e-6):
+    """Compares tape gradients of `loss()` (float64) with central finite
+    differences on every entry of `variables`, or on `entries` random ones
+    per variable (with `rng`)."""
+    with tf.GradientTape() as tape:
+        value = loss()
+    grads = tape.gradient(value, variables)
+    for var, grad in zip(variables, grads):
+        flat = var.numpy().reshape(-1)
+        idx = range(flat.size) if entries is None else rng.choice(
+            flat.size, size=min(flat.size, entries), replace=False)
+        for j in idx:
+            orig = flat[j]
+            values = []
+            for step in (eps, -eps):
+                flat[j] = orig + step
+                var.assign(flat.reshape(var.shape))
+                values.append(float(loss()))
+            flat[j] = orig
+            var.assign(flat.reshape(var.shape))
+            numeric = (values[0] - values[1]) / (2 * eps)
+            analytic = np.asarray(grad).reshape(-1)[j]
+            assert abs(numeric - analytic) <= tol * max(1.0, abs(numeric)), (
+                var.name, j, numeric, analytic)
+    return value

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import seqkeras
 from seqkeras.layers import GRUCell, LSTMCell, Recurrent, SimpleRNNCell
-from tests.layer_checks import check_layer
+from tests.layer_checks import check_gradients_numerically, check_layer
 
 UNITS, FEATURES, STEPS, BATCH = 5, 3, 7, 4
 CELLS = {
@@ -207,30 +207,9 @@ def test_gradients_match_finite_differences(name, return_sequences):
             layer(x, mask=mask, initial_state=h0, training=True) * probe
         )
 
-    variables = [x] + layer.trainable_weights + h0
-    with tf.GradientTape() as tape:
-        value = loss()
-    grads = tape.gradient(value, variables)
-    eps = 1e-6
-    for var, grad in zip(variables, grads):
-        flat = var.numpy().reshape(-1)
-        idx = rng.choice(flat.size, size=min(flat.size, 12), replace=False)
-        for j in idx:
-            orig = flat[j]
-            for sign in (1, -1):
-                flat[j] = orig + sign * eps
-                var.assign(flat.reshape(var.shape))
-                if sign == 1:
-                    up = loss().numpy()
-                else:
-                    down = loss().numpy()
-            flat[j] = orig
-            var.assign(flat.reshape(var.shape))
-            numeric = (up - down) / (2 * eps)
-            analytic = np.asarray(grad).reshape(-1)[j]
-            assert abs(numeric - analytic) <= 1e-6 * max(1.0, abs(numeric)), (
-                var.name, j, numeric, analytic,
-            )
+    check_gradients_numerically(
+        loss, [x] + layer.trainable_weights + h0, rng=rng, entries=12
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CELLS))

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from seqkeras.layers import GRUCell, LSTMCell, SimpleRNNCell, time_loop
+from tests.layer_checks import check_gradients_numerically
 
 CELLS = {
     "rnn": lambda: SimpleRNNCell(3, dtype="float64"),
@@ -44,24 +45,7 @@ def test_gradient_with_recurrent_dropout_and_mask(name, save_residuals):
             total += tf.reduce_sum(s * p)
         return total
 
-    variables = [x] + cell.trainable_weights + h0
-    with tf.GradientTape() as tape:
-        value = loss()
-    grads = tape.gradient(value, variables)
-    eps = 1e-6
-    for var, grad in zip(variables, grads):
-        flat = var.numpy().reshape(-1)
-        for j in range(flat.size):
-            orig = flat[j]
-            vals = []
-            for sign in (1, -1):
-                flat[j] = orig + sign * eps
-                var.assign(flat.reshape(var.shape))
-                vals.append(loss().numpy())
-            flat[j] = orig
-            var.assign(flat.reshape(var.shape))
-            numeric = (vals[0] - vals[1]) / (2 * eps)
-            analytic = np.asarray(grad).reshape(-1)[j]
-            assert abs(numeric - analytic) <= 1e-6 * max(1.0, abs(numeric)), (
-                var.name, j, numeric, analytic)
+    value = check_gradients_numerically(
+        loss, [x] + cell.trainable_weights + h0
+    )
     assert keras.backend.standardize_dtype(value.dtype) == "float64"
