@@ -1,19 +1,27 @@
 """seqkeras layers: keras.ops only, backend-portable."""
 
+from seqkeras.layers.attention import Attention
+from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
 from seqkeras.layers.cells import SimpleRNNCell
+from seqkeras.layers.positional import PositionalEmbedding
+from seqkeras.layers.positional import SinusoidalPositionalEncoding
 from seqkeras.layers.recurrent import Bidirectional
 from seqkeras.layers.recurrent import Recurrent
 from seqkeras.layers.recurrent import StackedRecurrent
 
 __all__ = [
+    "Attention",
     "Bidirectional",
     "GRUCell",
     "LSTMCell",
+    "MultiHeadAttention",
+    "PositionalEmbedding",
     "Recurrent",
     "RecurrentCell",
     "SimpleRNNCell",
+    "SinusoidalPositionalEncoding",
     "StackedRecurrent",
 ]

@@ -1,0 +1,392 @@
+"""`Attention`: global attention with any seed-notes score function."""
+
+import math
+
+import keras
+from keras import ops
+
+from seqkeras.layers import masking
+from seqkeras.layers import scoring
+from seqkeras.layers import validation
+
+_PACKAGE = "seqkeras"
+
+
+def check_attention_inputs(layer, query_shape, value_shape, key_shape):
+    for arg, shape in (("query", query_shape), ("value", value_shape),
+                       ("key", key_shape)):
+        if shape is not None and len(shape) != 3:
+            raise ValueError(
+                f"`{layer}` expects `{arg}` of rank 3, (batch, time, "
+                f"features). Received: {arg}.shape={tuple(shape)}"
+            )
+    key_shape = value_shape if key_shape is None else key_shape
+    tv, tk = value_shape[1], key_shape[1]
+    if tv is not None and tk is not None and tv != tk:
+        raise ValueError(
+            f"`{layer}` needs `key` and `value` of the same length. "
+            f"Received: key.shape={tuple(key_shape)}, "
+            f"value.shape={tuple(value_shape)}"
+        )
+    return key_shape
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Attention(keras.layers.Layer):
+    """Global attention: `softmax(score(query, key)) @ value`.
+
+    Scores (see `seqkeras.layers.scoring`): `"dot"` (q . k), `"scaled_dot"`
+    (q . k / sqrt(d_k)), `"general"` (q W k, Luong), `"additive"`
+    (v . tanh(q W1 + k W2), Bahdanau) and `"cosine"` (cos(q, k) divided by a
+    learnable temperature). The weights come from the shared dtype-safe
+    masked softmax: masked keys get zero weight, and a query with no
+    visible key gets zero weights and a zero context.
+
+    Args:
+        score: one of the names above (default `"scaled_dot"`).
+        units: hidden size of the additive score (default: key features).
+        dropout: rate in [0, 1) of dropout on the attention weights.
+        temperature: initial temperature of the cosine score (learned as
+            its logarithm, so it stays positive).
+        seed: seed of the dropout.
+
+    Call arguments:
+        query: (batch, Tq, d_q).
+        value: (batch, Tv, d_v).
+        key: optional (batch, Tv, d_k); defaults to `value`.
+        query_mask: optional bool (batch, Tq); masked queries get zero
+            output (and the mask is propagated).
+        value_mask: optional bool (batch, Tv); masked keys get zero weight.
+        attention_mask: optional bool (batch, Tq, Tv).
+        use_causal_mask: query i attends to keys j <= i.
+        return_attention_scores: also return the weights (batch, Tq, Tv).
+        training: enables dropout.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> attention = seqkeras.layers.Attention("additive", units=8)
+    >>> q, v = np.ones((2, 3, 4), "float32"), np.ones((2, 5, 6), "float32")
+    >>> context, weights = attention(q, v, return_attention_scores=True)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 3, 6), (2, 3, 5))
+    """
+
+    def __init__(self, score="scaled_dot", units=None, dropout=0.0,
+                 temperature=0.1, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.score = validation.choice("Attention", "score", score,
+                                       scoring.SCORES)
+        self.units = (None if units is None
+                      else validation.positive_int("Attention", "units", units))
+        self.dropout = validation.rate("Attention", "dropout", dropout)
+        if isinstance(temperature, bool) or not (
+            isinstance(temperature, (int, float)) and temperature > 0
+        ):
+            raise ValueError(
+                "`Attention` received an invalid value for `temperature`: "
+                f"expected a positive float. Received: "
+                f"temperature={temperature!r}"
+            )
+        self.temperature = float(temperature)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = check_attention_inputs("Attention", query_shape,
+                                           value_shape, key_shape)
+        d_q, d_k = query_shape[-1], key_shape[-1]
+        if self.score in ("dot", "scaled_dot", "cosine") and d_q != d_k:
+            raise ValueError(
+                f"`Attention` with score={self.score!r} needs query and key "
+                f"of the same feature size. Received: query features={d_q}, "
+                f"key features={d_k}"
+            )
+        if self.score == "general":
+            self.kernel = self.add_weight(
+                shape=(d_q, d_k), name="kernel",
+                initializer="glorot_uniform")
+        elif self.score == "additive":
+            units = self.units or d_k
+            self.query_kernel = self.add_weight(
+                shape=(d_q, units), name="query_kernel",
+                initializer="glorot_uniform")
+            self.key_kernel = self.add_weight(
+                shape=(d_k, units), name="key_kernel",
+                initializer="glorot_uniform")
+            self.v = self.add_weight(
+                shape=(units,), name="v", initializer="glorot_uniform")
+        elif self.score == "cosine":
+            self.log_temperature = self.add_weight(
+                shape=(), name="log_temperature",
+                initializer=keras.initializers.Constant(
+                    math.log(self.temperature)))
+
+    def scores(self, query, key):
+        """Logits (batch, Tq, Tk) of the configured score function."""
+        if self.score == "dot":
+            return scoring.dot(query, key)
+        if self.score == "scaled_dot":
+            return scoring.scaled_dot(query, key)
+        if self.score == "general":
+            return scoring.general(query, key, self.kernel)
+        if self.score == "additive":
+            return scoring.additive(query, key, self.query_kernel,
+                                    self.key_kernel, self.v)
+        return scoring.cosine(query, key, self.log_temperature)
+
+    def call(self, query, value, key=None, query_mask=None, value_mask=None,
+             attention_mask=None, use_causal_mask=False,
+             return_attention_scores=False, training=None):
+        key = value if key is None else key
+        check_attention_inputs("Attention", query.shape, value.shape,
+                               key.shape)
+        logits = self.scores(query, key)
+        mask = masking.attention_mask(
+            query_mask, value_mask, attention_mask, use_causal_mask,
+            ops.shape(query)[1], ops.shape(key)[1])
+        weights = masking.masked_softmax(logits, mask)
+        dropped = weights
+        if training and self.dropout > 0:
+            dropped = keras.random.dropout(weights, self.dropout,
+                                           seed=self.seed_generator)
+        context = ops.matmul(dropped, ops.cast(value, dropped.dtype))
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        out = (query_shape[0], query_shape[1], value_shape[-1])
+        return out
+
+    def compute_output_spec(self, query, value, key=None, *args,
+                            return_attention_scores=False, **kwargs):
+        out = keras.KerasTensor(
+            self.compute_output_shape(query.shape, value.shape),
+            dtype=self.compute_dtype)
+        if return_attention_scores:
+            weights = keras.KerasTensor(
+                (query.shape[0], query.shape[1], value.shape[1]),
+                dtype=self.compute_dtype)
+            return out, weights
+        return out
+
+    def compute_mask(self, query, value, key=None, query_mask=None,
+                     value_mask=None, **kwargs):
+        return query_mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"score": self.score, "units": self.units,
+                       "dropout": self.dropout,
+                       "temperature": self.temperature, "seed": self.seed})
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention, with an incremental path.
+
+    `head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(key_dim)) V W_i^V`,
+    `MHA = concat(head_1 .. head_h) W^O` (seed notes; Vaswani et al.).
+    Weights have the shapes and order of `keras.layers.MultiHeadAttention`
+    (query, key, value and output kernels and biases), so weights copy
+    across.
+
+    Without attention weights requested and without training dropout, the
+    heads run through `keras.ops.dot_product_attention` (flash attention
+    where the backend has it); otherwise through the explicit path that uses
+    the shared masked softmax. Both give zero output for a query with no
+    visible key.
+
+    Args:
+        num_heads: positive int.
+        key_dim: positive int, size of each query/key head.
+        value_dim: size of each value head (default `key_dim`).
+        dropout: rate in [0, 1) of dropout on the attention weights.
+        use_bias: whether the projections have biases.
+        output_dim: size of the output (default: the query's features).
+        seed: seed of the dropout.
+
+    Call arguments:
+        query: (batch, Tq, d_q); value: (batch, Tv, d_v); key: optional
+            (batch, Tv, d_k), default `value`.
+        query_mask, value_mask, attention_mask, use_causal_mask,
+        return_attention_scores, training: as `Attention`; returned weights
+            are (batch, heads, Tq, Tk).
+        cache: optional (batch, 2, max_length, heads, head_dim) keys and
+            values of earlier steps (self-attention decoding); the new keys
+            and values are written at `cache_index`, queries attend to cache
+            positions up to their own (causal), and the call returns
+            `(output, cache)`. `init_cache(batch, max_length)` makes one.
+        cache_index: int scalar, position of the first query in the cache.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> mha = seqkeras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> x = np.ones((1, 5, 8), "float32")
+    >>> tuple(mha(x, x, use_causal_mask=True).shape)
+    (1, 5, 8)
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0,
+                 use_bias=True, output_dim=None, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        name = "MultiHeadAttention"
+        self.num_heads = validation.positive_int(name, "num_heads", num_heads)
+        self.key_dim = validation.positive_int(name, "key_dim", key_dim)
+        self.value_dim = (self.key_dim if value_dim is None else
+                          validation.positive_int(name, "value_dim", value_dim))
+        self.dropout = validation.rate(name, "dropout", dropout)
+        self.use_bias = validation.boolean(name, "use_bias", use_bias)
+        self.output_dim = (None if output_dim is None else
+                           validation.positive_int(name, "output_dim",
+                                                   output_dim))
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = check_attention_inputs("MultiHeadAttention", query_shape,
+                                           value_shape, key_shape)
+        h = self.num_heads
+        out_dim = self.output_dim or query_shape[-1]
+
+        def dense(name, d_in, head_dim):
+            kernel = self.add_weight(shape=(d_in, h, head_dim),
+                                     name=f"{name}_kernel",
+                                     initializer="glorot_uniform")
+            bias = (self.add_weight(shape=(h, head_dim), name=f"{name}_bias",
+                                    initializer="zeros")
+                    if self.use_bias else None)
+            return kernel, bias
+
+        self.query_kernel, self.query_bias = dense(
+            "query", query_shape[-1], self.key_dim)
+        self.key_kernel, self.key_bias = dense(
+            "key", key_shape[-1], self.key_dim)
+        self.value_kernel, self.value_bias = dense(
+            "value", value_shape[-1], self.value_dim)
+        self.output_kernel = self.add_weight(
+            shape=(h, self.value_dim, out_dim), name="output_kernel",
+            initializer="glorot_uniform")
+        self.output_bias = (self.add_weight(shape=(out_dim,),
+                                            name="output_bias",
+                                            initializer="zeros")
+                            if self.use_bias else None)
+
+    def _project(self, x, kernel, bias):
+        y = ops.einsum("btd,dhk->bthk", x, kernel)  # (batch, time, heads, dim)
+        return y if bias is None else y + bias
+
+    def init_cache(self, batch_size, max_length):
+        """A zero key/value cache, (batch, 2, max_length, heads, head_dim)."""
+        if self.key_dim != self.value_dim:
+            raise ValueError(
+                "`MultiHeadAttention` caches need key_dim == value_dim. "
+                f"Received: key_dim={self.key_dim}, "
+                f"value_dim={self.value_dim}")
+        return ops.zeros((batch_size, 2, max_length, self.num_heads,
+                          self.key_dim), self.compute_dtype)
+
+    def call(self, query, value, key=None, query_mask=None, value_mask=None,
+             attention_mask=None, use_causal_mask=False,
+             return_attention_scores=False, training=None, cache=None,
+             cache_index=None):
+        key = value if key is None else key
+        check_attention_inputs("MultiHeadAttention", query.shape,
+                               value.shape, key.shape)
+        for arg, x, kernel in (("query", query, self.query_kernel),
+                               ("key", key, self.key_kernel),
+                               ("value", value, self.value_kernel)):
+            if x.shape[-1] != kernel.shape[0]:
+                raise ValueError(
+                    f"`MultiHeadAttention` was built for `{arg}` with "
+                    f"{kernel.shape[0]} features. Received: "
+                    f"{arg}.shape={tuple(x.shape)}")
+        q = self._project(query, self.query_kernel, self.query_bias)
+        k = self._project(key, self.key_kernel, self.key_bias)
+        v = self._project(value, self.value_kernel, self.value_bias)
+        q_len = ops.shape(q)[1]
+        offset = 0
+        if cache is not None:
+            if cache_index is None:
+                raise ValueError(
+                    "`MultiHeadAttention` needs `cache_index` with `cache`.")
+            start = (0, 0, cache_index, 0, 0)
+            cache = ops.slice_update(cache, start, ops.stack([k, v], axis=1))
+            k, v = cache[:, 0], cache[:, 1]
+            offset = cache_index
+            use_causal_mask = True  # positions past the queries are empty
+            value_mask = None if value_mask is None else ops.slice_update(
+                ops.ones(ops.shape(k)[:2], "bool"), (0, cache_index),
+                ops.cast(value_mask, "bool"))
+        mask = masking.attention_mask(
+            query_mask, value_mask, attention_mask, use_causal_mask,
+            q_len, ops.shape(k)[1], offset)
+        if mask is not None:
+            mask = ops.expand_dims(mask, 1)  # (batch, 1, Tq, Tk)
+        scale = 1.0 / math.sqrt(self.key_dim)
+        explicit = return_attention_scores or (training and self.dropout > 0)
+        weights = None
+        if explicit:
+            logits = ops.einsum("bqhd,bkhd->bhqk", q, k) * ops.cast(
+                scale, q.dtype)
+            weights = masking.masked_softmax(logits, mask)
+            dropped = weights
+            if training and self.dropout > 0:
+                dropped = keras.random.dropout(weights, self.dropout,
+                                               seed=self.seed_generator)
+            context = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
+        else:
+            context = ops.dot_product_attention(q, k, v, mask=mask,
+                                                scale=scale)
+            if mask is not None:  # a query that sees no key outputs zeros
+                visible = ops.any(mask, axis=-1)  # (batch, 1, Tq)
+                visible = ops.transpose(visible, (0, 2, 1))[..., None]
+                context = context * ops.cast(visible, context.dtype)
+        output = ops.einsum("bqhd,hdo->bqo", context, self.output_kernel)
+        if self.output_bias is not None:
+            output = output + self.output_bias
+        result = [output]
+        if return_attention_scores:
+            result.append(weights)
+        if cache is not None:
+            result.append(cache)
+        return result[0] if len(result) == 1 else tuple(result)
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        return (query_shape[0], query_shape[1],
+                self.output_dim or query_shape[-1])
+
+    def compute_output_spec(self, query, value, key=None, *args,
+                            return_attention_scores=False, cache=None,
+                            **kwargs):
+        out = keras.KerasTensor(
+            self.compute_output_shape(query.shape, value.shape),
+            dtype=self.compute_dtype)
+        result = [out]
+        if return_attention_scores:
+            k_len = cache.shape[2] if cache is not None else value.shape[1]
+            result.append(keras.KerasTensor(
+                (query.shape[0], self.num_heads, query.shape[1], k_len),
+                dtype=self.compute_dtype))
+        if cache is not None:
+            result.append(keras.KerasTensor(cache.shape, dtype=cache.dtype))
+        return result[0] if len(result) == 1 else tuple(result)
+
+    def compute_mask(self, query, value, key=None, query_mask=None,
+                     value_mask=None, **kwargs):
+        return query_mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads, "key_dim": self.key_dim,
+            "value_dim": self.value_dim, "dropout": self.dropout,
+            "use_bias": self.use_bias, "output_dim": self.output_dim,
+            "seed": self.seed,
+        })
+        return config

@@ -1,0 +1,88 @@
+"""Padding and causal masks, and the one dtype-safe masked softmax.
+
+Every attention layer in seqkeras turns its logits into weights with
+`masked_softmax`: the softmax runs in float32 (so the mask constant cannot
+overflow float16 or bfloat16), masked keys get exactly zero weight, and a
+row whose keys are all masked gives all-zero weights (so a zero context and
+zero, finite gradients), never NaN and never uniform weights over padding.
+"""
+
+from keras import ops
+
+# Large enough to vanish in a float32 softmax, far inside float32's range.
+_MASKED_LOGIT = -1e9
+
+
+def masked_softmax(logits, mask=None, axis=-1):
+    """Softmax over `axis` that ignores masked positions.
+
+    Args:
+        logits: float tensor, any dtype.
+        mask: optional bool tensor broadcastable to `logits`; True keeps a
+            position.
+        axis: the axis to normalize over (the keys).
+
+    Returns:
+        Weights of the same shape and dtype as `logits`; rows with no
+        unmasked position are all zeros.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.layers.masking import masked_softmax
+    >>> w = masked_softmax(np.zeros((2, 3), "float32"),
+    ...                    np.array([[True, True, False], [False] * 3]))
+    >>> np.asarray(w).tolist()
+    [[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]
+    """
+    dtype = logits.dtype
+    x = ops.cast(logits, "float32")
+    if mask is None:
+        return ops.cast(ops.softmax(x, axis=axis), dtype)
+    mask = ops.cast(mask, "bool")
+    x = ops.where(mask, x, ops.full_like(x, _MASKED_LOGIT))
+    weights = ops.softmax(x, axis=axis)
+    weights = ops.where(mask, weights, ops.zeros_like(weights))
+    return ops.cast(weights, dtype)
+
+
+def causal_mask(query_length, key_length, offset=0):
+    """Bool (query_length, key_length): query i sees keys j <= i + offset.
+
+    `offset` is the position of the first query, e.g. the number of cached
+    keys during incremental decoding.
+    """
+    rows = ops.expand_dims(ops.arange(query_length), 1) + offset
+    cols = ops.expand_dims(ops.arange(key_length), 0)
+    return rows >= cols
+
+
+def attention_mask(query_mask=None, value_mask=None, attention_mask=None,
+                   use_causal_mask=False, query_length=None, key_length=None,
+                   offset=0):
+    """Combines masks into one bool (batch, query_time, key_time), or None.
+
+    Args:
+        query_mask: (batch, query_time) bool or None.
+        value_mask: (batch, key_time) bool or None.
+        attention_mask: (batch, query_time, key_time) bool or None.
+        use_causal_mask: add the causal mask (needs the two lengths).
+        offset: position of the first query, for the causal mask.
+    """
+    mask = None
+
+    def combine(a, b):
+        return b if a is None else ops.logical_and(a, b)
+
+    if query_mask is not None:
+        mask = combine(mask, ops.expand_dims(ops.cast(query_mask, "bool"), -1))
+    if value_mask is not None:
+        mask = combine(mask, ops.expand_dims(ops.cast(value_mask, "bool"), -2))
+    if attention_mask is not None:
+        mask = combine(mask, ops.cast(attention_mask, "bool"))
+    if use_causal_mask:
+        causal = ops.expand_dims(
+            causal_mask(query_length, key_length, offset), 0
+        )
+        mask = combine(mask, causal)
+    return mask

@@ -1,0 +1,50 @@
+"""Attention score functions: (query, key) -> logits (batch, Tq, Tk).
+
+The seed notes' table of scoring functions, as plain functions of tensors
+and weights (the layers own the weights):
+
+| name         | score(q, k)                           | weights        |
+|--------------|---------------------------------------|----------------|
+| `dot`        | q . k                                 | -              |
+| `scaled_dot` | q . k / sqrt(d_k)                     | -              |
+| `general`    | q W k  (Luong et al. 2015, bilinear)  | W (d_q, d_k)   |
+| `additive`   | v . tanh(q W1 + k W2) (Bahdanau 2014) | W1, W2, v      |
+| `cosine`     | cos(q, k) / temperature               | log temperature|
+
+Queries are (batch, Tq, d_q) and keys (batch, Tk, d_k).
+"""
+
+from keras import ops
+
+SCORES = ("dot", "scaled_dot", "general", "additive", "cosine")
+
+
+def dot(query, key):
+    return ops.matmul(query, ops.swapaxes(key, -1, -2))
+
+
+def scaled_dot(query, key):
+    depth = ops.cast(ops.shape(key)[-1], query.dtype)
+    return dot(query, key) / ops.sqrt(depth)
+
+
+def general(query, key, kernel):
+    return dot(ops.matmul(query, kernel), key)
+
+
+def additive(query, key, query_kernel, key_kernel, v):
+    q = ops.expand_dims(ops.matmul(query, query_kernel), -2)  # (B, Tq, 1, u)
+    k = ops.expand_dims(ops.matmul(key, key_kernel), -3)  # (B, 1, Tk, u)
+    return ops.matmul(ops.tanh(q + k), v)  # (B, Tq, Tk)
+
+
+def _l2_normalize(x, eps=1e-6):
+    # In float32: a float16 sum of squares overflows beyond |x| ~ 256.
+    x32 = ops.cast(x, "float32")
+    norm = ops.sqrt(ops.sum(x32 * x32, axis=-1, keepdims=True))
+    return ops.cast(x32 / ops.maximum(norm, eps), x.dtype)
+
+
+def cosine(query, key, log_temperature):
+    scores = dot(_l2_normalize(query), _l2_normalize(key))
+    return scores * ops.cast(ops.exp(-log_temperature), scores.dtype)
