@@ -11,6 +11,8 @@ from seqkeras.layers.positional import SinusoidalPositionalEncoding
 from seqkeras.layers.recurrent import Bidirectional
 from seqkeras.layers.recurrent import Recurrent
 from seqkeras.layers.recurrent import StackedRecurrent
+from seqkeras.layers.transformer import TransformerDecoderBlock
+from seqkeras.layers.transformer import TransformerEncoderBlock
 
 __all__ = [
     "Attention",
@@ -24,4 +26,6 @@ __all__ = [
     "SimpleRNNCell",
     "SinusoidalPositionalEncoding",
     "StackedRecurrent",
+    "TransformerDecoderBlock",
+    "TransformerEncoderBlock",
 ]

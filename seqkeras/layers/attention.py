@@ -172,9 +172,6 @@ class Attention(keras.layers.Layer):
             return out, weights
         return out
 
-    def compute_mask(self, query, value, key=None, query_mask=None,
-                     value_mask=None, **kwargs):
-        return query_mask
 
     def get_config(self):
         config = super().get_config()
@@ -377,9 +374,6 @@ class MultiHeadAttention(keras.layers.Layer):
             result.append(keras.KerasTensor(cache.shape, dtype=cache.dtype))
         return result[0] if len(result) == 1 else tuple(result)
 
-    def compute_mask(self, query, value, key=None, query_mask=None,
-                     value_mask=None, **kwargs):
-        return query_mask
 
     def get_config(self):
         config = super().get_config()

@@ -46,7 +46,7 @@ def test_sinusoidal_scale_and_mask():
     inp = keras.Input((None,), dtype="int32")
     emb = keras.layers.Embedding(10, 4, mask_zero=True)(inp)
     out = SinusoidalPositionalEncoding()(emb)
-    assert out._keras_mask is not None
+    assert keras.src.backend.get_keras_mask(out) is not None
 
 
 def test_positional_embedding_adds_rows_and_errors_past_max_length():

@@ -1,0 +1,279 @@
+"""`TransformerEncoderBlock` and `TransformerDecoderBlock`."""
+
+import keras
+from keras import ops
+
+from seqkeras.layers import validation
+from seqkeras.layers.attention import MultiHeadAttention
+
+_PACKAGE = "seqkeras"
+
+
+class _TransformerBlock(keras.layers.Layer):
+    """Shared arguments, sublayer construction and the residual sublayer
+    wrapper of the encoder and decoder blocks."""
+
+    def __init__(self, num_heads, intermediate_dim, key_dim=None,
+                 dropout=0.0, activation="relu", norm_first=False,
+                 layer_norm_epsilon=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        name = type(self).__name__
+        self.num_heads = validation.positive_int(name, "num_heads", num_heads)
+        self.intermediate_dim = validation.positive_int(
+            name, "intermediate_dim", intermediate_dim)
+        self.key_dim = (None if key_dim is None else
+                        validation.positive_int(name, "key_dim", key_dim))
+        self.dropout = validation.rate(name, "dropout", dropout)
+        self.activation = validation.choice(name, "activation", activation,
+                                            ("relu", "gelu"))
+        self.norm_first = validation.boolean(name, "norm_first", norm_first)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.supports_masking = True
+
+    def _check_input(self, arg, shape):
+        if len(shape) != 3 or shape[-1] is None:
+            raise ValueError(
+                f"`{type(self).__name__}` expects `{arg}` of rank 3 with "
+                f"known features, (batch, time, d). Received: "
+                f"{arg}.shape={tuple(shape)}")
+        d = shape[-1]
+        key_dim = self.key_dim or d // self.num_heads
+        if key_dim == 0:
+            raise ValueError(
+                f"`{type(self).__name__}` needs d >= num_heads. Received: "
+                f"d={d}, num_heads={self.num_heads}")
+        return d, key_dim
+
+    def _attention(self, name, key_dim):
+        return MultiHeadAttention(
+            self.num_heads, key_dim, dropout=self.dropout,
+            dtype=self.dtype_policy, name=name)
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy,
+            name=name)
+
+    def _build_feedforward(self, d):
+        self.feedforward_intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim, activation=self.activation,
+            dtype=self.dtype_policy, name="feedforward_intermediate_dense")
+        self.feedforward_output_dense = keras.layers.Dense(
+            d, dtype=self.dtype_policy, name="feedforward_output_dense")
+        self.feedforward_layer_norm = self._norm("feedforward_layer_norm")
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="dropout")
+        self.feedforward_intermediate_dense.build((None, None, d))
+        self.feedforward_output_dense.build((None, None, self.intermediate_dim))
+        self.feedforward_layer_norm.build((None, None, d))
+
+    def _residual(self, x, norm, sublayer, training):
+        """Post-LN: LN(x + sublayer(x)); pre-LN: x + sublayer(LN(x))."""
+        if self.norm_first:
+            return x + self.dropout_layer(sublayer(norm(x)), training=training)
+        return norm(x + self.dropout_layer(sublayer(x), training=training))
+
+    def _feedforward(self, x, training):
+        def ffn(h):
+            return self.feedforward_output_dense(
+                self.feedforward_intermediate_dense(h))
+
+        return self._residual(x, self.feedforward_layer_norm, ffn, training)
+
+    def compute_output_shape(self, input_shape, *args, **kwargs):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "key_dim": self.key_dim, "dropout": self.dropout,
+            "activation": self.activation, "norm_first": self.norm_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        })
+        return config
+
+
+def _key_mask(padding_mask):
+    return None if padding_mask is None else ops.cast(padding_mask, "bool")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerEncoderBlock(_TransformerBlock):
+    """Transformer encoder block (Vaswani et al. 2017; seed notes).
+
+    `Z1 = LN(X + MHA(X, X, X))`, `Z2 = LN(Z1 + FFN(Z1))` with
+    `FFN(x) = act(x W1 + b1) W2 + b2`; with `norm_first=True` the pre-LN
+    form `Z1 = X + MHA(LN(X))`, `Z2 = Z1 + FFN(LN(Z1))`. Dropout follows
+    the attention weights and each sublayer. Sublayer names and weight
+    shapes match `keras_hub.layers.TransformerEncoder`.
+
+    Args:
+        num_heads: positive int.
+        intermediate_dim: positive int, FFN hidden size.
+        key_dim: per-head size (default d // num_heads).
+        dropout: rate in [0, 1).
+        activation: `"relu"` or `"gelu"`.
+        norm_first: pre-LN instead of the seed notes' post-LN.
+        layer_norm_epsilon: LayerNorm epsilon.
+
+    Call arguments:
+        inputs: (batch, time, d).
+        padding_mask: optional bool (batch, time); padded positions are
+            never attended to (defaults to the input's Keras mask, which is
+            propagated).
+        attention_mask: optional bool (batch, time, time).
+        use_causal_mask: causal self-attention (e.g. for a decoder-only
+            model built from encoder blocks).
+        training: enables dropout.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> block = seqkeras.layers.TransformerEncoderBlock(2, 16)
+    >>> tuple(block(np.ones((2, 5, 8), "float32")).shape)
+    (2, 5, 8)
+    """
+
+    def build(self, input_shape):
+        d, key_dim = self._check_input("inputs", input_shape)
+        self.self_attention_layer = self._attention("self_attention_layer",
+                                                    key_dim)
+        self.self_attention_layer.build(input_shape, input_shape)
+        self.self_attention_layer_norm = self._norm(
+            "self_attention_layer_norm")
+        self.self_attention_layer_norm.build(input_shape)
+        self._build_feedforward(d)
+
+    def call(self, inputs, padding_mask=None, attention_mask=None,
+             use_causal_mask=False, training=None, mask=None):
+        mask = _key_mask(mask if padding_mask is None else padding_mask)
+
+        def attend(h):
+            return self.self_attention_layer(
+                h, h, value_mask=mask, attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask, training=training)
+
+        x = self._residual(inputs, self.self_attention_layer_norm, attend,
+                           training)
+        return self._feedforward(x, training)
+
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerDecoderBlock(_TransformerBlock):
+    """Transformer decoder block, with an incremental decoding path.
+
+    `Z1 = LN(Y + MaskedMHA(Y))`, `Z2 = LN(Z1 + MHA(Z1, H, H))` (keys and
+    values from the encoder outputs H; skipped when no encoder sequence is
+    given, for decoder-only models), `Z3 = LN(Z2 + FFN(Z2))`; pre-LN with
+    `norm_first=True`. Sublayer names and weight shapes match
+    `keras_hub.layers.TransformerDecoder`.
+
+    Args: as `TransformerEncoderBlock`.
+
+    Call arguments:
+        decoder_sequence: (batch, Tq, d).
+        encoder_sequence: optional (batch, Tk, d_enc); give it at the first
+            call (build) to have cross-attention.
+        decoder_padding_mask: optional bool (batch, Tq) (defaults to the
+            decoder sequence's Keras mask); encoder_padding_mask: optional
+            bool (batch, Tk).
+        use_causal_mask: causal self-attention (default True).
+        self_attention_cache: optional (batch, 2, max_length, heads,
+            key_dim) from `init_cache`; with `self_attention_cache_index`
+            (position of the first query) the call returns
+            `(output, new_cache)` and equals the full causal pass.
+        training: enables dropout.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> block = seqkeras.layers.TransformerDecoderBlock(2, 16)
+    >>> y, h = np.ones((2, 4, 8), "float32"), np.ones((2, 6, 8), "float32")
+    >>> tuple(block(y, h).shape)
+    (2, 4, 8)
+    """
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        d, key_dim = self._check_input("decoder_sequence",
+                                       decoder_sequence_shape)
+        self.self_attention = self._attention("self_attention", key_dim)
+        self.self_attention.build(decoder_sequence_shape,
+                                  decoder_sequence_shape)
+        self.self_attention_layer_norm = self._norm(
+            "self_attention_layer_norm")
+        self.self_attention_layer_norm.build(decoder_sequence_shape)
+        self.has_cross_attention = encoder_sequence_shape is not None
+        if self.has_cross_attention:
+            self._check_input("encoder_sequence", encoder_sequence_shape)
+            self.cross_attention = self._attention("cross_attention", key_dim)
+            self.cross_attention.build(decoder_sequence_shape,
+                                       encoder_sequence_shape)
+            self.cross_attention_layer_norm = self._norm(
+                "cross_attention_layer_norm")
+            self.cross_attention_layer_norm.build(decoder_sequence_shape)
+        self._build_feedforward(d)
+
+    def init_cache(self, batch_size, max_length):
+        """A zero self-attention cache for incremental decoding."""
+        return self.self_attention.init_cache(batch_size, max_length)
+
+    def call(self, decoder_sequence, encoder_sequence=None,
+             decoder_padding_mask=None, encoder_padding_mask=None,
+             use_causal_mask=True, self_attention_cache=None,
+             self_attention_cache_index=None, training=None, mask=None,
+             decoder_sequence_mask=None, encoder_sequence_mask=None):
+        # Keras fills `mask` (one tensor argument) or `*_sequence_mask` (two)
+        # from the inputs' Keras masks.
+        if decoder_padding_mask is None:
+            decoder_padding_mask = (mask if decoder_sequence_mask is None
+                                    else decoder_sequence_mask)
+        if encoder_padding_mask is None:
+            encoder_padding_mask = encoder_sequence_mask
+        if (encoder_sequence is not None) != self.has_cross_attention:
+            raise ValueError(
+                "`TransformerDecoderBlock` was built "
+                + ("with" if self.has_cross_attention else "without")
+                + " cross-attention; call it "
+                + ("with" if self.has_cross_attention else "without")
+                + " `encoder_sequence`.")
+        caching = self_attention_cache is not None
+        new_cache = None
+
+        def self_attend(h):
+            nonlocal new_cache
+            if caching:
+                out, new_cache = self.self_attention(
+                    h, h, value_mask=_key_mask(decoder_padding_mask),
+                    cache=self_attention_cache,
+                    cache_index=self_attention_cache_index, training=training)
+                return out
+            return self.self_attention(
+                h, h, value_mask=_key_mask(decoder_padding_mask),
+                use_causal_mask=use_causal_mask, training=training)
+
+        x = self._residual(decoder_sequence, self.self_attention_layer_norm,
+                           self_attend, training)
+        if self.has_cross_attention:
+            def cross_attend(h):
+                return self.cross_attention(
+                    h, encoder_sequence,
+                    value_mask=_key_mask(encoder_padding_mask),
+                    training=training)
+
+            x = self._residual(x, self.cross_attention_layer_norm,
+                               cross_attend, training)
+        x = self._feedforward(x, training)
+        return (x, new_cache) if caching else x
+
+    def compute_output_spec(self, decoder_sequence, *args,
+                            self_attention_cache=None, **kwargs):
+        out = keras.KerasTensor(decoder_sequence.shape,
+                                dtype=self.compute_dtype)
+        if self_attention_cache is not None:
+            return out, keras.KerasTensor(self_attention_cache.shape,
+                                          dtype=self_attention_cache.dtype)
+        return out
+
