@@ -140,7 +140,7 @@ class TransformerEncoderBlock(_TransformerBlock):
         d, key_dim = self._check_input("inputs", input_shape)
         self.self_attention_layer = self._attention("self_attention_layer",
                                                     key_dim)
-        self.self_attention_layer.build(input_shape, input_shape)
+        self.self_attention_layer.build(input_shape)
         self.self_attention_layer_norm = self._norm(
             "self_attention_layer_norm")
         self.self_attention_layer_norm.build(input_shape)
@@ -152,7 +152,7 @@ class TransformerEncoderBlock(_TransformerBlock):
 
         def attend(h):
             return self.self_attention_layer(
-                h, h, value_mask=mask, attention_mask=attention_mask,
+                h, value_mask=mask, attention_mask=attention_mask,
                 use_causal_mask=use_causal_mask, training=training)
 
         x = self._residual(inputs, self.self_attention_layer_norm, attend,
@@ -200,8 +200,7 @@ class TransformerDecoderBlock(_TransformerBlock):
         d, key_dim = self._check_input("decoder_sequence",
                                        decoder_sequence_shape)
         self.self_attention = self._attention("self_attention", key_dim)
-        self.self_attention.build(decoder_sequence_shape,
-                                  decoder_sequence_shape)
+        self.self_attention.build(decoder_sequence_shape)
         self.self_attention_layer_norm = self._norm(
             "self_attention_layer_norm")
         self.self_attention_layer_norm.build(decoder_sequence_shape)
@@ -246,12 +245,12 @@ class TransformerDecoderBlock(_TransformerBlock):
             nonlocal new_cache
             if caching:
                 out, new_cache = self.self_attention(
-                    h, h, value_mask=_key_mask(decoder_padding_mask),
+                    h, value_mask=_key_mask(decoder_padding_mask),
                     cache=self_attention_cache,
                     cache_index=self_attention_cache_index, training=training)
                 return out
             return self.self_attention(
-                h, h, value_mask=_key_mask(decoder_padding_mask),
+                h, value_mask=_key_mask(decoder_padding_mask),
                 use_causal_mask=use_causal_mask, training=training)
 
         x = self._residual(decoder_sequence, self.self_attention_layer_norm,

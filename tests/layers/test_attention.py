@@ -202,7 +202,11 @@ def _mha_pair(q_dim=8, kv_dim=6, heads=2, key_dim=4):
     return ours, theirs, q, v
 
 
-def test_mha_matches_keras_with_copied_weights():
+@pytest.mark.parametrize("fused", [False, True])
+def test_mha_matches_keras_with_copied_weights(fused, monkeypatch):
+    from seqkeras.layers import attention
+
+    monkeypatch.setattr(attention, "FUSED_ON_TENSORFLOW", fused)
     ours, theirs, q, v = _mha_pair()
     value_mask = np.ones((2, 7), bool)
     value_mask[0, 4:] = False
@@ -217,7 +221,15 @@ def test_mha_matches_keras_with_copied_weights():
                                theirs(q, q, use_causal_mask=True), atol=1e-5)
 
 
-def test_mha_fully_masked_query_outputs_bias_only():
+@pytest.fixture
+def fused_attention(monkeypatch):
+    """Runs the fused `dot_product_attention` branch on TensorFlow too."""
+    from seqkeras.layers import attention
+
+    monkeypatch.setattr(attention, "FUSED_ON_TENSORFLOW", True)
+
+
+def test_mha_fully_masked_query_outputs_bias_only(fused_attention):
     ours, _, q, v = _mha_pair()
     value_mask = np.ones((2, 7), bool)
     value_mask[1] = False
@@ -276,3 +288,23 @@ def test_mha_bad_input():
         mha = MultiHeadAttention(2, 4)
         x = _x(1, 1, 8)
         mha(x, x, cache=mha.init_cache(1, 4))
+
+
+def test_mha_self_attention_form_equals_explicit_form():
+    ours, theirs, q, _ = _mha_pair(kv_dim=8)
+    mask = np.ones((2, 5), bool)
+    mask[1, 3:] = False
+    fused = np.asarray(ours(q, value_mask=mask, query_mask=mask))
+    expected = np.asarray(theirs(q, q, query_mask=mask, value_mask=mask))
+    # Keras gives masked queries uniform weights; ours gives them none.
+    np.testing.assert_allclose(fused[mask], expected[mask], atol=1e-5)
+    np.testing.assert_allclose(fused[~mask], np.broadcast_to(
+        ours.output_bias.numpy(), fused[~mask].shape), atol=1e-6)
+    # In a functional model the input's padding mask masks queries and keys.
+    inp = keras.Input((None,), dtype="int32")
+    emb = keras.layers.Embedding(10, 8, mask_zero=True)
+    x = emb(inp)
+    model = keras.Model(inp, [ours(x), theirs(x, x)])
+    a, b = model(np.array([[1, 2, 3, 0, 0]]))
+    np.testing.assert_allclose(np.asarray(a)[:, :3], np.asarray(b)[:, :3],
+                               atol=1e-5)
