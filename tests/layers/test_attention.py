@@ -308,3 +308,26 @@ def test_mha_self_attention_form_equals_explicit_form():
     a, b = model(np.array([[1, 2, 3, 0, 0]]))
     np.testing.assert_allclose(np.asarray(a)[:, :3], np.asarray(b)[:, :3],
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_mha_fully_masked_half_precision(dtype, fused, monkeypatch):
+    from seqkeras.layers import attention
+
+    monkeypatch.setattr(attention, "FUSED_ON_TENSORFLOW", fused)
+    mha = MultiHeadAttention(2, 4, dtype=keras.DTypePolicy(f"mixed_{dtype}"))
+    q = tf.Variable(_x(2, 3, 8) * 30)
+    v = _x(2, 5, 8, seed=1)
+    value_mask = np.ones((2, 5), bool)
+    value_mask[1] = False
+    with tf.GradientTape() as tape:
+        out = mha(q, v, value_mask=value_mask)
+        loss = tf.reduce_sum(tf.cast(out, "float32"))
+    grads = tape.gradient(loss, [q] + mha.trainable_weights)
+    out = np.asarray(tf.cast(out, "float32"))
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out[1], np.broadcast_to(
+        mha.output_bias.numpy(), (3, 8)), atol=1e-2)
+    for g in grads:
+        assert np.all(np.isfinite(np.asarray(tf.cast(g, "float32"))))
