@@ -19,10 +19,8 @@ SGD update; Keras models under `compile(jit_compile=True)` and
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -30,6 +28,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import seqkeras  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_utils import keras_train_step, time_rounds  # noqa: E402
 
 
 def make_keras(kind, d, heads, ffn):
@@ -55,16 +56,6 @@ def make_keras(kind, d, heads, ffn):
     return SelfAttention()
 
 
-def keras_step(kind, x, y, d, heads, ffn):
-    import tensorflow as tf
-
-    x, y = tf.constant(x), tf.constant(y)
-    inp = keras.Input(x.shape[1:])
-    model = keras.Model(inp, make_keras(kind, d, heads, ffn)(inp))
-    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",
-                  jit_compile=True)
-    model.train_on_batch(x, y)
-    return lambda: model.train_on_batch(x, y)
 
 
 def torch_step(x, y, d, heads, ffn):
@@ -88,18 +79,8 @@ def torch_step(x, y, d, heads, ffn):
 def make_step(kind, x, y, d, heads, ffn):
     if kind == "torch_encoder":
         return torch_step(x, y, d, heads, ffn)
-    return keras_step(kind, x, y, d, heads, ffn)
+    return keras_train_step(make_keras(kind, d, heads, ffn), x, y)
 
-
-def time_rounds(steps, rounds, iters):
-    times = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            for _ in range(iters):
-                step()
-            times[name].append((time.perf_counter() - start) / iters)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def peak_memory_mb(kind, batch, steps, d, heads, ffn):

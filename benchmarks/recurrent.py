@@ -17,7 +17,7 @@ interleave the peers round by round and report each one's median round.
 
 import argparse
 import os
-import statistics
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -26,6 +26,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import seqkeras  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_utils import keras_train_step, time_rounds  # noqa: E402
 
 L = seqkeras.layers
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -49,17 +52,6 @@ def keras_peer(kind, units, reset_after):
     }[kind]()
 
 
-def keras_step(layer, x, y):
-    import tensorflow as tf
-
-    # Tensors made once, as the torch peer's are: no per-step NumPy copies.
-    x, y = tf.constant(x), tf.constant(y)
-    inp = keras.Input(x.shape[1:])
-    model = keras.Model(inp, layer(inp))
-    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",
-                  jit_compile=True)
-    model.train_on_batch(x, y)  # compile
-    return lambda: model.train_on_batch(x, y)
 
 
 def torch_step(kind, x, y, units):
@@ -145,16 +137,6 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
         print(f"  {kind:<5}{name:<34}{1e6 * best / steps:>8.0f} us/step")
 
 
-def time_rounds(steps, rounds, iters):
-    times = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            for _ in range(iters):
-                step()
-            times[name].append((time.perf_counter() - start) / iters)
-    return {name: statistics.median(t) for name, t in times.items()}
-
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -201,9 +183,9 @@ def main(argv=None):
     for kind in args.cells:
         variants = [False, True] if kind == "gru" else [False]
         for reset_after in variants:
-            steps = {"ours": keras_step(ours(kind, args.units, reset_after),
+            steps = {"ours": keras_train_step(ours(kind, args.units, reset_after),
                                         x, y)}
-            steps["keras"] = keras_step(
+            steps["keras"] = keras_train_step(
                 keras_peer(kind, args.units, reset_after), x, y)
             if have_torch and (kind != "gru" or reset_after):
                 steps["torch"] = torch_step(kind, x, y, args.units)

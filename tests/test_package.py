@@ -59,6 +59,14 @@ def test_benchmark_smoke():
     assert all(r[2] > 0 and r[3] > 0 for r in rows)
 
 
+def test_attention_benchmark_smoke():
+    bench = _load(os.path.join(ROOT, "benchmarks", "attention.py"), "abench")
+    rows = bench.main(["--quick", "--no-torch"])
+    assert [(r[1], r[2]) for r in rows] == [
+        ("ours_encoder", "keras_hub_encoder"), ("ours_mha", "keras_mha")]
+    assert all(r[3] > 0 and r[4] > 0 for r in rows)
+
+
 @pytest.mark.slow
 def test_main_job_default_run_shows_gated_cells_win(tmp_path):
     """The README's main job as shipped: gated cells solve T=50, the

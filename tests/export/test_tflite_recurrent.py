@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seqkeras.export import convert_builtin, op_names, run_tflite
+from seqkeras.export import convert_builtin, op_names
 from seqkeras.layers import (
     Bidirectional,
     GRUCell,
@@ -19,6 +19,7 @@ from seqkeras.layers import (
     SimpleRNNCell,
     StackedRecurrent,
 )
+from tests.export.export_checks import check_export
 
 FEATURES = 3
 MODELS = {
@@ -36,13 +37,6 @@ MODELS = {
 }
 
 
-def _assert_builtin_only(flatbuffer):
-    names = op_names(flatbuffer)
-    assert "WHILE" in names  # the time loop is a real loop, not unrolled
-    bad = [n for n in names if n.startswith("Flex") or not n.isupper()]
-    assert not bad, f"non-builtin ops: {bad}"
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_export_savedmodel_and_tflite_builtin(name, tmp_path):
     inp = keras.Input((None, FEATURES), name="features")
@@ -50,31 +44,14 @@ def test_export_savedmodel_and_tflite_builtin(name, tmp_path):
     rng = np.random.default_rng(0)
     for w in model.weights:  # beyond the initial biases
         w.assign(rng.normal(size=w.shape, scale=0.4).astype("float32"))
-
-    path = str(tmp_path / "saved")
-    model.export(path, verbose=False)
-    reloaded = tf.saved_model.load(path)
-    x = rng.normal(size=(3, 9, FEATURES)).astype("float32")
-    np.testing.assert_allclose(reloaded.serve(x), model(x), atol=1e-5)
-
-    # Default signature: dynamic batch and sequence length.
-    dynamic = convert_builtin(path)
-    _assert_builtin_only(dynamic)
-    for shape in [(1, 7), (4, 13)]:
-        x = rng.normal(size=shape + (FEATURES,)).astype("float32")
-        (got,) = run_tflite(dynamic, x)
-        np.testing.assert_allclose(got, model(x), atol=1e-5)
-
-    # Batch-1 signature with a free sequence length.
-    path1 = str(tmp_path / "batch1")
-    model.export(path1, verbose=False, input_signature=[
-        tf.TensorSpec((1, None, FEATURES), tf.float32)])
-    single = convert_builtin(path1)
-    _assert_builtin_only(single)
-    for steps in (5, 20):
-        x = rng.normal(size=(1, steps, FEATURES)).astype("float32")
-        (got,) = run_tflite(single, x)
-        np.testing.assert_allclose(got, model(x), atol=1e-5)
+    # Default signature: dynamic batch and sequence length; the time loop
+    # stays a real loop (WHILE), not unrolled.
+    check_export(model, tmp_path / "saved", FEATURES, rng,
+                 required_ops=["WHILE"])
+    # A batch-1 signature with a free sequence length.
+    check_export(model, tmp_path / "batch1", FEATURES, rng,
+                 shapes=[(1, 5), (1, 20)], required_ops=["WHILE"],
+                 input_signature=[tf.TensorSpec((1, None, FEATURES))])
 
 
 def test_op_names_reports_flex_ops(tmp_path):

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seqkeras.export import convert_builtin, op_names, run_tflite
 from seqkeras.layers import (
     Attention,
     MultiHeadAttention,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
+from tests.export.export_checks import check_export
 from tests.layer_checks import check_layer
 from tests.layers.test_attention import check_two_input_layer
 
@@ -144,15 +144,7 @@ def test_blocks_export_builtin_tflite(tmp_path):
     enc = TransformerEncoderBlock(2, 16)(inp)
     out = TransformerDecoderBlock(2, 16)(inp, enc)
     model = keras.Model(inp, out)
-    path = str(tmp_path / "saved")
-    model.export(path, verbose=False)
-    flatbuffer = convert_builtin(path)
-    names = op_names(flatbuffer)
-    assert all(n.isupper() for n in names), names
-    for steps in (3, 9):
-        x = _x(1, steps, 8, seed=steps)
-        (got,) = run_tflite(flatbuffer, x)
-        np.testing.assert_allclose(got, model(x), atol=1e-5)
+    check_export(model, tmp_path / "saved", 8, RNG, shapes=[(1, 3), (2, 9)])
 
 
 def test_block_bad_input():

@@ -1,0 +1,33 @@
+"""Helpers shared by the benchmark scripts."""
+
+import statistics
+import time
+
+
+def time_rounds(steps, rounds, iters):
+    """Runs each step function `iters` times per round, peers interleaved
+    round by round (so machine drift hits all of them alike); returns each
+    one's median seconds per call."""
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(iters):
+                step()
+            times[name].append((time.perf_counter() - start) / iters)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def keras_train_step(layer, x, y):
+    """A compiled (jit) Keras train step of `layer` on fixed tensors made
+    once (as the torch peers' are), MSE loss and SGD."""
+    import keras
+    import tensorflow as tf
+
+    x, y = tf.constant(x), tf.constant(y)
+    inp = keras.Input(x.shape[1:])
+    model = keras.Model(inp, layer(inp))
+    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",
+                  jit_compile=True)
+    model.train_on_batch(x, y)  # compile
+    return lambda: model.train_on_batch(x, y)
