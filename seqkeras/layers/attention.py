@@ -374,14 +374,17 @@ class MultiHeadAttention(keras.layers.Layer):
                     or not _use_fused_attention())
         weights = None
         if explicit:
-            q = q * ops.cast(scale, q.dtype)  # (B, Tq, H, D): smaller than logits
-            logits = ops.einsum("bqhd,bkhd->bhqk", q, k)
+            # Head-major (B, H, T, D) operands: plain batched matmuls.
+            q = ops.transpose(q * ops.cast(scale, q.dtype), (0, 2, 1, 3))
+            k = ops.transpose(k, (0, 2, 3, 1))  # (B, H, D, Tk)
+            v = ops.transpose(v, (0, 2, 1, 3))
+            logits = ops.matmul(q, k)  # (B, H, Tq, Tk)
             weights = masking.masked_softmax(logits, mask)
             dropped = weights
             if training and self.dropout > 0:
                 dropped = keras.random.dropout(weights, self.dropout,
                                                seed=self.seed_generator)
-            context = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
+            context = ops.transpose(ops.matmul(dropped, v), (0, 2, 1, 3))
         else:
             context = ops.dot_product_attention(q, k, v, mask=mask,
                                                 scale=scale)
