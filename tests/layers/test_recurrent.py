@@ -229,3 +229,24 @@ def test_bad_inputs():
         StackedRecurrent([Recurrent(GRUCell(4)), Recurrent(GRUCell(4))])
     with pytest.raises(ValueError, match="`dropout`"):
         StackedRecurrent([Recurrent(GRUCell(4))], dropout=-0.1)
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_gradient_through_states_only(name):
+    """A loss on the final states of a return_sequences layer (its output
+    sequence unused) gets the same gradient as with return_sequences=False."""
+    import tensorflow as tf
+
+    x = tf.constant(_x(2, 5, 3))
+    seq = Recurrent(CELLS[name](), return_sequences=True, return_state=True)
+    last = Recurrent(CELLS[name](), return_state=True)
+    seq(x), last(x)
+    _copy_weights(seq, last)
+    grads = []
+    for layer in (seq, last):
+        with tf.GradientTape() as tape:
+            states = layer(x, training=True)[1:]
+            loss = sum(tf.reduce_sum(s * s) for s in states)
+        grads.append(tape.gradient(loss, layer.trainable_weights))
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, atol=1e-6)
