@@ -114,24 +114,31 @@ def test_dot_score_matches_keras_attention():
     np.testing.assert_allclose(ours, theirs, atol=1e-6)
 
 
-@pytest.mark.parametrize("score", SCORES)
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_attention_fully_masked_half_precision(score, dtype):
-    layer = Attention(score, dtype=keras.DTypePolicy(f"mixed_{dtype}"))
-    q = tf.Variable(_x(2, 3, 4) * 30)
-    v = _x(2, 5, 4, seed=1)
+def run_fully_masked(layer, features):
+    """Calls `layer` with batch row 1 fully masked; checks the output and
+    every gradient are finite and returns the output as float32."""
+    q = tf.Variable(_x(2, 3, features) * 30)
+    v = _x(2, 5, features, seed=1)
     value_mask = np.ones((2, 5), bool)
     value_mask[1] = False
     with tf.GradientTape() as tape:
         out = layer(q, v, value_mask=value_mask)
         loss = tf.reduce_sum(tf.cast(out, "float32"))
     grads = tape.gradient(loss, [q] + layer.trainable_weights)
-    out = np.asarray(tf.cast(out, "float32"))
-    assert keras.backend.standardize_dtype(layer.compute_dtype) == dtype
-    np.testing.assert_array_equal(out[1], 0.0)
-    assert np.all(np.isfinite(out))
     for g in grads:
         assert np.all(np.isfinite(np.asarray(tf.cast(g, "float32"))))
+    out = np.asarray(tf.cast(out, "float32"))
+    assert np.all(np.isfinite(out))
+    return out
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_attention_fully_masked_half_precision(score, dtype):
+    layer = Attention(score, dtype=keras.DTypePolicy(f"mixed_{dtype}"))
+    out = run_fully_masked(layer, 4)
+    assert keras.backend.standardize_dtype(layer.compute_dtype) == dtype
+    np.testing.assert_array_equal(out[1], 0.0)
 
 
 @pytest.mark.parametrize("score", SCORES)
@@ -317,17 +324,6 @@ def test_mha_fully_masked_half_precision(dtype, fused, monkeypatch):
 
     monkeypatch.setattr(attention, "FUSED_ON_TENSORFLOW", fused)
     mha = MultiHeadAttention(2, 4, dtype=keras.DTypePolicy(f"mixed_{dtype}"))
-    q = tf.Variable(_x(2, 3, 8) * 30)
-    v = _x(2, 5, 8, seed=1)
-    value_mask = np.ones((2, 5), bool)
-    value_mask[1] = False
-    with tf.GradientTape() as tape:
-        out = mha(q, v, value_mask=value_mask)
-        loss = tf.reduce_sum(tf.cast(out, "float32"))
-    grads = tape.gradient(loss, [q] + mha.trainable_weights)
-    out = np.asarray(tf.cast(out, "float32"))
-    assert np.all(np.isfinite(out))
+    out = run_fully_masked(mha, 8)
     np.testing.assert_allclose(out[1], np.broadcast_to(
         mha.output_bias.numpy(), (3, 8)), atol=1e-2)
-    for g in grads:
-        assert np.all(np.isfinite(np.asarray(tf.cast(g, "float32"))))
