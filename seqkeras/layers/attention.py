@@ -224,10 +224,14 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores, training: as `Attention`; returned weights
             are (batch, heads, Tq, Tk).
         cache: optional (batch, 2, max_length, heads, head_dim) keys and
-            values of earlier steps (self-attention decoding); the new keys
-            and values are written at `cache_index`, queries attend to cache
-            positions up to their own (causal), and the call returns
-            `(output, cache)`. `init_cache(batch, max_length)` makes one.
+            values. With `cache_index` (self-attention decoding): the new
+            keys and values are written at `cache_index`, queries attend to
+            cache positions up to their own (causal); `init_cache(batch,
+            max_length)` makes an empty one. Without `cache_index`
+            (cross-attention decoding): the cache holds the encoder's keys
+            and values, projected once by `compute_cache(encoder_outputs)`,
+            and is used as is. Either way the call returns
+            `(output, cache)`.
         cache_index: int scalar, position of the first query in the cache.
 
     Example:
@@ -312,6 +316,16 @@ class MultiHeadAttention(keras.layers.Layer):
             start += h * n
         return out
 
+    def compute_cache(self, key, value=None):
+        """Keys and values projected once, (batch, 2, Tk, heads, head_dim),
+        for cross-attention while decoding: pass it as `cache` with no
+        `cache_index`."""
+        value = key if value is None else value
+        return ops.stack(
+            [self._project(key, self.key_kernel, self.key_bias),
+             self._project(value, self.value_kernel, self.value_bias)],
+            axis=1)
+
     def init_cache(self, batch_size, max_length):
         """A zero key/value cache, (batch, 2, max_length, heads, head_dim)."""
         if self.key_dim != self.value_dim:
@@ -344,18 +358,19 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"`MultiHeadAttention` was built for `{arg}` with "
                     f"{kernel.shape[0]} features. Received: "
                     f"{arg}.shape={tuple(x.shape)}")
+        static_cache = cache is not None and cache_index is None
         if self_attention:
             q, k, v = self._project_self(query)
+        elif static_cache:  # keys and values projected once, ahead
+            q = self._project(query, self.query_kernel, self.query_bias)
+            k, v = cache[:, 0], cache[:, 1]
         else:
             q = self._project(query, self.query_kernel, self.query_bias)
             k = self._project(key, self.key_kernel, self.key_bias)
             v = self._project(value, self.value_kernel, self.value_bias)
         q_len = ops.shape(q)[1]
         offset = 0
-        if cache is not None:
-            if cache_index is None:
-                raise ValueError(
-                    "`MultiHeadAttention` needs `cache_index` with `cache`.")
+        if cache is not None and not static_cache:
             start = (0, 0, cache_index, 0, 0)
             cache = ops.slice_update(cache, start, ops.stack([k, v], axis=1))
             k, v = cache[:, 0], cache[:, 1]

@@ -185,6 +185,9 @@ class TransformerDecoderBlock(_TransformerBlock):
             key_dim) from `init_cache`; with `self_attention_cache_index`
             (position of the first query) the call returns
             `(output, new_cache)` and equals the full causal pass.
+        cross_attention_cache: optional encoder keys and values from
+            `compute_cross_attention_cache(encoder_sequence)`, so a decoding
+            step does not project the encoder outputs again.
         training: enables dropout.
 
     Example:
@@ -219,10 +222,16 @@ class TransformerDecoderBlock(_TransformerBlock):
         """A zero self-attention cache for incremental decoding."""
         return self.self_attention.init_cache(batch_size, max_length)
 
+    def compute_cross_attention_cache(self, encoder_sequence):
+        """The cross-attention keys and values, projected once per decoded
+        sequence; pass as `cross_attention_cache`."""
+        return self.cross_attention.compute_cache(encoder_sequence)
+
     def call(self, decoder_sequence, encoder_sequence=None,
              decoder_padding_mask=None, encoder_padding_mask=None,
              use_causal_mask=True, self_attention_cache=None,
-             self_attention_cache_index=None, training=None, mask=None,
+             self_attention_cache_index=None, cross_attention_cache=None,
+             training=None, mask=None,
              decoder_sequence_mask=None, encoder_sequence_mask=None):
         # Keras fills `mask` (one tensor argument) or `*_sequence_mask` (two)
         # from the inputs' Keras masks.
@@ -257,10 +266,11 @@ class TransformerDecoderBlock(_TransformerBlock):
                            self_attend, training)
         if self.has_cross_attention:
             def cross_attend(h):
-                return self.cross_attention(
+                out = self.cross_attention(
                     h, encoder_sequence,
                     value_mask=_key_mask(encoder_padding_mask),
-                    training=training)
+                    cache=cross_attention_cache, training=training)
+                return out if cross_attention_cache is None else out[0]
 
             x = self._residual(x, self.cross_attention_layer_norm,
                                cross_attend, training)

@@ -291,10 +291,19 @@ def test_mha_bad_input():
         mha = MultiHeadAttention(2, 4)
         mha(_x(1, 3, 8), _x(1, 3, 6))
         mha(_x(1, 3, 8), _x(1, 3, 8))
-    with pytest.raises(ValueError, match="`cache_index`"):
-        mha = MultiHeadAttention(2, 4)
-        x = _x(1, 1, 8)
-        mha(x, x, cache=mha.init_cache(1, 4))
+    with pytest.raises(ValueError, match="caches need key_dim == value_dim"):
+        MultiHeadAttention(2, 4, value_dim=3).init_cache(1, 4)
+
+
+def test_mha_precomputed_cross_attention_cache():
+    ours, _, q, v = _mha_pair()
+    value_mask = np.ones((2, 7), bool)
+    value_mask[0, 5:] = False
+    cache = ours.compute_cache(v)
+    out, same = ours(q, v, value_mask=value_mask, cache=cache)
+    np.testing.assert_allclose(out, ours(q, v, value_mask=value_mask),
+                               atol=1e-6)
+    np.testing.assert_array_equal(same, cache)
 
 
 def test_mha_self_attention_form_equals_explicit_form():

@@ -91,9 +91,12 @@ def test_decoder_incremental_equals_full_pass(cross):
         w.assign(RNG.normal(size=w.shape).astype("float32") * 0.3)
     full = np.asarray(block(y, enc))
     cache = block.init_cache(2, 6)
+    # Encoder keys and values projected once for the whole decode.
+    cross = block.compute_cross_attention_cache(h) if cross else None
     step = tf.function(
         lambda t, c, i: block(t, enc, self_attention_cache=c,
-                              self_attention_cache_index=i),
+                              self_attention_cache_index=i,
+                              cross_attention_cache=cross),
         jit_compile=True)
     for i in range(6):
         out, cache = step(y[:, i:i + 1], cache, tf.constant(i))
