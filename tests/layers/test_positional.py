@@ -76,8 +76,8 @@ def test_positional_layer_contract(make):
 def test_docstring_examples_run():
     import doctest
 
-    from seqkeras.layers import attention, masking, positional
+    from seqkeras.layers import attention, masking, positional, transformer
 
-    for module in (attention, masking, positional):
+    for module in (attention, masking, positional, transformer):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0 and result.failed == 0, module.__name__
