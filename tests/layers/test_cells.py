@@ -296,14 +296,3 @@ def test_bad_argument_types():
         LSTMCell(2.5)
     with pytest.raises(TypeError, match="`reset_after`"):
         GRUCell(2, reset_after="yes")
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    from seqkeras.layers import cells, recurrent
-
-    for module in (cells, recurrent):
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
-    assert seqkeras.__version__

@@ -71,13 +71,3 @@ def test_positional_embedding_adds_rows_and_errors_past_max_length():
 def test_positional_layer_contract(make):
     x = np.random.default_rng(1).normal(size=(2, 5, 4)).astype("float32")
     check_layer(make, x)
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    from seqkeras.layers import attention, masking, positional, transformer
-
-    for module in (attention, masking, positional, transformer):
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
