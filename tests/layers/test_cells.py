@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import seqkeras
 from seqkeras.layers import GRUCell, LSTMCell, Recurrent, SimpleRNNCell
 from tests.layer_checks import check_gradients_numerically, check_layer
 
