@@ -206,8 +206,17 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
         return []
 
     def loop_constants(self, weights):
-        """Loop-invariant tensors derived from `recurrent_weights()`."""
-        return list(weights)
+        """Loop-invariant tensors derived from `recurrent_weights()`: by
+        default the recurrent kernel and its transpose (for the backward
+        matmul)."""
+        (u,) = weights
+        return [u, ops.transpose(u)]
+
+    def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
+        """Gradients of `recurrent_weights()` from the saved `h_in` sequence
+        and the per-step pre-activation gradients: by default one GEMM,
+        sum_t h_in_t^T dp_t."""
+        return [time_loop.sum_outer(residual_seqs[0], d_proj)]
 
     def get_config(self):
         config = super().get_config()
@@ -262,10 +271,6 @@ class SimpleRNNCell(RecurrentCell):
             "SimpleRNNCell", "activation", activation, ("tanh", "relu")
         )
 
-    def loop_constants(self, weights):
-        (u,) = weights
-        return [u, ops.transpose(u)]
-
     def forward_step(self, p, states, consts, h_in):
         a = p + ops.matmul(h_in, consts[0])
         if self.activation == "tanh":
@@ -277,9 +282,6 @@ class SimpleRNNCell(RecurrentCell):
     def backward_step(self, dh, dstates_rest, coeffs, consts):
         da = dh * coeffs[0]
         return da, ops.matmul(da, consts[1]), [ops.zeros_like(dh)], []
-
-    def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
-        return [time_loop.sum_outer(residual_seqs[0], d_proj)]
 
     def get_config(self):
         config = super().get_config()
@@ -482,10 +484,6 @@ class LSTMCell(RecurrentCell):
 
         return init
 
-    def loop_constants(self, weights):
-        (u,) = weights
-        return [u, ops.transpose(u)]
-
     def residual_widths(self):
         n = self.units
         return [n, n, 4 * n, n]  # h_in, then backward_step's coefficients
@@ -526,9 +524,6 @@ class LSTMCell(RecurrentCell):
         da = ops.concatenate([dc, dc, dh, dc], axis=-1) * k4  # i, f, o, c
         dh_in = ops.matmul(da, consts[1])
         return da, dh_in, [ops.zeros_like(dh), dc * f], []
-
-    def recurrent_weight_grads(self, residual_seqs, d_proj, delta_seqs):
-        return [time_loop.sum_outer(residual_seqs[0], d_proj)]
 
     def get_config(self):
         config = super().get_config()

@@ -143,8 +143,7 @@ class Recurrent(keras.layers.Layer):
 
     def call(self, inputs, mask=None, initial_state=None, training=None):
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
-        if len(inputs.shape) != 3:
-            _check_rank3("Recurrent", inputs.shape)
+        _check_rank3("Recurrent", inputs.shape)
         batch = ops.shape(inputs)[0]
         static_batch = inputs.shape[0]
         if mask is not None:

@@ -147,7 +147,6 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
             d_proj, d_init, d_weights = _backward(
                 cell, res, consts, mask, rmask, d_outputs, d_final
             )
-            d_weights = [ops.cast(d, w.dtype) for d, w in zip(d_weights, weights)]
             d_bias = sum_rows(d_proj)
             return [d_proj, d_bias] + d_weights + list(d_init)
 
@@ -169,6 +168,7 @@ def sum_outer(a, d):
 
 
 def sum_rows(d):
+    """sum over (T, B) of d (T, B, n), accumulated as `_rows` does."""
     return ops.cast(ops.sum(_rows(d), axis=0), d.dtype)
 
 
