@@ -89,15 +89,8 @@ class Attention(keras.layers.Layer):
         self.units = (None if units is None
                       else validation.positive_int("Attention", "units", units))
         self.dropout = validation.rate("Attention", "dropout", dropout)
-        if isinstance(temperature, bool) or not (
-            isinstance(temperature, (int, float)) and temperature > 0
-        ):
-            raise ValueError(
-                "`Attention` received an invalid value for `temperature`: "
-                f"expected a positive float. Received: "
-                f"temperature={temperature!r}"
-            )
-        self.temperature = float(temperature)
+        self.temperature = validation.greater_than(
+            "Attention", "temperature", temperature, 0)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True

@@ -39,12 +39,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, scale_inputs=False, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(max_wavelength, (int, float)) or max_wavelength <= 1:
-            raise ValueError(
-                "`SinusoidalPositionalEncoding` received an invalid value "
-                "for `max_wavelength`: expected a number > 1. Received: "
-                f"max_wavelength={max_wavelength!r}")
-        self.max_wavelength = float(max_wavelength)
+        self.max_wavelength = validation.greater_than(
+            "SinusoidalPositionalEncoding", "max_wavelength", max_wavelength,
+            1)
         self.scale_inputs = validation.boolean(
             "SinusoidalPositionalEncoding", "scale_inputs", scale_inputs)
         self.supports_masking = True

@@ -30,6 +30,16 @@ def rate(layer, arg, value):
     return float(value)
 
 
+def greater_than(layer, arg, value, bound):
+    """A real number strictly greater than `bound`, returned as float."""
+    expected = f"a number > {bound}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _invalid(layer, arg, expected, value, TypeError)
+    if not value > bound:
+        raise _invalid(layer, arg, expected, value)
+    return float(value)
+
+
 def choice(layer, arg, value, options):
     if value not in options:
         names = ", ".join(repr(o) for o in options)

@@ -71,3 +71,11 @@ def test_positional_embedding_adds_rows_and_errors_past_max_length():
 def test_positional_layer_contract(make):
     x = np.random.default_rng(1).normal(size=(2, 5, 4)).astype("float32")
     check_layer(make, x)
+
+
+def test_sinusoidal_bad_max_wavelength():
+    with pytest.raises(ValueError, match="`max_wavelength`: expected a "
+                                         "number > 1"):
+        SinusoidalPositionalEncoding(max_wavelength=1)
+    with pytest.raises(TypeError, match="`max_wavelength`"):
+        SinusoidalPositionalEncoding(max_wavelength="big")
