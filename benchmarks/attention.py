@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 import seqkeras  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import keras_train_step, time_rounds  # noqa: E402
+from bench_utils import (keras_train_step, matmul_peak,  # noqa: E402
+                         time_rounds)
 
 
 def make_keras(kind, d, heads, ffn):
@@ -74,6 +75,16 @@ def torch_step(x, y, d, heads, ffn):
 
     step()
     return step
+
+
+def train_flops_per_token(kind, steps, d, ffn):
+    """Matmul FLOPs of forward + backward (3x forward) per token: the
+    Q/K/V/output projections (8 d^2), the two attention products (4 T d)
+    and, for the encoder block, the FFN (4 d ffn)."""
+    forward = 8 * d * d + 4 * steps * d
+    if kind.endswith("encoder"):
+        forward += 4 * d * ffn
+    return 3 * forward
 
 
 def make_step(kind, x, y, d, heads, ffn):
@@ -132,8 +143,11 @@ def main(argv=None):
     print(f"B={args.batch} d={args.dim} heads={args.heads} ffn={args.ffn}; "
           f"keras {keras.__version__}, jit_compile=True; "
           f"{os.cpu_count()} CPU cores")
+    peak = matmul_peak(256 if args.quick else 2048)
+    print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s; %peak counts "
+          "matmul FLOPs of forward + backward (3x forward)")
     header = (f"{'T':>6}  {'ours':<14}{'peer':<22}{'ours tok/s':>11}"
-              f"{'peer tok/s':>11}{'ours/peer':>10}")
+              f"{'peer tok/s':>11}{'ours/peer':>10}{'%peak':>7}{'peer':>6}")
     print(header)
     print("-" * len(header))
     rows = []
@@ -154,8 +168,10 @@ def main(argv=None):
             pairs.append(("ours_encoder", "torch_encoder"))
         for ours, peer in pairs:
             a, b = tokens / t[ours], tokens / t[peer]
+            flops = train_flops_per_token(ours, steps, args.dim, args.ffn)
             print(f"{steps:>6}  {ours:<14}{peer:<22}{a:>11.0f}{b:>11.0f}"
-                  f"{a / b:>9.2f}x")
+                  f"{a / b:>9.2f}x{a * flops / peak / 1e9:>7.0%}"
+                  f"{b * flops / peak / 1e9:>6.0%}")
             rows.append((steps, ours, peer, a, b))
         if args.memory:
             for kind in kinds:

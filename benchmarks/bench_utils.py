@@ -31,3 +31,19 @@ def keras_train_step(layer, x, y):
                   jit_compile=True)
     model.train_on_batch(x, y)  # compile
     return lambda: model.train_on_batch(x, y)
+
+
+def matmul_peak(n=2048, repeats=10):
+    """fp32 GFLOP/s of one large XLA matmul on this machine."""
+    import tensorflow as tf
+
+    a = tf.random.normal((n, n))
+    f = tf.function(lambda a: a @ a, jit_compile=True)
+    f(a).numpy()
+    best = 0.0
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            f(a).numpy()
+        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - start))
+    return best / 1e9

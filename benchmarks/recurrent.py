@@ -28,7 +28,8 @@ import numpy as np  # noqa: E402
 import seqkeras  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import keras_train_step, time_rounds  # noqa: E402
+from bench_utils import (keras_train_step, matmul_peak,  # noqa: E402
+                         time_rounds)
 
 L = seqkeras.layers
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -71,22 +72,6 @@ def torch_step(kind, x, y, units):
 
     step()
     return step
-
-
-def matmul_peak(n=2048, repeats=10):
-    """fp32 GFLOP/s of one large XLA matmul on this machine."""
-    import tensorflow as tf
-
-    a = tf.random.normal((n, n))
-    f = tf.function(lambda a: a @ a, jit_compile=True)
-    f(a).numpy()
-    best = 0.0
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            f(a).numpy()
-        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - start))
-    return best / 1e9
 
 
 def train_flops_per_token(kind, features, units):
