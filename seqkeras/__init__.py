@@ -1,7 +1,8 @@
 """seqkeras: sequence models for Keras 3 that train under XLA and export.
 
-Namespaces: `seqkeras.layers` (keras.ops only), `seqkeras.data` (synthetic
-tasks), `seqkeras.export` (TensorFlow-specific: TFLite conversion and
+Namespaces: `seqkeras.layers` (keras.ops only), `seqkeras.models`
+(functional builders and training conventions), `seqkeras.data` (synthetic
+tasks, vocabularies, readers), `seqkeras.export` (TensorFlow-specific: TFLite conversion and
 checks; imported on demand, as it loads TensorFlow and LiteRT).
 """
 
@@ -9,5 +10,6 @@ __version__ = "0.1.0"
 
 from seqkeras import data  # noqa: E402
 from seqkeras import layers  # noqa: E402
+from seqkeras import models  # noqa: E402
 
-__all__ = ["data", "layers", "__version__"]
+__all__ = ["data", "layers", "models", "__version__"]

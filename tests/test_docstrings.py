@@ -6,12 +6,22 @@ import importlib
 import pytest
 
 MODULES = [
+    "seqkeras.data.sequences",
+    "seqkeras.data.synthetic",
+    "seqkeras.data.text",
     "seqkeras.layers.attention",
+    "seqkeras.layers.attention_decoder",
     "seqkeras.layers.cells",
     "seqkeras.layers.masking",
+    "seqkeras.layers.pooling",
     "seqkeras.layers.positional",
     "seqkeras.layers.recurrent",
     "seqkeras.layers.transformer",
+    "seqkeras.models.classification",
+    "seqkeras.models.encoder_decoder",
+    "seqkeras.models.forecasting",
+    "seqkeras.models.language_models",
+    "seqkeras.models.training",
 ]
 
 

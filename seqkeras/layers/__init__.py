@@ -2,10 +2,12 @@
 
 from seqkeras.layers.attention import Attention
 from seqkeras.layers.attention import MultiHeadAttention
+from seqkeras.layers.attention_decoder import AttentionDecoder
 from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
 from seqkeras.layers.cells import SimpleRNNCell
+from seqkeras.layers.pooling import SequencePooling
 from seqkeras.layers.positional import PositionalEmbedding
 from seqkeras.layers.positional import SinusoidalPositionalEncoding
 from seqkeras.layers.recurrent import Bidirectional
@@ -16,6 +18,7 @@ from seqkeras.layers.transformer import TransformerEncoderBlock
 
 __all__ = [
     "Attention",
+    "AttentionDecoder",
     "Bidirectional",
     "GRUCell",
     "LSTMCell",
@@ -23,6 +26,7 @@ __all__ = [
     "PositionalEmbedding",
     "Recurrent",
     "RecurrentCell",
+    "SequencePooling",
     "SimpleRNNCell",
     "SinusoidalPositionalEncoding",
     "StackedRecurrent",

@@ -28,14 +28,22 @@ def scaled_dot(query, key):
     return dot(query, key) / ops.sqrt(depth)
 
 
+def _project(x, kernel):
+    # einsum, not matmul: TF lowers a rank-3 by rank-2 matmul to tensordot,
+    # whose gradient inside a while loop (the recurrent attention decoder)
+    # has a non-constant transpose that XLA rejects.
+    return ops.einsum("btd,du->btu", x, kernel)
+
+
 def general(query, key, kernel):
-    return dot(ops.matmul(query, kernel), key)
+    return dot(_project(query, kernel), key)
 
 
 def additive(query, key, query_kernel, key_kernel, v):
-    q = ops.expand_dims(ops.matmul(query, query_kernel), -2)  # (B, Tq, 1, u)
-    k = ops.expand_dims(ops.matmul(key, key_kernel), -3)  # (B, 1, Tk, u)
-    return ops.matmul(ops.tanh(q + k), v)  # (B, Tq, Tk)
+    q = ops.expand_dims(_project(query, query_kernel), -2)  # (B, Tq, 1, u)
+    k = ops.expand_dims(_project(key, key_kernel), -3)  # (B, 1, Tk, u)
+    # A broadcast multiply-sum, not matmul(., v) (tensordot, as above).
+    return ops.sum(ops.tanh(q + k) * v, axis=-1)  # (B, Tq, Tk)
 
 
 def _l2_normalize(x, eps=1e-6):

@@ -1,0 +1,131 @@
+"""Array helpers that turn sequences into training pairs: teacher forcing,
+truncated-BPTT windows, forecasting windows."""
+
+import numpy as np
+
+from seqkeras.data.synthetic import BOS, EOS, PAD
+
+
+def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):
+    """Decoder inputs for teacher forcing: the targets shifted right by one
+    behind a BOS token.
+
+    `targets` end with EOS then padding; the decoder input at step t is the
+    true token t-1 (BOS at t=0), and the EOS that would be fed after the
+    last step becomes padding, so input and target are non-padding at
+    exactly the same positions (one mask serves both).
+
+    Args:
+        targets: int array (batch, time), right-padded with `pad_id`.
+
+    Returns:
+        int32 array (batch, time).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.data import teacher_forcing
+    >>> teacher_forcing(np.array([[5, 6, 2, 0]])).tolist()
+    [[1, 5, 6, 0]]
+    """
+    targets = np.asarray(targets)
+    if targets.ndim != 2:
+        raise ValueError("`teacher_forcing` expects `targets` of shape "
+                         f"(batch, time). Received: shape={targets.shape}")
+    inputs = np.full(targets.shape, pad_id, "int32")
+    inputs[:, 0] = bos_id
+    inputs[:, 1:] = targets[:, :-1]
+    inputs[:, 1:][targets[:, :-1] == eos_id] = pad_id
+    inputs[targets == pad_id] = pad_id
+    return inputs
+
+
+def tbptt_windows(ids, batch_size, window):
+    """Cuts one long token stream into windows for truncated BPTT.
+
+    The stream is split into `batch_size` contiguous lanes; window k of
+    lane i continues window k-1 of lane i. Rows are ordered so that
+    `fit(x, y, batch_size=batch_size, shuffle=False)` feeds batch k = window
+    k of every lane, which is what a stateful recurrent model needs to
+    carry its state from one batch to the next.
+
+    Args:
+        ids: 1-D int array, the corpus.
+        batch_size: number of lanes (the model's fixed batch size).
+        window: steps per window (the truncation length).
+
+    Returns:
+        `(x, y)`: int32 arrays (num_windows * batch_size, window), y being x
+        shifted by one token.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.data import tbptt_windows
+    >>> x, y = tbptt_windows(np.arange(13), batch_size=2, window=3)
+    >>> x.tolist()
+    [[0, 1, 2], [6, 7, 8], [3, 4, 5], [9, 10, 11]]
+    """
+    ids = np.asarray(ids)
+    if batch_size <= 0 or window <= 0:
+        raise ValueError("`tbptt_windows` needs batch_size > 0 and window "
+                         f"> 0. Received: batch_size={batch_size}, "
+                         f"window={window}")
+    lane = (len(ids) - 1) // batch_size
+    num_windows = lane // window
+    if num_windows == 0:
+        raise ValueError(
+            f"`tbptt_windows`: a corpus of {len(ids)} tokens is too short "
+            f"for batch_size={batch_size} and window={window}")
+    used = num_windows * window
+    lanes_x = np.stack([ids[i * lane:i * lane + used]
+                        for i in range(batch_size)])
+    lanes_y = np.stack([ids[i * lane + 1:i * lane + used + 1]
+                        for i in range(batch_size)])
+
+    def order(lanes):  # (batch, windows, window) -> (windows * batch, window)
+        w = lanes.reshape(batch_size, num_windows, window)
+        return w.transpose(1, 0, 2).reshape(-1, window).astype("int32")
+
+    return order(lanes_x), order(lanes_y)
+
+
+def forecast_windows(series, input_steps, horizon, stride=1):
+    """Sliding windows for multi-step forecasting.
+
+    Args:
+        series: array (time,) or (time, features).
+        input_steps: steps the model sees.
+        horizon: steps it predicts.
+        stride: steps between window starts.
+
+    Returns:
+        `(x, y)`: float32 arrays (n, input_steps, features) and
+        (n, horizon, features).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.data import forecast_windows
+    >>> x, y = forecast_windows(np.arange(10.0), 4, 2)
+    >>> x.shape, y.shape, y[0, :, 0].tolist()
+    ((5, 4, 1), (5, 2, 1), [4.0, 5.0])
+    """
+    series = np.asarray(series, "float32")
+    if series.ndim == 1:
+        series = series[:, None]
+    if input_steps <= 0 or horizon <= 0 or stride <= 0:
+        raise ValueError(
+            "`forecast_windows` needs input_steps, horizon and stride > 0. "
+            f"Received: input_steps={input_steps}, horizon={horizon}, "
+            f"stride={stride}")
+    n = (len(series) - input_steps - horizon) // stride + 1
+    if n <= 0:
+        raise ValueError(
+            f"`forecast_windows`: a series of {len(series)} steps is too "
+            f"short for input_steps={input_steps} and horizon={horizon}")
+    starts = np.arange(n) * stride
+    x = np.stack([series[s:s + input_steps] for s in starts])
+    y = np.stack([series[s + input_steps:s + input_steps + horizon]
+                  for s in starts])
+    return x, y

@@ -1,0 +1,130 @@
+"""Character vocabularies and local text readers.
+
+Why not a keras-hub tokenizer here: keras-hub's character-level tokenizer
+(`UnicodeCodepointTokenizer`) maps characters to code points (a vocabulary
+as large as the largest code point, no reserved BOS/EOS ids), and its
+`WordPieceTokenizer` needs a word-piece vocabulary. The tasks here want a
+compact vocabulary built from the corpus with fixed PAD/BOS/EOS/UNK ids
+shared with the synthetic tasks, as NumPy arrays for `fit`. The vocabulary
+list is all a graph tokenizer needs (`keras.layers.StringLookup` over
+`tf.strings.unicode_split`), which is what the export code builds from it.
+"""
+
+import os
+
+import numpy as np
+
+from seqkeras.data.synthetic import BOS, EOS, PAD
+
+RESERVED = ("<pad>", "<bos>", "<eos>", "<unk>")
+UNK = 3
+
+
+class CharVocabulary:
+    """A character vocabulary with PAD=0, BOS=1, EOS=2, UNK=3.
+
+    Args:
+        characters: the characters, in id order from 4; duplicates and
+            order of first appearance are kept as given.
+
+    Example:
+
+    >>> from seqkeras.data import CharVocabulary
+    >>> vocab = CharVocabulary.from_texts(["abc", "cab"])
+    >>> ids = vocab.encode(["cab"], add_eos=True)
+    >>> ids.tolist(), vocab.decode(ids), len(vocab)
+    ([[6, 4, 5, 2]], ['cab'], 7)
+    """
+
+    def __init__(self, characters):
+        characters = list(characters)
+        if len(set(characters)) != len(characters):
+            raise ValueError("`CharVocabulary` received duplicate characters")
+        if any(len(c) != 1 for c in characters):
+            raise ValueError("`CharVocabulary` expects single characters")
+        self.characters = characters
+        self.tokens = list(RESERVED) + characters
+        self._ids = {c: i + len(RESERVED) for i, c in enumerate(characters)}
+
+    @classmethod
+    def from_texts(cls, texts):
+        """The sorted set of characters in `texts`."""
+        return cls(sorted(set("".join(texts))))
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def encode(self, texts, max_length=None, add_bos=False, add_eos=False):
+        """Strings to an int32 array (n, max_length), right-padded with 0;
+        unknown characters become UNK. A text longer than `max_length`
+        raises (nothing is cut silently)."""
+        rows = []
+        for text in texts:
+            ids = [self._ids.get(c, UNK) for c in text]
+            rows.append(([BOS] if add_bos else []) + ids
+                        + ([EOS] if add_eos else []))
+        longest = max((len(r) for r in rows), default=0)
+        max_length = longest if max_length is None else max_length
+        if longest > max_length:
+            raise ValueError(
+                f"`CharVocabulary.encode`: a text needs {longest} ids, more "
+                f"than max_length={max_length}")
+        out = np.full((len(rows), max_length), PAD, "int32")
+        for i, r in enumerate(rows):
+            out[i, :len(r)] = r
+        return out
+
+    def encode_text(self, text):
+        """One string to a 1-D int32 array (no padding, BOS or EOS)."""
+        return np.array([self._ids.get(c, UNK) for c in text], "int32")
+
+    def decode(self, ids):
+        """Rows of ids to strings; stops at EOS, skips PAD and BOS."""
+        out = []
+        for row in np.asarray(ids).reshape(-1, np.shape(ids)[-1]):
+            chars = []
+            for i in row.tolist():
+                if i == EOS:
+                    break
+                if i in (PAD, BOS):
+                    continue
+                chars.append(self.tokens[i] if i != UNK else "?")
+            out.append("".join(chars))
+        return out
+
+    def get_config(self):
+        return {"characters": "".join(self.characters)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(config["characters"])
+
+
+def shared_data_dir():
+    """`../shared/data` next to the repository, or `$SEQKERAS_DATA`; None
+    when neither exists (a fresh clone)."""
+    path = os.environ.get("SEQKERAS_DATA") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+    path = os.path.abspath(path)
+    return path if os.path.isdir(path) else None
+
+
+def read_tinyshakespeare(path=None):
+    """tiny-shakespeare as `(train_text, val_text)`: first 90% / last 10% of
+    the characters (nanoGPT's split).
+
+    Args:
+        path: the `input.txt` file; default: `tinyshakespeare/input.txt`
+            under `shared_data_dir()`.
+    """
+    if path is None:
+        root = shared_data_dir()
+        if root is None:
+            raise FileNotFoundError(
+                "tiny-shakespeare not found: pass `path` or set "
+                "SEQKERAS_DATA to the shared data directory")
+        path = os.path.join(root, "tinyshakespeare", "input.txt")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    split = int(0.9 * len(text))
+    return text[:split], text[split:]

@@ -1,0 +1,96 @@
+"""`SequencePooling`: (batch, time, features) -> (batch, features), masked."""
+
+import keras
+from keras import ops
+
+from seqkeras.layers import masking
+from seqkeras.layers import validation
+
+MODES = ("last", "mean", "max", "attention")
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class SequencePooling(keras.layers.Layer):
+    """Pools a sequence into one vector, ignoring padding.
+
+    Args:
+        mode: `"last"` (the last unmasked step), `"mean"` or `"max"` over
+            unmasked steps, or `"attention"`: a learned query scores each
+            step, `w = masked_softmax(v . tanh(W h_t))`, and the output is
+            `sum_t w_t h_t` (Yang et al. 2016's attention pooling).
+        units: hidden size of the attention score (default: features).
+
+    Call arguments:
+        inputs: (batch, time, features).
+        mask: optional bool (batch, time). A sequence with no unmasked step
+            pools to zeros.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> x = np.arange(12, dtype="float32").reshape(1, 4, 3)
+    >>> pool = seqkeras.layers.SequencePooling("last")
+    >>> np.asarray(pool(x, mask=np.array([[1, 1, 0, 0]], bool))).tolist()
+    [[3.0, 4.0, 5.0]]
+    """
+
+    def __init__(self, mode="mean", units=None, **kwargs):
+        super().__init__(**kwargs)
+        self.mode = validation.choice("SequencePooling", "mode", mode, MODES)
+        self.units = (None if units is None else validation.positive_int(
+            "SequencePooling", "units", units))
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ValueError(
+                "`SequencePooling` expects inputs of rank 3 with known "
+                "features, (batch, time, features). Received: "
+                f"input_shape={tuple(input_shape)}")
+        if self.mode == "attention":
+            d = input_shape[-1]
+            units = self.units or d
+            self.kernel = self.add_weight(shape=(d, units), name="kernel",
+                                          initializer="glorot_uniform")
+            self.bias = self.add_weight(shape=(units,), name="bias",
+                                        initializer="zeros")
+            self.query = self.add_weight(shape=(units,), name="query",
+                                         initializer="glorot_uniform")
+
+    def call(self, inputs, mask=None):
+        x = inputs
+        if mask is None:
+            mask = ops.ones(ops.shape(x)[:2], "bool")
+        mask = ops.cast(mask, "bool")
+        m = ops.cast(ops.expand_dims(mask, -1), x.dtype)  # (batch, time, 1)
+        if self.mode == "last":
+            # The last unmasked step (works for right and left padding).
+            steps = ops.arange(ops.shape(x)[1])
+            last = ops.max(ops.where(mask, steps, -1), axis=1)  # (batch,)
+            pick = ops.one_hot(ops.maximum(last, 0), ops.shape(x)[1],
+                               dtype=x.dtype)
+            pick = pick * ops.cast(ops.expand_dims(last >= 0, -1), x.dtype)
+            return ops.einsum("bt,btd->bd", pick, x)
+        if self.mode == "mean":
+            count = ops.maximum(ops.sum(m, axis=1), ops.cast(1, x.dtype))
+            return ops.sum(x * m, axis=1) / count
+        if self.mode == "max":
+            low = ops.full_like(x, -1e4 if x.dtype == "float16" else -1e9)
+            out = ops.max(ops.where(ops.expand_dims(mask, -1), x, low), axis=1)
+            return out * ops.cast(ops.any(mask, axis=1, keepdims=True),
+                                  x.dtype)
+        logits = ops.matmul(ops.tanh(ops.matmul(x, self.kernel) + self.bias),
+                            self.query)  # (batch, time)
+        weights = masking.masked_softmax(logits, mask)
+        return ops.einsum("bt,btd->bd", weights, x)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"mode": self.mode, "units": self.units})
+        return config

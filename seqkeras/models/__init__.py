@@ -1,0 +1,25 @@
+"""Model builders: each returns a functional `keras.Model` with named
+inputs and outputs, trainable with `model.fit(jit_compile=True)`."""
+
+from seqkeras.models.classification import classifier
+from seqkeras.models.classification import tagger
+from seqkeras.models.forecasting import forecaster
+from seqkeras.models.language_models import rnn_language_model
+from seqkeras.models.language_models import transformer_language_model
+from seqkeras.models.encoder_decoder import attention_model
+from seqkeras.models.encoder_decoder import conditioned_decoder
+from seqkeras.models.encoder_decoder import seq2seq
+from seqkeras.models.encoder_decoder import transformer_seq2seq
+from seqkeras.models.training import MaskedAccuracy
+from seqkeras.models.training import MaskedPerplexity
+from seqkeras.models.training import ResetStatesAtEpochStart
+from seqkeras.models.training import compile_model
+from seqkeras.models.training import masked_loss
+from seqkeras.models.training import reset_states
+
+__all__ = [
+    "MaskedAccuracy", "MaskedPerplexity", "ResetStatesAtEpochStart",
+    "attention_model", "classifier", "compile_model", "conditioned_decoder",
+    "forecaster", "masked_loss", "reset_states", "rnn_language_model",
+    "seq2seq", "tagger", "transformer_language_model", "transformer_seq2seq",
+]

@@ -1,0 +1,85 @@
+"""Pieces the model builders share: argument checks, embeddings, recurrent
+and Transformer stacks, the float32 logits head."""
+
+import keras
+
+from seqkeras import layers as sk
+from seqkeras.layers import validation
+
+CELLS = {"rnn": sk.SimpleRNNCell, "gru": sk.GRUCell, "lstm": sk.LSTMCell}
+RECURRENT = tuple(CELLS)
+BACKBONES = RECURRENT + ("transformer",)
+POSITIONAL = ("learned", "sinusoidal")
+
+
+def check(builder, arg, value, kind, choices=None):
+    if kind == "choice":
+        return validation.choice(builder, arg, value, choices)
+    if kind == "int":
+        return validation.positive_int(builder, arg, value)
+    if kind == "rate":
+        return validation.rate(builder, arg, value)
+    return validation.boolean(builder, arg, value)
+
+
+def make_cell(kind, units, dropout=0.0, name=None):
+    return CELLS[kind](units, dropout=dropout, name=name)
+
+
+def recurrent_stack(x, kind, units, num_layers=1, bidirectional=False,
+                    dropout=0.0, return_sequences=True, return_state=False,
+                    initial_state=None, stateful=False, name="encoder"):
+    """`num_layers` recurrent layers; returns the output, plus the last
+    layer's final states (forward, then backward) when `return_state`."""
+    for i in range(num_layers):
+        last = i == num_layers - 1
+        layer = sk.Recurrent(
+            make_cell(kind, units, dropout=dropout),
+            return_sequences=return_sequences or not last,
+            return_state=return_state and last, stateful=stateful,
+            name=f"{name}_{i}" if not bidirectional else None)
+        if bidirectional:
+            layer = sk.Bidirectional(layer, name=f"{name}_{i}")
+        x = layer(x, initial_state=initial_state if i == 0 else None)
+    if return_state:
+        return x[0], list(x[1:])
+    return x
+
+
+def transformer_stack(x, num_layers, num_heads, intermediate_dim, dropout,
+                      activation="gelu", norm_first=True, causal=False,
+                      memory=None, name="encoder"):
+    """Encoder blocks (or decoder blocks when `causal` or with `memory`);
+    pre-LN stacks end with a LayerNorm (nanoGPT's `ln_f`)."""
+    for i in range(num_layers):
+        if causal or memory is not None:
+            block = sk.TransformerDecoderBlock(
+                num_heads, intermediate_dim, dropout=dropout,
+                activation=activation, norm_first=norm_first,
+                name=f"{name}_block_{i}")
+            x = block(x, memory) if memory is not None else block(x)
+        else:
+            x = sk.TransformerEncoderBlock(
+                num_heads, intermediate_dim, dropout=dropout,
+                activation=activation, norm_first=norm_first,
+                name=f"{name}_block_{i}")(x)
+    if norm_first:
+        x = keras.layers.LayerNormalization(epsilon=1e-5,
+                                            name=f"{name}_norm")(x)
+    return x
+
+
+def positions(x, kind, max_length, name):
+    if kind == "learned":
+        return sk.PositionalEmbedding(max_length, name=name)(x)
+    return sk.SinusoidalPositionalEncoding(name=name)(x)
+
+
+def logits_head(x, vocab_size, embedding=None, name="logits"):
+    """Dense logits, or `embedding(x, reverse=True)` (weight tying: one
+    variable, the embedding matrix); float32 under mixed precision."""
+    if embedding is not None:
+        x = embedding(x, reverse=True)
+    else:
+        x = keras.layers.Dense(vocab_size, name=f"{name}_dense")(x)
+    return keras.layers.Activation("linear", dtype="float32", name=name)(x)

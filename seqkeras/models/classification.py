@@ -1,0 +1,112 @@
+"""`classifier` (seq2vec) and `tagger` (one label per token)."""
+
+import keras
+
+from seqkeras import layers as sk
+from seqkeras.layers.pooling import MODES as POOLINGS
+from seqkeras.models import backbones as bb
+
+
+def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
+            num_layers, bidirectional, dropout, num_heads, intermediate_dim,
+            max_length, return_sequences):
+    vocab_size = bb.check(builder, "vocab_size", vocab_size, "int")
+    backbone = bb.check(builder, "backbone", backbone, "choice", bb.BACKBONES)
+    embedding_dim = bb.check(builder, "embedding_dim", embedding_dim, "int")
+    num_layers = bb.check(builder, "num_layers", num_layers, "int")
+    dropout = bb.check(builder, "dropout", dropout, "rate")
+    x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
+                               name="embedding")(token_ids)
+    if backbone == "transformer":
+        num_heads = bb.check(builder, "num_heads", num_heads, "int")
+        if embedding_dim % num_heads:
+            raise ValueError(
+                f"`{builder}` needs embedding_dim divisible by num_heads. "
+                f"Received: embedding_dim={embedding_dim}, "
+                f"num_heads={num_heads}")
+        x = bb.positions(x, "learned", max_length, "positions")
+        x = bb.transformer_stack(x, num_layers, num_heads,
+                                 intermediate_dim or 4 * embedding_dim,
+                                 dropout)
+        return x, True
+    units = bb.check(builder, "units", units, "int")
+    x = bb.recurrent_stack(x, backbone, units, num_layers, bidirectional,
+                           dropout, return_sequences=return_sequences)
+    return x, return_sequences
+
+
+def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
+               embedding_dim=64, units=64, num_layers=1, bidirectional=False,
+               dropout=0.0, num_heads=4, intermediate_dim=None,
+               max_length=512):
+    """Sequence classifier (seq2vec): token ids -> class logits.
+
+    Args:
+        vocab_size: token ids are in [0, vocab_size); 0 is padding.
+        num_classes: number of classes.
+        backbone: `"rnn"`, `"gru"`, `"lstm"` or `"transformer"`.
+        pooling: `"last"` (a recurrent backbone's final state, which skips
+            padding; the last unpadded step of a Transformer), `"mean"`,
+            `"max"` or `"attention"` (see `seqkeras.layers.SequencePooling`).
+        embedding_dim: embedding (and Transformer model) width.
+        units: recurrent units.
+        num_layers: stacked layers or blocks.
+        bidirectional: recurrent backbones: run both directions, concat.
+        dropout: dropout in the recurrent cells / Transformer blocks.
+        num_heads, intermediate_dim, max_length: Transformer backbone.
+
+    Returns:
+        A `keras.Model`: input `token_ids` (batch, time) int, output
+        `logits` (batch, num_classes).
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.classifier(100, 3, backbone="gru")
+    >>> tuple(model(np.array([[5, 6, 0]])).shape)
+    (1, 3)
+    """
+    name = "classifier"
+    num_classes = bb.check(name, "num_classes", num_classes, "int")
+    pooling = bb.check(name, "pooling", pooling, "choice", POOLINGS)
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    recurrent_last = backbone in bb.RECURRENT and pooling == "last"
+    x, is_sequence = _encode(
+        name, token_ids, vocab_size, backbone, embedding_dim, units,
+        num_layers, bidirectional, dropout, num_heads, intermediate_dim,
+        max_length, return_sequences=not recurrent_last)
+    if is_sequence:
+        x = sk.SequencePooling(pooling, name="pooling")(x)
+    if dropout:
+        x = keras.layers.Dropout(dropout)(x)
+    logits = bb.logits_head(x, num_classes)
+    return keras.Model(token_ids, logits, name=name)
+
+
+def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
+           num_layers=1, bidirectional=True, dropout=0.0, num_heads=4,
+           intermediate_dim=None, max_length=512):
+    """Sequence tagger: one label per token (e.g. named entities).
+
+    Args: as `classifier`, with `num_tags` labels and no pooling;
+        bidirectional by default (a tag may depend on the right context).
+
+    Returns:
+        A `keras.Model`: input `token_ids` (batch, time), output `logits`
+        (batch, time, num_tags) carrying the padding mask.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.tagger(100, 5)
+    >>> tuple(model(np.array([[5, 6, 0]])).shape)
+    (1, 3, 5)
+    """
+    name = "tagger"
+    num_tags = bb.check(name, "num_tags", num_tags, "int")
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    x, _ = _encode(name, token_ids, vocab_size, backbone, embedding_dim,
+                   units, num_layers, bidirectional, dropout, num_heads,
+                   intermediate_dim, max_length, return_sequences=True)
+    logits = bb.logits_head(x, num_tags)
+    return keras.Model(token_ids, logits, name=name)

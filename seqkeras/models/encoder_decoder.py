@@ -1,0 +1,250 @@
+"""Encoder-decoder builders: `conditioned_decoder` (vec2seq), `seq2seq`
+(recurrent, with or without attention) and `transformer_seq2seq`.
+
+All train with teacher forcing: the decoder input `target_ids` is the
+target shifted right behind BOS (`seqkeras.data.teacher_forcing`)."""
+
+import keras
+from keras import ops
+
+from seqkeras import layers as sk
+from seqkeras.layers.attention_decoder import STYLES
+from seqkeras.layers.scoring import SCORES
+from seqkeras.models import backbones as bb
+
+
+def _bridge(states, units, name):
+    """Maps encoder final states to decoder initial states, one dense tanh
+    layer per state kind (h; and c for LSTM)."""
+    return [keras.layers.Dense(units, activation="tanh",
+                               name=f"{name}_{i}")(s)
+            for i, s in enumerate(states)]
+
+
+def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
+                        cell="lstm", dropout=0.0):
+    """vec2seq: a feature vector (e.g. image features) initialises a
+    recurrent decoder, `h_0 = tanh(W f)`, that generates tokens.
+
+    Args:
+        feature_dim: size of the conditioning vector.
+        vocab_size: token ids in [0, vocab_size); 0 is padding.
+        embedding_dim, units, cell, dropout: the decoder.
+
+    Returns:
+        A `keras.Model`: inputs `features` (batch, feature_dim) and
+        `target_ids` (batch, time) -> `logits` (batch, time, vocab_size).
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.conditioned_decoder(10, 30, units=16)
+    >>> out = model({"features": np.ones((2, 10), "float32"),
+    ...              "target_ids": np.array([[1, 5, 0], [1, 6, 7]])})
+    >>> tuple(out.shape)
+    (2, 3, 30)
+    """
+    name = "conditioned_decoder"
+    feature_dim = bb.check(name, "feature_dim", feature_dim, "int")
+    vocab_size = bb.check(name, "vocab_size", vocab_size, "int")
+    embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
+    units = bb.check(name, "units", units, "int")
+    cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
+    features = keras.Input((feature_dim,), name="features")
+    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+    n_states = 2 if cell == "lstm" else 1
+    init = _bridge([features] * n_states, units, "bridge")
+    x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
+                               name="target_embedding")(target_ids)
+    x = sk.Recurrent(bb.make_cell(cell, units, dropout), return_sequences=True,
+                     name="decoder")(x, initial_state=init)
+    logits = bb.logits_head(x, vocab_size)
+    return keras.Model({"features": features, "target_ids": target_ids},
+                       logits, name=name)
+
+
+def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
+            units=128, cell="lstm", attention=None, style="bahdanau",
+            input_feeding=True, attention_units=None, bidirectional=True,
+            encoder_units=None, encoder_layers=1, bridge=True, dropout=0.0):
+    """Recurrent encoder-decoder, with or without attention.
+
+    Without attention the decoder sees the source only through its
+    initial state, the encoder's final state (the "fixed context vector"
+    bottleneck). With attention every decoder step also reads the encoder
+    outputs (`seqkeras.layers.AttentionDecoder`).
+
+    Args:
+        source_vocab_size, target_vocab_size: vocabularies (0 = padding).
+        embedding_dim: embedding width of both sides.
+        units: decoder units.
+        cell: `"rnn"`, `"gru"` or `"lstm"` (encoder and decoder).
+        attention: None, or a score: `dot`, `scaled_dot`, `general`,
+            `additive`, `cosine` (dot-like scores need encoder outputs of
+            `units` features).
+        style: `"bahdanau"` or `"luong"`.
+        input_feeding: Luong style: feed the attentional vector forward.
+        attention_units: hidden size of the additive score.
+        bidirectional: bidirectional encoder.
+        encoder_units: encoder units per direction (default `units`).
+        encoder_layers: stacked encoder layers.
+        bridge: map the encoder's final states to the decoder's with a dense
+            tanh layer; without it the sizes must match.
+        dropout: dropout inside the cells.
+
+    Returns:
+        A `keras.Model`: inputs `source_ids` (batch, source_time) and
+        `target_ids` (batch, time) -> `logits` (batch, time,
+        target_vocab_size). With attention, the decoder layer (named
+        `decoder`) also outputs the weights: `attention_model(model)` gives
+        a model returning them.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.seq2seq(20, 30, units=16,
+    ...                                 attention="additive")
+    >>> out = model({"source_ids": np.array([[4, 5, 6, 0]]),
+    ...              "target_ids": np.array([[1, 7, 8]])})
+    >>> tuple(out.shape)
+    (1, 3, 30)
+    """
+    name = "seq2seq"
+    source_vocab_size = bb.check(name, "source_vocab_size",
+                                 source_vocab_size, "int")
+    target_vocab_size = bb.check(name, "target_vocab_size",
+                                 target_vocab_size, "int")
+    embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
+    units = bb.check(name, "units", units, "int")
+    cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
+    if attention is not None:
+        attention = bb.check(name, "attention", attention, "choice", SCORES)
+    style = bb.check(name, "style", style, "choice", STYLES)
+    encoder_units = bb.check(name, "encoder_units", encoder_units or units,
+                             "int")
+    encoder_layers = bb.check(name, "encoder_layers", encoder_layers, "int")
+    dropout = bb.check(name, "dropout", dropout, "rate")
+    directions = 2 if bidirectional else 1
+    if not bridge and encoder_units * directions != units:
+        raise ValueError(
+            f"`{name}` without a bridge needs the encoder's final state "
+            f"({directions} x {encoder_units} = "
+            f"{directions * encoder_units} features) to match the decoder "
+            f"units ({units}); set bridge=True or change the sizes")
+    if (attention in ("dot", "scaled_dot", "cosine")
+            and encoder_units * directions != units):
+        raise ValueError(
+            f"`{name}` with attention={attention!r} needs encoder outputs "
+            f"({directions} x {encoder_units} = "
+            f"{directions * encoder_units} features) of the decoder's size "
+            f"({units}); use 'general' or 'additive', or change the sizes")
+
+    source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+    src = keras.layers.Embedding(source_vocab_size, embedding_dim,
+                                 mask_zero=True,
+                                 name="source_embedding")(source_ids)
+    memory, states = bb.recurrent_stack(
+        src, cell, encoder_units, encoder_layers, bidirectional, dropout,
+        return_sequences=True, return_state=True)
+    n_states = 2 if cell == "lstm" else 1
+    if bidirectional:  # [fw states..., bw states...] -> per kind, concat
+        states = [ops.concatenate([states[i], states[n_states + i]], -1)
+                  for i in range(n_states)]
+    init = _bridge(states, units, "bridge") if bridge else states
+    tgt = keras.layers.Embedding(target_vocab_size, embedding_dim,
+                                 mask_zero=True,
+                                 name="target_embedding")(target_ids)
+    if attention is None:
+        x = sk.Recurrent(bb.make_cell(cell, units, dropout),
+                         return_sequences=True, name="decoder")(
+                             tgt, initial_state=init)
+    else:
+        x, _ = sk.AttentionDecoder(
+            bb.make_cell(cell, units, dropout), score=attention, style=style,
+            input_feeding=input_feeding, attention_units=attention_units,
+            name="decoder")(tgt, memory, initial_state=init,
+                            return_attention_scores=True)
+    logits = bb.logits_head(x, target_vocab_size)
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids},
+                       logits, name=name)
+
+
+def attention_model(model):
+    """A model with the same inputs returning `[logits, weights]`, the
+    weights (batch, time, source_time) of a `seq2seq(attention=...)`
+    model's decoder."""
+    decoder = model.get_layer("decoder")
+    if not isinstance(decoder, sk.AttentionDecoder):
+        raise ValueError("`attention_model` needs a seq2seq model built with "
+                         "attention")
+    return keras.Model(model.inputs, [model.outputs[0], decoder.output[1]])
+
+
+def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
+                        num_layers=2, num_heads=4, hidden_dim=128,
+                        intermediate_dim=None, dropout=0.0,
+                        positional="sinusoidal", norm_first=False,
+                        activation="relu", tie_weights=True):
+    """Transformer encoder-decoder (Vaswani et al. 2017): encoder blocks
+    over the source, causal decoder blocks with cross-attention.
+
+    Args:
+        source_vocab_size, target_vocab_size: vocabularies (0 = padding).
+        max_length: the longest source or target (learned positions).
+        num_layers: blocks on each side.
+        num_heads, hidden_dim, intermediate_dim, dropout, activation.
+        positional: `"sinusoidal"` (the paper) or `"learned"`.
+        norm_first: pre-LN instead of the paper's post-LN.
+        tie_weights: output layer = transposed target embedding.
+
+    Returns:
+        A `keras.Model`: `source_ids`, `target_ids` -> `logits`
+        (batch, time, target_vocab_size).
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.transformer_seq2seq(
+    ...     20, 30, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
+    >>> out = model({"source_ids": np.array([[4, 5, 0]]),
+    ...              "target_ids": np.array([[1, 7]])})
+    >>> tuple(out.shape)
+    (1, 2, 30)
+    """
+    name = "transformer_seq2seq"
+    source_vocab_size = bb.check(name, "source_vocab_size",
+                                 source_vocab_size, "int")
+    target_vocab_size = bb.check(name, "target_vocab_size",
+                                 target_vocab_size, "int")
+    max_length = bb.check(name, "max_length", max_length, "int")
+    num_layers = bb.check(name, "num_layers", num_layers, "int")
+    num_heads = bb.check(name, "num_heads", num_heads, "int")
+    hidden_dim = bb.check(name, "hidden_dim", hidden_dim, "int")
+    positional = bb.check(name, "positional", positional, "choice",
+                          bb.POSITIONAL)
+    if hidden_dim % num_heads:
+        raise ValueError(
+            f"`{name}` needs hidden_dim divisible by num_heads. Received: "
+            f"hidden_dim={hidden_dim}, num_heads={num_heads}")
+    ffn = intermediate_dim or 4 * hidden_dim
+    source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+    src = keras.layers.Embedding(source_vocab_size, hidden_dim,
+                                 mask_zero=True,
+                                 name="source_embedding")(source_ids)
+    src = bb.positions(src, positional, max_length, "source_positions")
+    memory = bb.transformer_stack(src, num_layers, num_heads, ffn, dropout,
+                                  activation, norm_first, name="encoder")
+    embedding = keras.layers.ReversibleEmbedding(
+        target_vocab_size, hidden_dim, tie_weights=True, mask_zero=True,
+        name="target_embedding")
+    tgt = bb.positions(embedding(target_ids), positional, max_length,
+                       "target_positions")
+    x = bb.transformer_stack(tgt, num_layers, num_heads, ffn, dropout,
+                             activation, norm_first, causal=True,
+                             memory=memory, name="decoder")
+    logits = bb.logits_head(x, target_vocab_size,
+                            embedding if tie_weights else None)
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids},
+                       logits, name=name)

@@ -1,0 +1,150 @@
+"""Training conventions: masked losses and metrics, and `compile_model`."""
+
+import keras
+from keras import ops
+
+from seqkeras.data.synthetic import PAD
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class MaskedAccuracy(keras.metrics.Mean):
+    """Token accuracy that ignores padding targets (`keras.metrics.
+    SparseCategoricalAccuracy` has no `ignore_class`).
+
+    Args:
+        pad_id: the target id to ignore.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.models import MaskedAccuracy
+    >>> m = MaskedAccuracy()
+    >>> logits = np.eye(3, dtype="float32")[[[1, 2, 0]]] * 5
+    >>> m.update_state(np.array([[1, 1, 0]]), logits)
+    >>> float(m.result())
+    0.5
+    """
+
+    def __init__(self, pad_id=PAD, name="accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        hits = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true),
+                        "float32")
+        weight = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        if sample_weight is not None:
+            weight = weight * ops.cast(sample_weight, "float32")
+        super().update_state(hits, sample_weight=weight)
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class MaskedPerplexity(keras.metrics.Mean):
+    """exp(mean token cross-entropy) over non-padding targets.
+
+    keras-hub's `Perplexity` metric would serve, but it averages per-batch
+    and is not registered for `.keras` reloading without keras-hub
+    imported; this is the same formula in a few lines.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.models import MaskedPerplexity
+    >>> m = MaskedPerplexity()
+    >>> m.update_state(np.array([[1, 0]]), np.zeros((1, 2, 4), "float32"))
+    >>> round(float(m.result()), 4)  # uniform over 4 tokens
+    4.0
+    """
+
+    def __init__(self, pad_id=PAD, name="perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        xent = keras.losses.sparse_categorical_crossentropy(
+            y_true, ops.cast(y_pred, "float32"), from_logits=True)
+        weight = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        if sample_weight is not None:
+            weight = weight * ops.cast(sample_weight, "float32")
+        super().update_state(xent, sample_weight=weight)
+
+    def result(self):
+        return ops.exp(super().result())
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}
+
+
+def masked_loss(pad_id=PAD):
+    """Sparse cross-entropy from logits, ignoring padding targets."""
+    return keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=pad_id)
+
+
+def compile_model(model, task="tokens", learning_rate=1e-3, clipnorm=1.0,
+                  weight_decay=0.0, jit_compile=True, optimizer=None,
+                  **kwargs):
+    """Compiles `model` with seqkeras' defaults: Adam(W) with gradient
+    clipping by global norm, XLA, and the task's loss and metrics.
+
+    Args:
+        model: a model from `seqkeras.models`.
+        task: `"tokens"` (logits per token: masked sparse cross-entropy,
+            masked accuracy and perplexity), `"classes"` (one label per
+            sequence: sparse cross-entropy and accuracy) or `"regression"`
+            (MSE and MAE).
+        learning_rate: a float or a `keras.optimizers.schedules` schedule.
+        clipnorm: clip the global gradient norm (the seed notes'
+            g <- min(1, tau / |g|) g); None disables.
+        weight_decay: decoupled weight decay (AdamW) when > 0.
+        jit_compile: compile the train step with XLA.
+        optimizer: use this optimizer instead.
+        **kwargs: passed to `model.compile` (e.g. `steps_per_execution`).
+
+    Returns:
+        The model.
+    """
+    tasks = ("tokens", "classes", "regression")
+    if task not in tasks:
+        raise ValueError(
+            f"`compile_model` received an invalid value for `task`: expected "
+            f"one of {tasks}. Received: task={task!r}")
+    if optimizer is None:
+        clip = {} if clipnorm is None else {"global_clipnorm": clipnorm}
+        if weight_decay:
+            optimizer = keras.optimizers.AdamW(
+                learning_rate, weight_decay=weight_decay, **clip)
+        else:
+            optimizer = keras.optimizers.Adam(learning_rate, **clip)
+    if task == "tokens":
+        loss, metrics = masked_loss(), [MaskedAccuracy(), MaskedPerplexity()]
+    elif task == "classes":
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    else:
+        loss, metrics = "mse", ["mae"]
+    kwargs.setdefault("loss", loss)
+    kwargs.setdefault("metrics", metrics)
+    model.compile(optimizer=optimizer, jit_compile=jit_compile, **kwargs)
+    return model
+
+
+class ResetStatesAtEpochStart(keras.callbacks.Callback):
+    """For truncated BPTT: zero the stateful layers' states before each
+    epoch (the windows restart at the corpus start)."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        reset_states(self.model)
+
+
+def reset_states(model):
+    """Zeroes every stateful seqkeras layer in `model`."""
+    for layer in model._flatten_layers(include_self=False):
+        if getattr(layer, "stateful", False) and hasattr(layer,
+                                                         "reset_states"):
+            layer.reset_states()

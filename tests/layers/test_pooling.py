@@ -1,0 +1,55 @@
+import numpy as np
+import pytest
+
+import seqkeras
+from tests.layer_checks import check_layer
+
+L = seqkeras.layers
+
+
+def numpy_pool(x, mask, mode, params=None):
+    out = []
+    for xi, mi in zip(x, mask):
+        v = xi[mi]
+        if len(v) == 0:
+            out.append(np.zeros(x.shape[-1]))
+        elif mode == "last":
+            out.append(xi[np.nonzero(mi)[0][-1]])
+        elif mode == "mean":
+            out.append(v.mean(0))
+        elif mode == "max":
+            out.append(v.max(0))
+        else:
+            kernel, bias, query = params
+            logits = np.tanh(v @ kernel + bias) @ query
+            w = np.exp(logits - logits.max())
+            out.append((w / w.sum()) @ v)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("mode", ["last", "mean", "max", "attention"])
+def test_pooling_matches_numpy_with_padding(mode):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 6, 3)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 1, 1],
+                     [1, 1, 1, 1, 1, 1], [0] * 6], bool)
+    layer = L.SequencePooling(mode)
+    got = np.asarray(layer(x, mask=mask))
+    params = None
+    if mode == "attention":
+        params = [np.asarray(w) for w in (layer.kernel, layer.bias,
+                                          layer.query)]
+    np.testing.assert_allclose(got, numpy_pool(x, mask, mode, params),
+                               atol=1e-5)
+    assert np.all(got[3] == 0)  # a fully padded row pools to zeros
+
+
+@pytest.mark.parametrize("mode", ["last", "attention"])
+def test_pooling_layer_contract(mode):
+    x = np.random.default_rng(1).normal(size=(2, 5, 4)).astype("float32")
+    check_layer(lambda: L.SequencePooling(mode), x)
+
+
+def test_pooling_bad_mode():
+    with pytest.raises(ValueError, match="SequencePooling.*mode"):
+        L.SequencePooling("median")
