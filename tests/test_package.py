@@ -21,7 +21,7 @@ def test_readme_opens_with_the_two_commands():
     with open(os.path.join(ROOT, "README.md")) as f:
         head = f.read().split("---")[0]
     assert "<!-- main-command -->" in head and "<!-- test-command -->" in head
-    assert "pip install ." in head and "apps/long_range.py" in head
+    assert "pip install ." in head and "apps/dates.py" in head
     assert 'pip install ".[test]"' in head and "-m pytest" in head
 
 
@@ -35,6 +35,22 @@ def _load(path, name):
 
 
 def test_main_job_small_run_exports_and_verifies(tmp_path):
+    app = _load(os.path.join(ROOT, "apps", "dates.py"), "dates")
+    result = app.main(["--epochs", "1", "--train", "512", "--val", "64",
+                       "--units", "16", "--out", str(tmp_path)])
+    assert 0 <= result["exact_match"] <= 1
+    report = result["report"]
+    assert report["savedmodel_max_abs_diff"] <= 1e-5
+    assert report["tflite_max_abs_diff"] <= 1e-5
+    assert "Flex" not in report["tflite_ops"]
+    assert os.path.exists(os.path.join(tmp_path, "dates", "1",
+                                       "saved_model.pb"))
+    assert os.path.exists(os.path.join(tmp_path, "dates-attention.png"))
+
+
+def test_long_range_app_small_run_and_versioned_exports(tmp_path):
+    from seqkeras.export import export_and_verify
+
     app = _load(os.path.join(ROOT, "apps", "long_range.py"), "long_range")
     results, report = app.main([
         "--cells", "GRU", "--epochs", "1", "--train", "256", "--val", "64",
@@ -43,12 +59,10 @@ def test_main_job_small_run_exports_and_verifies(tmp_path):
     assert np.isfinite(results["GRU"][1]["val_mse"])
     assert report["savedmodel_max_abs_diff"] <= 1e-5
     assert report["tflite_max_abs_diff"] <= 1e-5
-    assert os.path.exists(os.path.join(tmp_path, "long_range", "1",
-                                       "saved_model.pb"))
     # A second export goes to the next version, never over the first.
-    report2 = app.export_and_verify(results["GRU"][0], "long_range",
-                                       np.zeros((2, 12, 2), "float32"),
-                                       str(tmp_path))
+    report2 = export_and_verify(results["GRU"][0], "long_range",
+                                [np.zeros((2, 12, 2), "float32")],
+                                str(tmp_path))
     assert report2["savedmodel"].endswith(os.path.join("long_range", "2"))
 
 
@@ -67,10 +81,51 @@ def test_attention_benchmark_smoke():
     assert all(r[3] > 0 and r[4] > 0 for r in rows)
 
 
+def test_reproduction_scripts_smoke(tmp_path):
+    cells = _load(os.path.join(ROOT, "benchmarks", "cell_comparison.py"),
+                  "cell_comparison")
+    rows = cells.main(["--steps", "8", "--train", "128", "--val", "32",
+                       "--epochs", "1", "--cells", "GRU", "--plot",
+                       str(tmp_path / "cells.png")])
+    assert [(r[0], r[1]) for r in rows] == [(8, "GRU")]
+    assert os.path.exists(tmp_path / "cells.png")
+    bottleneck = _load(os.path.join(ROOT, "benchmarks", "bottleneck.py"),
+                       "bottleneck")
+    results = bottleneck.main(["--train", "256", "--val", "64", "--epochs",
+                               "1", "--max-length", "10", "--units", "16",
+                               "--plot", str(tmp_path / "b.png")])
+    assert set(results) == {"no attention", "additive attention"}
+    assert os.path.exists(tmp_path / "b.png")
+
+
+def test_baby_gpt_smoke():
+    if seqkeras.data.shared_data_dir() is None:
+        pytest.skip("../shared/data (tiny-shakespeare) is not present")
+    bench = _load(os.path.join(ROOT, "benchmarks", "baby_gpt.py"), "baby")
+    result = bench.main(["--iters", "20", "--eval-batches", "2",
+                         "--layers", "1", "--steps-per-call", "10",
+                         "--warmup", "5"])
+    assert np.isfinite(result["val_loss"])
+
+
 @pytest.mark.slow
-def test_main_job_default_run_shows_gated_cells_win(tmp_path):
-    """The README's main job as shipped: gated cells solve T=50, the
-    vanilla RNN does not."""
+def test_main_job_default_run_reaches_99_percent(tmp_path):
+    """The README's main job as shipped: >= 99% exact match on held-out
+    dates, and verified exports."""
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "apps", "dates.py"),
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    ).stdout
+    line = [x for x in out.splitlines() if "exact match" in x][0]
+    assert float(line.rsplit(" ", 1)[1].rstrip("%")) >= 99.0, line
+    assert "tflite_max_abs_diff" in out
+
+
+@pytest.mark.slow
+def test_long_range_default_run_shows_gated_cells_win(tmp_path):
+    """Gated cells solve the adding problem at T=50, the vanilla RNN does
+    not."""
     out = subprocess.run(
         [sys.executable, os.path.join(ROOT, "apps", "long_range.py"),
          "--out", str(tmp_path)],

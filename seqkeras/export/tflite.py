@@ -1,9 +1,13 @@
 """TFLite conversion with builtin ops only, and running in LiteRT."""
 
+import tempfile
+
 import numpy as np
 import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
+from tensorflow.python.framework.convert_to_constants import (
+    convert_variables_to_constants_v2)
 
 _BUILTIN_NAMES = {
     value: name
@@ -12,20 +16,49 @@ _BUILTIN_NAMES = {
 }
 
 
+def _frozen_signatures(saved_model_dir, keys):
+    """Each signature with its variables folded into constants, everywhere
+    (also inside while-loop bodies, where the converter would otherwise
+    leave resource-variable reads that LiteRT does not initialise)."""
+    loaded = tf.saved_model.load(str(saved_model_dir))
+    if not keys:  # as the converter: the default signature, if any
+        keys = (["serving_default"] if "serving_default" in loaded.signatures
+                else list(loaded.signatures))
+    signatures = {}
+    for key in keys:
+        fn = loaded.signatures[key]
+        signatures[key] = _serve_frozen(fn).get_concrete_function()
+    return signatures
+
+
+def _serve_frozen(fn):
+    frozen = convert_variables_to_constants_v2(fn)
+    outputs = fn.structured_outputs
+
+    @tf.function(input_signature=[fn.structured_input_signature[1]])
+    def serve(inputs):
+        return tf.nest.pack_sequence_as(outputs, frozen(**inputs))
+
+    return serve
+
+
 def convert_builtin(saved_model_dir, signature_key=None):
     """Converts a SavedModel to a TFLite flatbuffer with builtin ops only.
 
-    Export the Keras model first (`model.export(path)`, optionally with
-    `input_signature=[keras.InputSpec(...)]` or a `tf.TensorSpec` for a
-    batch-1 signature); variables are frozen into constants there. Raises
-    the converter's error if any op would need the Flex delegate.
+    The `serving_default` signature (or `signature_key`) is converted, its
+    variables frozen into constants first. Raises the converter's error if
+    any op would need the Flex delegate.
     """
     keys = None if signature_key is None else [signature_key]
-    converter = tf.lite.TFLiteConverter.from_saved_model(
-        str(saved_model_dir), signature_keys=keys
-    )
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    return converter.convert()
+    signatures = _frozen_signatures(saved_model_dir, keys)
+    with tempfile.TemporaryDirectory() as tmp:
+        tf.saved_model.save(
+            tf.Module(), tmp, signatures=signatures,
+            options=tf.saved_model.SaveOptions(
+                experimental_custom_gradients=False))
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        return converter.convert()
 
 
 def op_names(flatbuffer):
@@ -64,3 +97,19 @@ def run_tflite(flatbuffer, *inputs):
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"])
             for d in interpreter.get_output_details()]
+
+
+def run_tflite_signature(flatbuffer, signature_key="serving_default",
+                         **inputs):
+    """Runs a named signature with named inputs (dynamic dimensions
+    resized); returns its dict of named outputs."""
+    interpreter = Interpreter(model_content=flatbuffer)
+    runner = interpreter.get_signature_runner(signature_key)
+    details = runner.get_input_details()
+    missing = set(details) - set(inputs)
+    if missing:
+        raise ValueError(f"`run_tflite_signature` is missing inputs "
+                         f"{sorted(missing)}; the signature takes "
+                         f"{sorted(details)}")
+    return runner(**{k: np.asarray(v, details[k]["dtype"])
+                     for k, v in inputs.items()})

@@ -9,6 +9,7 @@ from keras import ops
 # per-step outputs must have the carry's shape.
 from keras.src.backend import rnn as keras_rnn
 
+from seqkeras.layers import export_mode
 from seqkeras.layers import validation
 from seqkeras.layers.attention import Attention
 from seqkeras.layers.cells import RecurrentCell
@@ -194,27 +195,51 @@ class AttentionDecoder(keras.layers.Layer):
             memory_mask = ops.ones(ops.shape(memory)[:2], "bool")
         states = self.get_initial_state(batch, initial_state)
         out_dim = self.output_size(memory.shape[-1])
-        n_states = len(states)
+        mem_mask = ops.cast(memory_mask, "bool")
 
-        def step_fn(x, carried):
-            carried = list(carried)
-            states, (mem, mem_mask) = carried[:n_states], carried[n_states:]
-            out, new_states, weights = self.step(
-                x, states, mem, ops.cast(mem_mask, "bool"), training)
+        def step(x, states):
+            out, new_states, weights = self.step(x, states, memory, mem_mask,
+                                                 training)
             if return_attention_scores:
                 out = ops.concatenate([out, ops.cast(weights, out.dtype)], -1)
             return out, new_states
 
-        _, outputs, final = keras_rnn(
-            step_fn, inputs, states,
-            constants=[memory, ops.cast(memory_mask, self.compute_dtype)],
-            zero_output_for_mask=False, return_all_outputs=True)
+        if export_mode.active() and not training:
+            outputs, final = self._loop_for_inference(step, inputs, states)
+        else:
+            outputs, final = self._loop_with_gradient(step, inputs, states)
         result = [outputs[..., :out_dim]]
         if return_attention_scores:
             result.append(outputs[..., out_dim:])
         if self.return_state:
             result.extend(final)
         return result[0] if len(result) == 1 else tuple(result)
+
+    def _loop_with_gradient(self, step, inputs, states):
+        # Keras' loop (TensorArrays): differentiable, also under XLA.
+        _, outputs, final = keras_rnn(
+            lambda x, states: step(x, list(states)), inputs, states,
+            zero_output_for_mask=False, return_all_outputs=True)
+        return outputs, list(final)
+
+    def _loop_for_inference(self, step, inputs, states):
+        # Export mode: outputs written into a preallocated buffer with
+        # slice_update (a TFLite builtin; no TF gradient), not a TensorArray
+        # (TensorList ops need Flex), so exports use builtin ops only.
+        x = ops.transpose(inputs, (1, 0, 2))  # (time, batch, features)
+        steps = ops.shape(x)[0]
+        first, _ = step(x[0], states)  # traces the output width
+        buffer = ops.zeros((steps,) + tuple(ops.shape(first)), first.dtype)
+
+        def body(t, states, buffer):
+            out, new_states = step(x[t], states)
+            buffer = ops.slice_update(buffer, (t, 0, 0),
+                                      ops.expand_dims(out, 0))
+            return t + 1, list(new_states), buffer
+
+        _, final, buffer = ops.while_loop(
+            lambda t, *_: t < steps, body, (0, list(states), buffer))
+        return ops.transpose(buffer, (1, 0, 2)), final
 
     def compute_mask(self, inputs, mask=None):
         if mask is None:

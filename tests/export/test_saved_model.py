@@ -1,0 +1,74 @@
+"""`seqkeras.export.saved_model`: named signatures, atomic writes, and the
+builtin-only TFLite conversion of the attention seq2seq models."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import seqkeras
+from seqkeras.export import (convert_builtin, run_tflite_signature,
+                             saved_model)
+from seqkeras.layers.export_mode import export_mode
+from tests.export.export_checks import assert_builtin_only
+
+SRC = np.array([[4, 5, 6, 0, 0], [7, 8, 9, 10, 11]], "int32")
+TGT = np.array([[1, 7, 8, 0], [1, 9, 4, 5]], "int32")
+
+
+@pytest.mark.parametrize("attention,style", [
+    (None, "bahdanau"), ("additive", "bahdanau"), ("general", "luong")])
+def test_seq2seq_exports_named_and_builtin_only(attention, style, tmp_path):
+    model = seqkeras.models.seq2seq(12, 12, units=16, attention=attention,
+                                    style=style)
+    inputs = {"source_ids": SRC, "target_ids": TGT}
+    expected = np.asarray(model(inputs))
+    path = saved_model(model, tmp_path / "s2s" / "1")
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        source_ids=tf.constant(SRC), target_ids=tf.constant(TGT))
+    assert list(served) == ["logits"]
+    np.testing.assert_allclose(served["logits"], expected, atol=1e-5)
+    flatbuffer = convert_builtin(path)
+    assert_builtin_only(flatbuffer, required=("WHILE",))
+    for n, t in ((1, 3), (2, 4)):  # two batch sizes and target lengths
+        sample = {"source_ids": SRC[:n], "target_ids": TGT[:n, :t]}
+        got = run_tflite_signature(flatbuffer, **sample)["logits"]
+        np.testing.assert_allclose(got, np.asarray(model(sample)),
+                                   atol=1e-5)
+
+
+def test_export_mode_graph_equals_training_graph():
+    layer = seqkeras.layers.AttentionDecoder(seqkeras.layers.LSTMCell(8),
+                                             score="additive")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 3)).astype("float32")
+    memory = rng.normal(size=(2, 4, 6)).astype("float32")
+    plain = layer(x, memory, return_attention_scores=True)
+    with export_mode():
+        exported = layer(x, memory, return_attention_scores=True)
+    for a, b in zip(plain, exported):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+
+
+def test_existing_version_and_file_paths_fail_clearly(tmp_path):
+    model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
+    path = saved_model(model, tmp_path / "c" / "1")
+    with pytest.raises(ValueError, match="exists; pass overwrite=True"):
+        saved_model(model, path)
+    saved_model(model, path, overwrite=True)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        saved_model(model, tmp_path / "file")
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
+    model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(tf.saved_model, "save", fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        saved_model(model, tmp_path / "c" / "1")
+    assert os.listdir(tmp_path / "c") == []
