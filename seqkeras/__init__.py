@@ -1,7 +1,8 @@
 """seqkeras: sequence models for Keras 3 that train under XLA and export.
 
 Namespaces: `seqkeras.layers` (keras.ops only), `seqkeras.models`
-(functional builders and training conventions), `seqkeras.data` (synthetic
+(functional builders and training conventions), `seqkeras.decoding`
+(greedy, beam search, sampling over a step function), `seqkeras.data` (synthetic
 tasks, vocabularies, readers), `seqkeras.export` (TensorFlow-specific: TFLite conversion and
 checks; imported on demand, as it loads TensorFlow and LiteRT).
 """
@@ -9,7 +10,8 @@ checks; imported on demand, as it loads TensorFlow and LiteRT).
 __version__ = "0.1.0"
 
 from seqkeras import data  # noqa: E402
+from seqkeras import decoding  # noqa: E402
 from seqkeras import layers  # noqa: E402
 from seqkeras import models  # noqa: E402
 
-__all__ = ["data", "layers", "models", "__version__"]
+__all__ = ["data", "decoding", "layers", "models", "__version__"]

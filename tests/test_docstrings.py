@@ -7,6 +7,7 @@ import pytest
 
 MODULES = [
     "seqkeras.data.sequences",
+    "seqkeras.decoding",
     "seqkeras.data.synthetic",
     "seqkeras.data.text",
     "seqkeras.layers.attention",

@@ -140,3 +140,21 @@ def test_decoder_bad_input():
     with pytest.raises(ValueError, match="cell units \\(4\\).*memory "
                                          "features \\(6\\)"):
         layer(np.ones((1, 2, 3), "float32"), np.ones((1, 5, 6), "float32"))
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_decoder_mixed_precision(policy):
+    keras.config.set_dtype_policy(policy)
+    try:
+        layer = L.AttentionDecoder(L.GRUCell(8), score="additive",
+                                   style="luong")
+        x = np.ones((2, 3, 4), "float32")
+        memory = np.ones((2, 5, 8), "float32")
+        mask = np.array([[1, 1, 0, 0, 0], [0] * 5], bool)
+        out, w = layer(x, memory, memory_mask=mask,
+                       return_attention_scores=True, training=True)
+        assert keras.backend.standardize_dtype(out.dtype) == policy[6:]
+        assert np.all(np.isfinite(np.asarray(out, "float32")))
+        assert np.all(np.asarray(w, "float32")[1] == 0)  # all keys masked
+    finally:
+        keras.config.set_dtype_policy("float32")

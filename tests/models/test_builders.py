@@ -235,3 +235,36 @@ def test_forecaster_beats_the_seasonal_naive_baseline(backbone):
 def test_bad_arguments_raise_clear_errors(build, match):
     with pytest.raises(ValueError, match=match):
         build()
+
+
+def test_padding_mask_reaches_the_tagger_logits():
+    model = M.tagger(12, 3, backbone="lstm", embedding_dim=8, units=8)
+    ids = np.array([[4, 5, 6, 0, 0], [7, 0, 0, 0, 0]], "int32")
+    logits = model(ids)
+    np.testing.assert_array_equal(np.asarray(logits._keras_mask), ids != 0)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_builders_train_under_mixed_precision(policy):
+    keras.config.set_dtype_policy(policy)
+    try:
+        inputs, tgt = reversal(128, 8)
+        model = M.seq2seq(12, 12, embedding_dim=8, units=16,
+                          attention="additive")
+        assert model.output.dtype == "float32"  # logits stay float32
+        compile_model(model)
+        history = model.fit(inputs, tgt, epochs=1, batch_size=64, verbose=0)
+        assert np.isfinite(history.history["loss"][0])
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def test_tbptt_fit_with_state_reset_callback():
+    ids = np.random.default_rng(5).integers(4, 12, size=801)
+    x, y = seqkeras.data.tbptt_windows(ids, batch_size=4, window=10)
+    model = M.rnn_language_model(12, 8, cell="lstm", stateful=True,
+                                 batch_size=4)
+    compile_model(model)
+    history = model.fit(x, y, batch_size=4, shuffle=False, epochs=2,
+                        verbose=0, callbacks=[M.ResetStatesAtEpochStart()])
+    assert np.all(np.isfinite(history.history["loss"]))

@@ -1,0 +1,357 @@
+"""Decoding over a step function: greedy, beam search, and sampling with
+temperature, top-k and top-p (nucleus).
+
+Every strategy drives one step function
+
+    step_fn(tokens, cache, index) -> (logits, cache)
+
+where `tokens` (batch,) are the ids at position `index`, `cache` is any
+nest of tensors whose leading dimension is the batch (RNN states, a
+Transformer's key/value cache, encoder outputs), and `logits`
+(batch, vocab) score the token at position `index + 1`. The whole loop is
+one `keras.ops.while_loop` with fixed shapes, so it compiles with XLA and
+traces into a SavedModel signature.
+
+Prompts are dense (batch, prompt_length) id arrays (every row the same
+length; for a seq2seq decoder, the BOS token). Prompt tokens are fed
+through the step function first (filling the cache); generation starts
+after the prompt and stops at `max_length` tokens in all (prompt
+included). After a row emits `eos_id` it is finished: it stays EOS and is
+padded with `pad_id` from then on.
+
+Why not `keras_hub.samplers`: its samplers advance a `next(prompt, cache,
+index)` callback that also returns hidden states and expects a prompt
+mask; they stop only when every row has ended and leave the tokens after
+an end token for the caller to mask; `BeamSampler` has no length penalty
+and returns no scores unless all beams are asked for; and their random
+draws come from a stateful `SeedGenerator`, so an exported signature gives
+different samples on each call for the same seed. Here a seed is an
+argument (stateless draws: the same seed gives the same samples, also in
+an export), EOS stops and pads each row, and beam search applies GNMT's
+length penalty and returns log-probabilities.
+"""
+
+import keras
+from keras import ops
+from keras import tree
+
+
+def _check_common(name, prompt, max_length):
+    shape = tuple(prompt.shape)
+    if len(shape) != 2:
+        raise ValueError(
+            f"`{name}` expects `prompt` of shape (batch, prompt_length). "
+            f"Received: prompt.shape={shape}")
+    if not isinstance(max_length, int) or max_length <= 0:
+        raise ValueError(
+            f"`{name}` received an invalid value for `max_length`: expected "
+            f"a positive integer. Received: max_length={max_length}")
+    if shape[1] is not None and shape[1] > max_length:
+        raise ValueError(
+            f"`{name}`: the prompt ({shape[1]} tokens) is longer than "
+            f"max_length={max_length}")
+    if shape[1] is not None and shape[1] == 0:
+        raise ValueError(f"`{name}` needs at least one prompt token "
+                         "(e.g. BOS)")
+
+
+def _buffer(prompt, max_length, pad_id):
+    batch, length = ops.shape(prompt)[0], ops.shape(prompt)[1]
+    tokens = ops.full((batch, max_length), pad_id, "int32")
+    return ops.slice_update(tokens, (0, 0), ops.cast(prompt, "int32")), length
+
+
+def _write(tokens, index, values):
+    return ops.slice_update(tokens, (0, index), ops.expand_dims(values, 1))
+
+
+def _decode(name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose,
+            extra):
+    """The loop shared by greedy decoding and sampling; `choose(logits,
+    index, extra) -> (next_tokens, extra)`."""
+    prompt = ops.convert_to_tensor(prompt)
+    _check_common(name, prompt, max_length)
+    tokens, prompt_length = _buffer(prompt, max_length, pad_id)
+    done = ops.zeros((ops.shape(tokens)[0],), "bool")
+    if max_length == 1:
+        return tokens
+
+    def cond(index, tokens, cache, done, extra):
+        return ops.logical_and(index < max_length - 1,
+                               ops.logical_not(ops.all(done)))
+
+    def body(index, tokens, cache, done, extra):
+        logits, cache = step_fn(ops.take(tokens, index, axis=1), cache, index)
+        chosen, extra = choose(ops.cast(logits, "float32"), index, extra)
+        in_prompt = index + 1 < prompt_length
+        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1),
+                          axis=1)
+        nxt = ops.where(in_prompt, forced, ops.where(done, pad_id, chosen))
+        if eos_id is not None:
+            done = ops.logical_or(done, ops.logical_and(
+                ops.logical_not(in_prompt), ops.equal(nxt, eos_id)))
+        return index + 1, _write(tokens, index + 1, nxt), cache, done, extra
+
+    _, tokens, _, _, _ = ops.while_loop(
+        cond, body, (0, tokens, cache, done, extra))
+    return tokens
+
+
+def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0):
+    """Greedy decoding: `y_t = argmax_y P(y | y_<t)`.
+
+    Args:
+        step_fn: `(tokens, cache, index) -> (logits, cache)`.
+        prompt: int (batch, prompt_length), e.g. `[[BOS]] * batch`.
+        cache: the step function's initial cache (a nest of tensors).
+        max_length: tokens in all, prompt included.
+        eos_id: the end token, or None.
+        pad_id: written after EOS.
+
+    Returns:
+        int32 (batch, max_length): the prompt followed by the generated ids.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras import ops
+    >>> from seqkeras import decoding
+    >>> def step(tokens, cache, index):  # always predicts token + 1
+    ...     return ops.one_hot(tokens + 1, 6), cache
+    >>> np.asarray(decoding.greedy(step, np.array([[1]]), (), max_length=5,
+    ...                            eos_id=4)).tolist()
+    [[1, 2, 3, 4, 0]]
+    """
+    def choose(logits, index, extra):
+        return ops.cast(ops.argmax(logits, axis=-1), "int32"), extra
+
+    return _decode("greedy", step_fn, prompt, cache, max_length, eos_id,
+                   pad_id, choose, ops.zeros((), "int32"))
+
+
+def _filter(logits, top_k, top_p):
+    """Logits outside the top-k / the top-p nucleus set to -inf."""
+    neg = ops.full_like(logits, -float("inf"))
+    if top_k is not None:
+        kth = ops.top_k(logits, top_k)[0][:, -1:]
+        logits = ops.where(logits < kth, neg, logits)
+    if top_p is not None and top_p < 1.0:
+        ordered = ops.flip(ops.sort(logits, axis=-1), axis=-1)  # descending
+        probs = ops.softmax(ordered, axis=-1)
+        before = ops.cumsum(probs, axis=-1) - probs  # mass strictly above
+        keep = before < top_p  # the smallest prefix with mass >= top_p
+        threshold = ops.min(ops.where(keep, ordered, ops.full_like(
+            ordered, float("inf"))), axis=-1, keepdims=True)
+        logits = ops.where(logits < threshold, neg, logits)
+    return logits
+
+
+def sample(step_fn, prompt, cache, max_length, temperature=1.0, top_k=None,
+           top_p=None, seed=0, eos_id=None, pad_id=0):
+    """Random sampling with temperature, top-k and top-p (nucleus).
+
+    The logits are divided by `temperature`, filtered to the `top_k` most
+    likely tokens and to the smallest set whose probability reaches `top_p`,
+    then one token is drawn (Gumbel-max over the kept logits, an exact draw
+    from their softmax). `temperature=0` is greedy decoding.
+
+    Args:
+        step_fn, prompt, cache, max_length, eos_id, pad_id: as `greedy`.
+        temperature: >= 0.
+        top_k: keep the k most likely tokens (a positive integer), or None.
+        top_p: keep the nucleus of probability mass top_p in (0, 1], or None.
+        seed: an integer; the same seed gives the same samples.
+
+    Returns:
+        int32 (batch, max_length).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras import ops
+    >>> from seqkeras import decoding
+    >>> def step(tokens, cache, index):  # token 7 most likely, then 6, ...
+    ...     return ops.arange(8, dtype="float32")[None] / 4, cache
+    >>> a = np.asarray(decoding.sample(step, np.array([[1]]), (), 6, top_k=2,
+    ...                                seed=3))
+    >>> b = np.asarray(decoding.sample(step, np.array([[1]]), (), 6, top_k=2,
+    ...                                seed=3))
+    >>> bool((a == b).all()), set(a[0, 1:].tolist()) <= {6, 7}
+    (True, True)
+    """
+    if isinstance(temperature, bool) or not isinstance(
+            temperature, (int, float)) or temperature < 0:
+        raise ValueError(
+            "`sample` received an invalid value for `temperature`: expected "
+            f"a number >= 0. Received: temperature={temperature}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(
+            top_k, int) or top_k <= 0):
+        raise ValueError(
+            "`sample` received an invalid value for `top_k`: expected a "
+            f"positive integer or None. Received: top_k={top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(
+            "`sample` received an invalid value for `top_p`: expected a "
+            f"number in (0, 1] or None. Received: top_p={top_p}")
+    if temperature == 0:
+        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id)
+
+    def choose(logits, index, seed_base):
+        logits = _filter(logits / temperature, top_k, top_p)
+        noise = _uniform(ops.shape(logits), seed_base, index)
+        gumbel = -ops.log(-ops.log(noise))
+        return ops.cast(ops.argmax(logits + gumbel, axis=-1), "int32"), \
+            seed_base
+
+    return _decode("sample", step_fn, prompt, cache, max_length, eos_id,
+                   pad_id, choose, ops.convert_to_tensor(seed, "int32"))
+
+
+def _mix(x):
+    """lowbias32 (C. Wellons), an integer hash, in wrapping int32
+    arithmetic with logical right shifts."""
+    def shr(v, k):
+        return ops.bitwise_and(ops.right_shift(v, k), (1 << (32 - k)) - 1)
+
+    x = ops.bitwise_xor(x, shr(x, 16))
+    x = x * 0x7FEB352D
+    x = ops.bitwise_xor(x, shr(x, 15))
+    x = x * -0x7B935975  # 0x846CA68B as int32
+    return ops.bitwise_xor(x, shr(x, 16))
+
+
+def _uniform(shape, seed, step):
+    """Uniform (0, 1) noise that depends only on (seed, step, position):
+    a counter-based generator. Keras' random ops take a Python int or a
+    stateful SeedGenerator, and a generator's state would advance between
+    calls of an exported signature; hashing the counters gives the same
+    draws for the same seed everywhere."""
+    rows = ops.expand_dims(ops.arange(shape[0], dtype="int32"), 1)
+    cols = ops.expand_dims(ops.arange(shape[1], dtype="int32"), 0)
+    key = _mix(ops.cast(seed, "int32") * -0x61C88647  # golden ratio
+               + ops.cast(step, "int32") * 0x27D4EB2F)
+    x = _mix(_mix(rows * 0x165667B1 + key) + cols)
+    bits = ops.bitwise_and(ops.right_shift(x, 8), 0xFFFFFF)  # 24 bits
+    return (ops.cast(bits, "float32") + 0.5) / float(1 << 24)
+
+
+def length_penalty(length, alpha):
+    """GNMT's length penalty (Wu et al. 2016): ((5 + |Y|) / 6) ** alpha."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def beam_search(step_fn, prompt, cache, max_length, beam_width=4,
+                length_penalty_alpha=0.0, eos_id=None, pad_id=0,
+                return_all_beams=False):
+    """Beam search with GNMT's length penalty.
+
+    Keeps the `beam_width` most probable prefixes (by total log-probability)
+    at every step; a beam that emitted EOS keeps its score and is padded.
+    At the end beams are ranked by `log P(Y) / lp(Y)` with
+    `lp(Y) = ((5 + |Y|) / 6) ** alpha` (`alpha = 0`: raw log-probability),
+    |Y| counting generated tokens up to and including EOS.
+
+    Args:
+        step_fn, prompt, cache, max_length, eos_id, pad_id: as `greedy`;
+            every cache leaf must have the batch as its leading dimension
+            (it is tiled to batch * beam_width and reordered per step).
+        beam_width: a positive integer; 1 is greedy decoding.
+        length_penalty_alpha: alpha >= 0.
+        return_all_beams: return every beam, best first.
+
+    Returns:
+        `(sequences, scores)`: int32 (batch, max_length) and float32
+        (batch,) log-probabilities of the generated tokens (length-
+        normalised when alpha > 0); with `return_all_beams`, (batch, beam,
+        max_length) and (batch, beam).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras import ops
+    >>> from seqkeras import decoding
+    >>> def step(tokens, cache, index):  # always predicts token + 1
+    ...     return ops.log(0.1 + 0.8 * ops.one_hot(tokens + 1, 6)), cache
+    >>> seqs, scores = decoding.beam_search(step, np.array([[1]]), (), 4,
+    ...                                     beam_width=2, eos_id=3)
+    >>> np.asarray(seqs).tolist()
+    [[1, 2, 3, 0]]
+    """
+    if isinstance(beam_width, bool) or not isinstance(
+            beam_width, int) or beam_width <= 0:
+        raise ValueError(
+            "`beam_search` received an invalid value for `beam_width`: "
+            f"expected a positive integer. Received: beam_width={beam_width}")
+    if length_penalty_alpha < 0:
+        raise ValueError(
+            "`beam_search` received an invalid value for "
+            "`length_penalty_alpha`: expected a number >= 0. Received: "
+            f"length_penalty_alpha={length_penalty_alpha}")
+    prompt = ops.convert_to_tensor(prompt)
+    _check_common("beam_search", prompt, max_length)
+    k = beam_width
+    batch = ops.shape(prompt)[0]
+    flat_prompt = ops.repeat(prompt, k, axis=0)  # (batch * k, length)
+    tokens, prompt_length = _buffer(flat_prompt, max_length, pad_id)
+    cache = tree.map_structure(lambda c: ops.repeat(c, k, axis=0), cache)
+    # Only beam 0 is live at first, so the k copies do not fill the beam
+    # with duplicates.
+    scores = ops.tile(ops.concatenate(
+        [ops.zeros((1,)), ops.full((k - 1,), -1e9)]), [batch])
+    done = ops.zeros((batch * k,), "bool")
+    lengths = ops.zeros((batch * k,), "int32")  # generated tokens
+
+    def body(index, tokens, cache, scores, done, lengths):
+        current = ops.take(tokens, index, axis=1)
+        logits, cache = step_fn(current, cache, index)
+        logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        vocab = ops.shape(logp)[-1]
+        in_prompt = index + 1 < prompt_length
+        # A finished beam extends only with padding, at no cost.
+        pad_row = ops.where(ops.arange(vocab) == pad_id, 0.0, -1e9)
+        logp = ops.where(ops.expand_dims(done, 1), pad_row[None], logp)
+        total = ops.reshape(ops.expand_dims(scores, 1) + logp,
+                            (batch, k * vocab))
+        best, flat = ops.top_k(total, k)  # (batch, k)
+        parent = flat // vocab + ops.expand_dims(ops.arange(batch) * k, 1)
+        parent = ops.reshape(parent, (-1,))
+        chosen = ops.cast(ops.reshape(flat % vocab, (-1,)), "int32")
+        # Inside the prompt, keep every beam and force the prompt token.
+        identity = ops.arange(batch * k)
+        parent = ops.where(in_prompt, identity, parent)
+        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1),
+                          axis=1)
+        new_scores = ops.where(in_prompt, scores, ops.reshape(best, (-1,)))
+        tokens = ops.take(tokens, parent, axis=0)
+        cache = tree.map_structure(lambda c: ops.take(c, parent, axis=0),
+                                   cache)
+        done = ops.take(done, parent, axis=0)
+        lengths = ops.take(lengths, parent, axis=0)
+        nxt = ops.where(in_prompt, forced, ops.where(done, pad_id, chosen))
+        lengths = lengths + ops.cast(ops.logical_and(
+            ops.logical_not(in_prompt), ops.logical_not(done)), "int32")
+        if eos_id is not None:
+            done = ops.logical_or(done, ops.logical_and(
+                ops.logical_not(in_prompt), ops.equal(nxt, eos_id)))
+        return (index + 1, _write(tokens, index + 1, nxt), cache, new_scores,
+                done, lengths)
+
+    if max_length > 1:
+        def cond(index, tokens, cache, scores, done, lengths):
+            return ops.logical_and(index < max_length - 1,
+                                   ops.logical_not(ops.all(done)))
+
+        _, tokens, _, scores, done, lengths = ops.while_loop(
+            cond, body, (0, tokens, cache, scores, done, lengths))
+    final = scores
+    if length_penalty_alpha:
+        final = scores / length_penalty(ops.maximum(lengths, 1),
+                                        length_penalty_alpha)
+    final = ops.reshape(final, (batch, k))
+    order = ops.argsort(-final, axis=-1)  # best first
+    tokens = ops.reshape(tokens, (batch, k, max_length))
+    tokens = ops.take_along_axis(tokens, order[:, :, None], axis=1)
+    final = ops.take_along_axis(final, order, axis=1)
+    if not return_all_beams:
+        tokens, final = tokens[:, 0], final[:, 0]
+    return tokens, final
