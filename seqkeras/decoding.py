@@ -36,7 +36,8 @@ from keras import ops
 from keras import tree
 
 
-def _check_common(name, prompt, max_length):
+def check_prompt(name, prompt, max_length):
+    """Raises a clear ValueError for a bad prompt or max_length."""
     shape = tuple(prompt.shape)
     if len(shape) != 2:
         raise ValueError(
@@ -55,6 +56,42 @@ def _check_common(name, prompt, max_length):
                          "(e.g. BOS)")
 
 
+def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0):
+    """Raises a clear ValueError for bad sampling arguments."""
+    if isinstance(temperature, bool) or not isinstance(
+            temperature, (int, float)) or temperature < 0:
+        raise ValueError(
+            "`sample` received an invalid value for `temperature`: expected "
+            f"a number >= 0. Received: temperature={temperature}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(
+            top_k, int) or top_k <= 0):
+        raise ValueError(
+            "`sample` received an invalid value for `top_k`: expected a "
+            f"positive integer or None. Received: top_k={top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(
+            "`sample` received an invalid value for `top_p`: expected a "
+            f"number in (0, 1] or None. Received: top_p={top_p}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError("`sample` received an invalid value for `seed`: "
+                         f"expected an integer. Received: seed={seed!r}")
+
+
+def check_beam(beam_width=4, length_penalty_alpha=0.0,
+               return_all_beams=False):
+    """Raises a clear ValueError for bad beam-search arguments."""
+    if isinstance(beam_width, bool) or not isinstance(
+            beam_width, int) or beam_width <= 0:
+        raise ValueError(
+            "`beam_search` received an invalid value for `beam_width`: "
+            f"expected a positive integer. Received: beam_width={beam_width}")
+    if length_penalty_alpha < 0:
+        raise ValueError(
+            "`beam_search` received an invalid value for "
+            "`length_penalty_alpha`: expected a number >= 0. Received: "
+            f"length_penalty_alpha={length_penalty_alpha}")
+
+
 def _buffer(prompt, max_length, pad_id):
     batch, length = ops.shape(prompt)[0], ops.shape(prompt)[1]
     tokens = ops.full((batch, max_length), pad_id, "int32")
@@ -70,7 +107,7 @@ def _decode(name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose,
     """The loop shared by greedy decoding and sampling; `choose(logits,
     index, extra) -> (next_tokens, extra)`."""
     prompt = ops.convert_to_tensor(prompt)
-    _check_common(name, prompt, max_length)
+    check_prompt(name, prompt, max_length)
     tokens, prompt_length = _buffer(prompt, max_length, pad_id)
     done = ops.zeros((ops.shape(tokens)[0],), "bool")
     if max_length == 1:
@@ -179,20 +216,7 @@ def sample(step_fn, prompt, cache, max_length, temperature=1.0, top_k=None,
     >>> bool((a == b).all()), set(a[0, 1:].tolist()) <= {6, 7}
     (True, True)
     """
-    if isinstance(temperature, bool) or not isinstance(
-            temperature, (int, float)) or temperature < 0:
-        raise ValueError(
-            "`sample` received an invalid value for `temperature`: expected "
-            f"a number >= 0. Received: temperature={temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(
-            top_k, int) or top_k <= 0):
-        raise ValueError(
-            "`sample` received an invalid value for `top_k`: expected a "
-            f"positive integer or None. Received: top_k={top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(
-            "`sample` received an invalid value for `top_p`: expected a "
-            f"number in (0, 1] or None. Received: top_p={top_p}")
+    check_sampling(temperature, top_k, top_p, seed)
     if temperature == 0:
         return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id)
 
@@ -277,18 +301,9 @@ def beam_search(step_fn, prompt, cache, max_length, beam_width=4,
     >>> np.asarray(seqs).tolist()
     [[1, 2, 3, 0]]
     """
-    if isinstance(beam_width, bool) or not isinstance(
-            beam_width, int) or beam_width <= 0:
-        raise ValueError(
-            "`beam_search` received an invalid value for `beam_width`: "
-            f"expected a positive integer. Received: beam_width={beam_width}")
-    if length_penalty_alpha < 0:
-        raise ValueError(
-            "`beam_search` received an invalid value for "
-            "`length_penalty_alpha`: expected a number >= 0. Received: "
-            f"length_penalty_alpha={length_penalty_alpha}")
+    check_beam(beam_width, length_penalty_alpha)
     prompt = ops.convert_to_tensor(prompt)
-    _check_common("beam_search", prompt, max_length)
+    check_prompt("beam_search", prompt, max_length)
     k = beam_width
     batch = ops.shape(prompt)[0]
     flat_prompt = ops.repeat(prompt, k, axis=0)  # (batch * k, length)

@@ -4,6 +4,8 @@ inputs and outputs, trainable with `model.fit(jit_compile=True)`."""
 from seqkeras.models.classification import classifier
 from seqkeras.models.classification import tagger
 from seqkeras.models.forecasting import forecaster
+from seqkeras.models.generation import decoder_step
+from seqkeras.models.generation import generate
 from seqkeras.models.language_models import rnn_language_model
 from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.encoder_decoder import attention_model
@@ -20,6 +22,6 @@ from seqkeras.models.training import reset_states
 __all__ = [
     "MaskedAccuracy", "MaskedPerplexity", "ResetStatesAtEpochStart",
     "attention_model", "classifier", "compile_model", "conditioned_decoder",
-    "forecaster", "masked_loss", "reset_states", "rnn_language_model",
+    "decoder_step", "forecaster", "generate", "masked_loss", "reset_states", "rnn_language_model",
     "seq2seq", "tagger", "transformer_language_model", "transformer_seq2seq",
 ]

@@ -21,6 +21,13 @@ def _bridge(states, units, name):
             for i, s in enumerate(states)]
 
 
+def _named(states):
+    """The decoder's initial states under stable names (`decoder_init_i`),
+    so `seqkeras.models.generate` can build the encoder half."""
+    return [keras.layers.Identity(name=f"decoder_init_{i}")(s)
+            for i, s in enumerate(states)]
+
+
 def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
                         cell="lstm", dropout=0.0):
     """vec2seq: a feature vector (e.g. image features) initialises a
@@ -53,7 +60,7 @@ def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
     features = keras.Input((feature_dim,), name="features")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
     n_states = 2 if cell == "lstm" else 1
-    init = _bridge([features] * n_states, units, "bridge")
+    init = _named(_bridge([features] * n_states, units, "bridge"))
     x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
                                name="target_embedding")(target_ids)
     x = sk.Recurrent(bb.make_cell(cell, units, dropout), return_sequences=True,
@@ -151,7 +158,8 @@ def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
     if bidirectional:  # [fw states..., bw states...] -> per kind, concat
         states = [ops.concatenate([states[i], states[n_states + i]], -1)
                   for i in range(n_states)]
-    init = _bridge(states, units, "bridge") if bridge else states
+    init = _named(_bridge(states, units, "bridge") if bridge else states)
+    memory = keras.layers.Identity(name="memory")(memory)
     tgt = keras.layers.Embedding(target_vocab_size, embedding_dim,
                                  mask_zero=True,
                                  name="target_embedding")(target_ids)
@@ -236,6 +244,7 @@ def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
     src = bb.positions(src, positional, max_length, "source_positions")
     memory = bb.transformer_stack(src, num_layers, num_heads, ffn, dropout,
                                   activation, norm_first, name="encoder")
+    memory = keras.layers.Identity(name="memory")(memory)
     embedding = keras.layers.ReversibleEmbedding(
         target_vocab_size, hidden_dim, tie_weights=True, mask_zero=True,
         name="target_embedding")

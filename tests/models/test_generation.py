@@ -1,0 +1,104 @@
+"""Every generative builder decodes with a cache that equals the full
+recomputation, and `generate` runs every strategy."""
+
+import numpy as np
+import pytest
+
+import seqkeras
+
+M = seqkeras.models
+V = 13
+SRC = np.array([[4, 5, 6, 7, 0, 0], [8, 9, 10, 11, 12, 4]], "int32")
+FEATURES = np.random.default_rng(0).normal(size=(2, 5)).astype("float32")
+
+
+def build(kind):
+    if kind == "rnn_lm":
+        return M.rnn_language_model(V, 8, units=12, cell="lstm",
+                                    num_layers=2), None
+    if kind == "transformer_lm":
+        return M.transformer_language_model(V, 8, num_layers=2, num_heads=2,
+                                            hidden_dim=16), None
+    if kind == "seq2seq":
+        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="gru"), SRC
+    if kind == "seq2seq_bahdanau":
+        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="lstm",
+                         attention="additive"), SRC
+    if kind == "seq2seq_luong":
+        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="gru",
+                         attention="general", style="luong"), SRC
+    if kind == "transformer_seq2seq":
+        return M.transformer_seq2seq(V, V, max_length=8, num_layers=2,
+                                     num_heads=2, hidden_dim=16), SRC
+    return M.conditioned_decoder(5, V, embedding_dim=8, units=12), FEATURES
+
+
+KINDS = ["rnn_lm", "transformer_lm", "seq2seq", "seq2seq_bahdanau",
+         "seq2seq_luong", "transformer_seq2seq", "conditioned"]
+
+
+def full_logits(model, kind, inputs, tokens):
+    if inputs is None:
+        return np.asarray(model(tokens))
+    key = "features" if kind == "conditioned" else "source_ids"
+    return np.asarray(model({key: inputs, "target_ids": tokens}))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cached_steps_equal_the_full_pass(kind):
+    model, inputs = build(kind)
+    tokens = np.random.default_rng(1).integers(3, V, size=(2, 7))
+    tokens[:, 0] = seqkeras.data.BOS
+    tokens = tokens.astype("int32")
+    expected = full_logits(model, kind, inputs, tokens)
+    start, step = M.decoder_step(model)
+    cache = start(inputs, 2, 8)
+    for t in range(tokens.shape[1]):
+        logits, cache = step(tokens[:, t], cache, t)
+        np.testing.assert_allclose(np.asarray(logits), expected[:, t],
+                                   atol=1e-5, err_msg=f"step {t}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_generate_greedy_equals_recomputation_and_strategies_run(kind):
+    model, inputs = build(kind)
+    prompt = np.full((2, 1), seqkeras.data.BOS, "int32")
+    if inputs is None:
+        prompt = np.array([[4, 5], [6, 7]], "int32")
+    out = np.asarray(M.generate(model, inputs, prompt=prompt, max_length=6,
+                                eos_id=None))
+    # greedy by recomputing the whole model on the growing prefix
+    tokens = prompt
+    while tokens.shape[1] < 6:
+        nxt = np.argmax(full_logits(model, kind, inputs, tokens)[:, -1], -1)
+        tokens = np.concatenate([tokens, nxt[:, None].astype("int32")], 1)
+    np.testing.assert_array_equal(out, tokens)
+    beam, scores = M.generate(model, inputs, prompt=prompt, max_length=6,
+                              strategy="beam", beam_width=3)
+    assert np.asarray(beam).shape == (2, 6) and np.all(np.isfinite(scores))
+    a = M.generate(model, inputs, prompt=prompt, max_length=6,
+                   strategy="sample", top_p=0.9, temperature=0.8, seed=4)
+    b = M.generate(model, inputs, prompt=prompt, max_length=6,
+                   strategy="sample", top_p=0.9, temperature=0.8, seed=4)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_generate_bad_arguments():
+    model, _ = build("transformer_lm")
+    prompt = np.array([[4, 5]], "int32")
+    with pytest.raises(ValueError, match="needs a `prompt`"):
+        M.generate(model)
+    with pytest.raises(ValueError, match="strategy"):
+        M.generate(model, prompt=prompt, strategy="nucleus")
+    with pytest.raises(ValueError, match="learned positions"):
+        M.generate(model, prompt=prompt, max_length=9)
+    with pytest.raises(ValueError, match="top_p"):
+        M.generate(model, prompt=prompt, strategy="sample", top_p=2.0,
+                   max_length=6)
+    with pytest.raises(ValueError, match="beam_width"):
+        M.generate(model, prompt=prompt, strategy="beam", beam_width=0,
+                   max_length=6)
+    with pytest.raises(ValueError, match="longer than max_length=2"):
+        M.generate(model, prompt=np.ones((1, 3), "int32"), max_length=2)
+    with pytest.raises(ValueError, match="seqkeras.models"):
+        M.generate(M.classifier(10, 2), prompt=prompt)
