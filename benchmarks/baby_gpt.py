@@ -75,6 +75,9 @@ def main(argv=None):
     p.add_argument("--eval-batches", type=int, default=200)
     p.add_argument("--steps-per-call", type=int, default=50)
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--prompt", default="ROMEO:\n",
+                   help="generate from this prompt with each strategy")
+    p.add_argument("--new-tokens", type=int, default=48)
     args = p.parse_args(argv)
 
     keras.utils.set_random_seed(args.seed)
@@ -100,8 +103,40 @@ def main(argv=None):
     print(f"{'seqkeras':12}{val_loss:>10.3f}{train_s:>10.1f}{total_s:>10.1f}")
     print(f"{'nanoGPT':12}{NANOGPT_VAL_LOSS:>10.3f}{'':>10}"
           f"{NANOGPT_SECONDS:>10.1f}")
+    samples = {}
+    if args.prompt and args.new_tokens > 0:
+        samples = generate_samples(model, vocab, args)
     return {"val_loss": val_loss, "train_s": train_s, "total_s": total_s,
-            "model": model, "vocab": vocab}
+            "model": model, "vocab": vocab, "samples": samples}
+
+
+STRATEGIES = {
+    "greedy": {"strategy": "greedy"},
+    "beam (4, alpha 0.6)": {"strategy": "beam", "beam_width": 4,
+                            "length_penalty_alpha": 0.6},
+    "top-k 10": {"strategy": "sample", "top_k": 10, "seed": 1},
+    "top-p 0.9": {"strategy": "sample", "top_p": 0.9, "seed": 1},
+    "temperature 0.7": {"strategy": "sample", "temperature": 0.7, "seed": 1},
+}
+
+
+def generate_samples(model, vocab, args):
+    """Continues `args.prompt` with each decoding strategy (the context is
+    the model's `block` positions, so prompt + new tokens must fit)."""
+    prompt = vocab.encode_text(args.prompt)[None]
+    length = min(args.block, prompt.shape[1] + args.new_tokens)
+    print(f"generated from {args.prompt!r} ({length - prompt.shape[1]} new "
+          "characters):")
+    samples = {}
+    for name, kwargs in STRATEGIES.items():
+        out = seqkeras.models.generate(model, prompt=prompt,
+                                       max_length=length, eos_id=None,
+                                       **kwargs)
+        ids = np.asarray(out[0] if isinstance(out, tuple) else out)[0]
+        text = "".join(vocab.tokens[i] for i in ids[prompt.shape[1]:])
+        samples[name] = text
+        print(f"--- {name}\n{args.prompt}{text}")
+    return samples
 
 
 if __name__ == "__main__":

@@ -198,3 +198,28 @@ def test_bad_arguments(call, match):
     step, _ = table_step()
     with pytest.raises(ValueError, match=match):
         call(step)
+
+
+@pytest.mark.parametrize("top_k,top_p", [(5, None), (5, 0.7), (None, 0.5)])
+def test_top_k_and_top_p_over_a_large_vocabulary(top_k, top_p):
+    """The two-level top-k (chunks of 64) and the bisected nucleus keep
+    exactly the right tokens and sample them in proportion."""
+    rng = np.random.default_rng(8)
+    logits = rng.normal(size=300).astype("float32") * 2
+
+    def step(tokens, cache, index):
+        return ops.tile(logits[None], (ops.shape(tokens)[0], 1)), cache
+
+    out = np.asarray(decoding.sample(step, prompts(3000), (), 2, top_k=top_k,
+                                     top_p=top_p, seed=3))[:, 1]
+    order = np.argsort(-logits)
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    keep = order[:top_k] if top_k else order
+    if top_p:
+        mass = np.cumsum(p[keep] / p[keep].sum())
+        keep = keep[:np.searchsorted(mass, top_p) + 1]
+    assert set(out.tolist()) <= set(keep.tolist())
+    expected = p[keep] / p[keep].sum()
+    freq = np.array([(out == t).mean() for t in keep])
+    np.testing.assert_allclose(freq, expected, atol=0.03)

@@ -54,7 +54,10 @@ def _layers(model, prefix):
 def _logits(model, h, embedding=None):
     if embedding is not None and "logits_dense" not in [
             layer.name for layer in model.layers]:
-        logits = embedding(h, reverse=True)
+        # h @ E^T without materialising E^T (the layer's reverse call
+        # transposes the (vocab, dim) matrix at every decoding step).
+        logits = ops.einsum("bd,vd->bv", h,
+                            ops.cast(embedding.embeddings, h.dtype))
     else:
         logits = model.get_layer("logits_dense")(h)
     return ops.cast(logits, "float32")

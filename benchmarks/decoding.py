@@ -1,0 +1,174 @@
+"""Generation speed: our Transformer LM against
+`keras_hub.models.GPT2CausalLM.generate`, with and without the KV cache,
+and beam search's cost per beam.
+
+The anchor configuration (issue 5): a 4-layer, 128-dim, 4-head GPT-2
+backbone (FFN 512, GPT-2's 50,257-token vocabulary, 256 positions), batch
+8, prompt 16 tokens, 240 new tokens, greedy, XLA. Both models have the
+same shapes (our `transformer_language_model` is GPT-2's pre-LN, GELU,
+tied-embedding architecture), random weights, no end token (every row
+runs the full 240 tokens).
+
+    python benchmarks/decoding.py
+    python benchmarks/decoding.py --quick      # a smoke run
+
+Prints tokens/s (new tokens, whole batch, per second; compilation
+excluded: each function runs once before timing), ratios ours / keras-hub,
+the cache speedup at three lengths, and beam search's time per token and
+beam.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
+
+import seqkeras  # noqa: E402
+from seqkeras import decoding  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_utils import time_rounds  # noqa: E402
+
+
+def ours_model(args):
+    return seqkeras.models.transformer_language_model(
+        args.vocab, args.length, num_layers=args.layers, num_heads=args.heads,
+        hidden_dim=args.dim, intermediate_dim=4 * args.dim)
+
+
+def keras_hub_generate(args, prompt):
+    import keras_hub
+
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=args.vocab, num_layers=args.layers,
+        num_heads=args.heads, hidden_dim=args.dim,
+        intermediate_dim=4 * args.dim, max_sequence_length=args.length)
+    lm = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
+    lm.compile(sampler="greedy")
+    batch, plen = prompt.shape
+    ids = np.zeros((batch, args.length), "int32")
+    ids[:, :plen] = prompt
+    mask = np.zeros((batch, args.length), bool)
+    mask[:, :plen] = True
+    inputs = {"token_ids": ids, "padding_mask": mask}
+    return lambda: lm.generate(inputs, stop_token_ids=None)
+
+
+def uncached(model, prompt, max_length, strategy_kwargs):
+    """Decoding without a cache: every step reruns the whole model on the
+    (fixed-shape) token buffer and reads the logits at `index`."""
+    @tf.function(jit_compile=True)
+    def run(prompt):
+        batch = ops.shape(prompt)[0]
+        buffer = ops.zeros((batch, max_length), "int32")
+
+        def step(tokens, buffer, index):
+            buffer = ops.slice_update(buffer, (0, index),
+                                      ops.expand_dims(tokens, 1))
+            logits = model(buffer, training=False)
+            return ops.take(logits, index, axis=1), buffer
+
+        return decoding.greedy(step, prompt, buffer, max_length,
+                               **strategy_kwargs)
+
+    return lambda: run(tf.constant(prompt)).numpy()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--prompt", type=int, default=16)
+    p.add_argument("--length", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--beams", type=int, nargs="+", default=[1, 2, 4, 8])
+    p.add_argument("--no-keras-hub", action="store_true")
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.batch, args.prompt, args.length, args.vocab = 2, 4, 16, 50
+        args.layers, args.dim, args.rounds, args.beams = 1, 16, 1, [1, 2]
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(1, args.vocab, size=(args.batch, args.prompt))
+    prompt = prompt.astype("int32")
+    new = args.length - args.prompt
+    tokens = args.batch * new
+    model = ours_model(args)
+    gen = seqkeras.models.generate
+
+    def ours(**kw):
+        def run():
+            out = gen(model, prompt=prompt, max_length=args.length,
+                      eos_id=None, **kw)
+            return np.asarray(out[0] if isinstance(out, tuple) else out)
+        return run
+
+    steps = {"ours greedy": ours(),
+             "ours top-k": ours(strategy="sample", top_k=10, seed=1),
+             "ours greedy, no cache": uncached(model, prompt, args.length,
+                                               {"eos_id": None})}
+    if not args.no_keras_hub:
+        steps["keras-hub greedy"] = keras_hub_generate(args, prompt)
+    for fn in steps.values():
+        fn()  # compile
+    t = time_rounds(steps, args.rounds, 1)
+    print(f"B={args.batch} prompt={args.prompt} new tokens={new} "
+          f"vocab={args.vocab} layers={args.layers} dim={args.dim} "
+          f"heads={args.heads}; keras {keras.__version__}; "
+          f"{os.cpu_count()} CPU cores")
+    header = f"{'generator':<26}{'tokens/s':>10}{'vs keras-hub':>14}"
+    print(header)
+    print("-" * len(header))
+    rows = {}
+    hub = t.get("keras-hub greedy")
+    for name, seconds in t.items():
+        ratio = f"{hub / seconds:>13.2f}x" if hub else ""
+        print(f"{name:<26}{tokens / seconds:>10.0f}{ratio}")
+        rows[name] = tokens / seconds
+
+    # The cache's speedup against length.
+    print("cache speedup (greedy, same model):")
+    lengths = sorted({max(args.prompt + 2, args.length // 4),
+                      max(args.prompt + 2, args.length // 2), args.length})
+    for length in lengths:
+        pair = {
+            "cached": lambda length=length: np.asarray(gen(
+                model, prompt=prompt, max_length=length, eos_id=None)),
+            "uncached": uncached(model, prompt, length, {"eos_id": None}),
+        }
+        for fn in pair.values():
+            fn()
+        tt = time_rounds(pair, args.rounds, 1)
+        print(f"  max_length {length:>4}: cached {tt['cached'] * 1e3:8.1f} "
+              f"ms, uncached {tt['uncached'] * 1e3:8.1f} ms, speedup "
+              f"{tt['uncached'] / tt['cached']:.1f}x")
+        rows[f"speedup {length}"] = tt["uncached"] / tt["cached"]
+
+    print("beam search (cached):")
+    base = None
+    for width in args.beams:
+        fn = ours(strategy="beam", beam_width=width)
+        fn()
+        seconds = time_rounds({"b": fn}, args.rounds, 1)["b"]
+        per = seconds / (new * width) * 1e3
+        base = base or seconds
+        print(f"  beam {width:>2}: {seconds * 1e3:8.1f} ms per batch, "
+              f"{per:.3f} ms per step and beam, {seconds / base:.2f}x "
+              "beam 1's time")
+        rows[f"beam {width}"] = seconds
+    return rows
+
+
+if __name__ == "__main__":
+    main()
