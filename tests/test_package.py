@@ -104,8 +104,16 @@ def test_baby_gpt_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "baby_gpt.py"), "baby")
     result = bench.main(["--iters", "20", "--eval-batches", "2",
                          "--layers", "1", "--steps-per-call", "10",
-                         "--warmup", "5"])
+                         "--warmup", "5", "--new-tokens", "3"])
     assert np.isfinite(result["val_loss"])
+    assert set(result["samples"]) == set(bench.STRATEGIES)
+    assert all(len(text) == 3 for text in result["samples"].values())
+
+
+def test_decoding_benchmark_smoke():
+    bench = _load(os.path.join(ROOT, "benchmarks", "decoding.py"), "dbench")
+    rows = bench.main(["--quick", "--no-keras-hub"])
+    assert rows["ours greedy"] > 0 and rows["beam 2"] > 0
 
 
 @pytest.mark.slow
