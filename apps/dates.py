@@ -23,7 +23,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import seqkeras  # noqa: E402
-from seqkeras.data import BOS, CharVocabulary, dates, teacher_forcing  # noqa: E402,E501
+from seqkeras.data import BOS, EOS, CharVocabulary, dates, teacher_forcing  # noqa: E402,E501
 
 TARGET_LENGTH = 11  # "YYYY-MM-DD" + EOS
 
@@ -37,30 +37,15 @@ def make_data(args):
     return vocab, (source[:n], target[:n]), (source[n:], target[n:]), src[n:]
 
 
-def greedy(model, source, steps=TARGET_LENGTH):
-    """Greedy decoding by re-running the teacher-forced model on its own
-    prefix (T=11, so recomputation is cheap; the cached step-by-step
-    decoders are `seqkeras.decoding`'s job)."""
-    import tensorflow as tf
-
-    @tf.function(jit_compile=True)
-    def run(source):
-        batch = tf.shape(source)[0]
-        tokens = tf.concat([tf.fill([batch, 1], BOS),
-                            tf.zeros([batch, steps - 1], "int32")], 1)
-        out = tf.zeros([batch, 0], "int32")
-        for t in range(steps):
-            logits = model({"source_ids": source, "target_ids": tokens},
-                           training=False)
-            nxt = tf.argmax(logits[:, t], -1, output_type="int32")
-            out = tf.concat([out, nxt[:, None]], 1)
-            if t + 1 < steps:
-                tokens = tf.concat([tokens[:, :t + 1], nxt[:, None],
-                                    tokens[:, t + 2:]], 1)
-        return out
-
-    return np.concatenate([run(source[i:i + 512]).numpy()
-                           for i in range(0, len(source), 512)])
+def greedy(model, source):
+    """Greedy decoding with the decoder's state cache (encoder run once),
+    one compiled loop: the predicted ids (n, TARGET_LENGTH), EOS included."""
+    out = np.concatenate([
+        np.asarray(seqkeras.models.generate(
+            model, source[i:i + 512], max_length=TARGET_LENGTH + 1,
+            eos_id=EOS))
+        for i in range(0, len(source), 512)])
+    return out[:, 1:]  # drop the BOS prompt
 
 
 def heatmap(model, vocab, source, text, path):

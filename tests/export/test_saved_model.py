@@ -72,3 +72,35 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="disk full"):
         saved_model(model, tmp_path / "c" / "1")
     assert os.listdir(tmp_path / "c") == []
+
+
+@pytest.mark.parametrize("strategy,kwargs", [
+    ("greedy", {}), ("beam", {"beam_width": 3}),
+    ("sample", {"top_k": 4, "seed": 2})])
+def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs,
+                                                     tmp_path):
+    """generate() is one graph: it saves as a signature and the reloaded
+    signature returns the same ids (the export issue builds on this)."""
+    model = seqkeras.models.seq2seq(12, 12, units=16, attention="additive")
+    expected = seqkeras.models.generate(model, SRC, max_length=6,
+                                        strategy=strategy, eos_id=2,
+                                        jit_compile=False, **kwargs)
+    expected = np.asarray(expected[0] if strategy == "beam" else expected)
+    module = tf.Module()
+    module.model = model
+
+    @tf.function(input_signature=[tf.TensorSpec((None, None), tf.int32)])
+    def generate(source_ids):
+        out = seqkeras.models.generate(model, source_ids, max_length=6,
+                                       strategy=strategy, eos_id=2,
+                                       jit_compile=False, **kwargs)
+        return {"ids": out[0] if strategy == "beam" else out}
+
+    with export_mode():
+        module.generate = generate
+        concrete = generate.get_concrete_function()
+    tf.saved_model.save(module, str(tmp_path / "g"),
+                        signatures={"generate": concrete})
+    reloaded = tf.saved_model.load(str(tmp_path / "g"))
+    got = reloaded.signatures["generate"](source_ids=tf.constant(SRC))["ids"]
+    np.testing.assert_array_equal(got.numpy(), expected)
