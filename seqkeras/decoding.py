@@ -31,7 +31,6 @@ an export), EOS stops and pads each row, and beam search applies GNMT's
 length penalty and returns log-probabilities.
 """
 
-import keras
 from keras import ops
 from keras import tree
 

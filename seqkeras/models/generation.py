@@ -21,7 +21,6 @@ from keras import ops
 
 from seqkeras import decoding
 from seqkeras.data.synthetic import BOS, EOS, PAD
-from seqkeras.layers.recurrent import Bidirectional  # noqa: F401 (docs)
 
 KINDS = ("rnn_language_model", "transformer_language_model", "seq2seq",
          "transformer_seq2seq", "conditioned_decoder")
