@@ -1,0 +1,130 @@
+"""ONNX export through tf2onnx, verified with onnxruntime.
+
+seqkeras' loops write their outputs with DynamicUpdateSlice (TensorFlow's
+`XlaDynamicUpdateSlice`), for which tf2onnx 1.17 has no handler; this
+module registers one that lowers it to ONNX `ScatterND` (the indices of
+every updated element: the start offsets plus a broadcast `Range` per
+axis), so recurrent and attention-decoder models convert to plain ONNX
+`Loop`s; and one for `Erfc` (exact GELU) as `1 - Erf`.
+"""
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from onnx import TensorProto
+from tf2onnx import utils
+from tf2onnx.graph_builder import GraphBuilder
+from tf2onnx.handler import tf_op
+
+from seqkeras.export.saved_model import saved_model
+
+OPSET = 17
+
+
+@tf_op("XlaDynamicUpdateSlice")
+class _DynamicUpdateSlice:
+    @classmethod
+    def version_13(cls, ctx, node, **kwargs):
+        operand, update, starts = node.input
+        rank = len(ctx.get_shape(update))
+
+        def const(name, value):
+            return ctx.make_const(utils.make_name(name),
+                                  np.array(value, np.int64)).output[0]
+
+        def op(kind, inputs, **attr):
+            return ctx.make_node(kind, inputs, attr=attr).output[0]
+
+        shape = op("Shape", [update])
+        starts = op("Cast", [starts], to=TensorProto.INT64)
+        parts = []
+        for axis in range(rank):
+            dim = op("Gather", [shape, const("axis", axis)])
+            index = op("Add", [op("Range", [const("zero", 0), dim,
+                                            const("one", 1)]),
+                               op("Gather", [starts, const("axis", axis)])])
+            target = [1] * rank
+            target[axis] = -1
+            index = op("Expand", [op("Reshape", [index, const("shape",
+                                                              target)]),
+                                  shape])
+            parts.append(GraphBuilder(ctx).make_unsqueeze(
+                {"data": index, "axes": [rank]}))
+        indices = op("Concat", parts, axis=rank)
+        shapes = [ctx.get_shape(node.output[0])]
+        dtypes = [ctx.get_dtype(node.output[0])]
+        ctx.remove_node(node.name)
+        ctx.make_node("ScatterND", [operand, indices, update],
+                      outputs=node.output, name=node.name, shapes=shapes,
+                      dtypes=dtypes)
+
+
+@tf_op("Erfc")
+class _Erfc:
+    """erfc(x) = 1 - erf(x): exact GELU (`keras.activations.gelu`) uses
+    Erfc, which tf2onnx 1.17 passes through as a non-ONNX op."""
+
+    @classmethod
+    def version_13(cls, ctx, node, **kwargs):
+        x = node.input[0]
+        dtype = ctx.get_dtype(x)
+        one = ctx.make_const(utils.make_name("one"), np.array(
+            1, utils.map_onnx_to_numpy_type(dtype))).output[0]
+        erf = ctx.make_node("Erf", [x]).output[0]
+        shapes, dtypes = [ctx.get_shape(node.output[0])], [dtype]
+        ctx.remove_node(node.name)
+        ctx.make_node("Sub", [one, erf], outputs=node.output, name=node.name,
+                      shapes=shapes, dtypes=dtypes)
+
+
+def onnx(model, path, opset=OPSET, overwrite=False):
+    """Writes `model` as an ONNX file (dynamic batch and time axes, the
+    model's input and output names) through its exported SavedModel
+    signature; the file appears only once complete.
+
+    Returns:
+        `path`.
+    """
+    import tf2onnx
+
+    path = os.path.abspath(str(path))
+    if os.path.isdir(path):
+        raise ValueError(f"`onnx`: {path} exists and is a directory")
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"`onnx`: {path} exists; pass overwrite=True to "
+                         "replace it")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+        saved = saved_model(model, os.path.join(tmp, "saved"))
+        loaded = tf.saved_model.load(saved)  # owns the variables
+        serve = loaded.signatures["serving_default"]
+        specs = serve.structured_input_signature[1]
+        names = sorted(specs)
+
+        def run(*args):
+            return serve(**dict(zip(names, args)))
+
+        output = os.path.join(tmp, "model.onnx")
+        tf2onnx.convert.from_function(
+            tf.function(run), input_signature=[specs[n] for n in names],
+            opset=opset, output_path=output)
+        os.replace(output, path)
+    return path
+
+
+def run_onnx(path, **inputs):
+    """Runs an ONNX file in onnxruntime with named inputs; returns a dict
+    of named outputs."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(
+        str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    dtypes = {i.name: i.type for i in session.get_inputs()}
+    feed = {k: np.asarray(v, "int32" if "int32" in dtypes[k] else
+                          "int64" if "int64" in dtypes[k] else "float32")
+            for k, v in inputs.items()}
+    return dict(zip(names, session.run(None, feed)))
