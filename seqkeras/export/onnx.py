@@ -9,7 +9,6 @@ axis), so recurrent and attention-decoder models convert to plain ONNX
 """
 
 import os
-import shutil
 import tempfile
 
 import numpy as np

@@ -7,7 +7,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from seqkeras.export.onnx import onnx, run_onnx
 from seqkeras.export.saved_model import saved_model
+
+FORMATS = ("savedmodel", "tflite", "onnx")
 from seqkeras.export.tflite import (convert_builtin, op_names,
                                     run_tflite_signature)
 
@@ -26,16 +29,20 @@ def _as_dict(model, inputs):
 
 
 def export_and_verify(model, name, samples, out_dir="saved_models",
-                      tolerance=1e-5):
-    """Writes `out_dir/<name>/<version>/` (SavedModel, TF Serving layout)
-    and `out_dir/<name>-tflite/<version>/model.tflite` (builtin ops only),
-    runs both on each sample batch and compares with Keras.
+                      tolerance=1e-5, formats=FORMATS):
+    """Writes `out_dir/<name>/<version>/` (SavedModel, TF Serving layout),
+    `out_dir/<name>-tflite/<version>/model.tflite` (builtin ops only) and
+    `out_dir/<name>-onnx/<version>/model.onnx`, runs each in its own
+    runtime (TensorFlow, LiteRT, onnxruntime) on every sample batch and
+    compares with Keras.
 
     Args:
         model: a Keras model with named inputs.
         name: the model name in the TF Serving layout.
         samples: list of input batches (arrays or dicts of named arrays),
             e.g. two different sequence lengths.
+        formats: a subset of `("savedmodel", "tflite", "onnx")`; the
+            SavedModel is always written (the others are made from it).
         tolerance: the largest accepted difference, absolute for outputs
             within [-1, 1] and relative to the largest |output| beyond
             (a trained model's logits reach tens, where 1e-5 absolute is
@@ -43,49 +50,66 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
             orders).
 
     Returns:
-        A report dict (paths, max abs differences, TFLite size, ops and
-        milliseconds per batch in LiteRT). Raises RuntimeError when a check
-        fails.
+        A report dict (paths, max abs differences, file sizes, TFLite ops,
+        milliseconds per batch in LiteRT and onnxruntime). Raises
+        RuntimeError when a check fails, ValueError for an unknown format.
     """
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(
+            "`export_and_verify` received an invalid value for `formats`: "
+            f"expected a subset of {FORMATS}. Received: {sorted(unknown)}")
     version = next_version(os.path.join(out_dir, name))
     path = saved_model(model, os.path.join(out_dir, name, str(version)))
     reloaded = tf.saved_model.load(path)
     serve = reloaded.signatures["serving_default"]
     output = model.output_names[0]
-    flatbuffer = convert_builtin(path)
-    ops = op_names(flatbuffer)
-    bad = [op for op in ops if not op.isupper()]
-    if bad:
-        raise RuntimeError(f"TFLite model has non-builtin ops: {bad}")
-    tflite_dir = os.path.join(out_dir, name + "-tflite", str(version))
-    os.makedirs(tflite_dir, exist_ok=True)
-    tflite_path = os.path.join(tflite_dir, "model.tflite")
-    with open(tflite_path, "wb") as f:
-        f.write(flatbuffer)
-    saved_diff, tflite_diff, scale, seconds = 0.0, 0.0, 1.0, []
+    report = {"savedmodel": path}
+    runners = {"savedmodel": lambda sample: serve(**{
+        k: tf.constant(v) for k, v in sample.items()})[output].numpy()}
+    if "tflite" in formats:
+        flatbuffer = convert_builtin(path)
+        ops = op_names(flatbuffer)
+        bad = [op for op in ops if not op.isupper()]
+        if bad:
+            raise RuntimeError(f"TFLite model has non-builtin ops: {bad}")
+        tflite_dir = os.path.join(out_dir, name + "-tflite", str(version))
+        os.makedirs(tflite_dir, exist_ok=True)
+        tflite_path = os.path.join(tflite_dir, "model.tflite")
+        with open(tflite_path, "wb") as f:
+            f.write(flatbuffer)
+        report.update({"tflite": tflite_path, "tflite_bytes": len(flatbuffer),
+                       "tflite_ops": ", ".join(ops)})
+        runners["tflite"] = lambda sample: run_tflite_signature(
+            flatbuffer, **sample)[output]
+    if "onnx" in formats:
+        onnx_path = onnx(model, os.path.join(out_dir, name + "-onnx",
+                                             str(version), "model.onnx"))
+        report.update({"onnx": onnx_path,
+                       "onnx_bytes": os.path.getsize(onnx_path)})
+        runners["onnx"] = lambda sample: run_onnx(onnx_path,
+                                                  **sample)[output]
+    diffs = {k: 0.0 for k in runners}
+    seconds = {k: [] for k in runners}
+    scale = 1.0
     for sample in samples:
         sample = _as_dict(model, sample)
         expected = np.asarray(model(sample if len(sample) > 1 else
                                     next(iter(sample.values()))))
         scale = max(scale, float(np.max(np.abs(expected))))
-        got = serve(**{k: tf.constant(v) for k, v in sample.items()})
-        saved_diff = max(saved_diff, float(np.max(np.abs(
-            got[output].numpy() - expected))))
-        start = time.perf_counter()
-        lite = run_tflite_signature(flatbuffer, **sample)[output]
-        seconds.append(time.perf_counter() - start)
-        tflite_diff = max(tflite_diff, float(np.max(np.abs(lite - expected))))
-    report = {
-        "savedmodel": path,
-        "savedmodel_max_abs_diff": saved_diff,
-        "tflite": tflite_path,
-        "tflite_bytes": len(flatbuffer),
-        "tflite_ops": ", ".join(ops),
-        "tflite_max_abs_diff": tflite_diff,
-        "tflite_ms_per_batch_incl_load": 1000 * float(np.median(seconds)),
-        "max_abs_output": scale,
-    }
-    for key in ("savedmodel_max_abs_diff", "tflite_max_abs_diff"):
+        for kind, run in runners.items():
+            start = time.perf_counter()
+            got = run(sample)
+            seconds[kind].append(time.perf_counter() - start)
+            diffs[kind] = max(diffs[kind], float(np.max(np.abs(
+                got - expected))))
+    for kind in runners:
+        report[f"{kind}_max_abs_diff"] = diffs[kind]
+        if kind != "savedmodel":  # the others include loading the file
+            report[f"{kind}_ms_per_batch_incl_load"] = 1000 * float(
+                np.median(seconds[kind]))
+    report["max_abs_output"] = scale
+    for key in [f"{kind}_max_abs_diff" for kind in runners]:
         if report[key] > tolerance * scale:
             raise RuntimeError(
                 f"export verification failed: {key}={report[key]:.2e} > "
