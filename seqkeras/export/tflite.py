@@ -42,13 +42,25 @@ def _serve_frozen(fn):
     return serve
 
 
-def convert_builtin(saved_model_dir, signature_key=None):
+QUANTIZATIONS = (None, "dynamic_int8", "float16")
+
+
+def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
     """Converts a SavedModel to a TFLite flatbuffer with builtin ops only.
 
     The `serving_default` signature (or `signature_key`) is converted, its
     variables frozen into constants first. Raises the converter's error if
     any op would need the Flex delegate.
+
+    Args:
+        quantize: None, `"dynamic_int8"` (weights stored as int8, dequantised
+            or used by hybrid kernels at run time) or `"float16"` (weights
+            stored as float16).
     """
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(
+            "`convert_builtin` received an invalid value for `quantize`: "
+            f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}")
     keys = None if signature_key is None else [signature_key]
     signatures = _frozen_signatures(saved_model_dir, keys)
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,6 +70,10 @@ def convert_builtin(saved_model_dir, signature_key=None):
                 experimental_custom_gradients=False))
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantize:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantize == "float16":
+            converter.target_spec.supported_types = [tf.float16]
         return converter.convert()
 
 

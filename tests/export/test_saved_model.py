@@ -104,3 +104,47 @@ def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs,
     reloaded = tf.saved_model.load(str(tmp_path / "g"))
     got = reloaded.signatures["generate"](source_ids=tf.constant(SRC))["ids"]
     np.testing.assert_array_equal(got.numpy(), expected)
+
+
+@pytest.mark.parametrize("quantize", ["dynamic_int8", "float16"])
+def test_quantized_tflite_is_smaller_builtin_and_close(quantize, tmp_path):
+    model = seqkeras.models.seq2seq(12, 12, units=64, embedding_dim=32,
+                                    attention="additive")
+    path = saved_model(model, tmp_path / "s" / "1")
+    full = convert_builtin(path)
+    small = convert_builtin(path, quantize=quantize)
+    assert_builtin_only(small)
+    assert len(small) < 0.6 * len(full)
+    sample = {"source_ids": SRC, "target_ids": TGT}
+    got = run_tflite_signature(small, **sample)["logits"]
+    expected = np.asarray(model(sample))
+    np.testing.assert_allclose(got, expected, atol=0.05)
+    assert np.mean(np.argmax(got, -1) == np.argmax(expected, -1)) >= 0.9
+    with pytest.raises(ValueError, match="quantize"):
+        convert_builtin(path, quantize="int4")
+
+
+def test_saved_model_runs_where_seqkeras_is_not_importable(tmp_path):
+    """TF Serving has no seqkeras: the SavedModel must not need it."""
+    import subprocess
+    import sys
+
+    model = seqkeras.models.seq2seq(12, 12, units=16, attention="general",
+                                    style="luong")
+    path = saved_model(model, tmp_path / "s" / "1")
+    np.save(tmp_path / "src.npy", SRC)
+    np.save(tmp_path / "tgt.npy", TGT)
+    code = (
+        "import sys; sys.modules['seqkeras'] = None\n"  # import fails
+        "import numpy as np, tensorflow as tf\n"
+        f"m = tf.saved_model.load({str(path)!r})\n"
+        "out = m.signatures['serving_default'](\n"
+        f"    source_ids=tf.constant(np.load({str(tmp_path / 'src.npy')!r})),\n"
+        f"    target_ids=tf.constant(np.load({str(tmp_path / 'tgt.npy')!r})))\n"
+        f"np.save({str(tmp_path / 'out.npy')!r}, out['logits'].numpy())\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    np.testing.assert_allclose(
+        np.load(tmp_path / "out.npy"),
+        np.asarray(model({"source_ids": SRC, "target_ids": TGT})), atol=1e-5)
