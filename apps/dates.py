@@ -129,7 +129,10 @@ def main(argv=None):
                    for n, width in ((1, vsrc.shape[1]), (8, vsrc.shape[1]))]
         samples.append({"source_ids": vsrc[8:12, :12],  # shorter sources
                         "target_ids": teacher_forcing(vtgt[8:12])[:, :6]})
-        report = export_and_verify(model, "dates", samples, args.out)
+        report = export_and_verify(
+            model, "dates", samples, args.out,
+            generate={"max_length": TARGET_LENGTH + 1}, vocabulary=vocab,
+            texts=vtext[:16])
         print("export report:")
         for key, value in report.items():
             print(f"  {key}: {value:.3g}" if isinstance(value, float)

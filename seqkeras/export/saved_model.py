@@ -1,9 +1,13 @@
 """SavedModel export with named serving signatures (TF Serving layout).
 
-The full export module (raw-string and generate signatures, ONNX, reports,
-CLI) is a later issue; this writes the `serving_default` signature with the
-model's own input and output names, traced in `export_mode()`, into a
-temporary directory that is moved into place only when complete.
+`serving_default` takes the model's own named inputs and returns its named
+outputs; generative models also get `generate` (greedy) and
+`generate_beam` signatures that run the compiled decoding loop inside the
+graph, and, given the character vocabulary, `generate_text`: raw strings
+in, decoded strings out (the tokenizer is graph ops: `tf.strings`
+unicode splitting and a static hash table). Everything is traced in
+`export_mode()` and written to a temporary directory that is moved into
+place only when complete.
 """
 
 import os
@@ -32,10 +36,96 @@ def serving_function(model):
     return serve
 
 
-def saved_model(model, path, overwrite=False):
+_CONDITIONING = {"seq2seq": "source_ids", "transformer_seq2seq": "source_ids",
+                 "conditioned_decoder": "features"}
+GENERATIVE = tuple(_CONDITIONING) + ("rnn_language_model",
+                                     "transformer_language_model")
+
+
+def generate_functions(model, max_length, beam_width=4,
+                       length_penalty_alpha=0.0, eos_id=None,
+                       vocabulary=None):
+    """`{signature name: tf.function}` for a generative model: `generate`
+    (greedy) and `generate_beam` over ids, plus `generate_text` (strings in
+    and out) when `vocabulary` (a `seqkeras.data.CharVocabulary`) is given
+    for a seq2seq model (then also `"_resources"`: the lookup table, for
+    the caller to track)."""
+    from seqkeras.data.synthetic import EOS
+    from seqkeras.models.generation import generate
+
+    eos_id = EOS if eos_id is None else eos_id
+    kind = model.name
+    if kind not in GENERATIVE:
+        raise ValueError(
+            f"`saved_model`: generate signatures need a generative model "
+            f"({', '.join(GENERATIVE)}). Received: {kind!r}")
+    if kind in _CONDITIONING:
+        name = _CONDITIONING[kind]
+        spec = [t for t in model.inputs if t.name == name][0]
+        spec = tf.TensorSpec(spec.shape, spec.dtype, name=name)
+    else:
+        name = "prompt_ids"
+        spec = tf.TensorSpec((None, None), tf.int32, name=name)
+
+    def decode(inputs, strategy, **kwargs):
+        if kind in _CONDITIONING:
+            return generate(model, inputs, max_length=max_length,
+                            strategy=strategy, eos_id=eos_id,
+                            jit_compile=False, **kwargs)
+        return generate(model, prompt=inputs, max_length=max_length,
+                        strategy=strategy, eos_id=eos_id, jit_compile=False,
+                        **kwargs)
+
+    @tf.function(input_signature=[{name: spec}])
+    def greedy(inputs):
+        return {"ids": decode(inputs[name], "greedy")}
+
+    @tf.function(input_signature=[{name: spec}])
+    def beam(inputs):
+        ids, scores = decode(inputs[name], "beam", beam_width=beam_width,
+                             length_penalty_alpha=length_penalty_alpha)
+        return {"ids": ids, "scores": scores}
+
+    functions = {"generate": greedy, "generate_beam": beam}
+    if vocabulary is not None and name == "source_ids":
+        characters = tf.constant(list(vocabulary.characters))
+        ids = tf.range(4, 4 + len(vocabulary.characters), dtype=tf.int64)
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(characters, ids),
+            default_value=3)  # UNK
+        tokens = tf.constant(list(vocabulary.tokens))
+
+        @tf.function(input_signature=[{"text": tf.TensorSpec(
+            (None,), tf.string, name="text")}])
+        def text(inputs):
+            chars = tf.strings.unicode_split(inputs["text"], "UTF-8")
+            source = tf.cast(table.lookup(chars), tf.int32).to_tensor(0)
+            out = decode(source, "greedy")[:, 1:]  # drop BOS
+            ended = tf.cumsum(tf.cast(tf.equal(out, eos_id), tf.int32),
+                              axis=1) > 0
+            keep = tf.logical_and(tf.logical_not(ended), out > EOS + 1)
+            pieces = tf.where(keep, tf.gather(tokens, out), "")
+            return {"text": tf.strings.reduce_join(pieces, axis=1)}
+
+        functions["generate_text"] = text
+        functions["_resources"] = [table]  # to be tracked by the module
+    return functions
+
+
+def saved_model(model, path, overwrite=False, generate=None,
+                vocabulary=None):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature whose
     inputs and outputs carry the model's names (`token_ids` -> `logits`).
+
+    Args:
+        generate: for generative models, a dict of `generate_functions`
+            options (`max_length` required; `beam_width`,
+            `length_penalty_alpha`, `eos_id`): adds the `generate`,
+            `generate_beam` (and with `vocabulary`, `generate_text`)
+            signatures.
+        vocabulary: the model's `CharVocabulary`, for raw-string
+            signatures.
 
     The graph is traced in `seqkeras.layers.export_mode()`. The files go to
     a temporary directory next to `path` first; `path` appears only when
@@ -58,9 +148,16 @@ def saved_model(model, path, overwrite=False):
         module.model = model  # tracks the variables
         with export_mode():
             module.serve = serving_function(model)
-            concrete = module.serve.get_concrete_function()
-        tf.saved_model.save(module, tmp,
-                            signatures={"serving_default": concrete})
+            signatures = {"serving_default":
+                          module.serve.get_concrete_function()}
+            if generate is not None:
+                functions = generate_functions(model, vocabulary=vocabulary,
+                                               **generate)
+                module.resources = functions.pop("_resources", [])
+                module.generators = functions
+                for key, fn in functions.items():
+                    signatures[key] = fn.get_concrete_function()
+        tf.saved_model.save(module, tmp, signatures=signatures)
         if os.path.exists(path):
             shutil.rmtree(path)
         os.replace(tmp, path)

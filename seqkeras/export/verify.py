@@ -28,8 +28,57 @@ def _as_dict(model, inputs):
     return {model.inputs[0].name: inputs}
 
 
+def _check_generate(model, reloaded, samples, options, vocabulary, texts):
+    from seqkeras.data.synthetic import EOS
+    from seqkeras.models.generation import generate
+    from seqkeras.export.saved_model import _CONDITIONING
+
+    key = _CONDITIONING.get(model.name, "prompt_ids")
+    eos = options.get("eos_id", EOS)
+    max_length = options["max_length"]
+    beam = {k: options[k] for k in ("beam_width", "length_penalty_alpha")
+            if k in options}
+    for sample in samples:
+        sample = _as_dict(model, sample)
+        inputs = sample.get(key, sample.get("token_ids"))
+        served = reloaded.signatures["generate"](
+            **{key: tf.constant(inputs)})["ids"].numpy()
+        if key == "prompt_ids":
+            expected = generate(model, prompt=inputs, max_length=max_length,
+                                eos_id=eos)
+            beamed = generate(model, prompt=inputs, max_length=max_length,
+                              eos_id=eos, strategy="beam", **beam)[0]
+        else:
+            expected = generate(model, inputs, max_length=max_length,
+                                eos_id=eos)
+            beamed = generate(model, inputs, max_length=max_length,
+                              eos_id=eos, strategy="beam", **beam)[0]
+        served_beam = reloaded.signatures["generate_beam"](
+            **{key: tf.constant(inputs)})["ids"].numpy()
+        if not (np.array_equal(served, np.asarray(expected))
+                and np.array_equal(served_beam, np.asarray(beamed))):
+            raise RuntimeError("export verification failed: the generate "
+                               "signatures' ids differ from Keras'")
+    report = {"generate_signatures": "generate, generate_beam: ids "
+              "identical to Keras"}
+    if vocabulary is not None and texts is not None:
+        served = [t.decode() for t in reloaded.signatures["generate_text"](
+            text=tf.constant(list(texts)))["text"].numpy()]
+        ids = generate(model, vocabulary.encode(list(texts)),
+                       max_length=max_length, eos_id=eos)
+        expected = vocabulary.decode(np.asarray(ids)[:, 1:])
+        if served != expected:
+            raise RuntimeError(
+                "export verification failed: generate_text returned "
+                f"{served[:3]}..., Keras {expected[:3]}...")
+        report["generate_text"] = (f"{texts[0]!r} -> {served[0]!r} (same "
+                                   f"strings as Keras for {len(texts)})")
+    return report
+
+
 def export_and_verify(model, name, samples, out_dir="saved_models",
-                      tolerance=1e-5, formats=FORMATS):
+                      tolerance=1e-5, formats=FORMATS, generate=None,
+                      vocabulary=None, texts=None):
     """Writes `out_dir/<name>/<version>/` (SavedModel, TF Serving layout),
     `out_dir/<name>-tflite/<version>/model.tflite` (builtin ops only) and
     `out_dir/<name>-onnx/<version>/model.onnx`, runs each in its own
@@ -43,6 +92,13 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
             e.g. two different sequence lengths.
         formats: a subset of `("savedmodel", "tflite", "onnx")`; the
             SavedModel is always written (the others are made from it).
+        generate: for generative models, `saved_model`'s generate options
+            (e.g. `{"max_length": 12}`): the `generate` and
+            `generate_beam` signatures are checked to return the same ids
+            as `seqkeras.models.generate` on each sample.
+        vocabulary, texts: a `CharVocabulary` and raw strings: the
+            `generate_text` signature must return the strings that Keras
+            greedy decoding gives.
         tolerance: the largest accepted difference, absolute for outputs
             within [-1, 1] and relative to the largest |output| beyond
             (a trained model's logits reach tens, where 1e-5 absolute is
@@ -60,7 +116,8 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
             "`export_and_verify` received an invalid value for `formats`: "
             f"expected a subset of {FORMATS}. Received: {sorted(unknown)}")
     version = next_version(os.path.join(out_dir, name))
-    path = saved_model(model, os.path.join(out_dir, name, str(version)))
+    path = saved_model(model, os.path.join(out_dir, name, str(version)),
+                       generate=generate, vocabulary=vocabulary)
     reloaded = tf.saved_model.load(path)
     serve = reloaded.signatures["serving_default"]
     output = model.output_names[0]
@@ -109,6 +166,9 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
             report[f"{kind}_ms_per_batch_incl_load"] = 1000 * float(
                 np.median(seconds[kind]))
     report["max_abs_output"] = scale
+    if generate is not None:
+        report.update(_check_generate(model, reloaded, samples, generate,
+                                      vocabulary, texts))
     for key in [f"{kind}_max_abs_diff" for kind in runners]:
         if report[key] > tolerance * scale:
             raise RuntimeError(
