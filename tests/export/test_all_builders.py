@@ -1,0 +1,147 @@
+"""Every model builder exports to all three formats and each export
+matches Keras in its own runtime: the SavedModel (with the generate
+signatures for generative models) in a process where seqkeras cannot be
+imported, TFLite (builtin ops only) at batch 1 and two sequence lengths,
+ONNX at two sequence lengths."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import seqkeras
+from seqkeras.export import (convert_builtin, onnx, run_onnx,
+                             run_tflite_signature, saved_model)
+from seqkeras.export.saved_model import GENERATIVE
+from tests.export.export_checks import assert_builtin_only
+
+M = seqkeras.models
+V = 12
+
+
+def builders():
+    return {
+        "classifier": lambda: M.classifier(V, 3, backbone="gru", units=8,
+                                           embedding_dim=8, bidirectional=True,
+                                           pooling="attention"),
+        "tagger": lambda: M.tagger(V, 4, units=8, embedding_dim=8),
+        "rnn_language_model": lambda: M.rnn_language_model(V, 8, units=8),
+        "transformer_language_model": lambda: M.transformer_language_model(
+            V, 16, num_layers=1, num_heads=2, hidden_dim=8),
+        "conditioned_decoder": lambda: M.conditioned_decoder(5, V, units=8,
+                                                             embedding_dim=8),
+        "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8,
+                                     attention="additive"),
+        "transformer_seq2seq": lambda: M.transformer_seq2seq(
+            V, V, 16, num_layers=1, num_heads=2, hidden_dim=8),
+        "forecaster": lambda: M.forecaster(6, 2, backbone="lstm", units=8),
+    }
+
+
+def sample(model, batch, steps, rng):
+    out = {}
+    for t in model.inputs:
+        if t.name == "features":
+            out[t.name] = rng.normal(size=(batch, 5)).astype("float32")
+        elif t.name == "series":
+            out[t.name] = rng.normal(size=(batch, 6, 1)).astype("float32")
+        else:
+            length = steps if t.name != "target_ids" else max(2, steps - 2)
+            ids = rng.integers(4, V, size=(batch, length)).astype("int32")
+            ids[:, 0] = 1 if t.name == "target_ids" else ids[:, 0]
+            out[t.name] = ids
+    return out
+
+
+def keras_out(model, inputs):
+    return np.asarray(model(inputs if len(inputs) > 1
+                            else next(iter(inputs.values()))))
+
+
+def test_every_builder_exports_and_matches_everywhere(tmp_path):
+    rng = np.random.default_rng(0)
+    jobs = []
+    for name, build in builders().items():
+        model = build()
+        generative = name in GENERATIVE
+        path = saved_model(model, tmp_path / name / "1",
+                           generate={"max_length": 6} if generative else None)
+        flatbuffer = convert_builtin(path)
+        assert_builtin_only(flatbuffer)
+        onnx_path = onnx(model, tmp_path / f"{name}.onnx")
+        for steps in (5, 9):
+            for batch in (1, 2):
+                inputs = sample(model, batch, steps, rng)
+                expected = keras_out(model, inputs)
+                tflite = run_tflite_signature(flatbuffer, **inputs)
+                out = model.output_names[0]
+                np.testing.assert_allclose(tflite[out], expected, atol=1e-5,
+                                           err_msg=f"{name} tflite")
+                np.testing.assert_allclose(run_onnx(onnx_path, **inputs)[out],
+                                           expected, atol=1e-5,
+                                           err_msg=f"{name} onnx")
+        inputs = sample(model, 2, 5, rng)
+        job = {"name": name, "path": path, "output": model.output_names[0],
+               "inputs": {}, "expected": str(tmp_path / f"{name}.npy")}
+        for key, value in inputs.items():
+            np.save(tmp_path / f"{name}-{key}.npy", value)
+            job["inputs"][key] = str(tmp_path / f"{name}-{key}.npy")
+        np.save(job["expected"], keras_out(model, inputs))
+        if generative:
+            key = {"seq2seq": "source_ids", "transformer_seq2seq":
+                   "source_ids", "conditioned_decoder": "features"}.get(
+                       name, "prompt_ids")
+            given = inputs.get(key, inputs.get("token_ids"))
+            np.save(tmp_path / f"{name}-gen-in.npy", given)
+            if key == "prompt_ids":
+                ids = M.generate(model, prompt=given, max_length=6)
+                beam = M.generate(model, prompt=given, max_length=6,
+                                  strategy="beam")[0]
+            else:
+                ids = M.generate(model, given, max_length=6)
+                beam = M.generate(model, given, max_length=6,
+                                  strategy="beam")[0]
+            np.save(tmp_path / f"{name}-gen.npy", np.asarray(ids))
+            np.save(tmp_path / f"{name}-beam.npy", np.asarray(beam))
+            job["generate"] = {"key": key}
+        jobs.append(job)
+
+    code = r'''
+import json, sys
+sys.modules["seqkeras"] = None  # TF Serving has no seqkeras
+import numpy as np, tensorflow as tf
+jobs = json.load(open(sys.argv[1]))
+for job in jobs:
+    m = tf.saved_model.load(job["path"])
+    args = {k: tf.constant(np.load(v)) for k, v in job["inputs"].items()}
+    out = m.signatures["serving_default"](**args)[job["output"]].numpy()
+    np.save(job["expected"].replace(".npy", "-served.npy"), out)
+    if "generate" in job:
+        base = job["expected"][:-4]
+        given = tf.constant(np.load(base + "-gen-in.npy"))
+        key = job["generate"]["key"]
+        ids = m.signatures["generate"](**{key: given})["ids"].numpy()
+        beam = m.signatures["generate_beam"](**{key: given})["ids"].numpy()
+        np.save(base + "-gen-served.npy", ids)
+        np.save(base + "-beam-served.npy", beam)
+'''
+    with open(tmp_path / "jobs.json", "w") as f:
+        json.dump(jobs, f)
+    result = subprocess.run([sys.executable, "-c", code,
+                             str(tmp_path / "jobs.json")],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for job in jobs:
+        expected = np.load(job["expected"])
+        served = np.load(job["expected"].replace(".npy", "-served.npy"))
+        np.testing.assert_allclose(served, expected, atol=1e-5,
+                                   err_msg=job["name"])
+        if "generate" in job:
+            base = job["expected"][:-4]
+            for kind in ("gen", "beam"):
+                np.testing.assert_array_equal(
+                    np.load(f"{base}-{kind}-served.npy"),
+                    np.load(f"{base}-{kind}.npy"), err_msg=job["name"])
