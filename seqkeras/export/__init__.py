@@ -1,8 +1,11 @@
-"""Export helpers (TensorFlow-specific code lives here, not in layers).
+"""Export (TensorFlow-specific code lives here, not in layers).
 
-The full export module (TF Serving layout, ONNX, verification reports) is a
-later issue; this package holds what the layers' exportability tests and the
-main job need today.
+`saved_model(model, path)` (TF Serving layout, named signatures, generate
+and raw-string signatures), `tflite(model, path)` (builtin ops only,
+optional quantization), `onnx(model, path)` (tf2onnx, opset 17), each
+written to a temporary directory and moved into place;
+`export_and_verify` writes all three and checks them in their runtimes;
+`python -m seqkeras.export` is the command line.
 """
 
 from seqkeras.export.onnx import onnx
@@ -13,9 +16,11 @@ from seqkeras.export.tflite import convert_builtin
 from seqkeras.export.tflite import op_names
 from seqkeras.export.tflite import run_tflite
 from seqkeras.export.tflite import run_tflite_signature
+from seqkeras.export.tflite import tflite
 from seqkeras.export.verify import export_and_verify
 from seqkeras.export.verify import next_version
 
 __all__ = ["convert_builtin", "export_and_verify", "next_version", "onnx",
            "op_names", "run_onnx", "run_tflite",
-           "run_tflite_signature", "saved_model", "serving_function"]
+           "run_tflite_signature", "saved_model", "serving_function",
+           "tflite"]

@@ -129,3 +129,33 @@ def run_tflite_signature(flatbuffer, signature_key="serving_default",
                          f"{sorted(details)}")
     return runner(**{k: np.asarray(v, details[k]["dtype"])
                      for k, v in inputs.items()})
+
+
+def tflite(model, path, quantize=None, overwrite=False):
+    """Writes `model` as a builtin-ops-only TFLite file at `path` (via its
+    SavedModel `serving_default` signature; optionally quantized, see
+    `convert_builtin`). The file appears only once complete; an existing
+    `path` raises unless `overwrite`.
+
+    Returns:
+        `path`.
+    """
+    import os
+    import shutil
+
+    from seqkeras.export.saved_model import saved_model
+
+    path = os.path.abspath(str(path))
+    if os.path.isdir(path):
+        raise ValueError(f"`tflite`: {path} exists and is a directory")
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"`tflite`: {path} exists; pass overwrite=True to "
+                         "replace it")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+        saved = saved_model(model, os.path.join(tmp, "saved"))
+        flatbuffer = convert_builtin(saved, quantize=quantize)
+        with open(os.path.join(tmp, "model.tflite"), "wb") as f:
+            f.write(flatbuffer)
+        shutil.move(os.path.join(tmp, "model.tflite"), path)
+    return path

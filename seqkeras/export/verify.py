@@ -78,7 +78,8 @@ def _check_generate(model, reloaded, samples, options, vocabulary, texts):
 
 def export_and_verify(model, name, samples, out_dir="saved_models",
                       tolerance=1e-5, formats=FORMATS, generate=None,
-                      vocabulary=None, texts=None):
+                      vocabulary=None, texts=None, quantize=(),
+                      metric=None):
     """Writes `out_dir/<name>/<version>/` (SavedModel, TF Serving layout),
     `out_dir/<name>-tflite/<version>/model.tflite` (builtin ops only) and
     `out_dir/<name>-onnx/<version>/model.onnx`, runs each in its own
@@ -99,6 +100,11 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
         vocabulary, texts: a `CharVocabulary` and raw strings: the
             `generate_text` signature must return the strings that Keras
             greedy decoding gives.
+        quantize: TFLite quantizations to write too (`"dynamic_int8"`,
+            `"float16"`), as `model-<mode>.tflite` next to the float file.
+        metric: `metric(predict) -> float`, where `predict(inputs)` returns
+            the model's first output: evaluated with Keras and with each
+            quantized file, to report the task metric change.
         tolerance: the largest accepted difference, absolute for outputs
             within [-1, 1] and relative to the largest |output| beyond
             (a trained model's logits reach tens, where 1e-5 absolute is
@@ -166,6 +172,23 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
             report[f"{kind}_ms_per_batch_incl_load"] = 1000 * float(
                 np.median(seconds[kind]))
     report["max_abs_output"] = scale
+    if quantize and "tflite" in formats:
+        if metric is not None:
+            report["keras_metric"] = float(metric(
+                lambda inputs: np.asarray(model(
+                    inputs if len(inputs) > 1
+                    else next(iter(inputs.values()))))))
+        for mode in quantize:
+            small = convert_builtin(path, quantize=mode)
+            q_path = os.path.join(os.path.dirname(report["tflite"]),
+                                  f"model-{mode}.tflite")
+            with open(q_path, "wb") as f:
+                f.write(small)
+            report[f"tflite_{mode}_bytes"] = len(small)
+            if metric is not None:
+                report[f"tflite_{mode}_metric"] = float(metric(
+                    lambda inputs, small=small: run_tflite_signature(
+                        small, **inputs)[output]))
     if generate is not None:
         report.update(_check_generate(model, reloaded, samples, generate,
                                       vocabulary, texts))

@@ -148,3 +148,38 @@ def test_saved_model_runs_where_seqkeras_is_not_importable(tmp_path):
     np.testing.assert_allclose(
         np.load(tmp_path / "out.npy"),
         np.asarray(model({"source_ids": SRC, "target_ids": TGT})), atol=1e-5)
+
+
+def test_saved_model_cli_lists_the_signatures(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    model = seqkeras.models.seq2seq(12, 12, units=8, attention="dot",
+                                    bidirectional=False)
+    path = saved_model(model, tmp_path / "s" / "1",
+                       generate={"max_length": 5})
+    cli = shutil.which("saved_model_cli") or os.path.join(
+        os.path.dirname(sys.executable), "saved_model_cli")
+    out = subprocess.run([cli, "show", "--dir", path, "--all"],
+                         capture_output=True, text=True, check=True).stdout
+    for signature in ("serving_default", "generate", "generate_beam"):
+        assert f"signature_def['{signature}']" in out
+    assert "inputs['source_ids']" in out and "outputs['logits']" in out
+
+
+def test_export_bad_inputs(tmp_path):
+    from seqkeras.export import export_and_verify, tflite
+
+    model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
+    with pytest.raises(ValueError, match="generate signatures need a "
+                                         "generative model"):
+        saved_model(model, tmp_path / "c" / "1", generate={"max_length": 4})
+    assert not os.path.exists(tmp_path / "c" / "1")
+    with pytest.raises(ValueError, match="formats"):
+        export_and_verify(model, "c", [], str(tmp_path), formats=("pb",))
+    path = tflite(model, tmp_path / "c.tflite")
+    with pytest.raises(ValueError, match="exists; pass overwrite=True"):
+        tflite(model, path)
+    with pytest.raises(ValueError, match="is a directory"):
+        tflite(model, tmp_path)
