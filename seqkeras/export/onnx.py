@@ -18,7 +18,7 @@ from tf2onnx import utils
 from tf2onnx.graph_builder import GraphBuilder
 from tf2onnx.handler import tf_op
 
-from seqkeras.export.saved_model import saved_model
+from seqkeras.export.saved_model import check_target, saved_model
 
 OPSET = 17
 
@@ -89,13 +89,7 @@ def onnx(model, path, opset=OPSET, overwrite=False):
     """
     import tf2onnx
 
-    path = os.path.abspath(str(path))
-    if os.path.isdir(path):
-        raise ValueError(f"`onnx`: {path} exists and is a directory")
-    if os.path.exists(path) and not overwrite:
-        raise ValueError(f"`onnx`: {path} exists; pass overwrite=True to "
-                         "replace it")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = check_target("onnx", path, overwrite)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         saved = saved_model(model, os.path.join(tmp, "saved"))
         loaded = tf.saved_model.load(saved)  # owns the variables

@@ -36,6 +36,22 @@ def serving_function(model):
     return serve
 
 
+def check_target(name, path, overwrite, want="file"):
+    """The absolute `path` an export `name` may write (a `want` = "file" or
+    "dir"); raises a clear ValueError when it exists as the other kind, or
+    at all unless `overwrite`. Creates the parent directory."""
+    path = os.path.abspath(str(path))
+    other = os.path.isdir if want == "file" else os.path.isfile
+    if other(path):
+        raise ValueError(f"`{name}`: {path} exists and is a "
+                         f"{'directory' if want == 'file' else 'file'}")
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"`{name}`: {path} exists; pass overwrite=True "
+                         "to replace it")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path
+
+
 _CONDITIONING = {"seq2seq": "source_ids", "transformer_seq2seq": "source_ids",
                  "conditioned_decoder": "features"}
 GENERATIVE = tuple(_CONDITIONING) + ("rnn_language_model",
@@ -134,12 +150,7 @@ def saved_model(model, path, overwrite=False, generate=None,
     Returns:
         `path`.
     """
-    path = os.path.abspath(str(path))
-    if os.path.isfile(path):
-        raise ValueError(f"`saved_model`: {path} exists and is a file")
-    if os.path.exists(path) and not overwrite:
-        raise ValueError(f"`saved_model`: {path} exists; pass overwrite=True "
-                         "to replace it")
+    path = check_target("saved_model", path, overwrite, want="dir")
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)

@@ -143,15 +143,9 @@ def tflite(model, path, quantize=None, overwrite=False):
     import os
     import shutil
 
-    from seqkeras.export.saved_model import saved_model
+    from seqkeras.export.saved_model import check_target, saved_model
 
-    path = os.path.abspath(str(path))
-    if os.path.isdir(path):
-        raise ValueError(f"`tflite`: {path} exists and is a directory")
-    if os.path.exists(path) and not overwrite:
-        raise ValueError(f"`tflite`: {path} exists; pass overwrite=True to "
-                         "replace it")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = check_target("tflite", path, overwrite)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         saved = saved_model(model, os.path.join(tmp, "saved"))
         flatbuffer = convert_builtin(saved, quantize=quantize)
