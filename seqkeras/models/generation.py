@@ -50,16 +50,49 @@ def _layers(model, prefix):
         i += 1
 
 
-def _logits(model, h, embedding=None):
-    if embedding is not None and "logits_dense" not in [
-            layer.name for layer in model.layers]:
-        # h @ E^T without materialising E^T (the layer's reverse call
-        # transposes the (vocab, dim) matrix at every decoding step).
-        logits = ops.einsum("bd,vd->bv", h,
-                            ops.cast(embedding.embeddings, h.dtype))
-    else:
-        logits = model.get_layer("logits_dense")(h)
-    return ops.cast(logits, "float32")
+def _optional_layer(model, name):
+    names = {layer.name for layer in model.layers}
+    return model.get_layer(name) if name in names else None
+
+
+def _logits_head(model, embedding=None):
+    """`h (batch, dim) -> float32 logits`: the model's dense output layer,
+    or, with tied weights, `h @ E^T` without materialising `E^T` (the
+    embedding's reverse call transposes the (vocab, dim) matrix at every
+    decoding step)."""
+    dense = _optional_layer(model, "logits_dense")
+    if dense is not None or embedding is None:
+        return lambda h: ops.cast(dense(h), "float32")
+    return lambda h: ops.cast(ops.einsum(
+        "bd,vd->bv", h, ops.cast(embedding.embeddings, h.dtype)), "float32")
+
+
+def _transformer_step(model, embedding, positions, blocks):
+    """One decoding step through causal blocks with key/value caches:
+    `run(tokens, self_caches, index, **cross) -> (logits, self_caches)`,
+    `cross` being the blocks' cross-attention arguments (seq2seq)."""
+    norm = _optional_layer(model, "decoder_norm")
+    head = _logits_head(model, embedding)
+
+    def run(tokens, caches, index, memory=None, mask=None, cross=None):
+        x = positions(embedding(ops.expand_dims(tokens, 1)),
+                      start_index=index)
+        new_caches = []
+        for i, (block, c) in enumerate(zip(blocks, caches)):
+            if memory is None:
+                x, c = block(x, self_attention_cache=c,
+                             self_attention_cache_index=index)
+            else:
+                x, c = block(x, memory, encoder_padding_mask=mask,
+                             self_attention_cache=c,
+                             self_attention_cache_index=index,
+                             cross_attention_cache=cross[i])
+            new_caches.append(c)
+        if norm is not None:
+            x = norm(x)
+        return head(x[:, 0]), new_caches
+
+    return run
 
 
 def _recurrent_step(layers):
@@ -86,9 +119,8 @@ def decoder_step(model):
     if kind == "rnn_language_model":
         emb = model.get_layer("embedding")
         layers = _layers(model, "recurrent_")
-        names = [layer.name for layer in model.layers]
-        project = model.get_layer("projection") if "projection" in names \
-            else None
+        project = _optional_layer(model, "projection")
+        head = _logits_head(model, emb)
         run = _recurrent_step(layers)
 
         def start(inputs, batch_size, max_length):
@@ -99,33 +131,19 @@ def decoder_step(model):
             h, cache = run(emb(tokens), cache)
             if project is not None:
                 h = project(h)
-            return _logits(model, h, emb), cache
+            return head(h), cache
 
         return start, step
 
     if kind == "transformer_language_model":
-        emb = model.get_layer("embedding")
-        positions = model.get_layer("positions")
         blocks = _layers(model, "decoder_block_")
-        names = [layer.name for layer in model.layers]
-        norm = model.get_layer("decoder_norm") if "decoder_norm" in names \
-            else None
+        run = _transformer_step(model, model.get_layer("embedding"),
+                                model.get_layer("positions"), blocks)
 
         def start(inputs, batch_size, max_length):
             return [b.init_cache(batch_size, max_length) for b in blocks]
 
-        def step(tokens, cache, index):
-            x = positions(emb(ops.expand_dims(tokens, 1)), start_index=index)
-            new_cache = []
-            for block, c in zip(blocks, cache):
-                x, c = block(x, self_attention_cache=c,
-                             self_attention_cache_index=index)
-                new_cache.append(c)
-            if norm is not None:
-                x = norm(x)
-            return _logits(model, x[:, 0], emb), new_cache
-
-        return start, step
+        return start, run
 
     if kind == "conditioned_decoder":
         n = len(_layers(model, "decoder_init_"))
@@ -133,13 +151,14 @@ def decoder_step(model):
                                  [f"decoder_init_{i}" for i in range(n)])
         emb = model.get_layer("target_embedding")
         decoder = model.get_layer("decoder")
+        head = _logits_head(model)
 
         def start(inputs, batch_size, max_length):
             return _as_list(encoder(inputs))
 
         def step(tokens, cache, index):
             h, states = decoder.cell(emb(tokens), list(cache))
-            return _logits(model, h), _as_list(states)
+            return head(h), _as_list(states)
 
         return start, step
 
@@ -147,6 +166,7 @@ def decoder_step(model):
         n = len(_layers(model, "decoder_init_"))
         emb = model.get_layer("target_embedding")
         decoder = model.get_layer("decoder")
+        head = _logits_head(model)
         attention = hasattr(decoder, "step")
         # Without attention the decoder only needs the initial states (the
         # fixed context); with it, also the encoder outputs.
@@ -166,21 +186,18 @@ def decoder_step(model):
             x = emb(tokens)
             if not attention:
                 h, states = decoder.cell(x, list(cache[0]))
-                return _logits(model, h), [_as_list(states)]
+                return head(h), [_as_list(states)]
             states, memory, mask = cache
             h, states, _ = decoder.step(x, states, memory, mask)
-            return _logits(model, h), [_as_list(states), memory, mask]
+            return head(h), [_as_list(states), memory, mask]
 
         return start, step
 
     # transformer_seq2seq
     encoder = _encoder_model(model, "source_ids", ["memory"])
-    emb = model.get_layer("target_embedding")
-    positions = model.get_layer("target_positions")
     blocks = _layers(model, "decoder_block_")
-    names = [layer.name for layer in model.layers]
-    norm = model.get_layer("decoder_norm") if "decoder_norm" in names \
-        else None
+    run = _transformer_step(model, model.get_layer("target_embedding"),
+                            model.get_layer("target_positions"), blocks)
 
     def start(source_ids, batch_size, max_length):
         memory = encoder(source_ids)
@@ -191,18 +208,9 @@ def decoder_step(model):
 
     def step(tokens, cache, index):
         self_caches, cross_caches, memory, mask = cache
-        x = positions(emb(ops.expand_dims(tokens, 1)), start_index=index)
-        new_caches = []
-        for block, c, cross in zip(blocks, self_caches, cross_caches):
-            x, c = block(x, memory, encoder_padding_mask=mask,
-                         self_attention_cache=c,
-                         self_attention_cache_index=index,
-                         cross_attention_cache=cross)
-            new_caches.append(c)
-        if norm is not None:
-            x = norm(x)
-        return (_logits(model, x[:, 0], emb),
-                [new_caches, cross_caches, memory, mask])
+        logits, self_caches = run(tokens, self_caches, index, memory, mask,
+                                  cross_caches)
+        return logits, [self_caches, cross_caches, memory, mask]
 
     return start, step
 
