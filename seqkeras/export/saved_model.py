@@ -19,6 +19,13 @@ import tensorflow as tf
 from seqkeras.layers.export_mode import export_mode
 
 
+def call_model(model, inputs, **kwargs):
+    """Calls `model` on a dict of its named inputs (a single-input model
+    takes the bare tensor)."""
+    return model(inputs if len(inputs) > 1 else next(iter(inputs.values())),
+                 **kwargs)
+
+
 def serving_function(model):
     """A `tf.function` taking a dict of the model's named inputs (dynamic
     batch and time) and returning a dict of its named outputs."""
@@ -28,8 +35,7 @@ def serving_function(model):
 
     @tf.function(input_signature=[specs])
     def serve(inputs):
-        outputs = model(inputs if len(inputs) > 1
-                        else next(iter(inputs.values())), training=False)
+        outputs = call_model(model, inputs, training=False)
         outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
         return dict(zip(names, outputs))
 

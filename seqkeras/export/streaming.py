@@ -8,6 +8,7 @@ import tempfile
 import tensorflow as tf
 from keras import tree
 
+from seqkeras.export.saved_model import check_target
 from seqkeras.export.tflite import convert_builtin
 from seqkeras.models.generation import decoder_step
 
@@ -44,12 +45,8 @@ def step_function(model):
 def streaming_tflite(model, path, overwrite=False):
     """Writes the step model as a builtin-ops TFLite file at `path`
     (signature `serving_default`); returns `(path, state_shapes)`."""
-    path = os.path.abspath(str(path))
-    if os.path.exists(path) and not overwrite:
-        raise ValueError(f"`streaming_tflite`: {path} exists; pass "
-                         "overwrite=True to replace it")
+    path = check_target("streaming_tflite", path, overwrite)
     serve, shapes = step_function(model)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         module = tf.Module()
         module.model = model

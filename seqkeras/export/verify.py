@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqkeras.export.onnx import onnx, run_onnx
-from seqkeras.export.saved_model import saved_model
+from seqkeras.export.saved_model import call_model, saved_model
 
 FORMATS = ("savedmodel", "tflite", "onnx")
 from seqkeras.export.tflite import (convert_builtin, op_names,
@@ -34,25 +34,22 @@ def _check_generate(model, reloaded, samples, options, vocabulary, texts):
     from seqkeras.export.saved_model import _CONDITIONING
 
     key = _CONDITIONING.get(model.name, "prompt_ids")
-    eos = options.get("eos_id", EOS)
+    # as `generate_functions`: no eos_id means EOS
+    eos = EOS if options.get("eos_id") is None else options["eos_id"]
     max_length = options["max_length"]
     beam = {k: options[k] for k in ("beam_width", "length_penalty_alpha")
             if k in options}
     for sample in samples:
         sample = _as_dict(model, sample)
         inputs = sample.get(key, sample.get("token_ids"))
+        given = ({"prompt": inputs} if key == "prompt_ids"
+                 else {"inputs": inputs})
         served = reloaded.signatures["generate"](
             **{key: tf.constant(inputs)})["ids"].numpy()
-        if key == "prompt_ids":
-            expected = generate(model, prompt=inputs, max_length=max_length,
-                                eos_id=eos)
-            beamed = generate(model, prompt=inputs, max_length=max_length,
-                              eos_id=eos, strategy="beam", **beam)[0]
-        else:
-            expected = generate(model, inputs, max_length=max_length,
-                                eos_id=eos)
-            beamed = generate(model, inputs, max_length=max_length,
-                              eos_id=eos, strategy="beam", **beam)[0]
+        expected = generate(model, max_length=max_length, eos_id=eos,
+                            **given)
+        beamed = generate(model, max_length=max_length, eos_id=eos,
+                          strategy="beam", **given, **beam)[0]
         served_beam = reloaded.signatures["generate_beam"](
             **{key: tf.constant(inputs)})["ids"].numpy()
         if not (np.array_equal(served, np.asarray(expected))
@@ -157,8 +154,7 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
     scale = 1.0
     for sample in samples:
         sample = _as_dict(model, sample)
-        expected = np.asarray(model(sample if len(sample) > 1 else
-                                    next(iter(sample.values()))))
+        expected = np.asarray(call_model(model, sample))
         scale = max(scale, float(np.max(np.abs(expected))))
         for kind, run in runners.items():
             start = time.perf_counter()
@@ -175,9 +171,7 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
     if quantize and "tflite" in formats:
         if metric is not None:
             report["keras_metric"] = float(metric(
-                lambda inputs: np.asarray(model(
-                    inputs if len(inputs) > 1
-                    else next(iter(inputs.values()))))))
+                lambda inputs: np.asarray(call_model(model, inputs))))
         for mode in quantize:
             small = convert_builtin(path, quantize=mode)
             q_path = os.path.join(os.path.dirname(report["tflite"]),

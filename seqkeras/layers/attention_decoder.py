@@ -205,7 +205,10 @@ class AttentionDecoder(keras.layers.Layer):
             return out, new_states
 
         if export_mode.active() and not training:
-            outputs, final = self._loop_for_inference(step, inputs, states)
+            width = out_dim + (ops.shape(memory)[1] if return_attention_scores
+                               else 0)
+            outputs, final = self._loop_for_inference(step, inputs, states,
+                                                      width)
         else:
             outputs, final = self._loop_with_gradient(step, inputs, states)
         result = [outputs[..., :out_dim]]
@@ -222,14 +225,14 @@ class AttentionDecoder(keras.layers.Layer):
             zero_output_for_mask=False, return_all_outputs=True)
         return outputs, list(final)
 
-    def _loop_for_inference(self, step, inputs, states):
+    def _loop_for_inference(self, step, inputs, states, width):
         # Export mode: outputs written into a preallocated buffer with
         # slice_update (a TFLite builtin; no TF gradient), not a TensorArray
         # (TensorList ops need Flex), so exports use builtin ops only.
         x = ops.transpose(inputs, (1, 0, 2))  # (time, batch, features)
         steps = ops.shape(x)[0]
-        first, _ = step(x[0], states)  # traces the output width
-        buffer = ops.zeros((steps,) + tuple(ops.shape(first)), first.dtype)
+        buffer = ops.zeros((steps, ops.shape(x)[1], width),
+                           self.compute_dtype)
 
         def body(t, states, buffer):
             out, new_states = step(x[t], states)

@@ -5,12 +5,10 @@ imported, TFLite (builtin ops only) at batch 1 and two sequence lengths,
 ONNX at two sequence lengths."""
 
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 import seqkeras
 from seqkeras.export import (convert_builtin, onnx, run_onnx,
