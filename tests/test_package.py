@@ -81,6 +81,21 @@ def test_attention_benchmark_smoke():
     assert all(r[3] > 0 and r[4] > 0 for r in rows)
 
 
+def test_attention_chunking_experiment_computes_the_same_block():
+    bench = _load(os.path.join(ROOT, "benchmarks", "attention_chunking.py"),
+                  "chunking")
+    x = np.random.default_rng(0).normal(size=(2, 20, 16)).astype("float32")
+    one_shot = bench.make_block(None, False, 2, 32)
+    want = np.asarray(one_shot(x))
+    for remat in (False, True):
+        block = bench.make_block(8, remat, 2, 32)  # 3 blocks, the last short
+        block(x)
+        block.set_weights(one_shot.get_weights())
+        np.testing.assert_allclose(np.asarray(block(x)), want, atol=1e-5)
+    rates = bench.main(["--quick"])
+    assert set(rates) == {"one_shot", "chunk8", "chunk8_remat"}
+
+
 def test_reproduction_scripts_smoke(tmp_path):
     cells = _load(os.path.join(ROOT, "benchmarks", "cell_comparison.py"),
                   "cell_comparison")
