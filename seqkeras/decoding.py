@@ -12,8 +12,9 @@ Transformer's key/value cache, encoder outputs), and `logits`
 one `keras.ops.while_loop` with fixed shapes, so it compiles with XLA and
 traces into a SavedModel signature.
 
-Prompts are dense (batch, prompt_length) id arrays (every row the same
-length; for a seq2seq decoder, the BOS token). Prompt tokens are fed
+Prompts are (batch, prompt_length) id arrays (for a seq2seq decoder, the
+BOS token); greedy decoding and sampling also take prompts of different
+lengths, right-padded, with `prompt_lengths` (beam search: one length). Prompt tokens are fed
 through the step function first (filling the cache); generation starts
 after the prompt and stops at `max_length` tokens in all (prompt
 included). After a row emits `eos_id` it is finished: it stays EOS and is
@@ -102,12 +103,15 @@ def _write(tokens, index, values):
 
 
 def _decode(name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose,
-            extra):
+            extra, prompt_lengths=None):
     """The loop shared by greedy decoding and sampling; `choose(logits,
     index, extra) -> (next_tokens, extra)`."""
     prompt = ops.convert_to_tensor(prompt)
     check_prompt(name, prompt, max_length)
     tokens, prompt_length = _buffer(prompt, max_length, pad_id)
+    if prompt_lengths is not None:  # per row: (batch,)
+        prompt_length = ops.maximum(
+            ops.minimum(ops.cast(prompt_lengths, "int32"), prompt_length), 1)
     done = ops.zeros((ops.shape(tokens)[0],), "bool")
     if max_length == 1:
         return tokens
@@ -133,7 +137,8 @@ def _decode(name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose,
     return tokens
 
 
-def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0):
+def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0,
+           prompt_lengths=None):
     """Greedy decoding: `y_t = argmax_y P(y | y_<t)`.
 
     Args:
@@ -143,6 +148,10 @@ def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0):
         max_length: tokens in all, prompt included.
         eos_id: the end token, or None.
         pad_id: written after EOS.
+        prompt_lengths: optional int (batch,): each row's prompt length, for
+            prompts of different lengths right-padded to one width (a row
+            generates from its own length on; at least 1 token is fed).
+            Default: every row's prompt is the full width.
 
     Returns:
         int32 (batch, max_length): the prompt followed by the generated ids.
@@ -162,7 +171,7 @@ def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0):
         return ops.cast(ops.argmax(logits, axis=-1), "int32"), extra
 
     return _decode("greedy", step_fn, prompt, cache, max_length, eos_id,
-                   pad_id, choose, ops.zeros((), "int32"))
+                   pad_id, choose, ops.zeros((), "int32"), prompt_lengths)
 
 
 _CHUNK = 64  # vocabulary chunk for the two-level top-k
@@ -239,7 +248,7 @@ def _choose_sample(logits, top_k, top_p, seed, step):
 
 
 def sample(step_fn, prompt, cache, max_length, temperature=1.0, top_k=None,
-           top_p=None, seed=0, eos_id=None, pad_id=0):
+           top_p=None, seed=0, eos_id=None, pad_id=0, prompt_lengths=None):
     """Random sampling with temperature, top-k and top-p (nucleus).
 
     The logits are divided by `temperature`, filtered to the `top_k` most
@@ -248,7 +257,8 @@ def sample(step_fn, prompt, cache, max_length, temperature=1.0, top_k=None,
     from their softmax). `temperature=0` is greedy decoding.
 
     Args:
-        step_fn, prompt, cache, max_length, eos_id, pad_id: as `greedy`.
+        step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths:
+            as `greedy`.
         temperature: >= 0.
         top_k: keep the k most likely tokens (a positive integer), or None.
         top_p: keep the nucleus of probability mass top_p in (0, 1], or None.
@@ -273,14 +283,16 @@ def sample(step_fn, prompt, cache, max_length, temperature=1.0, top_k=None,
     """
     check_sampling(temperature, top_k, top_p, seed)
     if temperature == 0:
-        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id)
+        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id,
+                      prompt_lengths)
 
     def choose(logits, index, seed_base):
         return _choose_sample(logits / temperature, top_k, top_p, seed_base,
                               index), seed_base
 
     return _decode("sample", step_fn, prompt, cache, max_length, eos_id,
-                   pad_id, choose, ops.convert_to_tensor(seed, "int32"))
+                   pad_id, choose, ops.convert_to_tensor(seed, "int32"),
+                   prompt_lengths)
 
 
 def _mix(x):

@@ -3,9 +3,12 @@
 `serving_default` takes the model's own named inputs and returns its named
 outputs; generative models also get `generate` (greedy) and
 `generate_beam` signatures that run the compiled decoding loop inside the
-graph, and, given the character vocabulary, `generate_text`: raw strings
-in, decoded strings out (the tokenizer is graph ops: `tf.strings`
-unicode splitting and a static hash table). Everything is traced in
+graph. Given the character vocabulary, text models take raw strings:
+`serve_text` (strings in, the model's outputs out) for models over
+`token_ids` (classifier, tagger, language models) and `generate_text`
+(strings in, decoded strings out: the translation of a seq2seq model, the
+continuation of each prompt for a language model). The tokenizer is graph
+ops: `tf.strings` unicode splitting and a static hash table. Everything is traced in
 `export_mode()` and written to a temporary directory that is moved into
 place only when complete.
 """
@@ -70,8 +73,8 @@ def generate_functions(model, max_length, beam_width=4,
     """`{signature name: tf.function}` for a generative model: `generate`
     (greedy) and `generate_beam` over ids, plus `generate_text` (strings in
     and out) when `vocabulary` (a `seqkeras.data.CharVocabulary`) is given
-    for a seq2seq model (then also `"_resources"`: the lookup table, for
-    the caller to track)."""
+    for a seq2seq or language model (then also `"_resources"`: the lookup
+    table, for the caller to track)."""
     from seqkeras.data.synthetic import EOS
     from seqkeras.models.generation import generate
 
@@ -109,29 +112,81 @@ def generate_functions(model, max_length, beam_width=4,
         return {"ids": ids, "scores": scores}
 
     functions = {"generate": greedy, "generate_beam": beam}
-    if vocabulary is not None and name == "source_ids":
-        characters = tf.constant(list(vocabulary.characters))
-        ids = tf.range(4, 4 + len(vocabulary.characters), dtype=tf.int64)
-        table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(characters, ids),
-            default_value=3)  # UNK
-        tokens = tf.constant(list(vocabulary.tokens))
+    if vocabulary is not None and name != "features":
+        encode, table = _text_encoder(vocabulary)
+        # as `CharVocabulary.decode`: PAD, BOS -> "", UNK -> "?"
+        tokens = tf.constant(["", "", "", "?"] + list(vocabulary.characters))
 
-        @tf.function(input_signature=[{"text": tf.TensorSpec(
-            (None,), tf.string, name="text")}])
+        @tf.function(input_signature=[_TEXT_SIGNATURE])
         def text(inputs):
-            chars = tf.strings.unicode_split(inputs["text"], "UTF-8")
-            source = tf.cast(table.lookup(chars), tf.int32).to_tensor(0)
-            out = decode(source, "greedy")[:, 1:]  # drop BOS
-            ended = tf.cumsum(tf.cast(tf.equal(out, eos_id), tf.int32),
-                              axis=1) > 0
-            keep = tf.logical_and(tf.logical_not(ended), out > EOS + 1)
+            ids, lengths = encode(inputs["text"])
+            if name == "source_ids":
+                out = decode(ids, "greedy")[:, 1:]  # drop BOS
+                first = tf.zeros_like(lengths)
+            else:  # a language model continues each prompt
+                out = generate(model, prompt=ids, max_length=max_length,
+                               eos_id=eos_id, jit_compile=False,
+                               prompt_lengths=lengths)
+                first = lengths
+            steps = tf.range(tf.shape(out)[1])[None]
+            new = steps >= first[:, None]
+            ended = tf.cumsum(tf.cast(tf.logical_and(
+                new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
+            keep = tf.logical_and(new, tf.logical_not(ended))
             pieces = tf.where(keep, tf.gather(tokens, out), "")
             return {"text": tf.strings.reduce_join(pieces, axis=1)}
 
         functions["generate_text"] = text
         functions["_resources"] = [table]  # to be tracked by the module
     return functions
+
+
+_TEXT_SIGNATURE = {"text": tf.TensorSpec((None,), tf.string, name="text")}
+
+
+def _text_encoder(vocabulary):
+    """`(encode, table)`: `encode(strings)` gives the ids (batch, time)
+    int32, right-padded with 0, and each string's length, as
+    `CharVocabulary.encode` does, in graph ops (`tf.strings` unicode
+    splitting and a static hash table; unknown characters are UNK)."""
+    characters = tf.constant(list(vocabulary.characters))
+    ids = tf.range(4, 4 + len(vocabulary.characters), dtype=tf.int64)
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(characters, ids),
+        default_value=3)  # UNK
+
+    def encode(strings):
+        chars = tf.strings.unicode_split(strings, "UTF-8")
+        ids = tf.cast(table.lookup(chars), tf.int32)
+        return ids.to_tensor(0), tf.cast(ids.row_lengths(), tf.int32)
+
+    return encode, table
+
+
+TEXT_INPUT = "token_ids"
+
+
+def text_function(model, vocabulary):
+    """`(tf.function, table)`: the `serve_text` signature of a model whose
+    input is `token_ids` (classifier, tagger, language models): raw strings
+    `text` (batch,) in, the model's named outputs out (padding masked as
+    for padded ids)."""
+    if [t.name for t in model.inputs] != [TEXT_INPUT]:
+        raise ValueError(
+            "`saved_model`: a raw-string signature needs a model whose one "
+            f"input is `{TEXT_INPUT}`. Received inputs: "
+            f"{[t.name for t in model.inputs]}")
+    encode, table = _text_encoder(vocabulary)
+    names = list(model.output_names)
+
+    @tf.function(input_signature=[_TEXT_SIGNATURE])
+    def serve(inputs):
+        ids, _ = encode(inputs["text"])
+        outputs = model(ids, training=False)
+        outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        return dict(zip(names, outputs))
+
+    return serve, table
 
 
 def saved_model(model, path, overwrite=False, generate=None,
@@ -146,8 +201,9 @@ def saved_model(model, path, overwrite=False, generate=None,
             `length_penalty_alpha`, `eos_id`): adds the `generate`,
             `generate_beam` (and with `vocabulary`, `generate_text`)
             signatures.
-        vocabulary: the model's `CharVocabulary`, for raw-string
-            signatures.
+        vocabulary: the model's `CharVocabulary`: adds the raw-string
+            signatures, `serve_text` (models over `token_ids`) and, with
+            `generate`, `generate_text`.
 
     The graph is traced in `seqkeras.layers.export_mode()`. The files go to
     a temporary directory next to `path` first; `path` appears only when
@@ -167,13 +223,21 @@ def saved_model(model, path, overwrite=False, generate=None,
             module.serve = serving_function(model)
             signatures = {"serving_default":
                           module.serve.get_concrete_function()}
+            resources = []
+            if vocabulary is not None and TEXT_INPUT in [
+                    t.name for t in model.inputs]:
+                module.serve_text, table = text_function(model, vocabulary)
+                resources.append(table)
+                signatures["serve_text"] = (
+                    module.serve_text.get_concrete_function())
             if generate is not None:
                 functions = generate_functions(model, vocabulary=vocabulary,
                                                **generate)
-                module.resources = functions.pop("_resources", [])
+                resources += functions.pop("_resources", [])
                 module.generators = functions
                 for key, fn in functions.items():
                     signatures[key] = fn.get_concrete_function()
+            module.resources = resources
         tf.saved_model.save(module, tmp, signatures=signatures)
         if os.path.exists(path):
             shutil.rmtree(path)

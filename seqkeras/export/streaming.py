@@ -1,48 +1,175 @@
-"""Streaming step models: one token and the recurrent states in, the
-logits and the new states out, for token-by-token use on device."""
+"""Streaming step models: one input step and the states in, the output and
+the new states out, for step-by-step use on device.
+
+| model | one step takes | and returns |
+|---|---|---|
+| `rnn_language_model` | `token_ids` (batch,) | `logits` (batch, vocab): the next token |
+| `tagger` (recurrent, one direction) | `token_ids` (batch,) | `logits` (batch, tags): this token's tag |
+| `classifier` (recurrent, one direction) | `token_ids` (batch,) | `logits` (batch, classes) of the sequence so far |
+| `forecaster` (recurrent) | `series` (batch, features) | `forecast` (batch, horizon, targets) from the series so far |
+
+States are `state_0`, `state_1`, ... in and `new_state_0`, ... out; all
+start at zeros (pooling keeps running sums and counts, and attention pooling
+an online softmax, so zeros are a valid start). Each step is a real step:
+padding is not masked in a step model, so do not feed it. Bidirectional and
+Transformer backbones need the whole sequence and cannot stream.
+"""
 
 import os
 import shutil
 import tempfile
 
+import keras
 import tensorflow as tf
-from keras import tree
+from keras import ops, tree
 
 from seqkeras.export.saved_model import check_target
 from seqkeras.export.tflite import convert_builtin
+from seqkeras.layers.pooling import SequencePooling
+from seqkeras.layers.recurrent import Recurrent
 from seqkeras.models.generation import decoder_step
+
+STREAMABLE = ("rnn_language_model", "tagger", "classifier", "forecaster")
+
+
+def _refuse(model, why):
+    raise ValueError(f"`step_function` cannot stream this {model.name!r}: "
+                     f"{why}")
+
+
+def _pooling_step(layer):
+    """`(sizes, step(x, states) -> (pooled, states))`: the pooled value of
+    the sequence so far, from running states that start at zeros."""
+    mode = layer.mode
+    d = layer.output.shape[-1]
+    if mode == "last":
+        return [], lambda x, states: (x, [])
+    if mode == "mean":  # running sum, count
+        def mean(x, states):
+            total, count = states[0] + x, states[1] + 1.0
+            return total / count, [total, count]
+        return [d, 1], mean
+    if mode == "max":  # running max, seen-anything flag
+        def maximum(x, states):
+            seen = states[1] > 0
+            top = ops.where(seen, ops.maximum(states[0], x), x)
+            return top, [top, ops.ones_like(states[1])]
+        return [d, 1], maximum
+
+    def attention(x, states):  # online softmax: running max score, sum, acc
+        # With sum = acc = 0 (the start), the first step gives exactly x
+        # whatever the running max holds.
+        top, norm, acc = states
+        score = ops.matmul(ops.tanh(ops.matmul(x, layer.kernel) + layer.bias),
+                           layer.query)[:, None]  # (batch, 1)
+        new_top = ops.maximum(top, score)
+        old, new = ops.exp(top - new_top), ops.exp(score - new_top)
+        norm = norm * old + new
+        acc = acc * old + new * x
+        return acc / norm, [new_top, norm, acc]
+    return [1, 1, d], attention
+
+
+def _layer_chain(model):
+    """The model's layers in order, each a single-input, single-output
+    step function plus its state sizes."""
+    chain = []
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.InputLayer):
+            continue
+        if isinstance(layer, (keras.layers.Dropout,)):
+            continue
+        if isinstance(layer, Recurrent):
+            if layer.go_backwards:
+                _refuse(model, f"layer {layer.name!r} runs backwards")
+            sizes = layer._state_sizes
+
+            def run(x, states, layer=layer):
+                h, new = layer.cell(x, list(states))
+                return h, list(new) if isinstance(new, (list, tuple)) \
+                    else [new]
+            chain.append((sizes, run))
+        elif isinstance(layer, SequencePooling):
+            chain.append(_pooling_step(layer))
+        elif isinstance(layer, (keras.layers.Embedding, keras.layers.Dense,
+                                keras.layers.Activation,
+                                keras.layers.Reshape)):
+            chain.append(([], lambda x, states, layer=layer: (layer(x), [])))
+        else:
+            why = ("it needs the whole sequence (a bidirectional or "
+                   "Transformer backbone); streaming works on one-direction "
+                   "recurrent backbones")
+            _refuse(model, f"layer {layer.name!r} ({type(layer).__name__}): "
+                    + why)
+    return chain
 
 
 def step_function(model):
-    """A `tf.function` over named tensors: `token_ids` (batch,) and
-    `state_0`, `state_1`, ... (batch, size) -> `logits` (batch, vocab) and
-    `new_state_0`, ...; for `rnn_language_model` models."""
-    if model.name != "rnn_language_model":
+    """A `tf.function` over named tensors for one step of `model` (see the
+    module docstring for the models and names); returns
+    `(function, state_shapes)`, the shapes without the batch axis.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> from seqkeras.export.streaming import step_function
+    >>> model = seqkeras.models.tagger(20, 3, units=4, embedding_dim=4,
+    ...                                bidirectional=False)
+    >>> step, shapes = step_function(model)
+    >>> out = step({"token_ids": np.array([5], "int32"),
+    ...             "state_0": np.zeros((1, 4), "float32"),
+    ...             "state_1": np.zeros((1, 4), "float32")})
+    >>> shapes, tuple(out["logits"].shape), sorted(out)
+    ([(4,), (4,)], (1, 3), ['logits', 'new_state_0', 'new_state_1'])
+    """
+    if model.name not in STREAMABLE:
         raise ValueError(
-            "`step_function` exports the step of an `rnn_language_model`. "
-            f"Received: {model.name!r}")
-    start, step = decoder_step(model)
-    init = start(None, 1, 1)
-    flat = tree.flatten(init)
-    specs = {"token_ids": tf.TensorSpec((None,), tf.int32, name="token_ids")}
-    specs.update({f"state_{i}": tf.TensorSpec((None, s.shape[-1]),
-                                              s.dtype, name=f"state_{i}")
-                  for i, s in enumerate(flat)})
+            f"`step_function` exports one step of a {', '.join(STREAMABLE)}"
+            f" model. Received: {model.name!r}")
+    if model.name == "rnn_language_model":
+        start, step = decoder_step(model)
+        init = start(None, 1, 1)
+        flat_sizes = [s.shape[-1] for s in tree.flatten(init)]
+
+        def run(x, flat):
+            cache = tree.pack_sequence_as(init, flat)
+            logits, cache = step(x, cache, 0)
+            return logits, tree.flatten(cache)
+        input_spec = tf.TensorSpec((None,), tf.int32, name="token_ids")
+    else:
+        chain = _layer_chain(model)
+        flat_sizes = [s for sizes, _ in chain for s in sizes]
+
+        def run(x, flat):
+            new, i = [], 0
+            for sizes, fn in chain:
+                x, states = fn(x, flat[i:i + len(sizes)])
+                new += states
+                i += len(sizes)
+            return x, new
+        inp = model.inputs[0]
+        input_spec = tf.TensorSpec((None,) + tuple(inp.shape[2:]), inp.dtype,
+                                   name=inp.name)
+    name = input_spec.name
+    output = model.output_names[0]
+    dtype = keras.backend.standardize_dtype(model.compute_dtype)
+    specs = {name: input_spec}
+    specs.update({f"state_{i}": tf.TensorSpec((None, size), dtype,
+                                              name=f"state_{i}")
+                  for i, size in enumerate(flat_sizes)})
 
     @tf.function(input_signature=[specs])
     def serve(inputs):
-        cache = tree.pack_sequence_as(
-            init, [inputs[f"state_{i}"] for i in range(len(flat))])
-        logits, cache = step(inputs["token_ids"], cache, 0)
-        out = {"logits": logits}
-        out.update({f"new_state_{i}": s
-                    for i, s in enumerate(tree.flatten(cache))})
+        flat = [inputs[f"state_{i}"] for i in range(len(flat_sizes))]
+        y, flat = run(inputs[name], flat)
+        out = {output: y}
+        out.update({f"new_state_{i}": s for i, s in enumerate(flat)})
         return out
 
-    return serve, [tuple(s.shape[1:]) for s in flat]
+    return serve, [(size,) for size in flat_sizes]
 
 
-def streaming_tflite(model, path, overwrite=False):
+def streaming_tflite(model, path, overwrite=False, quantize=None):
     """Writes the step model as a builtin-ops TFLite file at `path`
     (signature `serving_default`); returns `(path, state_shapes)`."""
     path = check_target("streaming_tflite", path, overwrite)
@@ -53,7 +180,8 @@ def streaming_tflite(model, path, overwrite=False):
         tf.saved_model.save(module, os.path.join(tmp, "saved"),
                             signatures={"serving_default":
                                         serve.get_concrete_function()})
-        flatbuffer = convert_builtin(os.path.join(tmp, "saved"))
+        flatbuffer = convert_builtin(os.path.join(tmp, "saved"),
+                                     quantize=quantize)
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
         shutil.move(os.path.join(tmp, "model.tflite"), path)

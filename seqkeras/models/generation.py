@@ -217,7 +217,7 @@ def decoder_step(model):
 
 def generate(model, inputs=None, prompt=None, max_length=32,
              strategy="greedy", bos_id=BOS, eos_id=EOS, pad_id=PAD,
-             jit_compile=True, **kwargs):
+             jit_compile=True, prompt_lengths=None, **kwargs):
     """Generates token ids with a model from `seqkeras.models`.
 
     Args:
@@ -235,6 +235,9 @@ def generate(model, inputs=None, prompt=None, max_length=32,
         eos_id: generation stops per row at this id (None: never).
         jit_compile: run the decoding loop as one XLA-compiled graph
             (TensorFlow backend).
+        prompt_lengths: greedy and sample: int (batch,), each row's prompt
+            length when prompts of different lengths are right-padded to
+            one width (default: all the full width).
         **kwargs: the strategy's options: `beam_width`,
             `length_penalty_alpha`, `return_all_beams` (beam);
             `temperature`, `top_k`, `top_p`, `seed` (sample).
@@ -281,31 +284,38 @@ def generate(model, inputs=None, prompt=None, max_length=32,
                 f"model's {limit} learned positions")
     start, step = decoder_step(model)
 
-    def run(inputs, prompt):
+    def run(inputs, prompt, lengths):
         cache = start(inputs, ops.shape(prompt)[0], max_length)
         if strategy == "greedy":
             return decoding.greedy(step, prompt, cache, max_length, eos_id,
-                                   pad_id, **kwargs)
+                                   pad_id, prompt_lengths=lengths, **kwargs)
         if strategy == "beam":
             return decoding.beam_search(step, prompt, cache, max_length,
                                         eos_id=eos_id, pad_id=pad_id,
                                         **kwargs)
         return decoding.sample(step, prompt, cache, max_length,
-                               eos_id=eos_id, pad_id=pad_id, **kwargs)
+                               eos_id=eos_id, pad_id=pad_id,
+                               prompt_lengths=lengths, **kwargs)
 
     # Argument errors surface before tracing.
     if strategy == "sample":
         decoding.check_sampling(**kwargs)
     elif strategy == "beam":
         decoding.check_beam(**kwargs)
-    decoding.check_prompt("generate", ops.convert_to_tensor(prompt),
-                          max_length)
+    prompt = ops.convert_to_tensor(prompt, "int32")
+    decoding.check_prompt("generate", prompt, max_length)
+    if prompt_lengths is None:
+        prompt_lengths = ops.full((ops.shape(prompt)[0],),
+                                  ops.shape(prompt)[1], "int32")
+    elif strategy == "beam":
+        raise ValueError("`generate`: beam search takes prompts of one "
+                         "length; `prompt_lengths` is for greedy and sample")
     if jit_compile and keras.backend.backend() == "tensorflow":
         run = _compiled(model, run, (kind, max_length, strategy, eos_id,
                                      pad_id, tuple(sorted(kwargs.items()))))
     inputs = ops.zeros((1,)) if inputs is None else inputs
-    return run(ops.convert_to_tensor(inputs),
-               ops.convert_to_tensor(prompt, "int32"))
+    return run(ops.convert_to_tensor(inputs), prompt,
+               ops.convert_to_tensor(prompt_lengths, "int32"))
 
 
 def _compiled(model, run, key):

@@ -1,8 +1,9 @@
 """Every model builder exports to all three formats and each export
 matches Keras in its own runtime: the SavedModel (with the generate
-signatures for generative models) in a process where seqkeras cannot be
-imported, TFLite (builtin ops only) at batch 1 and two sequence lengths,
-ONNX at two sequence lengths."""
+signatures for generative models, and the raw-string `serve_text` and
+`generate_text` signatures for text models) in a process where seqkeras
+cannot be imported, TFLite (builtin ops only) at batch 1 and two sequence
+lengths, ONNX at two sequence lengths."""
 
 import json
 import subprocess
@@ -18,6 +19,20 @@ from tests.export.export_checks import assert_builtin_only
 
 M = seqkeras.models
 V = 12
+VOCAB = seqkeras.data.CharVocabulary("abcdefgh")  # ids 4..11
+TEXTS = ["abc", "hgfed", "a", "xb"]  # "x" is unknown
+
+
+def expected_text(model, name, max_length=6):
+    """What `generate_text` must return: Keras greedy decoding, decoded."""
+    if name in ("seq2seq", "transformer_seq2seq"):
+        ids = M.generate(model, VOCAB.encode(TEXTS), max_length=max_length)
+        return VOCAB.decode(np.asarray(ids)[:, 1:])
+    lengths = [len(t) for t in TEXTS]
+    ids = np.asarray(M.generate(model, prompt=VOCAB.encode(TEXTS),
+                                max_length=max_length,
+                                prompt_lengths=np.array(lengths)))
+    return [VOCAB.decode(row[n:][None])[0] for row, n in zip(ids, lengths)]
 
 
 def builders():
@@ -66,7 +81,8 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
         model = build()
         generative = name in GENERATIVE
         path = saved_model(model, tmp_path / name / "1",
-                           generate={"max_length": 6} if generative else None)
+                           generate={"max_length": 6} if generative else None,
+                           vocabulary=VOCAB)
         flatbuffer = convert_builtin(path)
         assert_builtin_only(flatbuffer)
         onnx_path = onnx(model, tmp_path / f"{name}.onnx")
@@ -105,6 +121,12 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
             np.save(tmp_path / f"{name}-gen.npy", np.asarray(ids))
             np.save(tmp_path / f"{name}-beam.npy", np.asarray(beam))
             job["generate"] = {"key": key}
+        if "token_ids" in [t.name for t in model.inputs]:
+            np.save(tmp_path / f"{name}-text.npy",
+                    keras_out(model, {"token_ids": VOCAB.encode(TEXTS)}))
+            job["serve_text"] = True
+        if generative and name != "conditioned_decoder":
+            job["generate_text"] = expected_text(model, name)
         jobs.append(job)
 
     code = r'''
@@ -125,14 +147,34 @@ for job in jobs:
         beam = m.signatures["generate_beam"](**{key: given})["ids"].numpy()
         np.save(base + "-gen-served.npy", ids)
         np.save(base + "-beam-served.npy", beam)
+    texts = tf.constant(json.loads(sys.argv[2]))
+    if "serve_text" in job:
+        out = m.signatures["serve_text"](text=texts)[job["output"]].numpy()
+        np.save(job["expected"][:-4] + "-text-served.npy", out)
+    if "generate_text" in job:
+        out = m.signatures["generate_text"](text=texts)["text"].numpy()
+        job["generate_text_served"] = [t.decode() for t in out]
+json.dump(jobs, open(sys.argv[1], "w"))
 '''
     with open(tmp_path / "jobs.json", "w") as f:
         json.dump(jobs, f)
     result = subprocess.run([sys.executable, "-c", code,
-                             str(tmp_path / "jobs.json")],
+                             str(tmp_path / "jobs.json"), json.dumps(TEXTS)],
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
+    with open(tmp_path / "jobs.json") as f:
+        jobs = json.load(f)
+    assert sum("serve_text" in j for j in jobs) == 4  # classifier, tagger, LMs
+    assert sum("generate_text" in j for j in jobs) == 4  # LMs, seq2seqs
     for job in jobs:
+        if "serve_text" in job:
+            base = job["expected"][:-4]
+            np.testing.assert_allclose(np.load(base + "-text-served.npy"),
+                                       np.load(base + "-text.npy"),
+                                       atol=1e-5, err_msg=job["name"])
+        if "generate_text" in job:
+            assert job["generate_text_served"] == job["generate_text"], (
+                job["name"])
         expected = np.load(job["expected"])
         served = np.load(job["expected"].replace(".npy", "-served.npy"))
         np.testing.assert_allclose(served, expected, atol=1e-5,

@@ -27,6 +27,73 @@ def test_streaming_step_model_equals_the_full_pass(cell, layers, tmp_path):
                   for i in range(len(shapes))}
 
 
-def test_streaming_needs_an_rnn_language_model(tmp_path):
-    with pytest.raises(ValueError, match="rnn_language_model"):
-        streaming_tflite(seqkeras.models.tagger(10, 2), tmp_path / "x")
+def _stream(flatbuffer, name, inputs, shapes):
+    """Runs the step model over `inputs` (batch, time, ...); yields each
+    step's output."""
+    batch = inputs.shape[0]
+    states = {f"state_{i}": np.zeros((batch,) + s, "float32")
+              for i, s in enumerate(shapes)}
+    for t in range(inputs.shape[1]):
+        out = run_tflite_signature(flatbuffer, **{name: inputs[:, t]},
+                                   **states)
+        states = {f"state_{i}": out[f"new_state_{i}"]
+                  for i in range(len(shapes))}
+        yield out
+
+
+def _tokens(batch, steps, vocab=20, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(4, vocab, size=(batch, steps)).astype("int32")
+
+
+def test_streaming_tagger_equals_the_full_pass(tmp_path):
+    model = seqkeras.models.tagger(20, 3, backbone="lstm", units=6,
+                                   embedding_dim=5, num_layers=2,
+                                   bidirectional=False)
+    path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
+    assert shapes == [(6,)] * 4
+    flatbuffer = open(path, "rb").read()
+    assert_builtin_only(flatbuffer)
+    tokens = _tokens(2, 7)
+    expected = np.asarray(model(tokens))
+    for t, out in enumerate(_stream(flatbuffer, "token_ids", tokens, shapes)):
+        np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:You are using a softmax")
+@pytest.mark.parametrize("pooling", ["last", "mean", "max", "attention"])
+def test_streaming_classifier_gives_the_logits_of_each_prefix(pooling,
+                                                              tmp_path):
+    model = seqkeras.models.classifier(20, 3, backbone="gru", units=6,
+                                       embedding_dim=5, pooling=pooling)
+    path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
+    flatbuffer = open(path, "rb").read()
+    assert_builtin_only(flatbuffer)
+    tokens = _tokens(2, 6, seed=1)
+    for t, out in enumerate(_stream(flatbuffer, "token_ids", tokens, shapes)):
+        prefix = np.asarray(model(tokens[:, :t + 1]))
+        np.testing.assert_allclose(out["logits"], prefix, atol=1e-5,
+                                   err_msg=f"step {t}")
+
+
+def test_streaming_forecaster_ends_at_the_full_forecast(tmp_path):
+    model = seqkeras.models.forecaster(8, 3, features=2, backbone="lstm",
+                                       units=6)
+    path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
+    flatbuffer = open(path, "rb").read()
+    series = np.random.default_rng(2).normal(size=(2, 8, 2)).astype(
+        "float32")
+    outs = list(_stream(flatbuffer, "series", series, shapes))
+    np.testing.assert_allclose(outs[-1]["forecast"],
+                               np.asarray(model(series)), atol=1e-5)
+
+
+@pytest.mark.parametrize("build,match", [
+    (lambda: seqkeras.models.tagger(10, 2), "whole sequence"),
+    (lambda: seqkeras.models.classifier(10, 2, backbone="transformer"),
+     "whole sequence"),
+    (lambda: seqkeras.models.seq2seq(10, 10, units=4), "rnn_language_model"),
+])
+def test_streaming_refuses_what_cannot_stream(build, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        streaming_tflite(build(), tmp_path / "x")

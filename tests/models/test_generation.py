@@ -102,3 +102,19 @@ def test_generate_bad_arguments():
         M.generate(model, prompt=np.ones((1, 3), "int32"), max_length=2)
     with pytest.raises(ValueError, match="seqkeras.models"):
         M.generate(M.classifier(10, 2), prompt=prompt)
+    with pytest.raises(ValueError, match="prompt_lengths"):
+        M.generate(model, prompt=prompt, strategy="beam", max_length=6,
+                   prompt_lengths=np.array([1]))
+
+
+@pytest.mark.parametrize("kind", ["rnn_lm", "transformer_lm"])
+def test_prompts_of_different_lengths_decode_as_alone(kind):
+    model, _ = build(kind)
+    prompts = np.array([[4, 5, 6], [7, 8, 0], [9, 0, 0]], "int32")
+    lengths = np.array([3, 2, 1])
+    ids = np.asarray(M.generate(model, prompt=prompts, max_length=8,
+                                prompt_lengths=lengths, eos_id=None))
+    for row, n in enumerate(lengths):
+        alone = np.asarray(M.generate(model, prompt=prompts[row:row + 1, :n],
+                                      max_length=8, eos_id=None))
+        np.testing.assert_array_equal(ids[row], alone[0])
