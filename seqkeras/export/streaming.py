@@ -7,10 +7,15 @@ the new states out, for step-by-step use on device.
 | `tagger` (recurrent, one direction) | `token_ids` (batch,) | `logits` (batch, tags): this token's tag |
 | `classifier` (recurrent, one direction) | `token_ids` (batch,) | `logits` (batch, classes) of the sequence so far |
 | `forecaster` (recurrent) | `series` (batch, features) | `forecast` (batch, horizon, targets) from the series so far |
+| `seq2seq` (recurrent, with or without attention), `conditioned_decoder` | `token_ids` (batch,): the decoder's input token | `logits` (batch, vocab): the next token |
 
-States are `state_0`, `state_1`, ... in and `new_state_0`, ... out; all
+States are `state_0`, `state_1`, ... in and `new_state_0`, ... out. They
 start at zeros (pooling keeps running sums and counts, and attention pooling
-an online softmax, so zeros are a valid start). Each step is a real step:
+an online softmax, so zeros are a valid start), except for the decoders:
+there a second signature, `encode`, runs the encoder once (`source_ids` or
+`features` in) and returns the first states (the decoder states, and with
+attention the encoder outputs and the source mask, passed through each
+step unchanged); feed BOS as the first token. Each step is a real step:
 padding is not masked in a step model, so do not feed it. Bidirectional and
 Transformer backbones need the whole sequence and cannot stream.
 """
@@ -25,11 +30,14 @@ from keras import ops, tree
 
 from seqkeras.export.saved_model import check_target
 from seqkeras.export.tflite import convert_builtin
+from seqkeras.layers.export_mode import export_mode
 from seqkeras.layers.pooling import SequencePooling
 from seqkeras.layers.recurrent import Recurrent
 from seqkeras.models.generation import decoder_step
 
-STREAMABLE = ("rnn_language_model", "tagger", "classifier", "forecaster")
+DECODERS = {"seq2seq": "source_ids", "conditioned_decoder": "features"}
+STREAMABLE = ("rnn_language_model", "tagger", "classifier",
+              "forecaster") + tuple(DECODERS)
 
 
 def _refuse(model, why):
@@ -104,10 +112,52 @@ def _layer_chain(model):
     return chain
 
 
+def _spec(x, name):
+    """A TensorSpec for state `x`: batch dynamic, and the source time axis
+    of encoder outputs (rank 3) and source masks (bool) too."""
+    shape = [None] + list(x.shape[1:])
+    if len(shape) == 3 or x.dtype == "bool":
+        shape[1] = None
+    return tf.TensorSpec(shape, x.dtype, name=name)
+
+
+def _decoder_functions(model):
+    """`(encode, step, state_shapes)` for a seq2seq or conditioned decoder."""
+    start, step = decoder_step(model)
+    key = DECODERS[model.name]
+    inp = [t for t in model.inputs if t.name == key][0]
+    example = ops.zeros((1,) + tuple(
+        3 if d is None else d for d in inp.shape[1:]), inp.dtype)
+    init = start(example, 1, 1)
+    flat = tree.flatten(init)
+    specs = [_spec(x, f"state_{i}") for i, x in enumerate(flat)]
+
+    @tf.function(input_signature=[{key: tf.TensorSpec(
+        inp.shape, inp.dtype, name=key)}])
+    def encode(inputs):
+        states = tree.flatten(start(inputs[key], tf.shape(inputs[key])[0], 1))
+        return {f"state_{i}": s for i, s in enumerate(states)}
+
+    @tf.function(input_signature=[dict(
+        {"token_ids": tf.TensorSpec((None,), tf.int32, name="token_ids")},
+        **{s.name: s for s in specs})])
+    def serve(inputs):
+        cache = tree.pack_sequence_as(
+            init, [inputs[f"state_{i}"] for i in range(len(flat))])
+        logits, cache = step(inputs["token_ids"], cache, 0)
+        out = {"logits": logits}
+        out.update({f"new_state_{i}": s
+                    for i, s in enumerate(tree.flatten(cache))})
+        return out
+
+    return encode, serve, [tuple(s.shape[1:]) for s in specs]
+
+
 def step_function(model):
     """A `tf.function` over named tensors for one step of `model` (see the
     module docstring for the models and names); returns
-    `(function, state_shapes)`, the shapes without the batch axis.
+    `(function, state_shapes)`, the shapes without the batch axis (None:
+    the source length). For the decoders see `encode_function`.
 
     Example:
 
@@ -126,6 +176,9 @@ def step_function(model):
         raise ValueError(
             f"`step_function` exports one step of a {', '.join(STREAMABLE)}"
             f" model. Received: {model.name!r}")
+    if model.name in DECODERS:
+        _, serve, shapes = _decoder_functions(model)
+        return serve, shapes
     if model.name == "rnn_language_model":
         start, step = decoder_step(model)
         init = start(None, 1, 1)
@@ -169,20 +222,95 @@ def step_function(model):
     return serve, [(size,) for size in flat_sizes]
 
 
+def encode_function(model):
+    """The `encode` signature of a seq2seq or conditioned decoder's step
+    model: `source_ids` (or `features`) in, the first states out."""
+    if model.name not in DECODERS:
+        raise ValueError(
+            f"`encode_function` is for {', '.join(DECODERS)} models. "
+            f"Received: {model.name!r}")
+    return _decoder_functions(model)[0]
+
+
 def streaming_tflite(model, path, overwrite=False, quantize=None):
     """Writes the step model as a builtin-ops TFLite file at `path`
-    (signature `serving_default`); returns `(path, state_shapes)`."""
+    (signature `serving_default`; decoders also `encode`); returns
+    `(path, state_shapes)`."""
     path = check_target("streaming_tflite", path, overwrite)
-    serve, shapes = step_function(model)
+    with export_mode():
+        if model.name in DECODERS:
+            encode, serve, shapes = _decoder_functions(model)
+            signatures = {"encode": encode.get_concrete_function()}
+        else:
+            serve, shapes = step_function(model)
+            signatures = {}
+        signatures["serving_default"] = serve.get_concrete_function()
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         module = tf.Module()
         module.model = model
         tf.saved_model.save(module, os.path.join(tmp, "saved"),
-                            signatures={"serving_default":
-                                        serve.get_concrete_function()})
+                            signatures=signatures)
         flatbuffer = convert_builtin(os.path.join(tmp, "saved"),
+                                     signature_key=list(signatures),
                                      quantize=quantize)
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
         shutil.move(os.path.join(tmp, "model.tflite"), path)
     return path, shapes
+
+
+def verify_streaming(model, flatbuffer, sample):
+    """Runs the step model in LiteRT over the first row of `sample` (a dict
+    of the model's named inputs; token rows are cut at their first PAD) and
+    compares with the full Keras pass: every step's output for the models
+    with an output per step, the last one for classifiers and forecasters.
+
+    Returns:
+        `(max_abs_diff, ms_per_step, steps)`; the time is the median
+        `invoke` of a signature runner kept across steps (LiteRT, batch 1).
+    """
+    import time
+
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from seqkeras.export.saved_model import call_model
+
+    row = {k: np.asarray(v)[:1] for k, v in sample.items()}
+    for key in ("token_ids", "target_ids"):
+        if key in row:
+            ids = row[key][0]
+            stop = int(np.argmax(ids == 0)) if (ids == 0).any() else len(ids)
+            row[key] = row[key][:, :max(stop, 1)]
+    expected = np.asarray(call_model(model, row))
+    interpreter = Interpreter(model_content=flatbuffer)
+    step = interpreter.get_signature_runner("serving_default")
+    details = step.get_input_details()
+    if model.name in DECODERS:
+        key = DECODERS[model.name]
+        states = interpreter.get_signature_runner("encode")(
+            **{key: row[key].astype(details.get(key, {}).get(
+                "dtype", row[key].dtype))})
+        name, inputs = "token_ids", row["target_ids"]
+    else:
+        states = {k: np.zeros((1,) + tuple(v["shape"][1:]), v["dtype"])
+                  for k, v in details.items() if k.startswith("state_")}
+        name = model.inputs[0].name
+        inputs = row[name]
+    output = model.output_names[0]
+    per_step = expected.ndim == 3 and model.name not in ("forecaster",)
+    diff, seconds = 0.0, []
+    for t in range(inputs.shape[1]):
+        feed = dict(states, **{name: inputs[:, t].astype(
+            details[name]["dtype"])})
+        start = time.perf_counter()
+        out = step(**feed)
+        seconds.append(time.perf_counter() - start)
+        states = {k.replace("new_", ""): v for k, v in out.items()
+                  if k.startswith("new_state_")}
+        if per_step:
+            diff = max(diff, float(np.max(np.abs(out[output]
+                                                 - expected[:, t]))))
+    if not per_step:
+        diff = float(np.max(np.abs(out[output] - expected)))
+    return diff, 1000 * float(np.median(seconds)), inputs.shape[1]

@@ -48,8 +48,8 @@ QUANTIZATIONS = (None, "dynamic_int8", "float16")
 def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
     """Converts a SavedModel to a TFLite flatbuffer with builtin ops only.
 
-    The `serving_default` signature (or `signature_key`) is converted, its
-    variables frozen into constants first. Raises the converter's error if
+    The `serving_default` signature (or `signature_key`, one name or a
+    list) is converted, its variables frozen into constants first. Raises the converter's error if
     any op would need the Flex delegate.
 
     Args:
@@ -61,7 +61,8 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
         raise ValueError(
             "`convert_builtin` received an invalid value for `quantize`: "
             f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}")
-    keys = None if signature_key is None else [signature_key]
+    keys = (None if signature_key is None else [signature_key]
+            if isinstance(signature_key, str) else list(signature_key))
     signatures = _frozen_signatures(saved_model_dir, keys)
     with tempfile.TemporaryDirectory() as tmp:
         tf.saved_model.save(

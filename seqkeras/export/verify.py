@@ -9,10 +9,12 @@ import tensorflow as tf
 
 from seqkeras.export.onnx import onnx, run_onnx
 from seqkeras.export.saved_model import call_model, saved_model
-
-FORMATS = ("savedmodel", "tflite", "onnx")
+from seqkeras.export.streaming import (STREAMABLE, streaming_tflite,
+                                       verify_streaming)
 from seqkeras.export.tflite import (convert_builtin, op_names,
                                     run_tflite_signature)
+
+FORMATS = ("savedmodel", "tflite", "onnx")
 
 
 def next_version(base):
@@ -61,9 +63,18 @@ def _check_generate(model, reloaded, samples, options, vocabulary, texts):
     if vocabulary is not None and texts is not None:
         served = [t.decode() for t in reloaded.signatures["generate_text"](
             text=tf.constant(list(texts)))["text"].numpy()]
-        ids = generate(model, vocabulary.encode(list(texts)),
-                       max_length=max_length, eos_id=eos)
-        expected = vocabulary.decode(np.asarray(ids)[:, 1:])
+        encoded = vocabulary.encode(list(texts))
+        if key == "prompt_ids":  # the continuation of each prompt
+            lengths = [len(t) for t in texts]
+            ids = np.asarray(generate(model, prompt=encoded,
+                                      max_length=max_length, eos_id=eos,
+                                      prompt_lengths=np.array(lengths)))
+            expected = [vocabulary.decode(row[n:][None])[0]
+                        for row, n in zip(ids, lengths)]
+        else:
+            ids = generate(model, encoded, max_length=max_length,
+                           eos_id=eos)
+            expected = vocabulary.decode(np.asarray(ids)[:, 1:])
         if served != expected:
             raise RuntimeError(
                 "export verification failed: generate_text returned "
@@ -71,6 +82,23 @@ def _check_generate(model, reloaded, samples, options, vocabulary, texts):
         report["generate_text"] = (f"{texts[0]!r} -> {served[0]!r} (same "
                                    f"strings as Keras for {len(texts)})")
     return report
+
+
+def _check_streaming(model, sample, tflite_path):
+    """The streaming step model next to the TFLite file, verified; or why
+    the model has none."""
+    try:
+        path, _ = streaming_tflite(model, os.path.join(
+            os.path.dirname(tflite_path), "step.tflite"))
+    except ValueError as error:  # e.g. a bidirectional backbone
+        return {"tflite_step": f"none: {error}"}
+    with open(path, "rb") as f:
+        flatbuffer = f.read()
+    diff, ms, steps = verify_streaming(model, flatbuffer, sample)
+    return {"tflite_step": path, "tflite_step_bytes": len(flatbuffer),
+            "tflite_step_max_abs_diff": diff,
+            "tflite_step_ms_per_token": ms,
+            "tflite_step_tokens_checked": steps}
 
 
 def export_and_verify(model, name, samples, out_dir="saved_models",
@@ -110,7 +138,13 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
 
     Returns:
         A report dict (paths, max abs differences, file sizes, TFLite ops,
-        milliseconds per batch in LiteRT and onnxruntime). Raises
+        milliseconds per batch in LiteRT and onnxruntime). For recurrent
+        models that can stream (see `seqkeras.export.streaming`) also the
+        step model `<name>-tflite/<version>/step.tflite`, checked step by
+        step against Keras on the first sample's first row, and its LiteRT
+        milliseconds per token. With `vocabulary` and `texts`, the
+        `serve_text` signature is checked against Keras on the encoded
+        texts. Raises
         RuntimeError when a check fails, ValueError for an unknown format.
     """
     unknown = set(formats) - set(FORMATS)
@@ -183,10 +217,25 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
                 report[f"tflite_{mode}_metric"] = float(metric(
                     lambda inputs, small=small: run_tflite_signature(
                         small, **inputs)[output]))
+    if "tflite" in formats and model.name in STREAMABLE:
+        report.update(_check_streaming(model, _as_dict(model, samples[0]),
+                                       report["tflite"]))
+    if vocabulary is not None and texts is not None and "serve_text" in (
+            reloaded.signatures):
+        served = reloaded.signatures["serve_text"](
+            text=tf.constant(list(texts)))[output].numpy()
+        keras_out = np.asarray(call_model(
+            model, {"token_ids": vocabulary.encode(list(texts))}))
+        report["serve_text_max_abs_diff"] = float(np.max(np.abs(
+            served - keras_out)))
+        scale = max(scale, float(np.max(np.abs(keras_out))))
     if generate is not None:
         report.update(_check_generate(model, reloaded, samples, generate,
                                       vocabulary, texts))
-    for key in [f"{kind}_max_abs_diff" for kind in runners]:
+    checked = [f"{kind}_max_abs_diff" for kind in runners] + [
+        k for k in ("tflite_step_max_abs_diff", "serve_text_max_abs_diff")
+        if k in report]
+    for key in checked:
         if report[key] > tolerance * scale:
             raise RuntimeError(
                 f"export verification failed: {key}={report[key]:.2e} > "

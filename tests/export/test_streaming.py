@@ -92,8 +92,43 @@ def test_streaming_forecaster_ends_at_the_full_forecast(tmp_path):
     (lambda: seqkeras.models.tagger(10, 2), "whole sequence"),
     (lambda: seqkeras.models.classifier(10, 2, backbone="transformer"),
      "whole sequence"),
-    (lambda: seqkeras.models.seq2seq(10, 10, units=4), "rnn_language_model"),
+    (lambda: seqkeras.models.transformer_language_model(10, 8, num_heads=2,
+                                                        hidden_dim=8),
+     "rnn_language_model"),
 ])
 def test_streaming_refuses_what_cannot_stream(build, match, tmp_path):
     with pytest.raises(ValueError, match=match):
         streaming_tflite(build(), tmp_path / "x")
+
+
+@pytest.mark.parametrize("kind", ["plain", "bahdanau", "luong",
+                                  "conditioned"])
+def test_streaming_decoder_equals_the_teacher_forced_pass(kind, tmp_path):
+    M = seqkeras.models
+    if kind == "conditioned":
+        model = M.conditioned_decoder(5, 20, units=6, embedding_dim=5)
+        key = "features"
+        given = np.random.default_rng(3).normal(size=(2, 5)).astype(
+            "float32")
+    else:
+        options = {"plain": {}, "bahdanau": {"attention": "additive"},
+                   "luong": {"attention": "general", "style": "luong",
+                             "cell": "gru"}}[kind]
+        model = M.seq2seq(20, 20, units=6, embedding_dim=5, **options)
+        key = "source_ids"
+        given = _tokens(2, 7, seed=3)
+        given[1, 5:] = 0  # padded source
+    path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
+    flatbuffer = open(path, "rb").read()
+    assert_builtin_only(flatbuffer)
+    target = _tokens(2, 5, seed=4)
+    target[:, 0] = 1  # BOS
+    expected = np.asarray(model({key: given, "target_ids": target}))
+    states = run_tflite_signature(flatbuffer, "encode", **{key: given})
+    assert len(states) == len(shapes)
+    for t in range(target.shape[1]):
+        out = run_tflite_signature(flatbuffer, token_ids=target[:, t],
+                                   **states)
+        np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
+        states = {f"state_{i}": out[f"new_state_{i}"]
+                  for i in range(len(shapes))}
