@@ -81,6 +81,17 @@ def test_attention_benchmark_smoke():
     assert all(r[3] > 0 and r[4] > 0 for r in rows)
 
 
+def test_tflite_latency_benchmark_smoke():
+    bench = _load(os.path.join(ROOT, "benchmarks", "tflite_latency.py"),
+                  "tflite_latency")
+    rows = bench.main(["--quick"])
+    assert [r["threads"] for r in rows] == [1]
+    # the three whole-sequence models carry the same weights
+    assert rows[0]["max_abs_diff"] < 1e-5
+    assert all(rows[0][k] > 0 for k in ("keras_ms", "ours_ms", "fused_ms",
+                                        "step_ms"))
+
+
 def test_attention_chunking_experiment_computes_the_same_block():
     bench = _load(os.path.join(ROOT, "benchmarks", "attention_chunking.py"),
                   "chunking")

@@ -502,9 +502,10 @@ class LSTMCell(RecurrentCell):
         u = consts[0]
         h_prev, c_prev = states
         act = ops.tanh(p + ops.matmul(h_in, u))  # loop layout: i, f, o | c
-        ifo = 0.5 + 0.5 * act[:, : 3 * n]  # sigmoid of the unscaled gates
-        g = act[:, 3 * n :]
-        i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
+        # Splits, not slices: one SPLIT_V and one SPLIT op in TFLite.
+        a_ifo, g = ops.split(act, [3 * n], axis=-1)
+        ifo = 0.5 + 0.5 * a_ifo  # sigmoid of the unscaled gates
+        i, f, o = ops.split(ifo, 3, axis=-1)
         c = f * c_prev + i * g
         tc = ops.tanh(c)
         h = o * tc
