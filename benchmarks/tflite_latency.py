@@ -29,7 +29,6 @@ carry the same weights and their outputs are compared.
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 

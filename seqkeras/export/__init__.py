@@ -4,6 +4,8 @@
 and raw-string signatures), `tflite(model, path)` (builtin ops only,
 optional quantization), `onnx(model, path)` (tf2onnx, opset 17), each
 written to a temporary directory and moved into place;
+`streaming_tflite(model, path)` (one-step TFLite models for recurrent
+models);
 `export_and_verify` writes all three and checks them in their runtimes;
 `python -m seqkeras.export` is the command line.
 """
@@ -12,6 +14,7 @@ from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
 from seqkeras.export.saved_model import saved_model
 from seqkeras.export.saved_model import serving_function
+from seqkeras.export.streaming import streaming_tflite
 from seqkeras.export.tflite import convert_builtin
 from seqkeras.export.tflite import op_names
 from seqkeras.export.tflite import run_tflite
@@ -23,4 +26,4 @@ from seqkeras.export.verify import next_version
 __all__ = ["convert_builtin", "export_and_verify", "next_version", "onnx",
            "op_names", "run_onnx", "run_tflite",
            "run_tflite_signature", "saved_model", "serving_function",
-           "tflite"]
+           "streaming_tflite", "tflite"]

@@ -23,6 +23,7 @@ def test_report_covers_the_step_model_and_raw_strings(tmp_path):
     assert report["tflite_step_tokens_checked"] == 7
     assert report["tflite_step_max_abs_diff"] <= 1e-5
     assert report["tflite_step_ms_per_token"] > 0
+    assert report["tflite_ms_per_sequence"] > 0
     assert report["serve_text_max_abs_diff"] <= 1e-5
     assert report["generate_text"].startswith("'abc' -> ")
 
