@@ -84,6 +84,12 @@ def _check_generate(model, reloaded, samples, options, vocabulary, texts):
     return report
 
 
+def _shown(path):
+    """`path` relative to the working directory when it lies below it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
 def _median_ms(run, repeats=20):
     run()  # warm up
     seconds = []
@@ -130,7 +136,7 @@ def _check_streaming(model, sample, tflite_path):
     with open(path, "rb") as f:
         flatbuffer = f.read()
     diff, ms, steps = verify_streaming(model, flatbuffer, sample)
-    return {"tflite_step": path, "tflite_step_bytes": len(flatbuffer),
+    return {"tflite_step": _shown(path), "tflite_step_bytes": len(flatbuffer),
             "tflite_step_max_abs_diff": diff,
             "tflite_step_ms_per_token": ms,
             "tflite_step_tokens_checked": steps}
@@ -194,7 +200,7 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
     reloaded = tf.saved_model.load(path)
     serve = reloaded.signatures["serving_default"]
     output = model.output_names[0]
-    report = {"savedmodel": path}
+    report = {"savedmodel": _shown(path)}
     runners = {"savedmodel": lambda sample: serve(**{
         k: tf.constant(v) for k, v in sample.items()})[output].numpy()}
     if "tflite" in formats:
@@ -215,7 +221,7 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
     if "onnx" in formats:
         onnx_path = onnx(model, os.path.join(out_dir, name + "-onnx",
                                              str(version), "model.onnx"))
-        report.update({"onnx": onnx_path,
+        report.update({"onnx": _shown(onnx_path),
                        "onnx_bytes": os.path.getsize(onnx_path)})
         runners["onnx"] = lambda sample: run_onnx(onnx_path,
                                                   **sample)[output]
