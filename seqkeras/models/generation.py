@@ -310,12 +310,19 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     elif strategy == "beam":
         raise ValueError("`generate`: beam search takes prompts of one "
                          "length; `prompt_lengths` is for greedy and sample")
+    else:
+        prompt_lengths = ops.convert_to_tensor(prompt_lengths, "int32")
+        if tuple(prompt_lengths.shape) != tuple(prompt.shape[:1]):
+            raise ValueError(
+                "`generate` expects `prompt_lengths` of shape (batch,), one "
+                "length per prompt row. Received: prompt_lengths.shape="
+                f"{tuple(prompt_lengths.shape)}, prompt.shape="
+                f"{tuple(prompt.shape)}")
     if jit_compile and keras.backend.backend() == "tensorflow":
         run = _compiled(model, run, (kind, max_length, strategy, eos_id,
                                      pad_id, tuple(sorted(kwargs.items()))))
     inputs = ops.zeros((1,)) if inputs is None else inputs
-    return run(ops.convert_to_tensor(inputs), prompt,
-               ops.convert_to_tensor(prompt_lengths, "int32"))
+    return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 
 
 def _compiled(model, run, key):

@@ -105,6 +105,9 @@ def test_generate_bad_arguments():
     with pytest.raises(ValueError, match="prompt_lengths"):
         M.generate(model, prompt=prompt, strategy="beam", max_length=6,
                    prompt_lengths=np.array([1]))
+    with pytest.raises(ValueError, match="one length per prompt row"):
+        M.generate(model, prompt=prompt, max_length=6,
+                   prompt_lengths=np.array([1, 2]))
 
 
 @pytest.mark.parametrize("kind", ["rnn_lm", "transformer_lm"])
