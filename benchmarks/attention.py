@@ -17,9 +17,7 @@ SGD update; Keras models under `compile(jit_compile=True)` and
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -31,7 +29,7 @@ import seqkeras  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_utils import (keras_train_step, matmul_peak,  # noqa: E402
-                         time_rounds)
+                         peak_rss_mb, time_rounds)
 
 
 def make_keras(kind, d, heads, ffn):
@@ -98,24 +96,12 @@ def peak_memory_mb(kind, batch, steps, d, heads, ffn):
     """Peak RSS (MB) of a fresh process that builds and trains `kind` for a
     few steps; includes the framework itself (TensorFlow alone is ~0.7 GB,
     torch adds ~0.1 GB)."""
-    code = (
-        "import sys, json; sys.argv=['x'];"
-        f"import benchmarks_attention as b; import numpy as np;"
-        f"x=np.zeros(({batch},{steps},{d}),'float32');"
-        f"s=b.make_step({kind!r},x,x,{d},{heads},{ffn});"
-        "[s() for _ in range(3)];"
-        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the
-        # (large) parent through fork and exec.
-        "print(json.dumps([int(l.split()[1]) for l in open('/proc/self/status')"
-        " if l.startswith('VmHWM')][0]))"
-    )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.abspath(__file__))] + sys.path))
-    out = subprocess.run(
-        [sys.executable, "-c", code.replace(
-            "benchmarks_attention", "attention")],
-        capture_output=True, text=True, env=env, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1]) / 1024
+    return peak_rss_mb(
+        "import sys; sys.argv=['x']\n"
+        "import attention as b, numpy as np\n"
+        f"x=np.zeros(({batch},{steps},{d}),'float32')\n"
+        f"s=b.make_step({kind!r},x,x,{d},{heads},{ffn})\n"
+        "[s() for _ in range(3)]")
 
 
 def main(argv=None):

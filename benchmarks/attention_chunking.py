@@ -15,9 +15,7 @@ The library keeps the one-shot path: see BENCHMARKS.md for the outcome.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -30,7 +28,8 @@ import seqkeras  # noqa: E402
 from seqkeras.layers import masking  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import keras_train_step, time_rounds  # noqa: E402
+from bench_utils import (keras_train_step, peak_rss_mb,  # noqa: E402
+                         time_rounds)
 
 
 class ChunkedSelfAttention(seqkeras.layers.MultiHeadAttention):
@@ -83,20 +82,12 @@ def make_block(chunk, remat, heads, ffn):
 
 
 def peak_memory_mb(chunk, remat, batch, steps, d, heads, ffn):
-    code = (
-        "import sys, numpy as np; sys.argv=['x'];"
-        "import attention_chunking as b, bench_utils as u;"
-        f"x=np.zeros(({batch},{steps},{d}),'float32');"
+    return peak_rss_mb(
+        "import sys, numpy as np; sys.argv=['x']\n"
+        "import attention_chunking as b, bench_utils as u\n"
+        f"x=np.zeros(({batch},{steps},{d}),'float32')\n"
         f"s=u.keras_train_step(b.make_block({chunk},{remat},{heads},{ffn}),"
-        "x,x); [s() for _ in range(3)];"
-        "print([int(l.split()[1]) for l in open('/proc/self/status')"
-        " if l.startswith('VmHWM')][0])"
-    )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.abspath(__file__))] + sys.path))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                         text=True, env=env, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1]) / 1024
+        "x,x)\n[s() for _ in range(3)]")
 
 
 def main(argv=None):

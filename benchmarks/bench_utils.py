@@ -47,3 +47,22 @@ def matmul_peak(n=2048, repeats=10):
             f(a).numpy()
         best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - start))
     return best / 1e9
+
+
+def peak_rss_mb(code):
+    """Peak resident memory (MB) of a fresh Python process running `code`
+    with the benchmarks directory importable; includes the framework
+    itself (TensorFlow alone is ~0.7 GB)."""
+    import os
+    import subprocess
+    import sys
+
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the (large)
+    # parent through fork and exec.
+    code += ("\nprint([int(l.split()[1]) for l in open('/proc/self/status')"
+             " if l.startswith('VmHWM')][0])")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.abspath(__file__))] + sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, env=env, check=True).stdout
+    return int(out.strip().splitlines()[-1]) / 1024
