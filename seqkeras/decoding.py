@@ -14,11 +14,11 @@ traces into a SavedModel signature.
 
 Prompts are (batch, prompt_length) id arrays (for a seq2seq decoder, the
 BOS token); greedy decoding and sampling also take prompts of different
-lengths, right-padded, with `prompt_lengths` (beam search: one length). Prompt tokens are fed
-through the step function first (filling the cache); generation starts
-after the prompt and stops at `max_length` tokens in all (prompt
-included). After a row emits `eos_id` it is finished: it stays EOS and is
-padded with `pad_id` from then on.
+lengths, right-padded, with `prompt_lengths` (beam search: one length).
+Prompt tokens are fed through the step function first (filling the
+cache); generation starts after the prompt and stops at `max_length`
+tokens in all (prompt included). After a row emits `eos_id` it is
+finished: it stays EOS and is padded with `pad_id` from then on.
 
 Why not `keras_hub.samplers`: its samplers advance a `next(prompt, cache,
 index)` callback that also returns hidden states and expects a prompt

@@ -108,16 +108,26 @@ def onnx(model, path, opset=OPSET, overwrite=False):
     return path
 
 
-def run_onnx(path, **inputs):
-    """Runs an ONNX file in onnxruntime with named inputs; returns a dict
-    of named outputs."""
+def onnx_runner(path):
+    """`run(**inputs) -> dict of named outputs`, the onnxruntime session
+    made once; inputs are cast to the model's input types."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(
         str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     dtypes = {i.name: i.type for i in session.get_inputs()}
-    feed = {k: np.asarray(v, "int32" if "int32" in dtypes[k] else
-                          "int64" if "int64" in dtypes[k] else "float32")
-            for k, v in inputs.items()}
-    return dict(zip(names, session.run(None, feed)))
+
+    def run(**inputs):
+        feed = {k: np.asarray(v, "int32" if "int32" in dtypes[k] else
+                              "int64" if "int64" in dtypes[k] else "float32")
+                for k, v in inputs.items()}
+        return dict(zip(names, session.run(None, feed)))
+
+    return run
+
+
+def run_onnx(path, **inputs):
+    """Runs an ONNX file in onnxruntime with named inputs; returns a dict
+    of named outputs."""
+    return onnx_runner(path)(**inputs)

@@ -8,9 +8,9 @@ graph. Given the character vocabulary, text models take raw strings:
 `token_ids` (classifier, tagger, language models) and `generate_text`
 (strings in, decoded strings out: the translation of a seq2seq model, the
 continuation of each prompt for a language model). The tokenizer is graph
-ops: `tf.strings` unicode splitting and a static hash table. Everything is traced in
-`export_mode()` and written to a temporary directory that is moved into
-place only when complete.
+ops: `tf.strings` unicode splitting and a static hash table. Everything
+is traced in `export_mode()` and written to a temporary directory that is
+moved into place only when complete.
 """
 
 import os
@@ -124,9 +124,7 @@ def generate_functions(model, max_length, beam_width=4,
                 out = decode(ids, "greedy")[:, 1:]  # drop BOS
                 first = tf.zeros_like(lengths)
             else:  # a language model continues each prompt
-                out = generate(model, prompt=ids, max_length=max_length,
-                               eos_id=eos_id, jit_compile=False,
-                               prompt_lengths=lengths)
+                out = decode(ids, "greedy", prompt_lengths=lengths)
                 first = lengths
             steps = tf.range(tf.shape(out)[1])[None]
             new = steps >= first[:, None]

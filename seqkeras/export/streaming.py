@@ -29,7 +29,7 @@ import tensorflow as tf
 from keras import ops, tree
 
 from seqkeras.export.saved_model import check_target
-from seqkeras.export.tflite import convert_builtin
+from seqkeras.export.tflite import convert_builtin, tflite_runner
 from seqkeras.layers.export_mode import export_mode
 from seqkeras.layers.pooling import SequencePooling
 from seqkeras.layers.recurrent import Recurrent
@@ -83,10 +83,9 @@ def _layer_chain(model):
     step function plus its state sizes."""
     chain = []
     for layer in model.layers:
-        if isinstance(layer, keras.layers.InputLayer):
-            continue
-        if isinstance(layer, (keras.layers.Dropout,)):
-            continue
+        if isinstance(layer, (keras.layers.InputLayer,
+                              keras.layers.Dropout)):
+            continue  # no step work at inference
         if isinstance(layer, Recurrent):
             if layer.go_backwards:
                 _refuse(model, f"layer {layer.name!r} runs backwards")
@@ -121,16 +120,48 @@ def _spec(x, name):
     return tf.TensorSpec(shape, x.dtype, name=name)
 
 
+def _cached_step(model, example):
+    """`(start, init, run)` over `decoder_step(model)`: `run(x, flat)` is
+    one step on the flattened cache, `init` the cache `start` gives for
+    `example` (batch 1)."""
+    start, step = decoder_step(model)
+    init = start(example, 1, 1)
+
+    def run(x, flat):
+        logits, cache = step(x, tree.pack_sequence_as(init, flat), 0)
+        return logits, tree.flatten(cache)
+
+    return start, init, run
+
+
+def _step_signature(input_spec, state_specs, output, run):
+    """The step `tf.function`: `input_spec`'s tensor and `state_0`, ... in;
+    `output` and `new_state_0`, ... out, from `run(x, states)`."""
+    specs = {input_spec.name: input_spec}
+    specs.update({s.name: s for s in state_specs})
+
+    @tf.function(input_signature=[specs])
+    def serve(inputs):
+        y, flat = run(inputs[input_spec.name],
+                      [inputs[s.name] for s in state_specs])
+        out = {output: y}
+        out.update({f"new_state_{i}": s for i, s in enumerate(flat)})
+        return out
+
+    return serve
+
+
+_TOKEN = tf.TensorSpec((None,), tf.int32, name="token_ids")
+
+
 def _decoder_functions(model):
     """`(encode, step, state_shapes)` for a seq2seq or conditioned decoder."""
-    start, step = decoder_step(model)
     key = DECODERS[model.name]
     inp = [t for t in model.inputs if t.name == key][0]
     example = ops.zeros((1,) + tuple(
         3 if d is None else d for d in inp.shape[1:]), inp.dtype)
-    init = start(example, 1, 1)
-    flat = tree.flatten(init)
-    specs = [_spec(x, f"state_{i}") for i, x in enumerate(flat)]
+    start, init, run = _cached_step(model, example)
+    specs = [_spec(x, f"state_{i}") for i, x in enumerate(tree.flatten(init))]
 
     @tf.function(input_signature=[{key: tf.TensorSpec(
         inp.shape, inp.dtype, name=key)}])
@@ -138,18 +169,7 @@ def _decoder_functions(model):
         states = tree.flatten(start(inputs[key], tf.shape(inputs[key])[0], 1))
         return {f"state_{i}": s for i, s in enumerate(states)}
 
-    @tf.function(input_signature=[dict(
-        {"token_ids": tf.TensorSpec((None,), tf.int32, name="token_ids")},
-        **{s.name: s for s in specs})])
-    def serve(inputs):
-        cache = tree.pack_sequence_as(
-            init, [inputs[f"state_{i}"] for i in range(len(flat))])
-        logits, cache = step(inputs["token_ids"], cache, 0)
-        out = {"logits": logits}
-        out.update({f"new_state_{i}": s
-                    for i, s in enumerate(tree.flatten(cache))})
-        return out
-
+    serve = _step_signature(_TOKEN, specs, "logits", run)
     return encode, serve, [tuple(s.shape[1:]) for s in specs]
 
 
@@ -157,7 +177,8 @@ def step_function(model):
     """A `tf.function` over named tensors for one step of `model` (see the
     module docstring for the models and names); returns
     `(function, state_shapes)`, the shapes without the batch axis (None:
-    the source length). For the decoders see `encode_function`.
+    the source length). The decoders' `encode` signature comes with
+    `streaming_tflite`.
 
     Example:
 
@@ -180,18 +201,16 @@ def step_function(model):
         _, serve, shapes = _decoder_functions(model)
         return serve, shapes
     if model.name == "rnn_language_model":
-        start, step = decoder_step(model)
-        init = start(None, 1, 1)
-        flat_sizes = [s.shape[-1] for s in tree.flatten(init)]
-
-        def run(x, flat):
-            cache = tree.pack_sequence_as(init, flat)
-            logits, cache = step(x, cache, 0)
-            return logits, tree.flatten(cache)
-        input_spec = tf.TensorSpec((None,), tf.int32, name="token_ids")
+        _, init, run = _cached_step(model, None)
+        state_specs = [_spec(x, f"state_{i}")
+                       for i, x in enumerate(tree.flatten(init))]
+        input_spec = _TOKEN
     else:
         chain = _layer_chain(model)
-        flat_sizes = [s for sizes, _ in chain for s in sizes]
+        dtype = keras.backend.standardize_dtype(model.compute_dtype)
+        state_specs = [tf.TensorSpec((None, size), dtype, name=f"state_{i}")
+                       for i, size in enumerate(
+                           s for sizes, _ in chain for s in sizes)]
 
         def run(x, flat):
             new, i = [], 0
@@ -203,33 +222,9 @@ def step_function(model):
         inp = model.inputs[0]
         input_spec = tf.TensorSpec((None,) + tuple(inp.shape[2:]), inp.dtype,
                                    name=inp.name)
-    name = input_spec.name
-    output = model.output_names[0]
-    dtype = keras.backend.standardize_dtype(model.compute_dtype)
-    specs = {name: input_spec}
-    specs.update({f"state_{i}": tf.TensorSpec((None, size), dtype,
-                                              name=f"state_{i}")
-                  for i, size in enumerate(flat_sizes)})
-
-    @tf.function(input_signature=[specs])
-    def serve(inputs):
-        flat = [inputs[f"state_{i}"] for i in range(len(flat_sizes))]
-        y, flat = run(inputs[name], flat)
-        out = {output: y}
-        out.update({f"new_state_{i}": s for i, s in enumerate(flat)})
-        return out
-
-    return serve, [(size,) for size in flat_sizes]
-
-
-def encode_function(model):
-    """The `encode` signature of a seq2seq or conditioned decoder's step
-    model: `source_ids` (or `features`) in, the first states out."""
-    if model.name not in DECODERS:
-        raise ValueError(
-            f"`encode_function` is for {', '.join(DECODERS)} models. "
-            f"Received: {model.name!r}")
-    return _decoder_functions(model)[0]
+    serve = _step_signature(input_spec, state_specs, model.output_names[0],
+                            run)
+    return serve, [tuple(s.shape[1:]) for s in state_specs]
 
 
 def streaming_tflite(model, path, overwrite=False, quantize=None):
@@ -272,7 +267,6 @@ def verify_streaming(model, flatbuffer, sample):
     import time
 
     import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
 
     from seqkeras.export.saved_model import call_model
 
@@ -283,26 +277,22 @@ def verify_streaming(model, flatbuffer, sample):
             stop = int(np.argmax(ids == 0)) if (ids == 0).any() else len(ids)
             row[key] = row[key][:, :max(stop, 1)]
     expected = np.asarray(call_model(model, row))
-    interpreter = Interpreter(model_content=flatbuffer)
-    step = interpreter.get_signature_runner("serving_default")
-    details = step.get_input_details()
+    step = tflite_runner(flatbuffer)
     if model.name in DECODERS:
         key = DECODERS[model.name]
-        states = interpreter.get_signature_runner("encode")(
-            **{key: row[key].astype(details.get(key, {}).get(
-                "dtype", row[key].dtype))})
+        states = tflite_runner(flatbuffer, "encode")(**{key: row[key]})
         name, inputs = "token_ids", row["target_ids"]
     else:
         states = {k: np.zeros((1,) + tuple(v["shape"][1:]), v["dtype"])
-                  for k, v in details.items() if k.startswith("state_")}
+                  for k, v in step.input_details.items()
+                  if k.startswith("state_")}
         name = model.inputs[0].name
         inputs = row[name]
     output = model.output_names[0]
     per_step = expected.ndim == 3 and model.name not in ("forecaster",)
     diff, seconds = 0.0, []
     for t in range(inputs.shape[1]):
-        feed = dict(states, **{name: inputs[:, t].astype(
-            details[name]["dtype"])})
+        feed = dict(states, **{name: inputs[:, t]})
         start = time.perf_counter()
         out = step(**feed)
         seconds.append(time.perf_counter() - start)

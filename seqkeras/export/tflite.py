@@ -49,8 +49,8 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
     """Converts a SavedModel to a TFLite flatbuffer with builtin ops only.
 
     The `serving_default` signature (or `signature_key`, one name or a
-    list) is converted, its variables frozen into constants first. Raises the converter's error if
-    any op would need the Flex delegate.
+    list) is converted, its variables frozen into constants first. Raises
+    the converter's error if any op would need the Flex delegate.
 
     Args:
         quantize: None, `"dynamic_int8"` (weights stored as int8, dequantised
@@ -116,20 +116,33 @@ def run_tflite(flatbuffer, *inputs):
             for d in interpreter.get_output_details()]
 
 
+def tflite_runner(flatbuffer, signature_key="serving_default"):
+    """`run(**inputs) -> dict of named outputs` for one signature, its
+    LiteRT interpreter made once (for repeated calls: step models,
+    latency); inputs are cast to the signature's dtypes and dynamic
+    dimensions resized. `run.input_details` are the signature's."""
+    runner = Interpreter(model_content=flatbuffer).get_signature_runner(
+        signature_key)
+    details = runner.get_input_details()
+
+    def run(**inputs):
+        missing = set(details) - set(inputs)
+        if missing:
+            raise ValueError(f"`run_tflite_signature` is missing inputs "
+                             f"{sorted(missing)}; the signature takes "
+                             f"{sorted(details)}")
+        return runner(**{k: np.asarray(v, details[k]["dtype"])
+                         for k, v in inputs.items()})
+
+    run.input_details = details
+    return run
+
+
 def run_tflite_signature(flatbuffer, signature_key="serving_default",
                          **inputs):
     """Runs a named signature with named inputs (dynamic dimensions
     resized); returns its dict of named outputs."""
-    interpreter = Interpreter(model_content=flatbuffer)
-    runner = interpreter.get_signature_runner(signature_key)
-    details = runner.get_input_details()
-    missing = set(details) - set(inputs)
-    if missing:
-        raise ValueError(f"`run_tflite_signature` is missing inputs "
-                         f"{sorted(missing)}; the signature takes "
-                         f"{sorted(details)}")
-    return runner(**{k: np.asarray(v, details[k]["dtype"])
-                     for k, v in inputs.items()})
+    return tflite_runner(flatbuffer, signature_key)(**inputs)
 
 
 def tflite(model, path, quantize=None, overwrite=False):

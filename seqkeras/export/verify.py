@@ -7,12 +7,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from seqkeras.export.onnx import onnx, run_onnx
+from seqkeras.export.onnx import onnx, onnx_runner
 from seqkeras.export.saved_model import call_model, saved_model
 from seqkeras.export.streaming import (STREAMABLE, streaming_tflite,
                                        verify_streaming)
 from seqkeras.export.tflite import (convert_builtin, op_names,
-                                    run_tflite_signature)
+                                    run_tflite_signature, tflite_runner)
 
 FORMATS = ("savedmodel", "tflite", "onnx")
 
@@ -90,6 +90,11 @@ def _shown(path):
     return path if relative.startswith("..") else relative
 
 
+def _first(run, output):
+    """`sample -> output array` from a runner of named inputs."""
+    return lambda sample: run(**sample)[output]
+
+
 def _median_ms(run, repeats=20):
     run()  # warm up
     seconds = []
@@ -98,31 +103,6 @@ def _median_ms(run, repeats=20):
         run()
         seconds.append(time.perf_counter() - start)
     return 1000 * float(np.median(seconds))
-
-
-def _tflite_latency(flatbuffer, inputs):
-    """Median ms of one `serving_default` call in LiteRT, the interpreter
-    made once (as an app would)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    runner = Interpreter(model_content=flatbuffer).get_signature_runner(
-        "serving_default")
-    details = runner.get_input_details()
-    feed = {k: v.astype(details[k]["dtype"]) for k, v in inputs.items()}
-    return _median_ms(lambda: runner(**feed))
-
-
-def _onnx_latency(path, inputs):
-    """Median ms of one onnxruntime call, the session made once."""
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(
-        str(path), providers=["CPUExecutionProvider"])
-    dtypes = {i.name: i.type for i in session.get_inputs()}
-    feed = {k: v.astype("int32" if "int32" in dtypes[k] else "int64"
-                        if "int64" in dtypes[k] else "float32")
-            for k, v in inputs.items()}
-    return _median_ms(lambda: session.run(None, feed))
 
 
 def _check_streaming(model, sample, tflite_path):
@@ -180,14 +160,14 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
     Returns:
         A report dict (paths, max abs differences, file sizes, TFLite ops,
         milliseconds per sequence (the first sample's first row, batch 1)
-        in LiteRT and onnxruntime, interpreter and session made once). For recurrent
-        models that can stream (see `seqkeras.export.streaming`) also the
-        step model `<name>-tflite/<version>/step.tflite`, checked step by
-        step against Keras on the first sample's first row, and its LiteRT
-        milliseconds per token. With `vocabulary` and `texts`, the
+        in LiteRT and onnxruntime, interpreter and session made once). For
+        recurrent models that can stream (see `seqkeras.export.streaming`)
+        also the step model `<name>-tflite/<version>/step.tflite`, checked
+        step by step against Keras on the first sample's first row, and its
+        LiteRT milliseconds per token. With `vocabulary` and `texts`, the
         `serve_text` signature is checked against Keras on the encoded
-        texts. Raises
-        RuntimeError when a check fails, ValueError for an unknown format.
+        texts. Raises RuntimeError when a check fails, ValueError for an
+        unknown format.
     """
     unknown = set(formats) - set(FORMATS)
     if unknown:
@@ -216,15 +196,13 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
             f.write(flatbuffer)
         report.update({"tflite": tflite_path, "tflite_bytes": len(flatbuffer),
                        "tflite_ops": ", ".join(ops)})
-        runners["tflite"] = lambda sample: run_tflite_signature(
-            flatbuffer, **sample)[output]
+        runners["tflite"] = _first(tflite_runner(flatbuffer), output)
     if "onnx" in formats:
         onnx_path = onnx(model, os.path.join(out_dir, name + "-onnx",
                                              str(version), "model.onnx"))
         report.update({"onnx": _shown(onnx_path),
                        "onnx_bytes": os.path.getsize(onnx_path)})
-        runners["onnx"] = lambda sample: run_onnx(onnx_path,
-                                                  **sample)[output]
+        runners["onnx"] = _first(onnx_runner(onnx_path), output)
     diffs = {k: 0.0 for k in runners}
     scale = 1.0
     for sample in samples:
@@ -239,10 +217,10 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
     report["max_abs_output"] = scale
     one = {k: np.asarray(v)[:1] for k, v in
            _as_dict(model, samples[0]).items()}  # one sequence, batch 1
-    if "tflite" in formats:
-        report["tflite_ms_per_sequence"] = _tflite_latency(flatbuffer, one)
-    if "onnx" in formats:
-        report["onnx_ms_per_sequence"] = _onnx_latency(onnx_path, one)
+    for kind in ("tflite", "onnx"):  # interpreter / session made once
+        if kind in runners:
+            report[f"{kind}_ms_per_sequence"] = _median_ms(
+                lambda run=runners[kind]: run(one))
     if quantize and "tflite" in formats:
         if metric is not None:
             report["keras_metric"] = float(metric(
