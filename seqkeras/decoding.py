@@ -32,8 +32,27 @@ an export), EOS stops and pads each row, and beam search applies GNMT's
 length penalty and returns log-probabilities.
 """
 
+import math
+import numbers
+
+import numpy as np
 from keras import ops
 from keras import tree
+
+from seqkeras.layers import export_mode
+
+
+def _is_int(value):
+    """A Python or NumPy integer (not a bool)."""
+    return isinstance(value, numbers.Integral) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def _is_finite(value):
+    """A finite Python or NumPy real number (not a bool, NaN or inf)."""
+    return (isinstance(value, numbers.Real)
+            and not isinstance(value, (bool, np.bool_))
+            and math.isfinite(value))
 
 
 def check_prompt(name, prompt, max_length):
@@ -43,10 +62,10 @@ def check_prompt(name, prompt, max_length):
         raise ValueError(
             f"`{name}` expects `prompt` of shape (batch, prompt_length). "
             f"Received: prompt.shape={shape}")
-    if not isinstance(max_length, int) or max_length <= 0:
+    if not _is_int(max_length) or max_length <= 0:
         raise ValueError(
             f"`{name}` received an invalid value for `max_length`: expected "
-            f"a positive integer. Received: max_length={max_length}")
+            f"a positive integer. Received: max_length={max_length!r}")
     if shape[1] is not None and shape[1] > max_length:
         raise ValueError(
             f"`{name}`: the prompt ({shape[1]} tokens) is longer than "
@@ -54,25 +73,26 @@ def check_prompt(name, prompt, max_length):
     if shape[1] is not None and shape[1] == 0:
         raise ValueError(f"`{name}` needs at least one prompt token "
                          "(e.g. BOS)")
+    if shape[0] is not None and shape[0] == 0:
+        raise ValueError(f"`{name}` needs at least one prompt row. "
+                         f"Received: prompt.shape={shape}")
 
 
 def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0):
     """Raises a clear ValueError for bad sampling arguments."""
-    if isinstance(temperature, bool) or not isinstance(
-            temperature, (int, float)) or temperature < 0:
+    if not _is_finite(temperature) or temperature < 0:
         raise ValueError(
             "`sample` received an invalid value for `temperature`: expected "
-            f"a number >= 0. Received: temperature={temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(
-            top_k, int) or top_k <= 0):
+            f"a finite number >= 0. Received: temperature={temperature!r}")
+    if top_k is not None and (not _is_int(top_k) or top_k <= 0):
         raise ValueError(
             "`sample` received an invalid value for `top_k`: expected a "
-            f"positive integer or None. Received: top_k={top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
+            f"positive integer or None. Received: top_k={top_k!r}")
+    if top_p is not None and (not _is_finite(top_p) or not 0 < top_p <= 1):
         raise ValueError(
             "`sample` received an invalid value for `top_p`: expected a "
-            f"number in (0, 1] or None. Received: top_p={top_p}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+            f"number in (0, 1] or None. Received: top_p={top_p!r}")
+    if not _is_int(seed):
         raise ValueError("`sample` received an invalid value for `seed`: "
                          f"expected an integer. Received: seed={seed!r}")
 
@@ -80,26 +100,56 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0):
 def check_beam(beam_width=4, length_penalty_alpha=0.0,
                return_all_beams=False):
     """Raises a clear ValueError for bad beam-search arguments."""
-    if isinstance(beam_width, bool) or not isinstance(
-            beam_width, int) or beam_width <= 0:
+    if not _is_int(beam_width) or beam_width <= 0:
         raise ValueError(
             "`beam_search` received an invalid value for `beam_width`: "
-            f"expected a positive integer. Received: beam_width={beam_width}")
-    if length_penalty_alpha < 0:
+            "expected a positive integer. Received: "
+            f"beam_width={beam_width!r}")
+    if not _is_finite(length_penalty_alpha) or length_penalty_alpha < 0:
         raise ValueError(
             "`beam_search` received an invalid value for "
-            "`length_penalty_alpha`: expected a number >= 0. Received: "
-            f"length_penalty_alpha={length_penalty_alpha}")
+            "`length_penalty_alpha`: expected a finite number >= 0. "
+            f"Received: length_penalty_alpha={length_penalty_alpha!r}")
+    if not isinstance(return_all_beams, (bool, np.bool_)):
+        raise ValueError(
+            "`beam_search` received an invalid value for `return_all_beams`: "
+            f"expected a bool. Received: return_all_beams={return_all_beams!r}")
+
+
+#: The options each strategy takes (anything else is refused by `generate`).
+STRATEGY_OPTIONS = {
+    "greedy": (),
+    "beam": ("beam_width", "length_penalty_alpha", "return_all_beams"),
+    "sample": ("temperature", "top_k", "top_p", "seed"),
+}
+
+
+def check_strategy_options(name, strategy, options):
+    """Raises a clear ValueError for options that `strategy` does not take
+    (e.g. `top_k` with greedy decoding)."""
+    allowed = STRATEGY_OPTIONS[strategy]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        owners = [s for s, keys in STRATEGY_OPTIONS.items()
+                  if unknown[0] in keys]
+        hint = (f"; `{unknown[0]}` is an option of strategy="
+                f"{owners[0]!r}" if owners else "")
+        raise ValueError(
+            f"`{name}` with strategy={strategy!r} takes "
+            f"{', '.join(allowed) if allowed else 'no options'}. Received: "
+            f"{', '.join(f'{k}={options[k]!r}' for k in unknown)}{hint}")
 
 
 def _buffer(prompt, max_length, pad_id):
     batch, length = ops.shape(prompt)[0], ops.shape(prompt)[1]
     tokens = ops.full((batch, max_length), pad_id, "int32")
-    return ops.slice_update(tokens, (0, 0), ops.cast(prompt, "int32")), length
+    return export_mode.slice_update(tokens, (0, 0),
+                                    ops.cast(prompt, "int32")), length
 
 
 def _write(tokens, index, values):
-    return ops.slice_update(tokens, (0, index), ops.expand_dims(values, 1))
+    return export_mode.slice_update(tokens, (0, index),
+                                    ops.expand_dims(values, 1))
 
 
 def _decode(name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose,

@@ -29,15 +29,34 @@ def call_model(model, inputs, **kwargs):
                  **kwargs)
 
 
-def serving_function(model):
+def check_ids(model, inputs, where="serving_default", names=None):
+    """`inputs` with the token-id inputs of `model` (its
+    `vocabulary_sizes`) passed through in-graph range asserts; `names`
+    maps a signature input name to the model input it feeds."""
+    from seqkeras.data.checks import token_id_asserts
+
+    sizes = getattr(model, "vocabulary_sizes", {})
+    names = names or {}
+    return {key: token_id_asserts(where, key, value,
+                                  sizes[names.get(key, key)])
+            if names.get(key, key) in sizes else value
+            for key, value in inputs.items()}
+
+
+def serving_function(model, check=True):
     """A `tf.function` taking a dict of the model's named inputs (dynamic
-    batch and time) and returning a dict of its named outputs."""
+    batch and time) and returning a dict of its named outputs. With
+    `check`, token ids outside a `SequenceModel`'s vocabulary fail the
+    request (InvalidArgument naming the input, the vocabulary size and the
+    id) instead of being used silently."""
     specs = {t.name: tf.TensorSpec(t.shape, t.dtype, name=t.name)
              for t in model.inputs}
     names = list(model.output_names)
 
     @tf.function(input_signature=[specs])
     def serve(inputs):
+        if check:
+            inputs = check_ids(model, inputs)
         outputs = call_model(model, inputs, training=False)
         outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
         return dict(zip(names, outputs))
@@ -69,7 +88,7 @@ GENERATIVE = tuple(_CONDITIONING) + ("rnn_language_model",
 
 def generate_functions(model, max_length, beam_width=4,
                        length_penalty_alpha=0.0, eos_id=None,
-                       vocabulary=None):
+                       vocabulary=None, check=True):
     """`{signature name: tf.function}` for a generative model: `generate`
     (greedy) and `generate_beam` over ids, plus `generate_text` (strings in
     and out) when `vocabulary` (a `seqkeras.data.CharVocabulary`) is given
@@ -101,12 +120,18 @@ def generate_functions(model, max_length, beam_width=4,
                         strategy=strategy, eos_id=eos_id, jit_compile=False,
                         **kwargs)
 
+    fed = {"prompt_ids": "token_ids"}
+
     @tf.function(input_signature=[{name: spec}])
     def greedy(inputs):
+        if check:
+            inputs = check_ids(model, inputs, "generate", fed)
         return {"ids": decode(inputs[name], "greedy")}
 
     @tf.function(input_signature=[{name: spec}])
     def beam(inputs):
+        if check:
+            inputs = check_ids(model, inputs, "generate_beam", fed)
         ids, scores = decode(inputs[name], "beam", beam_width=beam_width,
                              length_penalty_alpha=length_penalty_alpha)
         return {"ids": ids, "scores": scores}
@@ -188,7 +213,7 @@ def text_function(model, vocabulary):
 
 
 def saved_model(model, path, overwrite=False, generate=None,
-                vocabulary=None):
+                vocabulary=None, target="serving"):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature whose
     inputs and outputs carry the model's names (`token_ids` -> `logits`).
@@ -203,9 +228,18 @@ def saved_model(model, path, overwrite=False, generate=None,
             signatures, `serve_text` (models over `token_ids`) and, with
             `generate`, `generate_text`.
 
-    The graph is traced in `seqkeras.layers.export_mode()`. The files go to
-    a temporary directory next to `path` first; `path` appears only when
-    the write succeeded. An existing `path` raises unless `overwrite`.
+        target: `"serving"` (the default: standard TensorFlow ops only,
+            which the TF Serving binary runs; no XLA-only op such as
+            `XlaDynamicUpdateSlice`) or `"tflite"` (a graph for the TFLite
+            converter, whose loop-buffer writes become the fast
+            DYNAMIC_UPDATE_SLICE builtin; Python TensorFlow runs it, TF
+            Serving does not).
+
+    The graph is traced in `seqkeras.layers.export_mode(target)`. The files
+    go to a temporary directory next to `path` first; `path` appears only
+    when the write succeeded. An existing `path` raises unless `overwrite`;
+    with `overwrite` the previous version is renamed aside, the new one
+    moved in, and only then the previous one deleted.
 
     Returns:
         `path`.
@@ -217,8 +251,9 @@ def saved_model(model, path, overwrite=False, generate=None,
     try:
         module = tf.Module()
         module.model = model  # tracks the variables
-        with export_mode():
-            module.serve = serving_function(model)
+        with export_mode(target):
+            check = target == "serving"  # TFLite has no Assert op
+            module.serve = serving_function(model, check)
             signatures = {"serving_default":
                           module.serve.get_concrete_function()}
             resources = []
@@ -230,17 +265,37 @@ def saved_model(model, path, overwrite=False, generate=None,
                     module.serve_text.get_concrete_function())
             if generate is not None:
                 functions = generate_functions(model, vocabulary=vocabulary,
-                                               **generate)
+                                               check=check, **generate)
                 resources += functions.pop("_resources", [])
                 module.generators = functions
                 for key, fn in functions.items():
                     signatures[key] = fn.get_concrete_function()
             module.resources = resources
-        tf.saved_model.save(module, tmp, signatures=signatures)
-        if os.path.exists(path):
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+            # inside export_mode too: saving traces the Keras model's own
+            # functions (its default signature), which must not carry
+            # training-graph (XLA-only) ops either
+            tf.saved_model.save(module, tmp, signatures=signatures)
+        replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def replace_dir(new, path):
+    """Moves the directory `new` to `path`; an existing `path` is renamed
+    aside first and deleted only once `new` is in place (a crash in
+    between leaves the previous version or the new one, never neither)."""
+    old = None
+    if os.path.exists(path):
+        old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(path))
+        os.rmdir(old)
+        os.replace(path, old)
+    try:
+        os.replace(new, path)
+    except BaseException:
+        if old is not None:
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -232,7 +232,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None):
     (signature `serving_default`; decoders also `encode`); returns
     `(path, state_shapes)`."""
     path = check_target("streaming_tflite", path, overwrite)
-    with export_mode():
+    with export_mode("tflite"):
         if model.name in DECODERS:
             encode, serve, shapes = _decoder_functions(model)
             signatures = {"encode": encode.get_concrete_function()}
@@ -243,8 +243,9 @@ def streaming_tflite(model, path, overwrite=False, quantize=None):
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         module = tf.Module()
         module.model = model
-        tf.saved_model.save(module, os.path.join(tmp, "saved"),
-                            signatures=signatures)
+        with export_mode("tflite"):  # saving traces the model's functions
+            tf.saved_model.save(module, os.path.join(tmp, "saved"),
+                                signatures=signatures)
         flatbuffer = convert_builtin(os.path.join(tmp, "saved"),
                                      signature_key=list(signatures),
                                      quantize=quantize)

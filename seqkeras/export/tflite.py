@@ -161,7 +161,8 @@ def tflite(model, path, quantize=None, overwrite=False):
 
     path = check_target("tflite", path, overwrite)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
-        saved = saved_model(model, os.path.join(tmp, "saved"))
+        saved = saved_model(model, os.path.join(tmp, "saved"),
+                            target="tflite")
         flatbuffer = convert_builtin(saved, quantize=quantize)
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)

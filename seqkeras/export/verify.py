@@ -2,6 +2,7 @@
 their own runtimes, and report."""
 
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -174,6 +175,20 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
         raise ValueError(
             "`export_and_verify` received an invalid value for `formats`: "
             f"expected a subset of {FORMATS}. Received: {sorted(unknown)}")
+    if not isinstance(samples, (list, tuple)) or not samples:
+        raise ValueError(
+            "`export_and_verify` expects `samples` to be a non-empty list of "
+            "input batches (arrays or dicts of named arrays). Received: "
+            f"samples={samples!r:.80}")
+    with tempfile.TemporaryDirectory() as scratch:
+        return _export_and_verify(
+            scratch, model, name, samples, out_dir, tolerance, formats,
+            generate, vocabulary, texts, quantize, metric)
+
+
+def _export_and_verify(scratch, model, name, samples, out_dir, tolerance,
+                       formats, generate, vocabulary, texts, quantize,
+                       metric):
     version = next_version(os.path.join(out_dir, name))
     path = saved_model(model, os.path.join(out_dir, name, str(version)),
                        generate=generate, vocabulary=vocabulary)
@@ -184,7 +199,10 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
     runners = {"savedmodel": lambda sample: serve(**{
         k: tf.constant(v) for k, v in sample.items()})[output].numpy()}
     if "tflite" in formats:
-        flatbuffer = convert_builtin(path)
+        # the TFLite converter's graph (loop writes as DynamicUpdateSlice)
+        tflite_graph = saved_model(model, os.path.join(scratch, "tflite"),
+                                   target="tflite")
+        flatbuffer = convert_builtin(tflite_graph)
         ops = op_names(flatbuffer)
         bad = [op for op in ops if not op.isupper()]
         if bad:
@@ -226,7 +244,7 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
             report["keras_metric"] = float(metric(
                 lambda inputs: np.asarray(call_model(model, inputs))))
         for mode in quantize:
-            small = convert_builtin(path, quantize=mode)
+            small = convert_builtin(tflite_graph, quantize=mode)
             q_path = os.path.join(os.path.dirname(report["tflite"]),
                                   f"model-{mode}.tflite")
             with open(q_path, "wb") as f:

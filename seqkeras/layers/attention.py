@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from seqkeras.layers import export_mode
 from seqkeras.layers import masking
 from seqkeras.layers import scoring
 from seqkeras.layers import validation
@@ -365,13 +366,15 @@ class MultiHeadAttention(keras.layers.Layer):
         offset = 0
         if cache is not None and not static_cache:
             start = (0, 0, cache_index, 0, 0)
-            cache = ops.slice_update(cache, start, ops.stack([k, v], axis=1))
+            cache = export_mode.slice_update(
+                cache, start, ops.stack([k, v], axis=1), depth=3)
             k, v = cache[:, 0], cache[:, 1]
             offset = cache_index
             use_causal_mask = True  # positions past the queries are empty
-            value_mask = None if value_mask is None else ops.slice_update(
-                ops.ones(ops.shape(k)[:2], "bool"), (0, cache_index),
-                ops.cast(value_mask, "bool"))
+            value_mask = None if value_mask is None else (
+                export_mode.slice_update(
+                    ops.ones(ops.shape(k)[:2], "bool"), (0, cache_index),
+                    ops.cast(value_mask, "bool")))
         mask = masking.attention_mask(
             query_mask, value_mask, attention_mask, use_causal_mask,
             q_len, ops.shape(k)[1], offset)

@@ -236,8 +236,7 @@ class AttentionDecoder(keras.layers.Layer):
 
         def body(t, states, buffer):
             out, new_states = step(x[t], states)
-            buffer = ops.slice_update(buffer, (t, 0, 0),
-                                      ops.expand_dims(out, 0))
+            buffer = export_mode.write_step(buffer, t, out)
             return t + 1, list(new_states), buffer
 
         _, final, buffer = ops.while_loop(

@@ -25,7 +25,7 @@ from seqkeras.layers import export_mode
 
 
 def _write(buffer, t, value):
-    return ops.slice_update(buffer, (t, 0, 0), ops.expand_dims(value, 0))
+    return export_mode.write_step(buffer, t, value)
 
 
 def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,

@@ -5,6 +5,7 @@ import keras
 from seqkeras import layers as sk
 from seqkeras.layers.pooling import MODES as POOLINGS
 from seqkeras.models import backbones as bb
+from seqkeras.models.base import SequenceModel
 
 
 def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
@@ -80,7 +81,8 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
     logits = bb.logits_head(x, num_classes)
-    return keras.Model(token_ids, logits, name=name)
+    return SequenceModel(token_ids, logits, name=name,
+                         vocabulary_sizes={"token_ids": vocab_size})
 
 
 def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
@@ -109,4 +111,5 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
                    units, num_layers, bidirectional, dropout, num_heads,
                    intermediate_dim, max_length, return_sequences=True)
     logits = bb.logits_head(x, num_tags)
-    return keras.Model(token_ids, logits, name=name)
+    return SequenceModel(token_ids, logits, name=name,
+                         vocabulary_sizes={"token_ids": vocab_size})

@@ -11,6 +11,7 @@ from seqkeras import layers as sk
 from seqkeras.layers.attention_decoder import STYLES
 from seqkeras.layers.scoring import SCORES
 from seqkeras.models import backbones as bb
+from seqkeras.models.base import SequenceModel
 
 
 def _bridge(states, units, name):
@@ -66,8 +67,9 @@ def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
     x = sk.Recurrent(bb.make_cell(cell, units, dropout), return_sequences=True,
                      name="decoder")(x, initial_state=init)
     logits = bb.logits_head(x, vocab_size)
-    return keras.Model({"features": features, "target_ids": target_ids},
-                       logits, name=name)
+    return SequenceModel({"features": features, "target_ids": target_ids},
+                         logits, name=name,
+                         vocabulary_sizes={"target_ids": vocab_size})
 
 
 def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
@@ -174,8 +176,10 @@ def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
             name="decoder")(tgt, memory, initial_state=init,
                             return_attention_scores=True)
     logits = bb.logits_head(x, target_vocab_size)
-    return keras.Model({"source_ids": source_ids, "target_ids": target_ids},
-                       logits, name=name)
+    return SequenceModel(
+        {"source_ids": source_ids, "target_ids": target_ids}, logits,
+        name=name, vocabulary_sizes={"source_ids": source_vocab_size,
+                                     "target_ids": target_vocab_size})
 
 
 def attention_model(model):
@@ -255,5 +259,7 @@ def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
                              memory=memory, name="decoder")
     logits = bb.logits_head(x, target_vocab_size,
                             embedding if tie_weights else None)
-    return keras.Model({"source_ids": source_ids, "target_ids": target_ids},
-                       logits, name=name)
+    return SequenceModel(
+        {"source_ids": source_ids, "target_ids": target_ids}, logits,
+        name=name, vocabulary_sizes={"source_ids": source_vocab_size,
+                                     "target_ids": target_vocab_size})

@@ -4,6 +4,7 @@ import keras
 
 from seqkeras import layers as sk
 from seqkeras.models import backbones as bb
+from seqkeras.models.base import SequenceModel
 
 
 def forecaster(input_steps, horizon, features=1, targets=None,
@@ -55,4 +56,4 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     x = keras.layers.Reshape((horizon, targets))(x)
     forecast = keras.layers.Activation("linear", dtype="float32",
                                        name="forecast")(x)
-    return keras.Model(series, forecast, name=name)
+    return SequenceModel(series, forecast, name=name)

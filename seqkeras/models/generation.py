@@ -21,6 +21,7 @@ from keras import ops
 
 from seqkeras import decoding
 from seqkeras.data.synthetic import BOS, EOS, PAD
+from seqkeras.models.base import check_token_ids
 
 KINDS = ("rnn_language_model", "transformer_language_model", "seq2seq",
          "transformer_seq2seq", "conditioned_decoder")
@@ -261,6 +262,10 @@ def generate(model, inputs=None, prompt=None, max_length=32,
         raise ValueError(
             "`generate` received an invalid value for `strategy`: expected "
             f"one of {STRATEGIES}. Received: strategy={strategy!r}")
+    decoding.check_strategy_options("generate", strategy, kwargs)
+    sizes = getattr(model, "vocabulary_sizes", {})
+    prompt_input = ("token_ids" if kind.endswith("language_model")
+                    else "target_ids")
     if kind.endswith("language_model"):
         if prompt is None:
             raise ValueError(f"`generate` on a {kind} needs a `prompt` "
@@ -270,9 +275,31 @@ def generate(model, inputs=None, prompt=None, max_length=32,
         if inputs is None:
             raise ValueError(f"`generate` on a {kind} needs `inputs` (the "
                              "source ids or the features)")
+        _check_conditioning(model, kind, inputs, sizes)
         batch = ops.shape(inputs)[0]
         if prompt is None:
             prompt = ops.full((batch, 1), bos_id, "int32")
+        elif ops.shape(prompt)[0] != batch:
+            raise ValueError(
+                f"`generate`: the prompt has {ops.shape(prompt)[0]} rows and "
+                f"`inputs` {batch}; give one prompt row per input row. "
+                f"Received: prompt.shape={tuple(ops.shape(prompt))}, "
+                f"inputs.shape={tuple(ops.shape(inputs))}")
+    if prompt_input in sizes:
+        check_token_ids("generate", "prompt", prompt, sizes[prompt_input])
+    vocab = model.outputs[0].shape[-1] if model.outputs else None
+    top_k = kwargs.get("top_k")
+    if top_k is not None and vocab is not None and decoding._is_int(
+            top_k) and top_k > vocab:
+        raise ValueError(
+            f"`generate` received top_k={top_k}, more than the model's "
+            f"{vocab} tokens; use top_k <= {vocab} (or None)")
+    beam = kwargs.get("beam_width")
+    if beam is not None and vocab is not None and decoding._is_int(
+            beam) and beam > vocab:
+        raise ValueError(
+            f"`generate` received beam_width={beam}, more than the model's "
+            f"{vocab} tokens; use beam_width <= {vocab}")
     if kind.startswith("transformer"):
         positions = model.get_layer(
             "positions" if kind == "transformer_language_model"
@@ -323,6 +350,34 @@ def generate(model, inputs=None, prompt=None, max_length=32,
                                      pad_id, tuple(sorted(kwargs.items()))))
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
+
+
+def _check_conditioning(model, kind, inputs, sizes):
+    """Clear errors for the source ids / features a decoder conditions on."""
+    name = "features" if kind == "conditioned_decoder" else "source_ids"
+    shape = tuple(ops.shape(inputs))
+    if name == "source_ids":
+        if len(shape) != 2:
+            raise ValueError(
+                "`generate` expects source ids of shape (batch, "
+                f"source_length). Received: inputs.shape={shape}")
+        if shape[1] == 0:
+            raise ValueError(
+                "`generate` needs at least one source token per row. "
+                f"Received: inputs.shape={shape}")
+        if name in sizes:
+            check_token_ids("generate", "inputs (source_ids)", inputs,
+                            sizes[name])
+    else:
+        spec = [t for t in model.inputs if t.name == name]
+        width = spec[0].shape[-1] if spec else None
+        if len(shape) != 2 or (width is not None and shape[1] != width):
+            raise ValueError(
+                f"`generate` expects features of shape (batch, {width}). "
+                f"Received: inputs.shape={shape}")
+    if shape[0] == 0:
+        raise ValueError(f"`generate` needs at least one input row. "
+                         f"Received: inputs.shape={shape}")
 
 
 def _compiled(model, run, key):

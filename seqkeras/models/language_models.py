@@ -4,6 +4,7 @@ both with weight tying between the embedding and the output layer."""
 import keras
 
 from seqkeras.models import backbones as bb
+from seqkeras.models.base import SequenceModel
 
 
 def rnn_language_model(vocab_size, embedding_dim=128, units=None,
@@ -59,7 +60,8 @@ def rnn_language_model(vocab_size, embedding_dim=128, units=None,
     if tie_weights and units != embedding_dim:
         x = keras.layers.Dense(embedding_dim, name="projection")(x)
     logits = bb.logits_head(x, vocab_size, embedding if tie_weights else None)
-    return keras.Model(token_ids, logits, name=name)
+    return SequenceModel(token_ids, logits, name=name,
+                         vocabulary_sizes={"token_ids": vocab_size})
 
 
 def transformer_language_model(vocab_size, max_length, num_layers=4,
@@ -120,4 +122,5 @@ def transformer_language_model(vocab_size, max_length, num_layers=4,
                              activation=activation, norm_first=norm_first,
                              causal=True, name="decoder")
     logits = bb.logits_head(x, vocab_size, embedding if tie_weights else None)
-    return keras.Model(token_ids, logits, name=name)
+    return SequenceModel(token_ids, logits, name=name,
+                         vocabulary_sizes={"token_ids": vocab_size})

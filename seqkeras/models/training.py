@@ -86,18 +86,81 @@ def masked_loss(pad_id=PAD):
         from_logits=True, ignore_class=pad_id)
 
 
-def compile_model(model, task="tokens", learning_rate=1e-3, clipnorm=1.0,
+TASKS = ("tokens", "classes", "regression")
+
+
+def _first_output_shape(model):
+    outputs = getattr(model, "outputs", None)
+    if not outputs:
+        return None
+    return tuple(outputs[0].shape)
+
+
+def infer_task(model):
+    """The task `compile_model` uses for `model`, read from its inputs and
+    outputs: `"regression"` when no input is integer (forecasters),
+    `"classes"` for one logits vector per example (rank-2 output:
+    classifiers), `"tokens"` for logits per step (rank-3 output: taggers,
+    language models, seq2seq, conditioned decoders). A model may declare
+    its own with a `task` attribute. Returns None when the model has no
+    symbolic inputs and outputs (a subclassed model that was not built
+    functionally).
+    """
+    declared = getattr(model, "task", None)
+    if isinstance(declared, str) and declared in TASKS:
+        return declared
+    shape = _first_output_shape(model)
+    if shape is None:
+        return None
+    integer = any("int" in str(t.dtype) for t in model.inputs)
+    if not integer:
+        return "regression"
+    return "classes" if len(shape) == 2 else "tokens"
+
+
+def _check_task(model, task):
+    shape = _first_output_shape(model)
+    if shape is None:
+        return
+    inferred = infer_task(model)
+    expected_rank = {"tokens": 3, "classes": 2}.get(task)
+    contradiction = None
+    if expected_rank is not None and len(shape) != expected_rank:
+        contradiction = (f"task={task!r} needs logits of rank "
+                         f"{expected_rank}, "
+                         + ("(batch, time, classes)" if expected_rank == 3
+                            else "(batch, classes)"))
+    elif expected_rank is not None and shape[-1] is not None and (
+            shape[-1] < 2):
+        contradiction = (f"task={task!r} needs at least 2 logits per "
+                         "prediction")
+    elif expected_rank is not None and inferred == "regression":
+        contradiction = (f"task={task!r} needs token ids in (a model whose "
+                         "inputs are all float is a regression model)")
+    if contradiction:
+        raise ValueError(
+            f"`compile_model`: {contradiction}; model {model.name!r} "
+            f"outputs shape {shape} (its task is {inferred!r}). Received: "
+            f"task={task!r}. Leave `task` out to use the model's own.")
+
+
+def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
                   weight_decay=0.0, jit_compile=True, optimizer=None,
                   **kwargs):
     """Compiles `model` with seqkeras' defaults: Adam(W) with gradient
     clipping by global norm, XLA, and the task's loss and metrics.
 
     Args:
-        model: a model from `seqkeras.models`.
-        task: `"tokens"` (logits per token: masked sparse cross-entropy,
-            masked accuracy and perplexity), `"classes"` (one label per
-            sequence: sparse cross-entropy and accuracy) or `"regression"`
-            (MSE and MAE).
+        model: a model from `seqkeras.models` (or any functional model).
+        task: default: the model's own (see `infer_task`): classifiers get
+            `"classes"`, forecasters `"regression"`, taggers, language
+            models and seq2seq models `"tokens"`. Explicitly: `"tokens"`
+            (logits per token: masked sparse cross-entropy, masked accuracy
+            and perplexity; target id 0 is padding and ignored),
+            `"classes"` (one label per sequence: sparse cross-entropy and
+            accuracy; every label counts, 0 included) or `"regression"`
+            (MSE and MAE). A task that contradicts the model's outputs
+            raises a ValueError.
         learning_rate: a float or a `keras.optimizers.schedules` schedule.
         clipnorm: clip the global gradient norm (the seed notes'
             g <- min(1, tau / |g|) g); None disables.
@@ -108,12 +171,28 @@ def compile_model(model, task="tokens", learning_rate=1e-3, clipnorm=1.0,
 
     Returns:
         The model.
+
+    Example:
+
+    >>> import seqkeras
+    >>> model = seqkeras.models.classifier(20, 2, backbone="gru")
+    >>> _ = seqkeras.models.compile_model(model)
+    >>> type(model.loss).__name__, seqkeras.models.infer_task(model)
+    ('SparseCategoricalCrossentropy', 'classes')
     """
-    tasks = ("tokens", "classes", "regression")
-    if task not in tasks:
+    if task is None:
+        task = infer_task(model)
+        if task is None:
+            raise ValueError(
+                "`compile_model` cannot tell the task of a model without "
+                "symbolic inputs and outputs; pass task= one of "
+                f"{TASKS}. Received: model={model.name!r}")
+    elif task not in TASKS:
         raise ValueError(
             f"`compile_model` received an invalid value for `task`: expected "
-            f"one of {tasks}. Received: task={task!r}")
+            f"one of {TASKS}. Received: task={task!r}")
+    else:
+        _check_task(model, task)
     if optimizer is None:
         clip = {} if clipnorm is None else {"global_clipnorm": clipnorm}
         if weight_decay:

@@ -25,6 +25,12 @@ def roundtrip(model, inputs):
     np.testing.assert_allclose(np.asarray(loaded(inputs)), before, atol=1e-5)
 
 
+def masked_accuracy(logits, targets):
+    """Token accuracy over non-padding targets, in NumPy."""
+    keep = targets != 0
+    return np.mean((np.argmax(logits, -1) == targets)[keep])
+
+
 def contains_task(n, length=10, seed=0):
     """Label 1 iff symbol 4 occurs among the unpadded tokens; lengths vary."""
     rng = np.random.default_rng(seed)
@@ -47,10 +53,13 @@ def test_classifier_learns_and_round_trips(backbone, pooling, bidirectional):
                          embedding_dim=16, units=16, num_heads=2,
                          bidirectional=bidirectional)
     assert [i.name for i in model.inputs] == ["token_ids"]
-    compile_model(model, task="classes", learning_rate=1e-2)
+    compile_model(model, learning_rate=1e-2)  # the task from the model
     model.fit(x[:1000], y[:1000], epochs=6, batch_size=50, verbose=0)
     acc = model.evaluate(x[1000:], y[1000:], verbose=0,
                          return_dict=True)["accuracy"]
+    true_acc = np.mean(np.argmax(model.predict(x[1000:], verbose=0), -1)
+                       == y[1000:])
+    assert abs(acc - true_acc) < 1e-6, (acc, true_acc)
     assert acc >= 0.9, acc  # chance: 0.5
     # Padding does not change the prediction.
     padded = np.pad(x[:4], ((0, 0), (0, 5)))
@@ -73,6 +82,8 @@ def test_tagger_learns_context_dependent_tags():
     model.fit(x[:1000], tags[:1000], epochs=5, batch_size=50, verbose=0)
     acc = model.evaluate(x[1000:], tags[1000:], verbose=0,
                          return_dict=True)["accuracy"]
+    assert abs(acc - masked_accuracy(model.predict(x[1000:], verbose=0),
+                                     tags[1000:])) < 1e-6
     assert acc >= 0.95, acc  # chance: 0.5
     out = model(x[1000:1002])
     assert tuple(out.shape) == (2, 12, 4)
@@ -106,6 +117,10 @@ def test_language_models_learn_and_tie_weights(kind):
     pred = np.argmax(model.predict(x[2000:], verbose=0), -1)
     acc = np.mean(pred[:, 3:] == y[2000:, 3:])
     assert acc >= 0.9, acc  # chance: 1/8
+    evaluated = model.evaluate(x[2000:], y[2000:], verbose=0,
+                               return_dict=True)["accuracy"]
+    assert abs(evaluated - masked_accuracy(
+        model.predict(x[2000:], verbose=0), y[2000:])) < 1e-6
     # Weight tying: one (vocab, dim) matrix, used by the output layer.
     matrices = [v for v in model.trainable_variables
                 if tuple(v.shape) in ((12, 16), (16, 12))]
@@ -152,6 +167,8 @@ def test_conditioned_decoder_generates_from_the_vector():
     model.fit(inputs, targets, epochs=4, batch_size=50, verbose=0)
     acc = model.evaluate(inputs, targets, verbose=0,
                          return_dict=True)["accuracy"]
+    assert abs(acc - masked_accuracy(model.predict(inputs, verbose=0),
+                                     targets)) < 1e-6
     assert acc >= 0.95, acc  # chance: 1/8 per token
     roundtrip(model, {k: v[:2] for k, v in inputs.items()})
 
@@ -172,6 +189,8 @@ def test_seq2seq_learns_reversal(attention, style):
     val_inputs, val_tgt = reversal(300, 5)
     acc = model.evaluate(val_inputs, val_tgt, verbose=0,
                          return_dict=True)["accuracy"]
+    assert abs(acc - masked_accuracy(model.predict(val_inputs, verbose=0),
+                                     val_tgt)) < 1e-6
     # chance: ~1/8 per token; the fixed-context model learns more slowly
     assert acc >= (0.95 if attention else 0.8), acc
     if attention:
@@ -194,6 +213,8 @@ def test_transformer_seq2seq_learns_reversal():
     val_inputs, val_tgt = reversal(300, 7)
     acc = model.evaluate(val_inputs, val_tgt, verbose=0,
                          return_dict=True)["accuracy"]
+    assert abs(acc - masked_accuracy(model.predict(val_inputs, verbose=0),
+                                     val_tgt)) < 1e-6
     assert acc >= 0.85, acc
     roundtrip(model, {k: v[:2] for k, v in val_inputs.items()})
 
@@ -205,9 +226,11 @@ def test_forecaster_beats_the_seasonal_naive_baseline(backbone):
     x, y = seqkeras.data.forecast_windows(series, 48, 6, stride=2)
     n = int(0.8 * len(x))
     model = M.forecaster(48, 6, backbone=backbone, units=32, num_heads=2)
-    compile_model(model, task="regression", learning_rate=3e-3)
+    compile_model(model, learning_rate=3e-3)  # the task from the model
     model.fit(x[:n], y[:n], epochs=8, batch_size=32, verbose=0)
     mse = np.mean((model.predict(x[n:], verbose=0) - y[n:]) ** 2)
+    loss = model.evaluate(x[n:], y[n:], verbose=0, return_dict=True)["loss"]
+    assert abs(loss - mse) <= 1e-4 * mse, (loss, mse)
     naive = np.mean((x[n:, -1:, :] - y[n:]) ** 2)  # repeat the last value
     assert mse < 0.3 * naive, (mse, naive)
     roundtrip(model, x[:2])
@@ -268,3 +291,37 @@ def test_tbptt_fit_with_state_reset_callback():
     history = model.fit(x, y, batch_size=4, shuffle=False, epochs=2,
                         verbose=0, callbacks=[M.ResetStatesAtEpochStart()])
     assert np.all(np.isfinite(history.history["loss"]))
+
+
+def test_compile_model_defaults_to_the_models_task():
+    # Regression: the default used to be the token task for every model: a
+    # classifier's label 0 was ignored as padding, and a model predicting
+    # class 1 everywhere reported accuracy 1.0.
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, 12, size=(64, 6)).astype("int32")
+    y = np.array([0, 1] * 32)
+    model = M.classifier(12, 2, backbone="gru", units=8, embedding_dim=8)
+    compile_model(model)
+    bias = model.get_layer("logits_dense").bias
+    bias.assign([0.0, 50.0])  # always class 1
+    result = model.evaluate(x, y, verbose=0, return_dict=True)
+    assert result["accuracy"] == pytest.approx(0.5)
+    assert result["loss"] > 10  # every label-0 example costs ~50 nats
+    assert M.infer_task(model) == "classes"
+    assert M.infer_task(M.tagger(12, 3)) == "tokens"
+    assert M.infer_task(M.forecaster(6, 2)) == "regression"
+    assert M.infer_task(M.conditioned_decoder(4, 12)) == "tokens"
+    assert M.infer_task(M.seq2seq(12, 12, units=8)) == "tokens"
+
+
+@pytest.mark.parametrize("build,task,match", [
+    (lambda: M.classifier(12, 2), "tokens", "task='tokens' needs logits of"),
+    (lambda: M.tagger(12, 3), "classes", "task='classes' needs logits of"),
+    (lambda: M.forecaster(6, 2), "classes", "task='classes' needs logits"),
+    (lambda: M.forecaster(6, 2, targets=3), "tokens", "token ids in"),
+    (lambda: M.classifier(12, 2), "ranking", "invalid value for `task`"),
+])
+def test_compile_model_refuses_a_task_that_contradicts_the_model(build, task,
+                                                                 match):
+    with pytest.raises(ValueError, match=match):
+        compile_model(build(), task=task)

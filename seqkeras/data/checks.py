@@ -1,0 +1,68 @@
+"""Token-id checks for `tf.data` pipelines and serving graphs (TensorFlow
+code; the NumPy check is `seqkeras.models.check_token_ids`).
+
+Under XLA an out-of-range id is not an error (the gather clamps it or
+reads zeros), and XLA drops `Assert` ops, so the check must run outside
+the compiled step: in the input pipeline (`tf.data` runs its map
+functions in its own runtime, where asserts hold) and in the exported
+serving signatures (plain TensorFlow graphs, no XLA).
+"""
+
+import tensorflow as tf
+
+from seqkeras.models.base import MARKER
+
+
+def token_id_asserts(where, name, ids, vocab_size):
+    """`ids` passed through TensorFlow asserts that fail (InvalidArgument,
+    with a message naming `where`, the input, the vocabulary size and the
+    offending value) unless every id is an integer in [0, vocab_size)."""
+    if ids.dtype == tf.string or ids.dtype == tf.bool:
+        raise TypeError(
+            f"`{where}`: input `{name}` must hold integer token ids. "
+            f"Received dtype {ids.dtype.name}.")
+    checks = []
+    if ids.dtype.is_floating:
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(tf.equal(tf.floor(ids), ids)),
+            [f"{MARKER}`{where}`: input `{name}` must hold integer token "
+             "ids. Received non-integer values, e.g.",
+             tf.boolean_mask(ids, tf.not_equal(tf.floor(ids), ids))[:1]],
+            name="token_ids_integral"))
+    low = tf.reduce_min(tf.concat([tf.reshape(ids, [-1]),
+                                   tf.zeros([1], ids.dtype)], 0))
+    high = tf.reduce_max(tf.concat([tf.reshape(ids, [-1]),
+                                    tf.zeros([1], ids.dtype)], 0))
+    bad = tf.where(low < 0, low, high)
+    checks.append(tf.debugging.Assert(
+        tf.logical_and(low >= 0, high < vocab_size),
+        [f"{MARKER}`{where}`: input `{name}` has a token id outside "
+         f"[0, {vocab_size}) (the vocabulary size is {vocab_size}; 0 is "
+         "padding). Offending id:", bad], summarize=1,
+        name="token_ids_in_range"))
+    with tf.control_dependencies(checks):
+        return tf.identity(ids)
+
+
+def check_token_dataset(dataset, model, where="fit"):
+    """`dataset` with a map that checks the token-id inputs of `model`
+    (a `SequenceModel`) in each element: `(x, y[, w])` tuples or `x`
+    alone, `x` a dict by input name or the one input."""
+    sizes = model.vocabulary_sizes
+    names = [t.name for t in model.inputs]
+
+    def check_x(x):
+        if isinstance(x, dict):
+            return {k: token_id_asserts(where, k, v, sizes[k])
+                    if k in sizes else v for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(token_id_asserts(where, k, v, sizes[k])
+                           if k in sizes else v for k, v in zip(names, x))
+        return (token_id_asserts(where, names[0], x, sizes[names[0]])
+                if names[0] in sizes else x)
+
+    spec = dataset.element_spec
+    if isinstance(spec, tuple) and len(spec) in (2, 3) and not (
+            len(names) > 1 and not isinstance(spec[0], (dict, tuple))):
+        return dataset.map(lambda x, *rest: (check_x(x),) + tuple(rest))
+    return dataset.map(check_x)

@@ -1,0 +1,223 @@
+"""`SequenceModel`: the functional `keras.Model` every builder returns.
+
+It knows the vocabulary size of each token-id input and checks token ids
+before they reach an embedding: under XLA (the library's default
+`jit_compile=True`) an out-of-range id is not an error, the gather clamps
+it or reads zeros, so a model would train and predict on garbage
+silently. The check runs where the data is still concrete, before the
+compiled step: eager calls, `fit`/`evaluate`/`predict` on arrays (and on
+`tf.data` datasets, through `seqkeras.data.check_token_dataset`, in the
+input pipeline), `seqkeras.models.generate`, and in-graph asserts in
+exported serving signatures (`seqkeras.export.saved_model`).
+"""
+
+import keras
+import numpy as np
+
+#: Marks our messages inside errors raised by input pipelines, so that
+#: `fit`/`evaluate`/`predict` can re-raise them as a plain ValueError.
+MARKER = "seqkeras token-id check: "
+
+
+def _concrete(value):
+    """`value` as a NumPy array, or None when it is symbolic (a Keras or
+    traced tensor), which cannot be checked here."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (list, tuple, int, float, np.generic)):
+        try:
+            return np.asarray(value)
+        except (ValueError, TypeError):
+            return None
+    if keras.KerasTensor is not None and isinstance(value, keras.KerasTensor):
+        return None
+    try:
+        return np.asarray(keras.ops.convert_to_numpy(value))
+    except Exception:  # a graph / traced tensor: no values to check
+        return None
+
+
+def check_token_ids(where, name, ids, vocab_size):
+    """Raises a clear error unless `ids` are integer token ids in
+    `[0, vocab_size)`. Symbolic tensors pass unchecked.
+
+    Args:
+        where: the function or layer named in the message.
+        name: the input's name.
+        ids: an array-like of token ids.
+        vocab_size: the input's vocabulary size.
+
+    Raises:
+        TypeError: strings, booleans, or non-integer values.
+        ValueError: ids below 0 or at least `vocab_size`.
+
+    Example:
+
+    >>> from seqkeras.models import check_token_ids
+    >>> check_token_ids("predict", "token_ids", [[1, 2, 0]], 10)
+    >>> try:
+    ...     check_token_ids("predict", "token_ids", [[1, 25]], 10)
+    ... except ValueError as e:
+    ...     print(str(e)[:60])
+    `predict`: input `token_ids` has token id 25, outside [0, 10
+    """
+    array = _concrete(ids)
+    if array is None:
+        return
+    kind = array.dtype.kind
+    if kind in "USO":
+        raise TypeError(
+            f"`{where}`: input `{name}` must hold integer token ids; "
+            f"received {array.dtype} values (e.g. {array.flat[0]!r}). "
+            "Encode text to ids first (e.g. with the model's vocabulary) "
+            "or export with a raw-string signature.")
+    if kind == "b" or kind == "c":
+        raise TypeError(
+            f"`{where}`: input `{name}` must hold integer token ids. "
+            f"Received dtype {array.dtype}.")
+    if array.size == 0:
+        return
+    if kind == "f":
+        finite = np.isfinite(array)
+        integral = finite & (np.floor(array) == array)
+        if not integral.all():
+            bad = array[~integral].flat[0]
+            raise TypeError(
+                f"`{where}`: input `{name}` must hold integer token ids. "
+                f"Received the non-integer value {bad!r} "
+                f"(dtype {array.dtype}).")
+    low, high = array.min(), array.max()
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"`{where}`: input `{name}` has token id {int(bad)}, outside "
+            f"[0, {vocab_size}) (the vocabulary size is {vocab_size}; "
+            "0 is padding).")
+
+
+def named_inputs(model, x):
+    """`{input name: value}` for the model inputs `x` (a dict by name, a
+    list in `model.inputs` order, or the one input)."""
+    names = [t.name for t in model.inputs]
+    if isinstance(x, dict):
+        return dict(x)
+    if isinstance(x, (list, tuple)) and len(names) > 1:
+        return dict(zip(names, x))
+    return {names[0]: x}
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class SequenceModel(keras.Model):
+    """A functional `keras.Model` whose token-id inputs are checked.
+
+    Args:
+        inputs, outputs, name: as for `keras.Model` (functional).
+        vocabulary_sizes: `{input name: vocabulary size}` for the inputs
+            that carry token ids; ids outside `[0, size)`, strings and
+            non-integer values raise a clear error in eager calls, `fit`,
+            `evaluate`, `predict` (arrays and `tf.data` datasets) and
+            `seqkeras.models.generate` instead of being used silently.
+
+    Example:
+
+    >>> import keras, numpy as np, seqkeras
+    >>> ids = keras.Input((None,), dtype="int32", name="token_ids")
+    >>> x = keras.layers.Embedding(10, 4)(ids)
+    >>> model = seqkeras.models.SequenceModel(
+    ...     ids, keras.layers.GlobalAveragePooling1D()(x),
+    ...     vocabulary_sizes={"token_ids": 10})
+    >>> try:
+    ...     model(np.array([[3, 12]]))
+    ... except ValueError as e:
+    ...     print(str(e)[:48])
+    `SequenceModel`: input `token_ids` has token id 1
+    """
+
+    def __init__(self, *args, vocabulary_sizes=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        sizes = dict(vocabulary_sizes or {})
+        names = [t.name for t in self.inputs]
+        for key, size in sizes.items():
+            if key not in names:
+                raise ValueError(
+                    "`SequenceModel` received `vocabulary_sizes` for an "
+                    f"input it does not have: expected names among {names}. "
+                    f"Received: {key!r}")
+            if not isinstance(size, (int, np.integer)) or size < 1:
+                raise ValueError(
+                    "`SequenceModel` expects positive integer "
+                    f"`vocabulary_sizes`. Received: {key}={size!r}")
+        self.vocabulary_sizes = {k: int(v) for k, v in sizes.items()}
+
+    def get_config(self):
+        config = super().get_config()
+        config["vocabulary_sizes"] = dict(self.vocabulary_sizes)
+        return config
+
+    def check_inputs(self, x, where=None):
+        """Checks the token ids in the model inputs `x` (see
+        `check_token_ids`); symbolic inputs pass unchecked."""
+        if x is None or not self.vocabulary_sizes:
+            return
+        where = where or type(self).__name__
+        values = named_inputs(self, x)
+        for name, size in self.vocabulary_sizes.items():
+            if name in values:
+                check_token_ids(where, name, values[name], size)
+
+    def _check_data(self, x, where):
+        """Checks `x` (arrays) or returns it wrapped with an in-pipeline
+        check (a `tf.data.Dataset`)."""
+        if not self.vocabulary_sizes or x is None:
+            return x
+        if type(x).__name__.endswith("Dataset") and hasattr(x,
+                                                            "element_spec"):
+            from seqkeras.data.checks import check_token_dataset
+            return check_token_dataset(x, self, where)
+        if isinstance(x, (dict, list, tuple, np.ndarray)) or hasattr(
+                x, "shape"):
+            self.check_inputs(x, where)
+        return x
+
+    def __call__(self, *args, **kwargs):
+        if args:
+            self.check_inputs(args[0])
+        return super().__call__(*args, **kwargs)
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        x = self._check_data(x, "fit")
+        validation = kwargs.get("validation_data")
+        if validation is not None:
+            if isinstance(validation, (list, tuple)):
+                self._check_data(validation[0], "fit (validation_data)")
+            else:
+                kwargs["validation_data"] = self._check_data(
+                    validation, "fit (validation_data)")
+        with _pipeline_errors():
+            return super().fit(x, y, *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        x = self._check_data(x, "evaluate")
+        with _pipeline_errors():
+            return super().evaluate(x, y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        x = self._check_data(x, "predict")
+        with _pipeline_errors():
+            return super().predict(x, *args, **kwargs)
+
+
+class _pipeline_errors:
+    """Re-raises an input pipeline's token-id check failure (a TensorFlow
+    InvalidArgumentError carrying `MARKER`) as a ValueError with our
+    message alone."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if error is None or MARKER not in str(error):
+            return False
+        message = str(error).split(MARKER, 1)[1].split("\n")[0]
+        message = message.replace("] [", " ").rstrip("]")  # Assert's data
+        raise ValueError(message) from None
