@@ -78,7 +78,12 @@ def main(argv=None):
     p.add_argument("--prompt", default="ROMEO:\n",
                    help="generate from this prompt with each strategy")
     p.add_argument("--new-tokens", type=int, default=48)
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: 20 iterations, 1 layer, 3 new tokens")
     args = p.parse_args(argv)
+    if args.quick:
+        args.iters, args.eval_batches, args.layers = 20, 2, 1
+        args.steps_per_call, args.warmup, args.new_tokens = 10, 5, 3
 
     keras.utils.set_random_seed(args.seed)
     train_text, val_text = read_tinyshakespeare(args.data)

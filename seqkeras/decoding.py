@@ -78,41 +78,44 @@ def check_prompt(name, prompt, max_length):
                          f"Received: prompt.shape={shape}")
 
 
-def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0):
-    """Raises a clear ValueError for bad sampling arguments."""
+def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0,
+                   name="sample"):
+    """Raises a clear ValueError for bad sampling arguments (the message
+    names the function `name`)."""
     if not _is_finite(temperature) or temperature < 0:
         raise ValueError(
-            "`sample` received an invalid value for `temperature`: expected "
+            f"`{name}` received an invalid value for `temperature`: expected "
             f"a finite number >= 0. Received: temperature={temperature!r}")
     if top_k is not None and (not _is_int(top_k) or top_k <= 0):
         raise ValueError(
-            "`sample` received an invalid value for `top_k`: expected a "
+            f"`{name}` received an invalid value for `top_k`: expected a "
             f"positive integer or None. Received: top_k={top_k!r}")
     if top_p is not None and (not _is_finite(top_p) or not 0 < top_p <= 1):
         raise ValueError(
-            "`sample` received an invalid value for `top_p`: expected a "
+            f"`{name}` received an invalid value for `top_p`: expected a "
             f"number in (0, 1] or None. Received: top_p={top_p!r}")
     if not _is_int(seed):
-        raise ValueError("`sample` received an invalid value for `seed`: "
+        raise ValueError(f"`{name}` received an invalid value for `seed`: "
                          f"expected an integer. Received: seed={seed!r}")
 
 
 def check_beam(beam_width=4, length_penalty_alpha=0.0,
-               return_all_beams=False):
-    """Raises a clear ValueError for bad beam-search arguments."""
+               return_all_beams=False, name="beam_search"):
+    """Raises a clear ValueError for bad beam-search arguments (the message
+    names the function `name`)."""
     if not _is_int(beam_width) or beam_width <= 0:
         raise ValueError(
-            "`beam_search` received an invalid value for `beam_width`: "
+            f"`{name}` received an invalid value for `beam_width`: "
             "expected a positive integer. Received: "
             f"beam_width={beam_width!r}")
     if not _is_finite(length_penalty_alpha) or length_penalty_alpha < 0:
         raise ValueError(
-            "`beam_search` received an invalid value for "
+            f"`{name}` received an invalid value for "
             "`length_penalty_alpha`: expected a finite number >= 0. "
             f"Received: length_penalty_alpha={length_penalty_alpha!r}")
     if not isinstance(return_all_beams, (bool, np.bool_)):
         raise ValueError(
-            "`beam_search` received an invalid value for `return_all_beams`: "
+            f"`{name}` received an invalid value for `return_all_beams`: "
             f"expected a bool. Received: return_all_beams={return_all_beams!r}")
 
 

@@ -34,18 +34,45 @@ def _load(path, name):
     return module
 
 
-def test_main_job_small_run_exports_and_verifies(tmp_path):
-    app = _load(os.path.join(ROOT, "apps", "dates.py"), "dates")
-    result = app.main(["--epochs", "1", "--train", "512", "--val", "64",
-                       "--units", "16", "--out", str(tmp_path)])
-    assert 0 <= result["exact_match"] <= 1
-    report = result["report"]
-    assert report["savedmodel_max_abs_diff"] <= 1e-5
-    assert report["tflite_max_abs_diff"] <= 1e-5
+def _outside(tmp_path, *command, env=None):
+    """Runs `python *command` in `tmp_path` (outside the checkout, with no
+    PYTHONPATH): only the installed package can be imported."""
+    env = {**os.environ, **(env or {})}
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run([sys.executable, *command], cwd=tmp_path,
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[
+        -3000:]
+    return result.stdout
+
+
+def test_tests_and_scripts_use_the_installed_package(tmp_path):
+    out = _outside(tmp_path, "-c", "import seqkeras; print(seqkeras.__file__)")
+    assert os.path.samefile(out.strip(), seqkeras.__file__)
+    dist = importlib.metadata.distribution("seqkeras")
+    direct = dist.read_text("direct_url.json") or ""
+    if '"editable": true' not in direct.replace(" ", "").replace(
+            '"editable":true', '"editable": true'):
+        # a regular install: the package is not the source tree
+        assert not os.path.abspath(seqkeras.__file__).startswith(
+            os.path.join(ROOT, "seqkeras"))
+
+
+def test_main_job_small_run_from_outside_the_checkout(tmp_path):
+    # the README's main job (apps/dates.py), run as a user runs it, from
+    # another directory, with the installed package
+    out = _outside(tmp_path, os.path.join(ROOT, "apps", "dates.py"),
+                   "--epochs", "1", "--train", "512", "--val", "64",
+                   "--units", "16", "--out", str(tmp_path / "models"))
+    assert "held-out exact match" in out
+    report = dict(line.strip().split(": ", 1) for line in out.splitlines()
+                  if line.startswith("  ") and ": " in line)
+    assert float(report["savedmodel_max_abs_diff"]) <= 1e-5
+    assert float(report["tflite_max_abs_diff"]) <= 1e-5
     assert "Flex" not in report["tflite_ops"]
-    assert os.path.exists(os.path.join(tmp_path, "dates", "1",
-                                       "saved_model.pb"))
-    assert os.path.exists(os.path.join(tmp_path, "dates-attention.png"))
+    assert os.path.exists(tmp_path / "models" / "dates" / "1" /
+                          "saved_model.pb")
+    assert os.path.exists(tmp_path / "models" / "dates-attention.png")
 
 
 def test_long_range_app_small_run_and_versioned_exports(tmp_path):
@@ -124,16 +151,24 @@ def test_reproduction_scripts_smoke(tmp_path):
     assert os.path.exists(tmp_path / "b.png")
 
 
-def test_baby_gpt_smoke():
-    if seqkeras.data.shared_data_dir() is None:
-        pytest.skip("../shared/data (tiny-shakespeare) is not present")
-    bench = _load(os.path.join(ROOT, "benchmarks", "baby_gpt.py"), "baby")
-    result = bench.main(["--iters", "20", "--eval-batches", "2",
-                         "--layers", "1", "--steps-per-call", "10",
-                         "--warmup", "5", "--new-tokens", "3"])
-    assert np.isfinite(result["val_loss"])
-    assert set(result["samples"]) == set(bench.STRATEGIES)
-    assert all(len(text) == 3 for text in result["samples"].values())
+def test_baby_gpt_quick_from_outside_the_checkout(tmp_path):
+    data = seqkeras.data.shared_data_dir()
+    if data is None:
+        pytest.skip("the shared data directory (tiny-shakespeare) is not "
+                    "present: set SEQKERAS_DATA or place it at ../shared/data")
+    out = _outside(tmp_path, os.path.join(ROOT, "benchmarks", "baby_gpt.py"),
+                   "--quick", env={"SEQKERAS_DATA": data})
+    assert "val loss" in out
+    for name in ("greedy", "beam (4, alpha 0.6)", "top-k 10", "top-p 0.9",
+                 "temperature 0.7"):
+        assert f"--- {name}" in out
+    # without the data: a clear error naming both ways to give it
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "baby_gpt.py"),
+         "--quick"], cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "SEQKERAS_DATA": str(tmp_path / "none")})
+    assert result.returncode != 0
+    assert "SEQKERAS_DATA" in result.stderr and "`path`" in result.stderr
 
 
 def test_decoding_benchmark_smoke():

@@ -100,13 +100,35 @@ class CharVocabulary:
         return cls(config["characters"])
 
 
+def _candidates():
+    """Where `shared_data_dir` looks, in order."""
+    found = []
+    if os.environ.get("SEQKERAS_DATA"):
+        found.append(os.environ["SEQKERAS_DATA"])
+    found.append(os.path.join(os.getcwd(), "..", "shared", "data"))
+    # a source checkout placed next to the data (not an installed package)
+    found.append(os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                              "shared", "data"))
+    return [os.path.abspath(p) for p in found]
+
+
 def shared_data_dir():
-    """`../shared/data` next to the repository, or `$SEQKERAS_DATA`; None
-    when neither exists (a fresh clone)."""
-    path = os.environ.get("SEQKERAS_DATA") or os.path.join(
-        os.path.dirname(__file__), "..", "..", "..", "shared", "data")
-    path = os.path.abspath(path)
-    return path if os.path.isdir(path) else None
+    """The local data directory: `$SEQKERAS_DATA` if set, else
+    `../shared/data` from the working directory (or from a source
+    checkout); None when none exists. Nothing is downloaded.
+
+    Example:
+
+    >>> from seqkeras.data import shared_data_dir
+    >>> path = shared_data_dir()  # None where no data directory exists
+    """
+    if os.environ.get("SEQKERAS_DATA"):
+        path = os.path.abspath(os.environ["SEQKERAS_DATA"])
+        return path if os.path.isdir(path) else None
+    for path in _candidates():
+        if os.path.isdir(path):
+            return path
+    return None
 
 
 def read_tinyshakespeare(path=None):
@@ -115,15 +137,30 @@ def read_tinyshakespeare(path=None):
 
     Args:
         path: the `input.txt` file; default: `tinyshakespeare/input.txt`
-            under `shared_data_dir()`.
+            under `shared_data_dir()` (`$SEQKERAS_DATA`, or
+            `../shared/data` from the working directory).
+
+    Raises:
+        FileNotFoundError: naming both ways to give the file, and where it
+            looked.
     """
     if path is None:
         root = shared_data_dir()
-        if root is None:
+        path = None if root is None else os.path.join(
+            root, "tinyshakespeare", "input.txt")
+        if path is None or not os.path.isfile(path):
+            looked = [os.path.join(p, "tinyshakespeare", "input.txt")
+                      for p in _candidates()]
             raise FileNotFoundError(
-                "tiny-shakespeare not found: pass `path` or set "
-                "SEQKERAS_DATA to the shared data directory")
-        path = os.path.join(root, "tinyshakespeare", "input.txt")
+                "`read_tinyshakespeare`: tiny-shakespeare not found. Pass "
+                "`path` (the input.txt file; `--data` in the scripts) or set "
+                "the SEQKERAS_DATA environment variable to the data "
+                "directory that holds tinyshakespeare/input.txt. Looked "
+                f"in: {', '.join(looked)}")
+    elif not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"`read_tinyshakespeare`: no file at path={path!r}; pass the "
+            "input.txt file or set SEQKERAS_DATA to the data directory")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     split = int(0.9 * len(text))

@@ -8,6 +8,7 @@ axis), so recurrent and attention-decoder models convert to plain ONNX
 `Loop`s; and one for `Erfc` (exact GELU) as `1 - Erf`.
 """
 
+import logging
 import os
 import tempfile
 
@@ -79,16 +80,52 @@ class _Erfc:
                       shapes=shapes, dtypes=dtypes)
 
 
+MIN_OPSET = 13  # our handlers' version, and tf2onnx's oldest tested
+
+
+class _ErrorLog(logging.Handler):
+    """Collects tf2onnx's ERROR records (unsupported ops are logged, not
+    raised, and the file is written anyway)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
 def onnx(model, path, opset=OPSET, overwrite=False):
     """Writes `model` as an ONNX file (dynamic batch and time axes, the
     model's input and output names) through its exported SavedModel
-    signature; the file appears only once complete.
+    signature; the file appears only once complete and loaded by
+    onnxruntime.
+
+    Args:
+        opset: the ONNX opset, an integer from 13 to the installed onnx
+            package's newest.
+
+    Raises:
+        ValueError: a bad `opset`; a model with string inputs or lookup
+            layers; ops tf2onnx could not convert (its own message); a
+            file onnxruntime cannot load (its message).
 
     Returns:
         `path`.
     """
+    import onnx as onnx_lib
+    import onnxruntime
     import tf2onnx
 
+    from seqkeras.export.saved_model import refuse_text_layers
+
+    newest = onnx_lib.defs.onnx_opset_version()
+    if isinstance(opset, bool) or not isinstance(
+            opset, (int, np.integer)) or not MIN_OPSET <= opset <= newest:
+        raise ValueError(
+            "`onnx` received an invalid value for `opset`: expected an "
+            f"integer from {MIN_OPSET} to {newest}. Received: opset={opset!r}")
+    refuse_text_layers("onnx", model)
     path = check_target("onnx", path, overwrite)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         saved = saved_model(model, os.path.join(tmp, "saved"))
@@ -101,9 +138,28 @@ def onnx(model, path, opset=OPSET, overwrite=False):
             return serve(**dict(zip(names, args)))
 
         output = os.path.join(tmp, "model.onnx")
-        tf2onnx.convert.from_function(
-            tf.function(run), input_signature=[specs[n] for n in names],
-            opset=opset, output_path=output)
+        errors = _ErrorLog()
+        logger = logging.getLogger("tf2onnx")
+        logger.addHandler(errors)
+        try:
+            tf2onnx.convert.from_function(
+                tf.function(run), input_signature=[specs[n] for n in names],
+                opset=int(opset), output_path=output)
+        finally:
+            logger.removeHandler(errors)
+        if errors.messages:
+            unsupported = [m for m in errors.messages if "Unsupported" in m]
+            raise ValueError(
+                f"`onnx`: tf2onnx could not convert model {model.name!r} at "
+                f"opset {opset}: "
+                + "; ".join((unsupported or errors.messages)[:3]))
+        try:
+            onnxruntime.InferenceSession(output,
+                                         providers=["CPUExecutionProvider"])
+        except Exception as error:
+            raise ValueError(
+                f"`onnx`: onnxruntime cannot load the converted model "
+                f"{model.name!r}: {error}") from None
         os.replace(output, path)
     return path
 

@@ -64,6 +64,54 @@ def serving_function(model, check=True):
     return serve
 
 
+def _all_layers(model):
+    """Every layer of `model`, nested models included."""
+    for layer in getattr(model, "layers", []):
+        yield layer
+        if hasattr(layer, "layers"):
+            yield from _all_layers(layer)
+
+
+TEXT_LAYERS = ("TextVectorization", "StringLookup", "IntegerLookup",
+               "Hashing")
+
+
+def refuse_text_layers(name, model):
+    """Raises a clear ValueError when `model` takes strings or holds a
+    lookup layer (string ops and hash tables, which builtin TFLite and
+    ONNX do not run)."""
+    found = [f"{type(l).__name__} {l.name!r}" for l in _all_layers(model)
+             if type(l).__name__ in TEXT_LAYERS]
+    strings = [t.name for t in model.inputs if "string" in str(t.dtype)]
+    if found or strings:
+        what = (f"the layer {found[0]}" if found
+                else f"the string input {strings[0]!r}")
+        raise ValueError(
+            f"`{name}` cannot export model {model.name!r}: {what} needs "
+            "string ops and lookup tables, which builtin TFLite and ONNX "
+            "do not run. Export the model that takes token ids (the layers "
+            "after the lookup) and ship the vocabulary beside the file "
+            "(e.g. `layer.get_vocabulary()`); `saved_model` keeps the "
+            "lookup in the graph.")
+
+
+def refuse_stateful(name, model):
+    """Raises a clear ValueError for a model with stateful layers: served,
+    it would carry its states from one request to the next."""
+    stateful = [l.name for l in _all_layers(model)
+                if getattr(l, "stateful", False) is True]
+    if stateful:
+        raise ValueError(
+            f"`{name}` refuses model {model.name!r}: its layers "
+            f"{stateful} are stateful, so a served model would carry its "
+            "states from one request to the next. Build the same model "
+            "with stateful=False, copy the weights "
+            "(`new.set_weights(model.get_weights())`) and export that; "
+            "for token-by-token serving export the streaming step model "
+            "(`seqkeras.export.streaming_tflite`), which takes and returns "
+            "the states.")
+
+
 def check_target(name, path, overwrite, want="file"):
     """The absolute `path` an export `name` may write (a `want` = "file" or
     "dir"); raises a clear ValueError when it exists as the other kind, or
@@ -164,6 +212,32 @@ def generate_functions(model, max_length, beam_width=4,
     return functions
 
 
+def as_char_vocabulary(name, vocabulary):
+    """A `CharVocabulary` from one, or from a plain list of its characters
+    (in id order from 4; a list that starts with the reserved tokens
+    `<pad>, <bos>, <eos>, <unk>` may include them)."""
+    from seqkeras.data.text import RESERVED, CharVocabulary
+
+    if isinstance(vocabulary, CharVocabulary):
+        return vocabulary
+    if isinstance(vocabulary, (list, tuple)) or hasattr(vocabulary,
+                                                        "tolist"):
+        tokens = [str(t) for t in list(vocabulary)]
+        if tuple(tokens[:len(RESERVED)]) == RESERVED:
+            tokens = tokens[len(RESERVED):]
+        try:
+            return CharVocabulary(tokens)
+        except ValueError as error:
+            raise ValueError(
+                f"`{name}` received a `vocabulary` list it cannot use: "
+                f"{error}. The raw-string signatures split text into "
+                "characters; give the characters in id order from 4.") from None
+    raise TypeError(
+        f"`{name}` expects `vocabulary` to be a "
+        "`seqkeras.data.CharVocabulary` or a list of its characters. "
+        f"Received: {type(vocabulary).__name__}")
+
+
 _TEXT_SIGNATURE = {"text": tf.TensorSpec((None,), tf.string, name="text")}
 
 
@@ -244,6 +318,13 @@ def saved_model(model, path, overwrite=False, generate=None,
     Returns:
         `path`.
     """
+    if target not in ("serving", "tflite"):
+        raise ValueError(
+            "`saved_model` received an invalid value for `target`: expected "
+            f"'serving' or 'tflite'. Received: target={target!r}")
+    refuse_stateful("saved_model", model)
+    if vocabulary is not None:
+        vocabulary = as_char_vocabulary("saved_model", vocabulary)
     path = check_target("saved_model", path, overwrite, want="dir")
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)

@@ -41,8 +41,8 @@ STREAMABLE = ("rnn_language_model", "tagger", "classifier",
 
 
 def _refuse(model, why):
-    raise ValueError(f"`step_function` cannot stream this {model.name!r}: "
-                     f"{why}")
+    raise ValueError(f"`streaming_tflite` (`step_function`) cannot stream "
+                     f"`model` {model.name!r}: {why}")
 
 
 def _pooling_step(layer):

@@ -157,8 +157,10 @@ def tflite(model, path, quantize=None, overwrite=False):
     import os
     import shutil
 
-    from seqkeras.export.saved_model import check_target, saved_model
+    from seqkeras.export.saved_model import (check_target,
+                                             refuse_text_layers, saved_model)
 
+    refuse_text_layers("tflite", model)
     path = check_target("tflite", path, overwrite)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         saved = saved_model(model, os.path.join(tmp, "saved"),

@@ -22,6 +22,31 @@ def _use_fused_attention():
     return keras.backend.backend() != "tensorflow" or FUSED_ON_TENSORFLOW
 
 
+def check_attention_call(layer, query, value, key, query_mask=None,
+                         value_mask=None, attention_mask=None):
+    """Call-time checks shared by the attention layers: numeric inputs and
+    masks shaped (batch, Tq), (batch, Tv) and (batch, Tq, Tv)."""
+    for arg, x in (("query", query), ("value", value), ("key", key)):
+        if x is not None:
+            validation.numeric(layer, arg, x)
+    q = validation.static_shape(query)
+    v = validation.static_shape(key if key is not None else value)
+    if len(q) != 3 or len(v) != 3:
+        return  # the rank check names the tensor
+    validation.same_dims(layer, "query_mask", query_mask, q[:2],
+                         "(batch, query_time)")
+    validation.same_dims(layer, "value_mask", value_mask, (v[0], v[1]),
+                         "(batch, value_time)")
+    if attention_mask is not None and len(attention_mask.shape) == 4:
+        expected = (q[0], None, q[1], v[1])
+        described = "(batch, heads, query_time, value_time)"
+    else:
+        expected = (q[0], q[1], v[1])
+        described = "(batch, query_time, value_time)"
+    validation.same_dims(layer, "attention_mask", attention_mask, expected,
+                         described)
+
+
 def check_attention_inputs(layer, query_shape, value_shape, key_shape):
     for arg, shape in (("query", query_shape), ("value", value_shape),
                        ("key", key_shape)):
@@ -143,8 +168,19 @@ class Attention(keras.layers.Layer):
              attention_mask=None, use_causal_mask=False,
              return_attention_scores=False, training=None):
         key = value if key is None else key
+        check_attention_call("Attention", query, value, key, query_mask,
+                             value_mask, attention_mask)
         check_attention_inputs("Attention", query.shape, value.shape,
                                key.shape)
+        if self.score == "general":
+            validation.features("Attention", "query", query,
+                                self.kernel.shape[0])
+            validation.features("Attention", "key", key, self.kernel.shape[1])
+        elif self.score == "additive":
+            validation.features("Attention", "query", query,
+                                self.query_kernel.shape[0])
+            validation.features("Attention", "key", key,
+                                self.key_kernel.shape[0])
         logits = self.scores(query, key)
         mask = masking.attention_mask(
             query_mask, value_mask, attention_mask, use_causal_mask,
@@ -342,8 +378,16 @@ class MultiHeadAttention(keras.layers.Layer):
             query_mask = mask if query_mask is None else query_mask
             value_mask = query_mask if value_mask is None else value_mask
         key = value if key is None else key
+        check_attention_call("MultiHeadAttention", query, value, key,
+                             query_mask, value_mask, attention_mask)
         check_attention_inputs("MultiHeadAttention", query.shape,
                                value.shape, key.shape)
+        if cache is not None:
+            batch = validation.static_shape(query)[0]
+            validation.same_dims(
+                "MultiHeadAttention", "cache", cache,
+                (batch, 2, None, self.num_heads, self.key_dim),
+                "(batch, 2, max_length, num_heads, key_dim)")
         for arg, x, kernel in (("query", query, self.query_kernel),
                                ("key", key, self.key_kernel),
                                ("value", value, self.value_kernel)):

@@ -188,6 +188,27 @@ class AttentionDecoder(keras.layers.Layer):
 
     def call(self, inputs, memory, initial_state=None, inputs_mask=None,
              memory_mask=None, return_attention_scores=False, training=None):
+        name = "AttentionDecoder"
+        for arg, x in (("inputs", inputs), ("memory", memory)):
+            validation.numeric(name, arg, x)
+            if len(x.shape) != 3:
+                raise ValueError(
+                    f"`{name}` expects `{arg}` of rank 3, (batch, time, "
+                    f"features). Received: {arg}.shape="
+                    f"{validation.static_shape(x)}")
+        source = validation.static_shape(memory)
+        target = validation.static_shape(inputs)
+        validation.same_dims(name, "memory_mask", memory_mask, source[:2],
+                             "(batch, memory_time)")
+        validation.same_dims(name, "inputs_mask", inputs_mask, target[:2],
+                             "(batch, time)")
+        if initial_state is not None:
+            sizes = self._cell_state_sizes
+            given = (list(initial_state) if isinstance(
+                initial_state, (list, tuple)) else [initial_state])
+            for state, size in zip(given, sizes):
+                validation.same_dims(name, "initial_state", state,
+                                     (target[0], size), "(batch, units)")
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         memory = ops.convert_to_tensor(memory, self.compute_dtype)
         batch = ops.shape(inputs)[0]

@@ -126,9 +126,28 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
     def _bias_init(self):
         return self.bias_initializer
 
+    @property
+    def input_size(self):
+        """The features per step the cell was built for (None unbuilt)."""
+        kernel = getattr(self, "kernel", None)
+        return None if kernel is None else int(kernel.shape[0])
+
     def call(self, inputs, states, training=False):
         """One step: `inputs` (batch, features), `states` list of (batch, units)."""
+        name = type(self).__name__
         states = list(states) if isinstance(states, (list, tuple)) else [states]
+        validation.numeric(name, "inputs", inputs)
+        validation.features(name, "inputs", inputs, self.input_size)
+        sizes = self.state_size
+        sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
+        if len(states) != len(sizes):
+            raise ValueError(
+                f"`{name}` expects {len(sizes)} tensor(s) for `states`. "
+                f"Received: {len(states)}")
+        batch = validation.static_shape(inputs)[0]
+        for state, size in zip(states, sizes):
+            validation.same_dims(name, "states", state, (batch, size),
+                                 "(batch, units)")
         if training and self.dropout > 0:
             inputs = inputs * self.get_dropout_mask(inputs)
         h_in = states[0]
@@ -462,7 +481,8 @@ class LSTMCell(RecurrentCell):
 
     def __init__(self, units, unit_forget_bias=True, **kwargs):
         super().__init__(units, **kwargs)
-        self.unit_forget_bias = bool(unit_forget_bias)
+        self.unit_forget_bias = validation.boolean(
+            "LSTMCell", "unit_forget_bias", unit_forget_bias)
 
     @property
     def state_size(self):

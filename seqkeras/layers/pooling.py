@@ -59,6 +59,14 @@ class SequencePooling(keras.layers.Layer):
 
     def call(self, inputs, mask=None):
         x = inputs
+        validation.numeric("SequencePooling", "inputs", x)
+        shape = validation.static_shape(x)
+        if len(shape) != 3:
+            raise ValueError(
+                "`SequencePooling` expects `inputs` of rank 3, (batch, time, "
+                f"features). Received: inputs.shape={shape}")
+        validation.same_dims("SequencePooling", "mask", mask, shape[:2],
+                             "(batch, time)")
         if mask is None:
             mask = ops.ones(ops.shape(x)[:2], "bool")
         mask = ops.cast(mask, "bool")

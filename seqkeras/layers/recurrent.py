@@ -142,10 +142,21 @@ class Recurrent(keras.layers.Layer):
         return states
 
     def call(self, inputs, mask=None, initial_state=None, training=None):
+        validation.numeric("Recurrent", "inputs", inputs)
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         _check_rank3("Recurrent", inputs.shape)
+        validation.features("Recurrent", "inputs", inputs,
+                            self.cell.input_size)
         batch = ops.shape(inputs)[0]
         static_batch = inputs.shape[0]
+        if self.stateful and self.states is not None and (
+                static_batch is not None
+                and static_batch != self.states[0].shape[0]):
+            raise ValueError(
+                "`Recurrent` with `stateful=True` was built for batch size "
+                f"{self.states[0].shape[0]}; its carried states have that "
+                f"many rows. Received: inputs.shape="
+                f"{tuple(inputs.shape)} (batch {static_batch})")
         if mask is not None:
             expected = tuple(inputs.shape[:2])
             if len(mask.shape) != 2 or any(
@@ -313,6 +324,13 @@ class Bidirectional(keras.layers.Layer):
         return [fw, bw]
 
     def call(self, inputs, mask=None, initial_state=None, training=None):
+        validation.numeric("Bidirectional", "inputs", inputs)
+        _check_rank3("Bidirectional", inputs.shape)
+        validation.features("Bidirectional", "inputs", inputs,
+                            self.forward_layer.cell.input_size)
+        validation.same_dims("Bidirectional", "mask", mask,
+                             validation.static_shape(inputs)[:2],
+                             "(batch, time)")
         fw_init = bw_init = None
         if initial_state is not None:
             n = len(self.forward_layer._state_sizes)
@@ -473,6 +491,11 @@ class StackedRecurrent(keras.layers.Layer):
             shape = out
 
     def call(self, inputs, mask=None, training=None):
+        validation.numeric("StackedRecurrent", "inputs", inputs)
+        _check_rank3("StackedRecurrent", inputs.shape)
+        validation.same_dims("StackedRecurrent", "mask", mask,
+                             validation.static_shape(inputs)[:2],
+                             "(batch, time)")
         x = inputs
         last = len(self.stack) - 1
         for i, layer in enumerate(self.stack):

@@ -1,5 +1,7 @@
 """`TransformerEncoderBlock` and `TransformerDecoderBlock`."""
 
+import math
+
 import keras
 from keras import ops
 
@@ -27,7 +29,13 @@ class _TransformerBlock(keras.layers.Layer):
         self.activation = validation.choice(name, "activation", activation,
                                             ("relu", "gelu"))
         self.norm_first = validation.boolean(name, "norm_first", norm_first)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.layer_norm_epsilon = validation.greater_than(
+            name, "layer_norm_epsilon", layer_norm_epsilon, 0.0)
+        if not math.isfinite(self.layer_norm_epsilon):
+            raise ValueError(
+                f"`{name}` received an invalid value for "
+                "`layer_norm_epsilon`: expected a finite number > 0. "
+                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}")
         self.supports_masking = True
 
     def _check_input(self, arg, shape):
@@ -43,6 +51,12 @@ class _TransformerBlock(keras.layers.Layer):
                 f"`{type(self).__name__}` needs d >= num_heads. Received: "
                 f"d={d}, num_heads={self.num_heads}")
         return d, key_dim
+
+    def _check_call(self, arg, x):
+        """Numeric input of the built feature size."""
+        validation.numeric(type(self).__name__, arg, x)
+        built = getattr(self, "_built_features", None)
+        validation.features(type(self).__name__, arg, x, built)
 
     def _attention(self, name, key_dim):
         return MultiHeadAttention(
@@ -138,6 +152,7 @@ class TransformerEncoderBlock(_TransformerBlock):
 
     def build(self, input_shape):
         d, key_dim = self._check_input("inputs", input_shape)
+        self._built_features = d
         self.self_attention_layer = self._attention("self_attention_layer",
                                                     key_dim)
         self.self_attention_layer.build(input_shape)
@@ -148,6 +163,14 @@ class TransformerEncoderBlock(_TransformerBlock):
 
     def call(self, inputs, padding_mask=None, attention_mask=None,
              use_causal_mask=False, training=None, mask=None):
+        name = "TransformerEncoderBlock"
+        self._check_call("inputs", inputs)
+        shape = validation.static_shape(inputs)
+        validation.same_dims(name, "padding_mask", padding_mask, shape[:2],
+                             "(batch, time)")
+        validation.same_dims(name, "attention_mask", attention_mask,
+                             (shape[0], shape[1], shape[1]),
+                             "(batch, time, time)")
         mask = _key_mask(mask if padding_mask is None else padding_mask)
 
         def attend(h):
@@ -202,6 +225,7 @@ class TransformerDecoderBlock(_TransformerBlock):
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         d, key_dim = self._check_input("decoder_sequence",
                                        decoder_sequence_shape)
+        self._built_features = d
         self.self_attention = self._attention("self_attention", key_dim)
         self.self_attention.build(decoder_sequence_shape)
         self.self_attention_layer_norm = self._norm(
@@ -247,6 +271,17 @@ class TransformerDecoderBlock(_TransformerBlock):
                 + " cross-attention; call it "
                 + ("with" if self.has_cross_attention else "without")
                 + " `encoder_sequence`.")
+        name = "TransformerDecoderBlock"
+        self._check_call("decoder_sequence", decoder_sequence)
+        shape = validation.static_shape(decoder_sequence)
+        validation.same_dims(name, "decoder_padding_mask",
+                             decoder_padding_mask, shape[:2], "(batch, time)")
+        if encoder_sequence is not None:
+            validation.numeric(name, "encoder_sequence", encoder_sequence)
+            source = validation.static_shape(encoder_sequence)
+            validation.same_dims(name, "encoder_padding_mask",
+                                 encoder_padding_mask, source[:2],
+                                 "(batch, encoder_time)")
         caching = self_attention_cache is not None
         new_cache = None
 

@@ -51,3 +51,46 @@ def boolean(layer, arg, value):
     if not isinstance(value, bool):
         raise _invalid(layer, arg, "a bool", value, TypeError)
     return value
+
+
+# ---- call-time checks (static shapes only: free, also when traced) ----
+
+def static_shape(x):
+    """`x.shape` as a tuple of ints and None (unknown)."""
+    return tuple(None if d is None else int(d) for d in x.shape)
+
+
+def numeric(layer, arg, x):
+    """Raises a TypeError naming `layer` and `arg` for string or other
+    non-numeric tensors (before a backend cast fails obscurely)."""
+    dtype = str(getattr(x, "dtype", ""))
+    if "str" in dtype or dtype in ("object", "<U", "|S") or (
+            dtype.startswith(("<U", "|S", "|O"))):
+        raise TypeError(
+            f"`{layer}` expects numeric `{arg}`. Received: {arg} with dtype "
+            f"{dtype}; encode text to ids (and embed them) first")
+
+
+def features(layer, arg, x, expected):
+    """Raises when the last dimension of `x` is known and differs from the
+    size the layer was built for."""
+    shape = static_shape(x)
+    if expected is not None and shape and shape[-1] is not None and (
+            shape[-1] != expected):
+        raise ValueError(
+            f"`{layer}` was built for `{arg}` with {expected} features. "
+            f"Received: {arg}.shape={shape}")
+
+
+def same_dims(layer, arg, x, expected, described):
+    """Raises unless `x` has rank `len(expected)` and agrees with
+    `expected` wherever both dimensions are known."""
+    if x is None:
+        return
+    shape = static_shape(x)
+    if len(shape) != len(expected) or any(
+            a is not None and b is not None and a != b
+            for a, b in zip(shape, expected)):
+        raise ValueError(
+            f"`{layer}` received an invalid `{arg}`: expected shape "
+            f"{described} = {tuple(expected)}. Received: {arg}.shape={shape}")

@@ -279,12 +279,15 @@ def generate(model, inputs=None, prompt=None, max_length=32,
         batch = ops.shape(inputs)[0]
         if prompt is None:
             prompt = ops.full((batch, 1), bos_id, "int32")
-        elif ops.shape(prompt)[0] != batch:
+        elif None not in _static_shape(prompt)[:1] + _static_shape(
+                inputs)[:1] and (_static_shape(prompt)[0]
+                                 != _static_shape(inputs)[0]):
             raise ValueError(
-                f"`generate`: the prompt has {ops.shape(prompt)[0]} rows and "
-                f"`inputs` {batch}; give one prompt row per input row. "
-                f"Received: prompt.shape={tuple(ops.shape(prompt))}, "
-                f"inputs.shape={tuple(ops.shape(inputs))}")
+                f"`generate`: the prompt has {_static_shape(prompt)[0]} rows "
+                f"and `inputs` {_static_shape(inputs)[0]}; give one prompt "
+                "row per input row. Received: prompt.shape="
+                f"{_static_shape(prompt)}, inputs.shape="
+                f"{_static_shape(inputs)}")
     if prompt_input in sizes:
         check_token_ids("generate", "prompt", prompt, sizes[prompt_input])
     vocab = model.outputs[0].shape[-1] if model.outputs else None
@@ -326,9 +329,9 @@ def generate(model, inputs=None, prompt=None, max_length=32,
 
     # Argument errors surface before tracing.
     if strategy == "sample":
-        decoding.check_sampling(**kwargs)
+        decoding.check_sampling(name="generate", **kwargs)
     elif strategy == "beam":
-        decoding.check_beam(**kwargs)
+        decoding.check_beam(name="generate", **kwargs)
     prompt = ops.convert_to_tensor(prompt, "int32")
     decoding.check_prompt("generate", prompt, max_length)
     if prompt_lengths is None:
@@ -352,10 +355,19 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 
 
+def _static_shape(x):
+    """The static shape of `x` (None for unknown dimensions)."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        import numpy as np
+        shape = np.shape(x)
+    return tuple(None if d is None else int(d) for d in shape)
+
+
 def _check_conditioning(model, kind, inputs, sizes):
     """Clear errors for the source ids / features a decoder conditions on."""
     name = "features" if kind == "conditioned_decoder" else "source_ids"
-    shape = tuple(ops.shape(inputs))
+    shape = _static_shape(inputs)
     if name == "source_ids":
         if len(shape) != 2:
             raise ValueError(

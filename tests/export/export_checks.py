@@ -31,3 +31,42 @@ def check_export(model, path, features, rng, shapes=((1, 7), (4, 13)),
         (got,) = run_tflite(flatbuffer, x)
         np.testing.assert_allclose(got, expected, atol=1e-5)
     return flatbuffer
+
+
+def serving_ops(path):
+    """Every op in a SavedModel's graphs (every signature and every
+    function in the library), library function calls excluded."""
+    import os
+
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(str(path), "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    ops = set()
+    for graph in saved.meta_graphs:
+        library = {f.signature.name for f in graph.graph_def.library.function}
+        ops |= {n.op for n in graph.graph_def.node}
+        for function in graph.graph_def.library.function:
+            ops |= {n.op for n in function.node_def}
+        ops -= library
+    return ops
+
+
+def assert_servable(path):
+    """No XLA-only op (pip TensorFlow registers a compile-on-demand CPU
+    kernel for `XlaDynamicUpdateSlice`, so the name is checked, not only
+    the kernel registry) and a regular CPU (or device-default) kernel for
+    every op: what the TF Serving binary runs without experimental
+    flags."""
+    from tensorflow.python.framework import kernels
+
+    ops = serving_ops(path)
+    xla = sorted(op for op in ops if op.startswith("Xla"))
+    assert not xla, f"{path}: XLA-only ops {xla}"
+    missing = sorted(
+        op for op in ops if not {k.device_type for k in
+                                 kernels.get_registered_kernels_for_op(op)
+                                 .kernel} & {"CPU", "DEFAULT"})
+    assert not missing, f"{path}: ops without a CPU kernel {missing}"
+    return ops

@@ -1,4 +1,6 @@
 """Every model builder exports to all three formats and each export
+has no XLA-only op and a CPU kernel for every op (audited over every
+signature and library function), and
 matches Keras in its own runtime: the SavedModel (with the generate
 signatures for generative models, and the raw-string `serve_text` and
 `generate_text` signatures for text models) in a process where seqkeras
@@ -15,7 +17,7 @@ import seqkeras
 from seqkeras.export import (convert_builtin, onnx, run_onnx,
                              run_tflite_signature, saved_model)
 from seqkeras.export.saved_model import GENERATIVE
-from tests.export.export_checks import assert_builtin_only
+from tests.export.export_checks import assert_builtin_only, assert_servable
 
 M = seqkeras.models
 V = 12
@@ -83,6 +85,7 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
         path = saved_model(model, tmp_path / name / "1",
                            generate={"max_length": 6} if generative else None,
                            vocabulary=VOCAB)
+        assert_servable(path)  # every signature: TF Serving runs it
         flatbuffer = convert_builtin(path)
         assert_builtin_only(flatbuffer)
         onnx_path = onnx(model, tmp_path / f"{name}.onnx")
