@@ -22,7 +22,7 @@ def test_readme_opens_with_the_two_commands():
         head = f.read().split("---")[0]
     assert "<!-- main-command -->" in head and "<!-- test-command -->" in head
     assert "pip install ." in head and "apps/dates.py" in head
-    assert 'pip install ".[test]"' in head and "-m pytest" in head
+    assert 'pip install ".[test]"' in head and "tests/run.py" in head
 
 
 def _load(path, name):
@@ -49,10 +49,11 @@ def _outside(tmp_path, *command, env=None):
 def test_tests_and_scripts_use_the_installed_package(tmp_path):
     out = _outside(tmp_path, "-c", "import seqkeras; print(seqkeras.__file__)")
     assert os.path.samefile(out.strip(), seqkeras.__file__)
-    dist = importlib.metadata.distribution("seqkeras")
-    direct = dist.read_text("direct_url.json") or ""
-    if '"editable": true' not in direct.replace(" ", "").replace(
-            '"editable":true', '"editable": true'):
+    import json
+
+    direct = json.loads(importlib.metadata.distribution(
+        "seqkeras").read_text("direct_url.json") or "{}")
+    if not direct.get("dir_info", {}).get("editable", False):
         # a regular install: the package is not the source tree
         assert not os.path.abspath(seqkeras.__file__).startswith(
             os.path.join(ROOT, "seqkeras"))
@@ -217,5 +218,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = {}
     for block in blocks:
+        if block.startswith("# needs a running server"):
+            continue  # the TF Serving client example
         exec(compile(block, "README.md", "exec"), namespace)
     assert "WHILE" in namespace["op_names"](namespace["flatbuffer"])

@@ -121,3 +121,19 @@ def test_prompts_of_different_lengths_decode_as_alone(kind):
         alone = np.asarray(M.generate(model, prompt=prompts[row:row + 1, :n],
                                       max_length=8, eos_id=None))
         np.testing.assert_array_equal(ids[row], alone[0])
+
+
+def test_numpy_scalars_are_accepted_as_python_numbers():
+    # Regression: numpy.int64(6) as max_length was rejected ("expected a
+    # positive integer. Received: max_length=6").
+    model, _ = build("rnn_lm")
+    prompt = np.array([[4, 5]], "int32")
+    expected = np.asarray(M.generate(model, prompt=prompt, max_length=6))
+    got = M.generate(model, prompt=prompt, max_length=np.int64(6))
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    sampled = M.generate(model, prompt=prompt, max_length=np.int32(6),
+                         strategy="sample", temperature=np.float32(0.7),
+                         top_k=np.int64(3), seed=np.int64(2))
+    again = M.generate(model, prompt=prompt, max_length=6,
+                       strategy="sample", temperature=0.7, top_k=3, seed=2)
+    np.testing.assert_array_equal(np.asarray(sampled), np.asarray(again))

@@ -1,0 +1,131 @@
+"""Runs the fast test suite as several pytest processes, two at a time.
+
+    python tests/run.py [pytest arguments]
+
+Why not one `pytest` process: TensorFlow keeps memory for every model a
+test compiles (traced functions and XLA executables outlive
+`keras.backend.clear_session()` and `gc.collect()`: ~100 MB per compiled
+seq2seq `fit`, measured), so one process grew past 7 GB over the suite.
+Here each group (a test directory; the top-level test files) runs in a
+fresh process, two groups at a time: XLA compiles on one thread, so two
+processes keep both cores of a small machine busy. The arguments go to
+every pytest call (`-k`, `-x`, `-m slow`, ...). Each group's output is
+printed when it ends; then a table of the groups and the wall time and
+peak memory of all test processes together (their summed resident set
+size, sampled twice a second). Exit status 0 when every group passed (a
+group with no selected tests counts as passed).
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.join(ROOT, "tests")
+PARALLEL = 2
+NO_TESTS = 5  # pytest's exit status when nothing was selected
+
+
+def groups():
+    """Test directories (largest first, a rough stand-in for duration) and
+    the top-level test files as one group."""
+    dirs, files = [], []
+    for name in sorted(os.listdir(TESTS)):
+        path = os.path.join(TESTS, name)
+        if os.path.isdir(path) and not name.startswith(("_", ".")):
+            size = sum(os.path.getsize(os.path.join(path, f))
+                       for f in os.listdir(path) if f.startswith("test_"))
+            if size:
+                dirs.append((size, [os.path.relpath(path, ROOT)]))
+        elif name.startswith("test_") and name.endswith(".py"):
+            files.append(os.path.relpath(path, ROOT))
+    found = [paths for _, paths in sorted(dirs, reverse=True)]
+    # the end-to-end file first: it holds the longest tests
+    package = [f for f in files if f.endswith("test_package.py")]
+    rest = [f for f in files if f not in package]
+    return [package] * bool(package) + [rest] * bool(rest) + found
+
+
+def _tree_rss_mb(root_pid):
+    """Summed VmRSS (MB) of `root_pid`'s descendants."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1]
+                                              .split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    family, grew = {root_pid}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in family}
+        grew = bool(more - family)
+        family |= more
+    total = 0
+    for pid in family - {root_pid}:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+class PeakMemory(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak_mb = 0.0
+        self.running = os.path.isdir("/proc")
+
+    def run(self):
+        while self.running:
+            self.peak_mb = max(self.peak_mb, _tree_rss_mb(os.getpid()))
+            time.sleep(0.5)
+
+
+def run_group(paths, args, lock):
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out:
+        status = subprocess.call(
+            [sys.executable, "-m", "pytest", *paths, *args], cwd=ROOT,
+            stdout=out, stderr=subprocess.STDOUT)
+        out.seek(0)
+        text = out.read()
+    seconds = time.perf_counter() - start
+    with lock:
+        print(f"===== {' '.join(paths)}: exit {status}, {seconds:.0f} s "
+              "=====", flush=True)
+        print(text, flush=True)
+    return paths, status, seconds
+
+
+def main(args):
+    start = time.perf_counter()
+    memory = PeakMemory()
+    memory.start()
+    lock = threading.Lock()
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        results = list(pool.map(lambda g: run_group(g, args, lock),
+                                groups()))
+    memory.running = False
+    wall = time.perf_counter() - start
+    failed = [r for r in results if r[1] not in (0, NO_TESTS)]
+    print("===== summary =====")
+    for paths, status, seconds in results:
+        print(f"{'ok  ' if status in (0, NO_TESTS) else 'FAIL'} "
+              f"{seconds:6.0f} s  {' '.join(paths)}")
+    print(f"test suite: {len(results)} pytest processes, {PARALLEL} at a "
+          f"time; wall {wall:.0f} s; peak memory of the test processes "
+          f"together {memory.peak_mb / 1024:.2f} GB")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
