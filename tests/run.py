@@ -6,8 +6,8 @@ Why not one `pytest` process: TensorFlow keeps memory for every model a
 test compiles (traced functions and XLA executables outlive
 `keras.backend.clear_session()` and `gc.collect()`: ~100 MB per compiled
 seq2seq `fit`, measured), so one process grew past 7 GB over the suite.
-Here each group (a test directory; the top-level test files) runs in a
-fresh process, two groups at a time: XLA compiles on one thread, so two
+Here each group (test files of one directory, about 16 KB of source)
+runs in a fresh process, two groups at a time: XLA compiles on one thread, so two
 processes keep both cores of a small machine busy. The arguments go to
 every pytest call (`-k`, `-x`, `-m slow`, ...). Each group's output is
 printed when it ends; then a table of the groups and the wall time and
@@ -30,24 +30,39 @@ PARALLEL = 2
 NO_TESTS = 5  # pytest's exit status when nothing was selected
 
 
+CHUNK_BYTES = 16_000  # test source per process: bounds its memory
+
+
+def _chunks(files):
+    """Consecutive files, about CHUNK_BYTES of test source per chunk."""
+    chunks, current, size = [], [], 0
+    for path in files:
+        if current and size + os.path.getsize(path) > CHUNK_BYTES:
+            chunks.append(current)
+            current, size = [], 0
+        current.append(path)
+        size += os.path.getsize(path)
+    return chunks + [current] * bool(current)
+
+
 def groups():
-    """Test directories (largest first, a rough stand-in for duration) and
-    the top-level test files as one group."""
-    dirs, files = [], []
-    for name in sorted(os.listdir(TESTS)):
-        path = os.path.join(TESTS, name)
-        if os.path.isdir(path) and not name.startswith(("_", ".")):
-            size = sum(os.path.getsize(os.path.join(path, f))
-                       for f in os.listdir(path) if f.startswith("test_"))
-            if size:
-                dirs.append((size, [os.path.relpath(path, ROOT)]))
-        elif name.startswith("test_") and name.endswith(".py"):
-            files.append(os.path.relpath(path, ROOT))
-    found = [paths for _, paths in sorted(dirs, reverse=True)]
-    # the end-to-end file first: it holds the longest tests
-    package = [f for f in files if f.endswith("test_package.py")]
-    rest = [f for f in files if f not in package]
-    return [package] * bool(package) + [rest] * bool(rest) + found
+    """The test files in groups of about CHUNK_BYTES of source, one
+    directory per group at most, largest groups first (a rough stand-in
+    for duration); the end-to-end `test_package.py` alone and first (it
+    holds the longest tests)."""
+    found = []
+    for root, dirs, files in os.walk(TESTS):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        tests = [os.path.join(root, f) for f in sorted(files)
+                 if f.startswith("test_") and f.endswith(".py")]
+        package = [f for f in tests if f.endswith(os.sep + "test_package.py")
+                   and root == TESTS]
+        tests = [f for f in tests if f not in package]
+        found += [package] * bool(package) + _chunks(tests)
+    weight = {id(g): sum(os.path.getsize(f) for f in g) for g in found}
+    found.sort(key=lambda g: (not g[0].endswith("test_package.py"),
+                              -weight[id(g)]))
+    return [[os.path.relpath(f, ROOT) for f in g] for g in found]
 
 
 def _tree_rss_mb(root_pid):

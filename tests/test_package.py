@@ -51,9 +51,12 @@ def test_tests_and_scripts_use_the_installed_package(tmp_path):
     assert os.path.samefile(out.strip(), seqkeras.__file__)
     import json
 
-    direct = json.loads(importlib.metadata.distribution(
-        "seqkeras").read_text("direct_url.json") or "{}")
-    if not direct.get("dir_info", {}).get("editable", False):
+    # (the checkout's own seqkeras.egg-info has no direct_url.json)
+    editable = any(
+        json.loads(d.read_text("direct_url.json") or "{}").get(
+            "dir_info", {}).get("editable", False)
+        for d in importlib.metadata.distributions(name="seqkeras"))
+    if not editable:
         # a regular install: the package is not the source tree
         assert not os.path.abspath(seqkeras.__file__).startswith(
             os.path.join(ROOT, "seqkeras"))
