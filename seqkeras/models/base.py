@@ -180,8 +180,7 @@ class SequenceModel(keras.Model):
         return x
 
     def __call__(self, *args, **kwargs):
-        if args:
-            self.check_inputs(args[0])
+        self.check_inputs(args[0] if args else kwargs.get("inputs"))
         return super().__call__(*args, **kwargs)
 
     def fit(self, x=None, y=None, *args, **kwargs):

@@ -291,18 +291,12 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     if prompt_input in sizes:
         check_token_ids("generate", "prompt", prompt, sizes[prompt_input])
     vocab = model.outputs[0].shape[-1] if model.outputs else None
-    top_k = kwargs.get("top_k")
-    if top_k is not None and vocab is not None and decoding._is_int(
-            top_k) and top_k > vocab:
-        raise ValueError(
-            f"`generate` received top_k={top_k}, more than the model's "
-            f"{vocab} tokens; use top_k <= {vocab} (or None)")
-    beam = kwargs.get("beam_width")
-    if beam is not None and vocab is not None and decoding._is_int(
-            beam) and beam > vocab:
-        raise ValueError(
-            f"`generate` received beam_width={beam}, more than the model's "
-            f"{vocab} tokens; use beam_width <= {vocab}")
+    for arg in ("top_k", "beam_width"):  # at most one per token
+        value = kwargs.get(arg)
+        if vocab is not None and decoding._is_int(value) and value > vocab:
+            raise ValueError(
+                f"`generate` received {arg}={value}, more than the model's "
+                f"{vocab} tokens; use {arg} <= {vocab}")
     if kind.startswith("transformer"):
         positions = model.get_layer(
             "positions" if kind == "transformer_language_model"
