@@ -386,10 +386,24 @@ def _check_conditioning(model, kind, inputs, sizes):
                          f"Received: inputs.shape={shape}")
 
 
+COMPILED_CACHE_SIZE = 8  # compiled decoders kept per model
+
+
 def _compiled(model, run, key):
+    """The XLA-compiled decoder for `key` (length, strategy, options), the
+    most recently used `COMPILED_CACHE_SIZE` kept per model: every new
+    option value (e.g. a sampling seed) compiles a new function, and an
+    unbounded cache grew without end."""
+    import collections
+
     import tensorflow as tf
 
-    cache = model.__dict__.setdefault("_seqkeras_generate", {})
-    if key not in cache:
+    cache = model.__dict__.setdefault("_seqkeras_generate",
+                                      collections.OrderedDict())
+    if key in cache:
+        cache.move_to_end(key)
+    else:
         cache[key] = tf.function(run, jit_compile=True, reduce_retracing=True)
+        while len(cache) > COMPILED_CACHE_SIZE:
+            cache.popitem(last=False)
     return cache[key]

@@ -137,3 +137,21 @@ def test_numpy_scalars_are_accepted_as_python_numbers():
     again = M.generate(model, prompt=prompt, max_length=6,
                        strategy="sample", temperature=0.7, top_k=3, seed=2)
     np.testing.assert_array_equal(np.asarray(sampled), np.asarray(again))
+
+
+def test_compiled_decoders_per_model_are_bounded():
+    from seqkeras.models import generation
+
+    model = M.rnn_language_model(V, 4, cell="gru")
+    prompt = np.array([[4, 5]], "int32")
+    first = np.asarray(M.generate(model, prompt=prompt, max_length=4,
+                                  strategy="sample", seed=0))
+    for seed in range(1, generation.COMPILED_CACHE_SIZE + 4):
+        M.generate(model, prompt=prompt, max_length=4, strategy="sample",
+                   seed=seed)
+    cache = model.__dict__["_seqkeras_generate"]
+    assert len(cache) == generation.COMPILED_CACHE_SIZE
+    # an evicted entry is compiled again and gives the same ids
+    again = M.generate(model, prompt=prompt, max_length=4, strategy="sample",
+                       seed=0)
+    np.testing.assert_array_equal(np.asarray(again), first)
