@@ -44,22 +44,33 @@ def token_id_asserts(where, name, ids, vocab_size):
         return tf.identity(ids)
 
 
+def checked_inputs(model, inputs, where, feeds=None):
+    """`inputs` (a dict by name) with the token-id inputs of `model` (its
+    `vocabulary_sizes`) passed through `token_id_asserts`; `feeds` maps an
+    input name to the model input it feeds when they differ (e.g. a
+    signature's `prompt_ids` feeds `token_ids`)."""
+    sizes = getattr(model, "vocabulary_sizes", {})
+    feeds = feeds or {}
+    return {key: token_id_asserts(where, key, value,
+                                  sizes[feeds.get(key, key)])
+            if feeds.get(key, key) in sizes else value
+            for key, value in inputs.items()}
+
+
 def check_token_dataset(dataset, model, where="fit"):
     """`dataset` with a map that checks the token-id inputs of `model`
     (a `SequenceModel`) in each element: `(x, y[, w])` tuples or `x`
-    alone, `x` a dict by input name or the one input."""
-    sizes = model.vocabulary_sizes
+    alone, `x` a dict by input name, a list in input order or the one
+    input."""
     names = [t.name for t in model.inputs]
 
     def check_x(x):
         if isinstance(x, dict):
-            return {k: token_id_asserts(where, k, v, sizes[k])
-                    if k in sizes else v for k, v in x.items()}
+            return checked_inputs(model, x, where)
         if isinstance(x, (list, tuple)):
-            return type(x)(token_id_asserts(where, k, v, sizes[k])
-                           if k in sizes else v for k, v in zip(names, x))
-        return (token_id_asserts(where, names[0], x, sizes[names[0]])
-                if names[0] in sizes else x)
+            checked = checked_inputs(model, dict(zip(names, x)), where)
+            return type(x)(checked[name] for name in names[:len(x)])
+        return checked_inputs(model, {names[0]: x}, where)[names[0]]
 
     spec = dataset.element_spec
     if isinstance(spec, tuple) and len(spec) in (2, 3) and not (

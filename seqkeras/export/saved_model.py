@@ -19,6 +19,8 @@ import tempfile
 
 import tensorflow as tf
 
+from seqkeras.data.checks import checked_inputs
+from seqkeras.layers import export_mode as export_targets
 from seqkeras.layers.export_mode import export_mode
 
 
@@ -27,20 +29,6 @@ def call_model(model, inputs, **kwargs):
     takes the bare tensor)."""
     return model(inputs if len(inputs) > 1 else next(iter(inputs.values())),
                  **kwargs)
-
-
-def check_ids(model, inputs, where="serving_default", names=None):
-    """`inputs` with the token-id inputs of `model` (its
-    `vocabulary_sizes`) passed through in-graph range asserts; `names`
-    maps a signature input name to the model input it feeds."""
-    from seqkeras.data.checks import token_id_asserts
-
-    sizes = getattr(model, "vocabulary_sizes", {})
-    names = names or {}
-    return {key: token_id_asserts(where, key, value,
-                                  sizes[names.get(key, key)])
-            if names.get(key, key) in sizes else value
-            for key, value in inputs.items()}
 
 
 def serving_function(model, check=True):
@@ -56,7 +44,7 @@ def serving_function(model, check=True):
     @tf.function(input_signature=[specs])
     def serve(inputs):
         if check:
-            inputs = check_ids(model, inputs)
+            inputs = checked_inputs(model, inputs, "serving_default")
         outputs = call_model(model, inputs, training=False)
         outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
         return dict(zip(names, outputs))
@@ -173,13 +161,13 @@ def generate_functions(model, max_length, beam_width=4,
     @tf.function(input_signature=[{name: spec}])
     def greedy(inputs):
         if check:
-            inputs = check_ids(model, inputs, "generate", fed)
+            inputs = checked_inputs(model, inputs, "generate", fed)
         return {"ids": decode(inputs[name], "greedy")}
 
     @tf.function(input_signature=[{name: spec}])
     def beam(inputs):
         if check:
-            inputs = check_ids(model, inputs, "generate_beam", fed)
+            inputs = checked_inputs(model, inputs, "generate_beam", fed)
         ids, scores = decode(inputs[name], "beam", beam_width=beam_width,
                              length_penalty_alpha=length_penalty_alpha)
         return {"ids": ids, "scores": scores}
@@ -318,10 +306,10 @@ def saved_model(model, path, overwrite=False, generate=None,
     Returns:
         `path`.
     """
-    if target not in ("serving", "tflite"):
+    if target not in export_targets.TARGETS:
         raise ValueError(
             "`saved_model` received an invalid value for `target`: expected "
-            f"'serving' or 'tflite'. Received: target={target!r}")
+            f"one of {export_targets.TARGETS}. Received: target={target!r}")
     refuse_stateful("saved_model", model)
     if vocabulary is not None:
         vocabulary = as_char_vocabulary("saved_model", vocabulary)

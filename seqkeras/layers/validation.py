@@ -6,6 +6,8 @@ value for `units`: expected a positive integer. Received: units=0".
 
 import numbers
 
+import numpy as np
+
 
 def _invalid(layer, arg, expected, value, error=ValueError):
     return error(
@@ -56,16 +58,19 @@ def boolean(layer, arg, value):
 # ---- call-time checks (static shapes only: free, also when traced) ----
 
 def static_shape(x):
-    """`x.shape` as a tuple of ints and None (unknown)."""
-    return tuple(None if d is None else int(d) for d in x.shape)
+    """The static shape of `x` (a tensor, array or nested list) as a tuple
+    of ints and None (unknown)."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        shape = np.shape(x)
+    return tuple(None if d is None else int(d) for d in shape)
 
 
 def numeric(layer, arg, x):
     """Raises a TypeError naming `layer` and `arg` for string or other
     non-numeric tensors (before a backend cast fails obscurely)."""
-    dtype = str(getattr(x, "dtype", ""))
-    if "str" in dtype or dtype in ("object", "<U", "|S") or (
-            dtype.startswith(("<U", "|S", "|O"))):
+    dtype = str(getattr(x, "dtype", ""))  # "string" (TF), "<U3", "|S3"
+    if "str" in dtype or dtype == "object" or dtype.startswith(("<U", "|S")):
         raise TypeError(
             f"`{layer}` expects numeric `{arg}`. Received: {arg} with dtype "
             f"{dtype}; encode text to ids (and embed them) first")

@@ -21,6 +21,7 @@ from keras import ops
 
 from seqkeras import decoding
 from seqkeras.data.synthetic import BOS, EOS, PAD
+from seqkeras.layers.validation import static_shape
 from seqkeras.models.base import check_token_ids
 
 KINDS = ("rnn_language_model", "transformer_language_model", "seq2seq",
@@ -279,15 +280,13 @@ def generate(model, inputs=None, prompt=None, max_length=32,
         batch = ops.shape(inputs)[0]
         if prompt is None:
             prompt = ops.full((batch, 1), bos_id, "int32")
-        elif None not in _static_shape(prompt)[:1] + _static_shape(
-                inputs)[:1] and (_static_shape(prompt)[0]
-                                 != _static_shape(inputs)[0]):
-            raise ValueError(
-                f"`generate`: the prompt has {_static_shape(prompt)[0]} rows "
-                f"and `inputs` {_static_shape(inputs)[0]}; give one prompt "
-                "row per input row. Received: prompt.shape="
-                f"{_static_shape(prompt)}, inputs.shape="
-                f"{_static_shape(inputs)}")
+        else:
+            rows, given = static_shape(prompt), static_shape(inputs)
+            if None not in (rows[0], given[0]) and rows[0] != given[0]:
+                raise ValueError(
+                    f"`generate`: the prompt has {rows[0]} rows and `inputs` "
+                    f"{given[0]}; give one prompt row per input row. "
+                    f"Received: prompt.shape={rows}, inputs.shape={given}")
     if prompt_input in sizes:
         check_token_ids("generate", "prompt", prompt, sizes[prompt_input])
     vocab = model.outputs[0].shape[-1] if model.outputs else None
@@ -349,19 +348,10 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 
 
-def _static_shape(x):
-    """The static shape of `x` (None for unknown dimensions)."""
-    shape = getattr(x, "shape", None)
-    if shape is None:
-        import numpy as np
-        shape = np.shape(x)
-    return tuple(None if d is None else int(d) for d in shape)
-
-
 def _check_conditioning(model, kind, inputs, sizes):
     """Clear errors for the source ids / features a decoder conditions on."""
     name = "features" if kind == "conditioned_decoder" else "source_ids"
-    shape = _static_shape(inputs)
+    shape = static_shape(inputs)
     if name == "source_ids":
         if len(shape) != 2:
             raise ValueError(
