@@ -18,6 +18,7 @@ MODULES = [
     "seqkeras.layers.positional",
     "seqkeras.layers.recurrent",
     "seqkeras.layers.transformer",
+    "seqkeras.models.base",
     "seqkeras.models.classification",
     "seqkeras.models.encoder_decoder",
     "seqkeras.models.forecasting",

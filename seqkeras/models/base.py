@@ -129,8 +129,8 @@ class SequenceModel(keras.Model):
     >>> try:
     ...     model(np.array([[3, 12]]))
     ... except ValueError as e:
-    ...     print(str(e)[:48])
-    `SequenceModel`: input `token_ids` has token id 1
+    ...     print(e)
+    `SequenceModel`: input `token_ids` has token id 12, outside [0, 10)...
     """
 
     def __init__(self, *args, vocabulary_sizes=None, **kwargs):

@@ -22,6 +22,8 @@ def roundtrip(model, inputs):
         path = os.path.join(tmp, "m.keras")
         model.save(path)
         loaded = keras.saving.load_model(path)
+    assert type(loaded) is type(model)  # SequenceModel, with its checks
+    assert loaded.vocabulary_sizes == model.vocabulary_sizes
     np.testing.assert_allclose(np.asarray(loaded(inputs)), before, atol=1e-5)
 
 
