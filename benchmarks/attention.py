@@ -118,7 +118,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, [8], 16, 2, 32
+        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, [8], 16, 2, 32  # noqa: E501
         args.rounds, args.iters = 1, 1
     try:
         import torch  # noqa: F401

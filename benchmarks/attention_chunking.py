@@ -104,7 +104,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, 16, 16, 2, 32
+        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, 16, 16, 2, 32  # noqa: E501
         args.chunks, args.rounds, args.iters = [8], 1, 1
     print(f"B={args.batch} T={args.steps} d={args.dim} heads={args.heads} "
           f"ffn={args.ffn}; keras {keras.__version__}, jit_compile=True; "

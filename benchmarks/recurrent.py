@@ -107,7 +107,7 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
         "forward loop, saving residuals": (forward(True), (proj,)),
         "backward loop + weight GEMM": (
             lambda r, d: time_loop._backward(
-                cell, r, consts, None, None, d, [tf.zeros_like(s) for s in init]),
+                cell, r, consts, None, None, d, [tf.zeros_like(s) for s in init]),  # noqa: E501
             (residuals, d_out)),
     }
     for name, (fn, args) in pieces.items():
@@ -168,7 +168,7 @@ def main(argv=None):
     for kind in args.cells:
         variants = [False, True] if kind == "gru" else [False]
         for reset_after in variants:
-            steps = {"ours": keras_train_step(ours(kind, args.units, reset_after),
+            steps = {"ours": keras_train_step(ours(kind, args.units, reset_after),  # noqa: E501
                                         x, y)}
             steps["keras"] = keras_train_step(
                 keras_peer(kind, args.units, reset_after), x, y)

@@ -5,7 +5,7 @@ Namespaces: `seqkeras.layers` (keras.ops only), `seqkeras.models`
 (greedy, beam search, sampling over a step function), `seqkeras.data` (synthetic
 tasks, vocabularies, readers), `seqkeras.export` (TensorFlow-specific: TFLite conversion and
 checks; imported on demand, as it loads TensorFlow and LiteRT).
-"""
+"""  # noqa: E501
 
 __version__ = "0.1.0"
 

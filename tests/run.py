@@ -14,7 +14,7 @@ printed when it ends; then a table of the groups and the wall time and
 peak memory of all test processes together (their summed resident set
 size, sampled twice a second). Exit status 0 when every group passed (a
 group with no selected tests counts as passed).
-"""
+"""  # noqa: E501
 
 import os
 import subprocess
@@ -105,12 +105,18 @@ class PeakMemory(threading.Thread):
             time.sleep(0.5)
 
 
+JAX_TESTS = os.path.join("tests", "jax") + os.sep  # run on KERAS_BACKEND=jax
+
+
 def run_group(paths, args, lock):
     start = time.perf_counter()
+    env = dict(os.environ)
+    if all(p.startswith(JAX_TESTS) for p in paths):
+        env["KERAS_BACKEND"] = "jax"
     with tempfile.TemporaryFile("w+") as out:
         status = subprocess.call(
             [sys.executable, "-m", "pytest", *paths, *args], cwd=ROOT,
-            stdout=out, stderr=subprocess.STDOUT)
+            stdout=out, stderr=subprocess.STDOUT, env=env)
         out.seek(0)
         text = out.read()
     seconds = time.perf_counter() - start

@@ -271,7 +271,7 @@ for bad, label in ((np.array([[1, 25]]), "id 25"),
                    (np.array([[1, -1]]), "id -1"),
                    (np.array([[1.7, 2.0]]), "1.7"),
                    (np.array([["a", "b"]]), "str")):
-    case("SequenceModel", "token_ids", lambda b=bad: classifier()(b))
+    case("Classifier", "token_ids", lambda b=bad: classifier()(b))
     case("predict", "token_ids",
          lambda b=bad: classifier().predict(b, verbose=0))
     case("fit", "token_ids",

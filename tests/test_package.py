@@ -21,7 +21,7 @@ def test_readme_opens_with_the_two_commands():
     with open(os.path.join(ROOT, "README.md")) as f:
         head = f.read().split("---")[0]
     assert "<!-- main-command -->" in head and "<!-- test-command -->" in head
-    assert "pip install ." in head and "apps/dates.py" in head
+    assert 'pip install ".[apps]"' in head and "apps/dates.py" in head
     assert 'pip install ".[test]"' in head and "tests/run.py" in head
 
 

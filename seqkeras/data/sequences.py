@@ -3,7 +3,7 @@ truncated-BPTT windows, forecasting windows."""
 
 import numpy as np
 
-from seqkeras.data.synthetic import BOS, EOS, PAD
+from seqkeras.data.tokens import BOS, EOS, PAD
 
 
 def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):

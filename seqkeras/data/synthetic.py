@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from seqkeras.data.tokens import EOS, FIRST_ID, PAD
+
 
 def adding_problem(n, steps, seed=None):
     """The adding problem (Hochreiter & Schmidhuber 1997).
@@ -39,8 +41,7 @@ def adding_problem(n, steps, seed=None):
 
 
 # Ids every token task here shares with `seqkeras.data.text.CharVocabulary`.
-PAD, BOS, EOS = 0, 1, 2
-FIRST_SYMBOL = 4  # 3 is the vocabulary's unknown token
+FIRST_SYMBOL = FIRST_ID  # 3 is the vocabulary's unknown token
 
 
 def copy_task(n, min_length, max_length, num_symbols=10, reverse=False,

@@ -14,10 +14,7 @@ import os
 
 import numpy as np
 
-from seqkeras.data.synthetic import BOS, EOS, PAD
-
-RESERVED = ("<pad>", "<bos>", "<eos>", "<unk>")
-UNK = 3
+from seqkeras.data.tokens import BOS, EOS, PAD, RESERVED, UNK, UNK_TEXT
 
 
 class CharVocabulary:
@@ -88,9 +85,14 @@ class CharVocabulary:
                     break
                 if i in (PAD, BOS):
                     continue
-                chars.append(self.tokens[i] if i != UNK else "?")
+                chars.append(self.tokens[i] if i != UNK else UNK_TEXT)
             out.append("".join(chars))
         return out
+
+    def decode_table(self):
+        """The text of each id, as `decode` shows it (PAD, BOS, EOS -> "",
+        UNK -> "?"): the table a graph decoder gathers from."""
+        return ["", "", "", UNK_TEXT] + list(self.characters)
 
     def get_config(self):
         return {"characters": "".join(self.characters)}

@@ -20,6 +20,7 @@ import tempfile
 import tensorflow as tf
 
 from seqkeras.data.checks import checked_inputs
+from seqkeras.data.tokens import FIRST_ID, UNK
 from seqkeras.layers import export_mode as export_targets
 from seqkeras.layers.export_mode import export_mode
 
@@ -68,8 +69,9 @@ def refuse_text_layers(name, model):
     """Raises a clear ValueError when `model` takes strings or holds a
     lookup layer (string ops and hash tables, which builtin TFLite and
     ONNX do not run)."""
-    found = [f"{type(l).__name__} {l.name!r}" for l in _all_layers(model)
-             if type(l).__name__ in TEXT_LAYERS]
+    found = [f"{type(layer).__name__} {layer.name!r}"
+             for layer in _all_layers(model)
+             if type(layer).__name__ in TEXT_LAYERS]
     strings = [t.name for t in model.inputs if "string" in str(t.dtype)]
     if found or strings:
         what = (f"the layer {found[0]}" if found
@@ -86,8 +88,8 @@ def refuse_text_layers(name, model):
 def refuse_stateful(name, model):
     """Raises a clear ValueError for a model with stateful layers: served,
     it would carry its states from one request to the next."""
-    stateful = [l.name for l in _all_layers(model)
-                if getattr(l, "stateful", False) is True]
+    stateful = [layer.name for layer in _all_layers(model)
+                if getattr(layer, "stateful", False) is True]
     if stateful:
         raise ValueError(
             f"`{name}` refuses model {model.name!r}: its layers "
@@ -116,31 +118,29 @@ def check_target(name, path, overwrite, want="file"):
     return path
 
 
-_CONDITIONING = {"seq2seq": "source_ids", "transformer_seq2seq": "source_ids",
-                 "conditioned_decoder": "features"}
-GENERATIVE = tuple(_CONDITIONING) + ("rnn_language_model",
-                                     "transformer_language_model")
-
-
 def generate_functions(model, max_length, beam_width=4,
                        length_penalty_alpha=0.0, eos_id=None,
                        vocabulary=None, check=True):
-    """`{signature name: tf.function}` for a generative model: `generate`
+    """`{signature name: tf.function}` for a model implementing the
+    generation contract (`seqkeras.models.SequenceModel`): `generate`
     (greedy) and `generate_beam` over ids, plus `generate_text` (strings in
     and out) when `vocabulary` (a `seqkeras.data.CharVocabulary`) is given
-    for a seq2seq or language model (then also `"_resources"`: the lookup
-    table, for the caller to track)."""
-    from seqkeras.data.synthetic import EOS
-    from seqkeras.models.generation import generate
+    for a model that continues prompts or conditions on token ids (then
+    also `"_resources"`: the lookup table, for the caller to track)."""
+    from seqkeras.data.tokens import EOS
+    from seqkeras.models.generation import check_generative, generate
 
+    try:
+        check_generative("saved_model", model)
+    except ValueError as error:
+        raise ValueError(str(error).replace(
+            "works on models that implement",
+            "generate signatures need a generative model: one that "
+            "implements", 1)) from None
     eos_id = EOS if eos_id is None else eos_id
-    kind = model.name
-    if kind not in GENERATIVE:
-        raise ValueError(
-            f"`saved_model`: generate signatures need a generative model "
-            f"({', '.join(GENERATIVE)}). Received: {kind!r}")
-    if kind in _CONDITIONING:
-        name = _CONDITIONING[kind]
+    conditioning = getattr(model, "conditioning_input", None)
+    if conditioning is not None:
+        name = conditioning
         spec = [t for t in model.inputs if t.name == name][0]
         spec = tf.TensorSpec(spec.shape, spec.dtype, name=name)
     else:
@@ -148,7 +148,7 @@ def generate_functions(model, max_length, beam_width=4,
         spec = tf.TensorSpec((None, None), tf.int32, name=name)
 
     def decode(inputs, strategy, **kwargs):
-        if kind in _CONDITIONING:
+        if conditioning is not None:
             return generate(model, inputs, max_length=max_length,
                             strategy=strategy, eos_id=eos_id,
                             jit_compile=False, **kwargs)
@@ -156,7 +156,7 @@ def generate_functions(model, max_length, beam_width=4,
                         strategy=strategy, eos_id=eos_id, jit_compile=False,
                         **kwargs)
 
-    fed = {"prompt_ids": "token_ids"}
+    fed = {"prompt_ids": model.prompt_input}
 
     @tf.function(input_signature=[{name: spec}])
     def greedy(inputs):
@@ -173,15 +173,15 @@ def generate_functions(model, max_length, beam_width=4,
         return {"ids": ids, "scores": scores}
 
     functions = {"generate": greedy, "generate_beam": beam}
-    if vocabulary is not None and name != "features":
+    if vocabulary is not None and spec.dtype.is_integer:
         encode, table = _text_encoder(vocabulary)
         # as `CharVocabulary.decode`: PAD, BOS -> "", UNK -> "?"
-        tokens = tf.constant(["", "", "", "?"] + list(vocabulary.characters))
+        tokens = tf.constant(vocabulary.decode_table())
 
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def text(inputs):
             ids, lengths = encode(inputs["text"])
-            if name == "source_ids":
+            if conditioning is not None:  # e.g. a translation
                 out = decode(ids, "greedy")[:, 1:]  # drop BOS
                 first = tf.zeros_like(lengths)
             else:  # a language model continues each prompt
@@ -204,7 +204,8 @@ def as_char_vocabulary(name, vocabulary):
     """A `CharVocabulary` from one, or from a plain list of its characters
     (in id order from 4; a list that starts with the reserved tokens
     `<pad>, <bos>, <eos>, <unk>` may include them)."""
-    from seqkeras.data.text import RESERVED, CharVocabulary
+    from seqkeras.data.text import CharVocabulary
+    from seqkeras.data.tokens import RESERVED
 
     if isinstance(vocabulary, CharVocabulary):
         return vocabulary
@@ -235,10 +236,11 @@ def _text_encoder(vocabulary):
     `CharVocabulary.encode` does, in graph ops (`tf.strings` unicode
     splitting and a static hash table; unknown characters are UNK)."""
     characters = tf.constant(list(vocabulary.characters))
-    ids = tf.range(4, 4 + len(vocabulary.characters), dtype=tf.int64)
+    ids = tf.range(FIRST_ID, FIRST_ID + len(vocabulary.characters),
+                   dtype=tf.int64)
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(characters, ids),
-        default_value=3)  # UNK
+        default_value=UNK)
 
     def encode(strings):
         chars = tf.strings.unicode_split(strings, "UTF-8")

@@ -110,7 +110,7 @@ def run_tflite(flatbuffer, *inputs):
         interpreter.resize_tensor_input(detail["index"], np.shape(value))
     interpreter.allocate_tensors()
     for detail, value in zip(details, inputs):
-        interpreter.set_tensor(detail["index"], np.asarray(value, detail["dtype"]))
+        interpreter.set_tensor(detail["index"], np.asarray(value, detail["dtype"]))  # noqa: E501
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"])
             for d in interpreter.get_output_details()]

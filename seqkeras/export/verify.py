@@ -10,8 +10,7 @@ import tensorflow as tf
 
 from seqkeras.export.onnx import onnx, onnx_runner
 from seqkeras.export.saved_model import call_model, saved_model
-from seqkeras.export.streaming import (STREAMABLE, streaming_tflite,
-                                       verify_streaming)
+from seqkeras.export.streaming import streaming_tflite, verify_streaming
 from seqkeras.export.tflite import (convert_builtin, op_names,
                                     run_tflite_signature, tflite_runner)
 
@@ -32,11 +31,10 @@ def _as_dict(model, inputs):
 
 
 def _check_generate(model, reloaded, samples, options, vocabulary, texts):
-    from seqkeras.data.synthetic import EOS
+    from seqkeras.data.tokens import EOS
     from seqkeras.models.generation import generate
-    from seqkeras.export.saved_model import _CONDITIONING
 
-    key = _CONDITIONING.get(model.name, "prompt_ids")
+    key = getattr(model, "conditioning_input", None) or "prompt_ids"
     # as `generate_functions`: no eos_id means EOS
     eos = EOS if options.get("eos_id") is None else options["eos_id"]
     max_length = options["max_length"]
@@ -44,7 +42,7 @@ def _check_generate(model, reloaded, samples, options, vocabulary, texts):
             if k in options}
     for sample in samples:
         sample = _as_dict(model, sample)
-        inputs = sample.get(key, sample.get("token_ids"))
+        inputs = sample.get(key, sample.get(model.prompt_input))
         given = ({"prompt": inputs} if key == "prompt_ids"
                  else {"inputs": inputs})
         served = reloaded.signatures["generate"](
@@ -254,7 +252,7 @@ def _export_and_verify(scratch, model, name, samples, out_dir, tolerance,
                 report[f"tflite_{mode}_metric"] = float(metric(
                     lambda inputs, small=small: run_tflite_signature(
                         small, **inputs)[output]))
-    if "tflite" in formats and model.name in STREAMABLE:
+    if "tflite" in formats and getattr(model, "streamable", False):
         report.update(_check_streaming(model, _as_dict(model, samples[0]),
                                        report["tflite"]))
     if vocabulary is not None and texts is not None and "serve_text" in (
@@ -262,7 +260,7 @@ def _export_and_verify(scratch, model, name, samples, out_dir, tolerance,
         served = reloaded.signatures["serve_text"](
             text=tf.constant(list(texts)))[output].numpy()
         keras_out = np.asarray(call_model(
-            model, {"token_ids": vocabulary.encode(list(texts))}))
+            model, {model.inputs[0].name: vocabulary.encode(list(texts))}))
         report["serve_text_max_abs_diff"] = float(np.max(np.abs(
             served - keras_out)))
         scale = max(scale, float(np.max(np.abs(keras_out))))

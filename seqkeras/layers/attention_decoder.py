@@ -3,13 +3,8 @@ encoder outputs) at every step, Bahdanau- or Luong-style."""
 
 import keras
 from keras import ops
-# Keras' own backend-portable time loop (the one `keras.layers.RNN` runs).
-# Not `keras.ops.scan`: on TensorFlow its while loop has no
-# `maximum_iterations`, so its gradient does not compile under XLA, and its
-# per-step outputs must have the carry's shape.
-from keras.src.backend import rnn as keras_rnn
 
-from seqkeras.layers import export_mode
+from seqkeras.layers import time_loop
 from seqkeras.layers import validation
 from seqkeras.layers.attention import Attention
 from seqkeras.layers.cells import RecurrentCell
@@ -103,7 +98,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.supports_masking = True
 
     @property
-    def _cell_state_sizes(self):
+    def cell_state_sizes(self):
         sizes = self.cell.state_size
         return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
 
@@ -113,7 +108,7 @@ class AttentionDecoder(keras.layers.Layer):
 
     @property
     def state_size(self):
-        sizes = self._cell_state_sizes
+        sizes = self.cell_state_sizes
         return sizes + [self.cell.units] if self._feeding else sizes
 
     def output_size(self, memory_features):
@@ -146,7 +141,7 @@ class AttentionDecoder(keras.layers.Layer):
         the zero attentional vector for Luong input feeding."""
         states = (list(initial_state) if initial_state is not None
                   else list(self.cell.get_initial_state(batch_size)))
-        n = len(self._cell_state_sizes)
+        n = len(self.cell_state_sizes)
         if len(states) != n:
             raise ValueError(
                 f"`AttentionDecoder` expects {n} tensor(s) for "
@@ -157,28 +152,45 @@ class AttentionDecoder(keras.layers.Layer):
                                     self.compute_dtype))
         return states
 
+    def dropout_masks(self, batch_size, states, training):
+        """The cell's dropout masks for one sequence (drawn once, used at
+        every step: variational dropout), or {} outside training."""
+        masks = {}
+        if training and self.cell.dropout > 0:
+            masks["dropout_mask"] = self.cell.get_dropout_mask(ops.ones(
+                (batch_size, self.cell.input_size), self.compute_dtype))
+        if training and self.cell.recurrent_dropout > 0:
+            masks["recurrent_dropout_mask"] = (
+                self.cell.get_recurrent_dropout_mask(states[0]))
+        return masks
+
     def _attend(self, query, memory, memory_mask):
         context, weights = self.attention(
             ops.expand_dims(query, 1), memory, value_mask=memory_mask,
             return_attention_scores=True)
         return context[:, 0], weights[:, 0]
 
-    def step(self, inputs, states, memory, memory_mask=None, training=None):
+    def step(self, inputs, states, memory, memory_mask=None, training=None,
+             dropout_masks=None):
         """One decoding step: `(inputs (batch, features), states)` ->
-        `(output, new_states, weights (batch, source_time))`."""
-        n = len(self._cell_state_sizes)
+        `(output, new_states, weights (batch, source_time))`.
+        `dropout_masks`: the cell's masks for this sequence (a dict of
+        `dropout_mask` / `recurrent_dropout_mask`, see `dropout_masks`)."""
+        masks = dropout_masks or {}
+        n = len(self.cell_state_sizes)
         cell_states = list(states[:n])
         if self.style == "bahdanau":
             context, weights = self._attend(cell_states[0], memory,
                                             memory_mask)
             h, new_states = self.cell(
                 ops.concatenate([inputs, context], -1), cell_states,
-                training=training)
+                training=training, **masks)
             return (ops.concatenate([h, context], -1), _as_list(new_states),
                     weights)
         x = (ops.concatenate([inputs, states[n]], -1) if self._feeding
              else inputs)
-        h, new_states = self.cell(x, cell_states, training=training)
+        h, new_states = self.cell(x, cell_states, training=training,
+                                  **masks)
         context, weights = self._attend(h, memory, memory_mask)
         output = self.combine(ops.concatenate([context, h], -1))
         new_states = _as_list(new_states)
@@ -203,7 +215,7 @@ class AttentionDecoder(keras.layers.Layer):
         validation.same_dims(name, "inputs_mask", inputs_mask, target[:2],
                              "(batch, time)")
         if initial_state is not None:
-            sizes = self._cell_state_sizes
+            sizes = self.cell_state_sizes
             given = (list(initial_state) if isinstance(
                 initial_state, (list, tuple)) else [initial_state])
             for state, size in zip(given, sizes):
@@ -217,52 +229,27 @@ class AttentionDecoder(keras.layers.Layer):
         states = self.get_initial_state(batch, initial_state)
         out_dim = self.output_size(memory.shape[-1])
         mem_mask = ops.cast(memory_mask, "bool")
+        masks = self.dropout_masks(batch, states, training)
 
         def step(x, states):
             out, new_states, weights = self.step(x, states, memory, mem_mask,
-                                                 training)
+                                                 training, masks)
             if return_attention_scores:
                 out = ops.concatenate([out, ops.cast(weights, out.dtype)], -1)
             return out, new_states
 
-        if export_mode.active() and not training:
-            width = out_dim + (ops.shape(memory)[1] if return_attention_scores
-                               else 0)
-            outputs, final = self._loop_for_inference(step, inputs, states,
-                                                      width)
-        else:
-            outputs, final = self._loop_with_gradient(step, inputs, states)
+        width = out_dim + (ops.shape(memory)[1] if return_attention_scores
+                           else 0)
+        outputs, final = time_loop.scan(
+            step, ops.transpose(inputs, (1, 0, 2)), states, width,
+            self.compute_dtype)
+        outputs = ops.transpose(outputs, (1, 0, 2))
         result = [outputs[..., :out_dim]]
         if return_attention_scores:
             result.append(outputs[..., out_dim:])
         if self.return_state:
             result.extend(final)
         return result[0] if len(result) == 1 else tuple(result)
-
-    def _loop_with_gradient(self, step, inputs, states):
-        # Keras' loop (TensorArrays): differentiable, also under XLA.
-        _, outputs, final = keras_rnn(
-            lambda x, states: step(x, list(states)), inputs, states,
-            zero_output_for_mask=False, return_all_outputs=True)
-        return outputs, list(final)
-
-    def _loop_for_inference(self, step, inputs, states, width):
-        # Export mode: outputs written into a preallocated buffer with
-        # slice_update (a TFLite builtin; no TF gradient), not a TensorArray
-        # (TensorList ops need Flex), so exports use builtin ops only.
-        x = ops.transpose(inputs, (1, 0, 2))  # (time, batch, features)
-        steps = ops.shape(x)[0]
-        buffer = ops.zeros((steps, ops.shape(x)[1], width),
-                           self.compute_dtype)
-
-        def body(t, states, buffer):
-            out, new_states = step(x[t], states)
-            buffer = export_mode.write_step(buffer, t, out)
-            return t + 1, list(new_states), buffer
-
-        _, final, buffer = ops.while_loop(
-            lambda t, *_: t < steps, body, (0, list(states), buffer))
-        return ops.transpose(buffer, (1, 0, 2)), final
 
     def compute_mask(self, inputs, mask=None):
         if mask is None:

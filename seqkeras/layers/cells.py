@@ -28,16 +28,10 @@ and only the hidden-to-hidden part inside the time loop:
 The cells also follow the Keras cell contract (`state_size`, `output_size`,
 `get_initial_state`, `call(inputs, states, training)`), so they run inside
 `keras.layers.RNN` too.
-"""
+"""  # noqa: E501
 
 import keras
 from keras import ops
-
-try:  # Keras' own mixin: caches one dropout mask per sequence, and
-    # `keras.layers.RNN` resets it between batches only for its subclasses.
-    from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
-except ImportError:  # pragma: no cover - layout of a future Keras
-    DropoutRNNCell = object
 
 from seqkeras.layers import time_loop
 from seqkeras.layers import validation
@@ -45,7 +39,7 @@ from seqkeras.layers import validation
 _PACKAGE = "seqkeras"
 
 
-class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
+class RecurrentCell(keras.layers.Layer):
     """Base class of seqkeras cells (not used directly).
 
     Subclasses set `gates` and implement `forward_step`, `backward_step`,
@@ -80,6 +74,26 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
+
+    # -- Dropout masks -------------------------------------------------------
+    # One mask per sequence (variational dropout, Gal & Ghahramani 2016):
+    # the layer that runs the time loop (`Recurrent`, `AttentionDecoder`)
+    # draws the masks once and passes them to every step. Nothing is cached
+    # on the cell, so no mask outlives the call (or the traced graph) that
+    # drew it. Called on its own (e.g. inside `keras.layers.RNN`), a cell
+    # draws fresh masks at each step.
+
+    def get_dropout_mask(self, step_input):
+        """A new input dropout mask shaped like `step_input` (batch,
+        features): kept units scaled by 1 / (1 - dropout)."""
+        return keras.random.dropout(ops.ones_like(step_input), self.dropout,
+                                    seed=self.seed_generator)
+
+    def get_recurrent_dropout_mask(self, state):
+        """A new dropout mask for `h_{t-1}`, shaped like `state`."""
+        return keras.random.dropout(ops.ones_like(state),
+                                    self.recurrent_dropout,
+                                    seed=self.seed_generator)
 
     # -- Keras cell contract -------------------------------------------------
     @property
@@ -132,8 +146,12 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
         kernel = getattr(self, "kernel", None)
         return None if kernel is None else int(kernel.shape[0])
 
-    def call(self, inputs, states, training=False):
-        """One step: `inputs` (batch, features), `states` list of (batch, units)."""
+    def call(self, inputs, states, training=False, dropout_mask=None,
+             recurrent_dropout_mask=None):
+        """One step: `inputs` (batch, features), `states` list of (batch,
+        units). In training, `dropout_mask` / `recurrent_dropout_mask`
+        (from `get_dropout_mask` / `get_recurrent_dropout_mask`, drawn once
+        per sequence) are used; without them fresh masks are drawn."""
         name = type(self).__name__
         states = list(states) if isinstance(states, (list, tuple)) else [states]
         validation.numeric(name, "inputs", inputs)
@@ -149,10 +167,15 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
             validation.same_dims(name, "states", state, (batch, size),
                                  "(batch, units)")
         if training and self.dropout > 0:
-            inputs = inputs * self.get_dropout_mask(inputs)
+            if dropout_mask is None:
+                dropout_mask = self.get_dropout_mask(inputs)
+            inputs = inputs * dropout_mask
         h_in = states[0]
         if training and self.recurrent_dropout > 0:
-            h_in = h_in * self.get_recurrent_dropout_mask(states[0])
+            if recurrent_dropout_mask is None:
+                recurrent_dropout_mask = self.get_recurrent_dropout_mask(
+                    states[0])
+            h_in = h_in * recurrent_dropout_mask
         consts = self.loop_constants(self.recurrent_weights())
         h, new_states, _ = self.forward_step(
             self.project_inputs(inputs) + self.loop_input_bias(), states,
@@ -208,7 +231,7 @@ class RecurrentCell(DropoutRNNCell, keras.layers.Layer):
         return ops.reshape(out, tuple(lead) + (ops.shape(kernel)[-1],))
 
     def recurrent_weights(self):
-        """Tensors the recurrent part depends on (differentiated by the loop)."""
+        """Tensors the recurrent part depends on (differentiated by the loop)."""  # noqa: E501
         return [self.to_loop_layout(self.recurrent_kernel)]
 
     def residual_widths(self):

@@ -87,10 +87,14 @@ class SequencePooling(keras.layers.Layer):
             out = ops.max(ops.where(ops.expand_dims(mask, -1), x, low), axis=1)
             return out * ops.cast(ops.any(mask, axis=1, keepdims=True),
                                   x.dtype)
-        logits = ops.matmul(ops.tanh(ops.matmul(x, self.kernel) + self.bias),
-                            self.query)  # (batch, time)
-        weights = masking.masked_softmax(logits, mask)
+        weights = masking.masked_softmax(self.scores(x), mask)
         return ops.einsum("bt,btd->bd", weights, x)
+
+    def scores(self, x):
+        """Attention mode: the score of each step, `v . tanh(W h_t + b)`,
+        (batch, time) from `x` (batch, time, features)."""
+        return ops.matmul(ops.tanh(ops.matmul(x, self.kernel) + self.bias),
+                          self.query)
 
     def compute_mask(self, inputs, mask=None):
         return None

@@ -1,4 +1,4 @@
-"""Positional encodings: `SinusoidalPositionalEncoding`, `PositionalEmbedding`."""
+"""Positional encodings: `SinusoidalPositionalEncoding`, `PositionalEmbedding`."""  # noqa: E501
 
 import keras
 from keras import ops

@@ -85,7 +85,8 @@ class Recurrent(keras.layers.Layer):
         self.states = None
 
     @property
-    def _state_sizes(self):
+    def state_sizes(self):
+        """The sizes of the cell's states, one per state (h; h and c)."""
         sizes = self.cell.state_size
         return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
 
@@ -108,7 +109,7 @@ class Recurrent(keras.layers.Layer):
                     trainable=False,
                     name=f"state_{i}",
                 )
-                for i, size in enumerate(self._state_sizes)
+                for i, size in enumerate(self.state_sizes)
             ]
 
     def reset_states(self):
@@ -120,7 +121,7 @@ class Recurrent(keras.layers.Layer):
     def _check_initial_state(self, initial_state, batch):
         if not isinstance(initial_state, (list, tuple)):
             initial_state = [initial_state]
-        sizes = self._state_sizes
+        sizes = self.state_sizes
         if len(initial_state) != len(sizes):
             raise ValueError(
                 f"`Recurrent` ({type(self.cell).__name__}) expects "
@@ -185,8 +186,6 @@ class Recurrent(keras.layers.Layer):
             inputs = inputs * ops.expand_dims(dmask, 1)
         if training and self.cell.recurrent_dropout > 0:
             rmask = self.cell.get_recurrent_dropout_mask(states[0])
-        self.cell.reset_dropout_mask()
-        self.cell.reset_recurrent_dropout_mask()
 
         x = ops.transpose(inputs, (1, 0, 2))  # (time, batch, features)
         if mask is not None:
@@ -216,13 +215,13 @@ class Recurrent(keras.layers.Layer):
         units = self.cell.units
         out = (batch, steps, units) if self.return_sequences else (batch, units)
         if self.return_state:
-            return [out] + [(batch, s) for s in self._state_sizes]
+            return [out] + [(batch, s) for s in self.state_sizes]
         return out
 
     def compute_mask(self, inputs, mask=None):
         out_mask = mask if self.return_sequences else None
         if self.return_state:
-            return [out_mask] + [None] * len(self._state_sizes)
+            return [out_mask] + [None] * len(self.state_sizes)
         return out_mask
 
     def get_config(self):
@@ -333,7 +332,7 @@ class Bidirectional(keras.layers.Layer):
                              "(batch, time)")
         fw_init = bw_init = None
         if initial_state is not None:
-            n = len(self.forward_layer._state_sizes)
+            n = len(self.forward_layer.state_sizes)
             if len(initial_state) != 2 * n:
                 raise ValueError(
                     f"`Bidirectional` expects {2 * n} initial state tensors "
@@ -376,7 +375,7 @@ class Bidirectional(keras.layers.Layer):
         out_mask = mask if self.return_sequences else None
         n_out = 2 if self.merge_mode is None else 1
         if self.return_state:
-            n_states = 2 * len(self.forward_layer._state_sizes)
+            n_states = 2 * len(self.forward_layer.state_sizes)
             return [out_mask] * n_out + [None] * n_states
         return [out_mask] * 2 if n_out == 2 else out_mask
 
@@ -435,9 +434,9 @@ class StackedRecurrent(keras.layers.Layer):
                 f"expected a non-empty list of layers. Received: {layers!r}"
             )
         layers = [
-            keras.saving.deserialize_keras_object(l) if isinstance(l, dict)
-            else l
-            for l in layers
+            keras.saving.deserialize_keras_object(x) if isinstance(x, dict)
+            else x
+            for x in layers
         ]
         for i, layer in enumerate(layers):
             if not isinstance(layer, (Recurrent, Bidirectional)):
@@ -521,7 +520,7 @@ class StackedRecurrent(keras.layers.Layer):
         config.update(
             {
                 "layers": [
-                    keras.saving.serialize_keras_object(l) for l in self.stack
+                    keras.saving.serialize_keras_object(x) for x in self.stack
                 ],
                 "dropout": self.dropout,
                 "residual": self.residual,

@@ -53,7 +53,7 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
         h, new_states, res = cell.forward_step(p, states, consts, h_in)
         if mask is not None:
             m = mask[t]
-            new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]
+            new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]  # noqa: E501
             h = ops.where(m, h, ops.zeros_like(h))
         values = [h] * write_outputs + (list(res) if save else [])
         buffers = [_write(b, t, v) for b, v in zip(buffers, values)]
@@ -149,7 +149,7 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
         )
 
         def grad(*upstream, **unused_kwargs):
-            upstream = list(upstream)
+            upstream = _cotangents(upstream)
             d_outputs = upstream.pop(0) if return_sequences else None
             d_final = [
                 ops.zeros_like(s) if d is None else d
@@ -164,7 +164,7 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
                 cell, res, consts, mask, rmask, d_outputs, d_final
             )
             d_bias = sum_rows(d_proj)
-            return [d_proj, d_bias] + d_weights + list(d_init)
+            return tuple([d_proj, d_bias] + d_weights + list(d_init))
 
         result = ([outputs] if return_sequences else []) + list(final)
         return result, grad
@@ -175,6 +175,62 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
     outputs = result.pop(0) if return_sequences else None
     assert len(result) == n_s
     return outputs, result
+
+
+def scan(step, inputs, states, width, dtype, differentiable=True):
+    """Runs any step function over time: `step(x_t, states) -> (y_t,
+    new_states)` for each `x_t` of the time-major `inputs` (time, batch,
+    features); returns `(outputs (time, batch, width), final_states)`.
+
+    The loop for computations without a hand-written gradient (e.g.
+    `AttentionDecoder`, whose step attends, runs a cell and combines). The
+    gradient comes from the backend's autodiff through the loop:
+
+    - JAX: `ops.scan` (`lax.scan`, reverse-differentiable).
+    - TensorFlow: `ops.while_loop` with `maximum_iterations` (its gradient
+      compiles under XLA) writing each step's output with `scatter_update`
+      (TensorScatterUpdate has a gradient; DynamicUpdateSlice has none).
+    - `export_mode()` or `differentiable=False`: a plain loop writing a
+      preallocated buffer (`export_mode.write_step`), builtin-only in
+      TFLite and standard ops in SavedModels.
+    """
+    steps = ops.shape(inputs)[0]
+    batch = ops.shape(inputs)[1]
+    states = list(states)
+    if differentiable and not export_mode.active() and (
+            backend.backend() == "jax"):
+        def body(carry, x):
+            y, new = step(x, list(carry))
+            return list(new), y
+
+        final, outputs = ops.scan(body, states, inputs)
+        return outputs, list(final)
+    buffer = ops.zeros((steps, batch, width), dtype)
+    write = (_write if not differentiable or export_mode.active()
+             else _scatter_write)
+
+    def loop(t, states, buffer):
+        y, new = step(inputs[t], states)
+        return t + 1, list(new), write(buffer, t, y)
+
+    _, final, buffer = ops.while_loop(
+        lambda t, *_: t < steps, loop, (0, states, buffer),
+        maximum_iterations=steps)
+    return buffer, list(final)
+
+
+def _scatter_write(buffer, t, value):
+    return ops.scatter_update(buffer, ops.reshape(t, (1, 1)),
+                              ops.expand_dims(value, 0))
+
+
+def _cotangents(upstream):
+    """The output cotangents as one list, whatever the backend's calling
+    convention: TensorFlow calls `grad(*cotangents)`, JAX
+    (`jax.custom_gradient`) `grad(cotangents)` with one list."""
+    if (len(upstream) == 1 and isinstance(upstream[0], (list, tuple))):
+        return list(upstream[0])
+    return list(upstream)
 
 
 def sum_outer(a, d):

@@ -28,9 +28,11 @@ def make_cell(kind, units, dropout=0.0, name=None):
 
 def recurrent_stack(x, kind, units, num_layers=1, bidirectional=False,
                     dropout=0.0, return_sequences=True, return_state=False,
-                    initial_state=None, stateful=False, name="encoder"):
+                    initial_state=None, stateful=False, name="encoder",
+                    layers=None):
     """`num_layers` recurrent layers; returns the output, plus the last
-    layer's final states (forward, then backward) when `return_state`."""
+    layer's final states (forward, then backward) when `return_state`.
+    The layers are appended to `layers` when given."""
     for i in range(num_layers):
         last = i == num_layers - 1
         layer = sk.Recurrent(
@@ -41,6 +43,8 @@ def recurrent_stack(x, kind, units, num_layers=1, bidirectional=False,
         if bidirectional:
             layer = sk.Bidirectional(layer, name=f"{name}_{i}")
         x = layer(x, initial_state=initial_state if i == 0 else None)
+        if layers is not None:
+            layers.append(layer)
     if return_state:
         return x[0], list(x[1:])
     return x
@@ -48,9 +52,11 @@ def recurrent_stack(x, kind, units, num_layers=1, bidirectional=False,
 
 def transformer_stack(x, num_layers, num_heads, intermediate_dim, dropout,
                       activation="gelu", norm_first=True, causal=False,
-                      memory=None, name="encoder"):
+                      memory=None, name="encoder", parts=None):
     """Encoder blocks (or decoder blocks when `causal` or with `memory`);
-    pre-LN stacks end with a LayerNorm (nanoGPT's `ln_f`)."""
+    pre-LN stacks end with a LayerNorm (nanoGPT's `ln_f`). With `parts` (a
+    dict), its `"blocks"` and `"norm"` (or None) are set."""
+    blocks, norm = [], None
     for i in range(num_layers):
         if causal or memory is not None:
             block = sk.TransformerDecoderBlock(
@@ -59,27 +65,41 @@ def transformer_stack(x, num_layers, num_heads, intermediate_dim, dropout,
                 name=f"{name}_block_{i}")
             x = block(x, memory) if memory is not None else block(x)
         else:
-            x = sk.TransformerEncoderBlock(
+            block = sk.TransformerEncoderBlock(
                 num_heads, intermediate_dim, dropout=dropout,
                 activation=activation, norm_first=norm_first,
-                name=f"{name}_block_{i}")(x)
+                name=f"{name}_block_{i}")
+            x = block(x)
+        blocks.append(block)
     if norm_first:
-        x = keras.layers.LayerNormalization(epsilon=1e-5,
-                                            name=f"{name}_norm")(x)
+        norm = keras.layers.LayerNormalization(epsilon=1e-5,
+                                               name=f"{name}_norm")
+        x = norm(x)
+    if parts is not None:
+        parts.update(blocks=blocks, norm=norm)
     return x
 
 
-def positions(x, kind, max_length, name):
+def position_layer(kind, max_length, name):
     if kind == "learned":
-        return sk.PositionalEmbedding(max_length, name=name)(x)
-    return sk.SinusoidalPositionalEncoding(name=name)(x)
+        return sk.PositionalEmbedding(max_length, name=name)
+    return sk.SinusoidalPositionalEncoding(name=name)
 
 
-def logits_head(x, vocab_size, embedding=None, name="logits"):
+def positions(x, kind, max_length, name):
+    return position_layer(kind, max_length, name)(x)
+
+
+def logits_head(x, vocab_size, embedding=None, name="logits",
+                return_layer=False):
     """Dense logits, or `embedding(x, reverse=True)` (weight tying: one
-    variable, the embedding matrix); float32 under mixed precision."""
+    variable, the embedding matrix); float32 under mixed precision. With
+    `return_layer`, also the Dense layer (None when tied)."""
+    dense = None
     if embedding is not None:
         x = embedding(x, reverse=True)
     else:
-        x = keras.layers.Dense(vocab_size, name=f"{name}_dense")(x)
-    return keras.layers.Activation("linear", dtype="float32", name=name)(x)
+        dense = keras.layers.Dense(vocab_size, name=f"{name}_dense")
+        x = dense(x)
+    x = keras.layers.Activation("linear", dtype="float32", name=name)(x)
+    return (x, dense) if return_layer else x

@@ -133,8 +133,24 @@ class SequenceModel(keras.Model):
     `SequenceModel`: input `token_ids` has token id 12, outside [0, 10)...
     """
 
-    def __init__(self, *args, vocabulary_sizes=None, **kwargs):
+    #: The input that conditions generation (`"source_ids"`,
+    #: `"features"`), or None: a language model, which continues a prompt.
+    conditioning_input = None
+    #: The token-id input that generated tokens are fed back into.
+    prompt_input = None
+    #: Whether `stream_start`/`stream_step` give a step model (recurrent
+    #: kinds); Transformers need the whole sequence.
+    streamable = False
+    #: Whether each streamed step's output matches the full pass at that
+    #: step (taggers, language models) or only the last one does
+    #: (classifiers, forecasters: the output of the sequence so far).
+    stream_per_step = True
+
+    def __init__(self, *args, vocabulary_sizes=None, parts=None, **kwargs):
         super().__init__(*args, **kwargs)
+        # Plain attribute (not tracked): the parts are this model's own
+        # layers, already tracked through the functional graph.
+        object.__setattr__(self, "_parts", self._resolve_parts(parts or {}))
         sizes = dict(vocabulary_sizes or {})
         names = [t.name for t in self.inputs]
         for key, size in sizes.items():
@@ -149,10 +165,110 @@ class SequenceModel(keras.Model):
                     f"`vocabulary_sizes`. Received: {key}={size!r}")
         self.vocabulary_sizes = {k: int(v) for k, v in sizes.items()}
 
+    def _resolve_parts(self, parts):
+        """`{role: layer, list of layers or None}` from layers or, when
+        loading, their names in this model."""
+        if not isinstance(parts, dict):
+            raise TypeError(
+                f"`{type(self).__name__}` expects `parts` to be a dict of "
+                f"role -> layer(s). Received: {type(parts).__name__}")
+        own = {id(layer): layer for layer in self.layers}
+
+        def resolve(role, value):
+            if value is None:
+                return None
+            if isinstance(value, (list, tuple)):
+                return [resolve(role, v) for v in value]
+            if isinstance(value, str):
+                return self.get_layer(value)
+            if id(value) not in own:
+                raise ValueError(
+                    f"`{type(self).__name__}`: part {role!r} must be one of "
+                    f"the model's own layers. Received: {value!r}")
+            return value
+
+        return {role: resolve(role, v) for role, v in parts.items()}
+
+    def part(self, role):
+        """The layer (or list of layers; None when absent) playing `role`
+        in this model, as the builder declared it (e.g. `"embedding"`,
+        `"decoder"`, `"logits"`)."""
+        return self._parts.get(role)
+
     def get_config(self):
         config = super().get_config()
         config["vocabulary_sizes"] = dict(self.vocabulary_sizes)
+
+        def names(value):
+            if isinstance(value, list):
+                return [names(v) for v in value]
+            return None if value is None else value.name
+
+        config["parts"] = {k: names(v) for k, v in self._parts.items()}
         return config
+
+    # -- The generation contract (`seqkeras.models.generate`, the
+    # SavedModel `generate*` signatures, streaming decoders) --
+
+    @property
+    def generates(self):
+        """Whether this model implements the generation contract."""
+        return (type(self).call_with_cache
+                is not SequenceModel.call_with_cache)
+
+    @property
+    def max_generation_length(self):
+        """The most tokens `generate` may produce (e.g. a Transformer's
+        learned positions), or None for no limit."""
+        return None
+
+    def init_cache(self, inputs, batch_size, max_length):
+        """The decoding cache before the first step: runs the conditioning
+        half once (`inputs` are the `conditioning_input` values; None for a
+        language model). Any nested structure of tensors."""
+        raise ValueError(self._not_implemented("init_cache"))
+
+    def call_with_cache(self, token_ids, cache, index):
+        """One decoding step: `token_ids` (batch,) int at position `index`
+        -> `(logits, cache)`, float32 logits (batch, vocabulary)."""
+        raise ValueError(self._not_implemented("call_with_cache"))
+
+    # -- The streaming contract (`seqkeras.export.streaming_tflite`) --
+
+    @property
+    def stream_input(self):
+        """`(name, shape without batch, dtype)` of one streamed step's
+        input; a generative model streams its decoder tokens."""
+        return ("token_ids", (), "int32")
+
+    @property
+    def stream_output(self):
+        """The name of a streamed step's output."""
+        return self.output_names[0]
+
+    def stream_start(self, inputs, batch_size):
+        """The states before the first streamed step (a nested structure
+        of tensors): the conditioning half run on `inputs` for decoders,
+        zeros otherwise. Generative models: `init_cache` for one step."""
+        if not self.streamable:
+            raise ValueError(self._not_implemented("stream_start"))
+        return self.init_cache(inputs, batch_size, 1)
+
+    def stream_step(self, x, states):
+        """One streamed step: `x` (batch, *stream_input shape) and the
+        states -> `(output, states)`. Generative models: `call_with_cache`
+        (a recurrent cache does not depend on the position)."""
+        if not self.streamable:
+            raise ValueError(self._not_implemented("stream_step"))
+        return self.call_with_cache(x, states, 0)
+
+    def _not_implemented(self, method):
+        return (f"model {self.name!r} ({type(self).__name__}) does not "
+                f"implement `{method}`: generation needs `init_cache` and "
+                "`call_with_cache` (and `conditioning_input`/`prompt_input`), "
+                "streaming needs `streamable = True` and `stream_start`/"
+                "`stream_step`; the builders in `seqkeras.models` return "
+                "classes that do")
 
     def check_inputs(self, x, where=None):
         """Checks the token ids in the model inputs `x` (see

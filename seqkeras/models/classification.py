@@ -6,6 +6,22 @@ from seqkeras import layers as sk
 from seqkeras.layers.pooling import MODES as POOLINGS
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
+from seqkeras.models.steps import ChainStreaming
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class Classifier(ChainStreaming, SequenceModel):
+    """`classifier`'s class: `token_ids` -> class `logits`. With a
+    one-direction recurrent backbone it streams: each step's output is the
+    logits of the sequence so far."""
+
+    stream_per_step = False
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class Tagger(ChainStreaming, SequenceModel):
+    """`tagger`'s class: `token_ids` -> one tag's `logits` per token. With
+    a one-direction recurrent backbone it streams a tag per token."""
 
 
 def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
@@ -57,7 +73,8 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
         num_heads, intermediate_dim, max_length: Transformer backbone.
 
     Returns:
-        A `keras.Model`: input `token_ids` (batch, time) int, output
+        A `Classifier` (a functional `keras.Model`): input `token_ids`
+        (batch, time) int, output
         `logits` (batch, num_classes).
 
     Example:
@@ -81,7 +98,7 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
     logits = bb.logits_head(x, num_classes)
-    return SequenceModel(token_ids, logits, name=name,
+    return Classifier(token_ids, logits, name=name,
                          vocabulary_sizes={"token_ids": vocab_size})
 
 
@@ -94,7 +111,8 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
         bidirectional by default (a tag may depend on the right context).
 
     Returns:
-        A `keras.Model`: input `token_ids` (batch, time), output `logits`
+        A `Tagger` (a functional `keras.Model`): input `token_ids`
+        (batch, time), output `logits`
         (batch, time, num_tags) carrying the padding mask.
 
     Example:
@@ -111,5 +129,5 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
                    units, num_layers, bidirectional, dropout, num_heads,
                    intermediate_dim, max_length, return_sequences=True)
     logits = bb.logits_head(x, num_tags)
-    return SequenceModel(token_ids, logits, name=name,
+    return Tagger(token_ids, logits, name=name,
                          vocabulary_sizes={"token_ids": vocab_size})

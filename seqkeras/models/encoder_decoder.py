@@ -8,10 +8,123 @@ import keras
 from keras import ops
 
 from seqkeras import layers as sk
+from seqkeras.data.tokens import PAD
 from seqkeras.layers.attention_decoder import STYLES
 from seqkeras.layers.scoring import SCORES
 from seqkeras.models import backbones as bb
+from seqkeras.models import steps
 from seqkeras.models.base import SequenceModel
+
+
+class _Conditioned(SequenceModel):
+    """A decoder conditioned on `conditioning_input`; generation feeds
+    `target_ids`. `_encoder(layers)` is the model from the conditioning
+    input to those layers' outputs, built once."""
+
+    prompt_input = "target_ids"
+
+    def _encoder(self, role):
+        models = self.__dict__.setdefault("_seqkeras_encoders", {})
+        if role not in models:
+            layers = self.part(role) if isinstance(self.part(role), list) \
+                else [self.part(role)]
+            source = [t for t in self.inputs
+                      if t.name == self.conditioning_input][0]
+            models[role] = keras.Model(source, [x.output for x in layers])
+        return models[role]
+
+    def _encode(self, role, inputs):
+        return steps.as_list(self._encoder(role)(inputs))
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class ConditionedDecoder(_Conditioned):
+    """`conditioned_decoder`'s class (vec2seq): `features` and
+    `target_ids` -> `logits`. Parts: `initial_states` (the bridged
+    features), `embedding`, `decoder` (a `Recurrent`), `logits`. The cache
+    is the decoder's states; it streams one token at a time."""
+
+    conditioning_input = "features"
+    streamable = True
+
+    def init_cache(self, inputs, batch_size, max_length):
+        return self._encode("initial_states", inputs)
+
+    def call_with_cache(self, token_ids, cache, index):
+        h, states = self.part("decoder").cell(
+            self.part("embedding")(token_ids), list(cache))
+        return steps.logits_head(self.part("logits"))(h), steps.as_list(
+            states)
+
+
+class Seq2Seq(_Conditioned):
+    """An encoder-decoder: `source_ids` and `target_ids` -> `logits`; the
+    base of `RecurrentSeq2Seq` and `TransformerSeq2Seq`."""
+
+    conditioning_input = "source_ids"
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class RecurrentSeq2Seq(Seq2Seq):
+    """`seq2seq`'s class. Parts: `memory` (the encoder outputs),
+    `initial_states`, `embedding`, `decoder` (`Recurrent` or
+    `AttentionDecoder`), `logits`. The cache is the decoder states (the
+    fixed context), with attention also the memory and its mask; it
+    streams one token at a time."""
+
+    streamable = True
+
+    @property
+    def _attention(self):
+        return isinstance(self.part("decoder"), sk.AttentionDecoder)
+
+    def init_cache(self, inputs, batch_size, max_length):
+        if not self._attention:
+            return [self._encode("initial_states", inputs)]
+        memory = self._encode("memory", inputs)[0]
+        init = self._encode("initial_states", inputs)
+        return [self.part("decoder").get_initial_state(batch_size, init),
+                memory, ops.not_equal(inputs, PAD)]
+
+    def call_with_cache(self, token_ids, cache, index):
+        x = self.part("embedding")(token_ids)
+        decoder = self.part("decoder")
+        head = steps.logits_head(self.part("logits"))
+        if not self._attention:
+            h, states = decoder.cell(x, list(cache[0]))
+            return head(h), [steps.as_list(states)]
+        states, memory, mask = cache
+        h, states, _ = decoder.step(x, states, memory, mask)
+        return head(h), [steps.as_list(states), memory, mask]
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class TransformerSeq2Seq(Seq2Seq):
+    """`transformer_seq2seq`'s class. Parts: `memory`, `embedding`,
+    `positions`, `blocks` (the decoder's), `norm` (or None), `logits` (or
+    None: tied). The cache is the self-attention key/value caches, the
+    cross-attention keys and values (projected once), the memory and its
+    mask."""
+
+    @property
+    def max_generation_length(self):
+        return getattr(self.part("positions"), "max_length", None)
+
+    def init_cache(self, inputs, batch_size, max_length):
+        memory = self._encode("memory", inputs)[0]
+        blocks = self.part("blocks")
+        return [[b.init_cache(batch_size, max_length) for b in blocks],
+                [b.compute_cross_attention_cache(memory) for b in blocks],
+                memory, ops.not_equal(inputs, PAD)]
+
+    def call_with_cache(self, token_ids, cache, index):
+        self_caches, cross_caches, memory, mask = cache
+        logits, self_caches = steps.transformer_step(
+            token_ids, self_caches, index, self.part("embedding"),
+            self.part("positions"), self.part("blocks"), self.part("norm"),
+            steps.logits_head(self.part("logits"), self.part("embedding")),
+            memory, mask, cross_caches)
+        return logits, [self_caches, cross_caches, memory, mask]
 
 
 def _bridge(states, units, name):
@@ -23,10 +136,12 @@ def _bridge(states, units, name):
 
 
 def _named(states):
-    """The decoder's initial states under stable names (`decoder_init_i`),
-    so `seqkeras.models.generate` can build the encoder half."""
-    return [keras.layers.Identity(name=f"decoder_init_{i}")(s)
-            for i, s in enumerate(states)]
+    """`(states, layers)`: the decoder's initial states through Identity
+    layers (`decoder_init_i`), the model's `initial_states` part, from
+    which generation builds the encoder half."""
+    layers = [keras.layers.Identity(name=f"decoder_init_{i}")
+              for i in range(len(states))]
+    return [layer(s) for layer, s in zip(layers, states)], layers
 
 
 def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
@@ -40,7 +155,8 @@ def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
         embedding_dim, units, cell, dropout: the decoder.
 
     Returns:
-        A `keras.Model`: inputs `features` (batch, feature_dim) and
+        A `ConditionedDecoder` (a functional `keras.Model`): inputs
+        `features` (batch, feature_dim) and
         `target_ids` (batch, time) -> `logits` (batch, time, vocab_size).
 
     Example:
@@ -61,15 +177,20 @@ def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
     features = keras.Input((feature_dim,), name="features")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
     n_states = 2 if cell == "lstm" else 1
-    init = _named(_bridge([features] * n_states, units, "bridge"))
-    x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
-                               name="target_embedding")(target_ids)
-    x = sk.Recurrent(bb.make_cell(cell, units, dropout), return_sequences=True,
-                     name="decoder")(x, initial_state=init)
-    logits = bb.logits_head(x, vocab_size)
-    return SequenceModel({"features": features, "target_ids": target_ids},
-                         logits, name=name,
-                         vocabulary_sizes={"target_ids": vocab_size})
+    init, init_layers = _named(_bridge([features] * n_states, units,
+                                       "bridge"))
+    embedding = keras.layers.Embedding(vocab_size, embedding_dim,
+                                       mask_zero=True,
+                                       name="target_embedding")
+    decoder = sk.Recurrent(bb.make_cell(cell, units, dropout),
+                           return_sequences=True, name="decoder")
+    x = decoder(embedding(target_ids), initial_state=init)
+    logits, dense = bb.logits_head(x, vocab_size, return_layer=True)
+    return ConditionedDecoder(
+        {"features": features, "target_ids": target_ids}, logits, name=name,
+        vocabulary_sizes={"target_ids": vocab_size},
+        parts={"initial_states": init_layers, "embedding": embedding,
+               "decoder": decoder, "logits": dense})
 
 
 def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
@@ -102,7 +223,8 @@ def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
         dropout: dropout inside the cells.
 
     Returns:
-        A `keras.Model`: inputs `source_ids` (batch, source_time) and
+        A `RecurrentSeq2Seq` (a functional `keras.Model`): inputs
+        `source_ids` (batch, source_time) and
         `target_ids` (batch, time) -> `logits` (batch, time,
         target_vocab_size). With attention, the decoder layer (named
         `decoder`) also outputs the weights: `attention_model(model)` gives
@@ -160,33 +282,41 @@ def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
     if bidirectional:  # [fw states..., bw states...] -> per kind, concat
         states = [ops.concatenate([states[i], states[n_states + i]], -1)
                   for i in range(n_states)]
-    init = _named(_bridge(states, units, "bridge") if bridge else states)
-    memory = keras.layers.Identity(name="memory")(memory)
-    tgt = keras.layers.Embedding(target_vocab_size, embedding_dim,
-                                 mask_zero=True,
-                                 name="target_embedding")(target_ids)
+    init, init_layers = _named(_bridge(states, units, "bridge") if bridge
+                               else states)
+    memory_layer = keras.layers.Identity(name="memory")
+    memory = memory_layer(memory)
+    embedding = keras.layers.Embedding(target_vocab_size, embedding_dim,
+                                       mask_zero=True,
+                                       name="target_embedding")
+    tgt = embedding(target_ids)
     if attention is None:
-        x = sk.Recurrent(bb.make_cell(cell, units, dropout),
-                         return_sequences=True, name="decoder")(
-                             tgt, initial_state=init)
+        decoder = sk.Recurrent(bb.make_cell(cell, units, dropout),
+                               return_sequences=True, name="decoder")
+        x = decoder(tgt, initial_state=init)
     else:
-        x, _ = sk.AttentionDecoder(
+        decoder = sk.AttentionDecoder(
             bb.make_cell(cell, units, dropout), score=attention, style=style,
             input_feeding=input_feeding, attention_units=attention_units,
-            name="decoder")(tgt, memory, initial_state=init,
-                            return_attention_scores=True)
-    logits = bb.logits_head(x, target_vocab_size)
-    return SequenceModel(
+            name="decoder")
+        x, _ = decoder(tgt, memory, initial_state=init,
+                       return_attention_scores=True)
+    logits, dense = bb.logits_head(x, target_vocab_size, return_layer=True)
+    return RecurrentSeq2Seq(
         {"source_ids": source_ids, "target_ids": target_ids}, logits,
         name=name, vocabulary_sizes={"source_ids": source_vocab_size,
-                                     "target_ids": target_vocab_size})
+                                     "target_ids": target_vocab_size},
+        parts={"memory": memory_layer if attention else None,
+               "initial_states": init_layers, "embedding": embedding,
+               "decoder": decoder, "logits": dense})
 
 
 def attention_model(model):
     """A model with the same inputs returning `[logits, weights]`, the
     weights (batch, time, source_time) of a `seq2seq(attention=...)`
     model's decoder."""
-    decoder = model.get_layer("decoder")
+    decoder = (model.part("decoder") if isinstance(model, SequenceModel)
+               else None)
     if not isinstance(decoder, sk.AttentionDecoder):
         raise ValueError("`attention_model` needs a seq2seq model built with "
                          "attention")
@@ -211,7 +341,8 @@ def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
         tie_weights: output layer = transposed target embedding.
 
     Returns:
-        A `keras.Model`: `source_ids`, `target_ids` -> `logits`
+        A `TransformerSeq2Seq` (a functional `keras.Model`): `source_ids`,
+        `target_ids` -> `logits`
         (batch, time, target_vocab_size).
 
     Example:
@@ -248,18 +379,23 @@ def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
     src = bb.positions(src, positional, max_length, "source_positions")
     memory = bb.transformer_stack(src, num_layers, num_heads, ffn, dropout,
                                   activation, norm_first, name="encoder")
-    memory = keras.layers.Identity(name="memory")(memory)
+    memory_layer = keras.layers.Identity(name="memory")
+    memory = memory_layer(memory)
     embedding = keras.layers.ReversibleEmbedding(
         target_vocab_size, hidden_dim, tie_weights=True, mask_zero=True,
         name="target_embedding")
-    tgt = bb.positions(embedding(target_ids), positional, max_length,
-                       "target_positions")
+    positions = bb.position_layer(positional, max_length, "target_positions")
+    tgt = positions(embedding(target_ids))
+    parts = {"memory": memory_layer, "embedding": embedding,
+             "positions": positions}
     x = bb.transformer_stack(tgt, num_layers, num_heads, ffn, dropout,
                              activation, norm_first, causal=True,
-                             memory=memory, name="decoder")
-    logits = bb.logits_head(x, target_vocab_size,
-                            embedding if tie_weights else None)
-    return SequenceModel(
+                             memory=memory, name="decoder", parts=parts)
+    logits, parts["logits"] = bb.logits_head(
+        x, target_vocab_size, embedding if tie_weights else None,
+        return_layer=True)
+    return TransformerSeq2Seq(
         {"source_ids": source_ids, "target_ids": target_ids}, logits,
         name=name, vocabulary_sizes={"source_ids": source_vocab_size,
-                                     "target_ids": target_vocab_size})
+                                     "target_ids": target_vocab_size},
+        parts=parts)

@@ -5,6 +5,16 @@ import keras
 from seqkeras import layers as sk
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
+from seqkeras.models.steps import ChainStreaming
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class Forecaster(ChainStreaming, SequenceModel):
+    """`forecaster`'s class: `series` -> `forecast`. With a recurrent
+    backbone it streams one observation at a time; each step's output is
+    the forecast from the series so far."""
+
+    stream_per_step = False
 
 
 def forecaster(input_steps, horizon, features=1, targets=None,
@@ -24,8 +34,8 @@ def forecaster(input_steps, horizon, features=1, targets=None,
         num_layers, dropout, num_heads, intermediate_dim: the backbone.
 
     Returns:
-        A `keras.Model`: `series` (batch, input_steps, features) ->
-        `forecast` (batch, horizon, targets).
+        A `Forecaster` (a functional `keras.Model`): `series` (batch,
+        input_steps, features) -> `forecast` (batch, horizon, targets).
 
     Example:
 
@@ -56,4 +66,4 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     x = keras.layers.Reshape((horizon, targets))(x)
     forecast = keras.layers.Activation("linear", dtype="float32",
                                        name="forecast")(x)
-    return SequenceModel(series, forecast, name=name)
+    return Forecaster(series, forecast, name=name)

@@ -1,220 +1,58 @@
-"""Generation for every generative builder: a cached step function per
-model kind, and `generate(model, ...)` over `seqkeras.decoding`.
+"""Generation over the model contract: `generate(model, ...)` runs
+`seqkeras.decoding` on a model's cached step.
 
-The step functions reuse the trained model's own layers (no copies):
+A model generates when it implements the generation contract of
+`seqkeras.models.SequenceModel`: `init_cache(inputs, batch_size,
+max_length)` runs its conditioning half once, `call_with_cache(tokens,
+cache, index) -> (logits, cache)` is one decoding step, and
+`conditioning_input` / `prompt_input` name its inputs. Every generative
+builder returns such a class, and the steps reuse the trained model's own
+layers (no copies):
 
-| model | cache |
+| class (builder) | cache |
 |---|---|
-| `rnn_language_model` | each layer's recurrent states |
-| `transformer_language_model` | each block's key/value cache |
-| `seq2seq` | the decoder states, plus the encoder outputs (computed once) |
-| `transformer_seq2seq` | self-attention key/value caches, cross-attention keys and values (projected once), the encoder outputs |
-| `conditioned_decoder` | the decoder states (initialised from the features once) |
-
-`decoder_step(model)` returns `(start, step)`: `start(inputs, batch_size,
-max_length)` runs the encoder half once and returns the initial cache;
-`step(tokens, cache, index) -> (logits, cache)` is one decoding step.
-"""
+| `RecurrentLanguageModel` (`rnn_language_model`) | each layer's recurrent states |
+| `TransformerLanguageModel` (`transformer_language_model`) | each block's key/value cache |
+| `RecurrentSeq2Seq` (`seq2seq`) | the decoder states, plus the encoder outputs (computed once) |
+| `TransformerSeq2Seq` (`transformer_seq2seq`) | self-attention key/value caches, cross-attention keys and values (projected once), the encoder outputs |
+| `ConditionedDecoder` (`conditioned_decoder`) | the decoder states (initialised from the features once) |
+"""  # noqa: E501
 
 import keras
 from keras import ops
 
 from seqkeras import decoding
-from seqkeras.data.synthetic import BOS, EOS, PAD
+from seqkeras.data.tokens import BOS, EOS, PAD
 from seqkeras.layers.validation import static_shape
 from seqkeras.models.base import check_token_ids
 
-KINDS = ("rnn_language_model", "transformer_language_model", "seq2seq",
-         "transformer_seq2seq", "conditioned_decoder")
 STRATEGIES = ("greedy", "beam", "sample")
 
 
-def _kind(model):
-    if not isinstance(model, keras.Model) or model.name not in KINDS:
+def check_generative(where, model):
+    """Raises a clear ValueError unless `model` implements the generation
+    contract (`init_cache`, `call_with_cache`, `prompt_input`)."""
+    ok = (isinstance(model, keras.Model)
+          and callable(getattr(model, "init_cache", None))
+          and callable(getattr(model, "call_with_cache", None))
+          and getattr(model, "generates", True)
+          and getattr(model, "prompt_input", None) is not None)
+    if not ok:
         raise ValueError(
-            "`generate` works on models built by seqkeras.models "
-            f"({', '.join(KINDS)}). Received: "
-            f"{getattr(model, 'name', type(model).__name__)!r}")
-    return model.name
-
-
-def _as_list(states):
-    return list(states) if isinstance(states, (list, tuple)) else [states]
-
-
-def _layers(model, prefix):
-    out, i = [], 0
-    while True:
-        try:
-            out.append(model.get_layer(f"{prefix}{i}"))
-        except ValueError:
-            return out
-        i += 1
-
-
-def _optional_layer(model, name):
-    names = {layer.name for layer in model.layers}
-    return model.get_layer(name) if name in names else None
-
-
-def _logits_head(model, embedding=None):
-    """`h (batch, dim) -> float32 logits`: the model's dense output layer,
-    or, with tied weights, `h @ E^T` without materialising `E^T` (the
-    embedding's reverse call transposes the (vocab, dim) matrix at every
-    decoding step)."""
-    dense = _optional_layer(model, "logits_dense")
-    if dense is not None or embedding is None:
-        return lambda h: ops.cast(dense(h), "float32")
-    return lambda h: ops.cast(ops.einsum(
-        "bd,vd->bv", h, ops.cast(embedding.embeddings, h.dtype)), "float32")
-
-
-def _transformer_step(model, embedding, positions, blocks):
-    """One decoding step through causal blocks with key/value caches:
-    `run(tokens, self_caches, index, **cross) -> (logits, self_caches)`,
-    `cross` being the blocks' cross-attention arguments (seq2seq)."""
-    norm = _optional_layer(model, "decoder_norm")
-    head = _logits_head(model, embedding)
-
-    def run(tokens, caches, index, memory=None, mask=None, cross=None):
-        x = positions(embedding(ops.expand_dims(tokens, 1)),
-                      start_index=index)
-        new_caches = []
-        for i, (block, c) in enumerate(zip(blocks, caches)):
-            if memory is None:
-                x, c = block(x, self_attention_cache=c,
-                             self_attention_cache_index=index)
-            else:
-                x, c = block(x, memory, encoder_padding_mask=mask,
-                             self_attention_cache=c,
-                             self_attention_cache_index=index,
-                             cross_attention_cache=cross[i])
-            new_caches.append(c)
-        if norm is not None:
-            x = norm(x)
-        return head(x[:, 0]), new_caches
-
-    return run
-
-
-def _recurrent_step(layers):
-    """One step through stacked seqkeras `Recurrent` layers' cells."""
-    def run(x, cache):
-        new_cache = []
-        for layer, states in zip(layers, cache):
-            x, states = layer.cell(x, list(states))
-            new_cache.append(_as_list(states))
-        return x, new_cache
-    return run
-
-
-def _encoder_model(model, input_name, outputs):
-    inp = model.get_layer(input_name).output
-    return keras.Model(inp, [model.get_layer(n).output for n in outputs])
+            f"`{where}` works on models that implement the generation "
+            "contract of `seqkeras.models.SequenceModel` (`init_cache`, "
+            "`call_with_cache`, `prompt_input`), as the generative builders' "
+            "models do (rnn_language_model, transformer_language_model, "
+            "seq2seq, transformer_seq2seq, conditioned_decoder). Received: "
+            f"{getattr(model, 'name', type(model).__name__)!r} "
+            f"({type(model).__name__})")
 
 
 def decoder_step(model):
-    """`(start, step)` for a model from `seqkeras.models` (see the module
-    docstring)."""
-    kind = _kind(model)
-
-    if kind == "rnn_language_model":
-        emb = model.get_layer("embedding")
-        layers = _layers(model, "recurrent_")
-        project = _optional_layer(model, "projection")
-        head = _logits_head(model, emb)
-        run = _recurrent_step(layers)
-
-        def start(inputs, batch_size, max_length):
-            return [layer.cell.get_initial_state(batch_size)
-                    for layer in layers]
-
-        def step(tokens, cache, index):
-            h, cache = run(emb(tokens), cache)
-            if project is not None:
-                h = project(h)
-            return head(h), cache
-
-        return start, step
-
-    if kind == "transformer_language_model":
-        blocks = _layers(model, "decoder_block_")
-        run = _transformer_step(model, model.get_layer("embedding"),
-                                model.get_layer("positions"), blocks)
-
-        def start(inputs, batch_size, max_length):
-            return [b.init_cache(batch_size, max_length) for b in blocks]
-
-        return start, run
-
-    if kind == "conditioned_decoder":
-        n = len(_layers(model, "decoder_init_"))
-        encoder = _encoder_model(model, "features",
-                                 [f"decoder_init_{i}" for i in range(n)])
-        emb = model.get_layer("target_embedding")
-        decoder = model.get_layer("decoder")
-        head = _logits_head(model)
-
-        def start(inputs, batch_size, max_length):
-            return _as_list(encoder(inputs))
-
-        def step(tokens, cache, index):
-            h, states = decoder.cell(emb(tokens), list(cache))
-            return head(h), _as_list(states)
-
-        return start, step
-
-    if kind == "seq2seq":
-        n = len(_layers(model, "decoder_init_"))
-        emb = model.get_layer("target_embedding")
-        decoder = model.get_layer("decoder")
-        head = _logits_head(model)
-        attention = hasattr(decoder, "step")
-        # Without attention the decoder only needs the initial states (the
-        # fixed context); with it, also the encoder outputs.
-        encoder = _encoder_model(
-            model, "source_ids", (["memory"] if attention else [])
-            + [f"decoder_init_{i}" for i in range(n)])
-
-        def start(source_ids, batch_size, max_length):
-            outputs = _as_list(encoder(source_ids))
-            if not attention:
-                return [outputs]
-            memory, init = outputs[0], outputs[1:]
-            mask = ops.not_equal(source_ids, PAD)
-            return [decoder.get_initial_state(batch_size, init), memory, mask]
-
-        def step(tokens, cache, index):
-            x = emb(tokens)
-            if not attention:
-                h, states = decoder.cell(x, list(cache[0]))
-                return head(h), [_as_list(states)]
-            states, memory, mask = cache
-            h, states, _ = decoder.step(x, states, memory, mask)
-            return head(h), [_as_list(states), memory, mask]
-
-        return start, step
-
-    # transformer_seq2seq
-    encoder = _encoder_model(model, "source_ids", ["memory"])
-    blocks = _layers(model, "decoder_block_")
-    run = _transformer_step(model, model.get_layer("target_embedding"),
-                            model.get_layer("target_positions"), blocks)
-
-    def start(source_ids, batch_size, max_length):
-        memory = encoder(source_ids)
-        mask = ops.not_equal(source_ids, PAD)
-        return [[b.init_cache(batch_size, max_length) for b in blocks],
-                [b.compute_cross_attention_cache(memory) for b in blocks],
-                memory, mask]
-
-    def step(tokens, cache, index):
-        self_caches, cross_caches, memory, mask = cache
-        logits, self_caches = run(tokens, self_caches, index, memory, mask,
-                                  cross_caches)
-        return logits, [self_caches, cross_caches, memory, mask]
-
-    return start, step
+    """`(start, step)`: the model's `init_cache` and `call_with_cache` (see
+    the module docstring)."""
+    check_generative("decoder_step", model)
+    return model.init_cache, model.call_with_cache
 
 
 def generate(model, inputs=None, prompt=None, max_length=32,
@@ -223,8 +61,10 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     """Generates token ids with a model from `seqkeras.models`.
 
     Args:
-        model: a `rnn_language_model`, `transformer_language_model`,
-            `seq2seq`, `transformer_seq2seq` or `conditioned_decoder`.
+        model: a model implementing the generation contract (see the
+            module docstring): a `rnn_language_model`,
+            `transformer_language_model`, `seq2seq`, `transformer_seq2seq`,
+            `conditioned_decoder`, or a user's subclass.
         inputs: what the decoder is conditioned on: source ids (batch,
             source_time) for the seq2seq models, features (batch,
             feature_dim) for `conditioned_decoder`; None for language
@@ -258,25 +98,26 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     >>> np.asarray(ids).shape
     (1, 6)
     """
-    kind = _kind(model)
+    check_generative("generate", model)
+    conditioning = getattr(model, "conditioning_input", None)
     if strategy not in STRATEGIES:
         raise ValueError(
             "`generate` received an invalid value for `strategy`: expected "
             f"one of {STRATEGIES}. Received: strategy={strategy!r}")
     decoding.check_strategy_options("generate", strategy, kwargs)
     sizes = getattr(model, "vocabulary_sizes", {})
-    prompt_input = ("token_ids" if kind.endswith("language_model")
-                    else "target_ids")
-    if kind.endswith("language_model"):
+    prompt_input = model.prompt_input
+    kind = type(model).__name__
+    if conditioning is None:
         if prompt is None:
             raise ValueError(f"`generate` on a {kind} needs a `prompt` "
                              "(batch, prompt_length) of token ids")
         batch = ops.shape(prompt)[0]
     else:
         if inputs is None:
-            raise ValueError(f"`generate` on a {kind} needs `inputs` (the "
-                             "source ids or the features)")
-        _check_conditioning(model, kind, inputs, sizes)
+            raise ValueError(f"`generate` on a {kind} needs `inputs` (its "
+                             f"`{conditioning}`)")
+        _check_conditioning(model, conditioning, inputs, sizes)
         batch = ops.shape(inputs)[0]
         if prompt is None:
             prompt = ops.full((batch, 1), bos_id, "int32")
@@ -296,16 +137,12 @@ def generate(model, inputs=None, prompt=None, max_length=32,
             raise ValueError(
                 f"`generate` received {arg}={value}, more than the model's "
                 f"{vocab} tokens; use {arg} <= {vocab}")
-    if kind.startswith("transformer"):
-        positions = model.get_layer(
-            "positions" if kind == "transformer_language_model"
-            else "target_positions")
-        limit = getattr(positions, "max_length", None)
-        if limit is not None and max_length > limit:
-            raise ValueError(
-                f"`generate`: max_length={max_length} is more than the "
-                f"model's {limit} learned positions")
-    start, step = decoder_step(model)
+    limit = getattr(model, "max_generation_length", None)
+    if limit is not None and max_length > limit:
+        raise ValueError(
+            f"`generate`: max_length={max_length} is more than the "
+            f"model's {limit} learned positions")
+    start, step = model.init_cache, model.call_with_cache
 
     def run(inputs, prompt, lengths):
         cache = start(inputs, ops.shape(prompt)[0], max_length)
@@ -342,17 +179,19 @@ def generate(model, inputs=None, prompt=None, max_length=32,
                 f"{tuple(prompt_lengths.shape)}, prompt.shape="
                 f"{tuple(prompt.shape)}")
     if jit_compile and keras.backend.backend() == "tensorflow":
-        run = _compiled(model, run, (kind, max_length, strategy, eos_id,
+        run = _compiled(model, run, (max_length, strategy, eos_id,
                                      pad_id, tuple(sorted(kwargs.items()))))
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 
 
-def _check_conditioning(model, kind, inputs, sizes):
-    """Clear errors for the source ids / features a decoder conditions on."""
-    name = "features" if kind == "conditioned_decoder" else "source_ids"
+def _check_conditioning(model, name, inputs, sizes):
+    """Clear errors for the source ids / features a decoder conditions on
+    (its input `name`)."""
     shape = static_shape(inputs)
-    if name == "source_ids":
+    spec = [t for t in model.inputs if t.name == name]
+    ids = bool(spec) and "int" in str(spec[0].dtype)
+    if ids:
         if len(shape) != 2:
             raise ValueError(
                 "`generate` expects source ids of shape (batch, "
@@ -362,10 +201,9 @@ def _check_conditioning(model, kind, inputs, sizes):
                 "`generate` needs at least one source token per row. "
                 f"Received: inputs.shape={shape}")
         if name in sizes:
-            check_token_ids("generate", "inputs (source_ids)", inputs,
+            check_token_ids("generate", f"inputs ({name})", inputs,
                             sizes[name])
     else:
-        spec = [t for t in model.inputs if t.name == name]
         width = spec[0].shape[-1] if spec else None
         if len(shape) != 2 or (width is not None and shape[1] != width):
             raise ValueError(

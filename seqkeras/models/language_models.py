@@ -4,7 +4,67 @@ both with weight tying between the embedding and the output layer."""
 import keras
 
 from seqkeras.models import backbones as bb
+from seqkeras.models import steps
 from seqkeras.models.base import SequenceModel
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class LanguageModel(SequenceModel):
+    """A decoder-only language model: `token_ids` (batch, time) ->
+    `logits` (batch, time, vocab); generation continues a prompt.
+
+    The base of `RecurrentLanguageModel` and `TransformerLanguageModel`;
+    a subclass implements `init_cache` and `call_with_cache` (see
+    `SequenceModel`) and then generates and exports like a built-in one.
+    """
+
+    prompt_input = "token_ids"
+
+    def _head(self):
+        return steps.logits_head(self.part("logits"),
+                                 self.part("embedding"))
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class RecurrentLanguageModel(LanguageModel):
+    """`rnn_language_model`'s class. Parts: `embedding`, `recurrent` (the
+    stacked layers), `projection` (or None), `logits` (a Dense, or None for
+    tied weights). The cache is each layer's recurrent states; the model
+    streams one token at a time with them."""
+
+    streamable = True
+
+    def init_cache(self, inputs, batch_size, max_length):
+        return [layer.cell.get_initial_state(batch_size)
+                for layer in self.part("recurrent")]
+
+    def call_with_cache(self, token_ids, cache, index):
+        h, cache = steps.recurrent_step(self.part("embedding")(token_ids),
+                                        self.part("recurrent"), cache)
+        if self.part("projection") is not None:
+            h = self.part("projection")(h)
+        return self._head()(h), cache
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class TransformerLanguageModel(LanguageModel):
+    """`transformer_language_model`'s class. Parts: `embedding`,
+    `positions`, `blocks`, `norm` (or None), `logits` (or None: tied). The
+    cache is each block's key/value cache."""
+
+    @property
+    def max_generation_length(self):
+        return getattr(self.part("positions"), "max_length", None)
+
+    def init_cache(self, inputs, batch_size, max_length):
+        return [b.init_cache(batch_size, max_length)
+                for b in self.part("blocks")]
+
+    def call_with_cache(self, token_ids, cache, index):
+        return steps.transformer_step(
+            token_ids, cache, index, self.part("embedding"),
+            self.part("positions"), self.part("blocks"), self.part("norm"),
+            self._head())
 
 
 def rnn_language_model(vocab_size, embedding_dim=128, units=None,
@@ -28,8 +88,8 @@ def rnn_language_model(vocab_size, embedding_dim=128, units=None,
         batch_size: fixed batch size (required when stateful).
 
     Returns:
-        A `keras.Model`: `token_ids` (batch, time) -> `logits`
-        (batch, time, vocab_size).
+        A `RecurrentLanguageModel` (a functional `keras.Model`):
+        `token_ids` (batch, time) -> `logits` (batch, time, vocab_size).
 
     Example:
 
@@ -55,13 +115,22 @@ def rnn_language_model(vocab_size, embedding_dim=128, units=None,
         vocab_size, embedding_dim, tie_weights=True, mask_zero=True,
         name="embedding")
     x = embedding(token_ids)
+    recurrent = []
     x = bb.recurrent_stack(x, cell, units, num_layers, dropout=dropout,
-                           stateful=stateful, name="recurrent")
+                           stateful=stateful, name="recurrent",
+                           layers=recurrent)
+    projection = None
     if tie_weights and units != embedding_dim:
-        x = keras.layers.Dense(embedding_dim, name="projection")(x)
-    logits = bb.logits_head(x, vocab_size, embedding if tie_weights else None)
-    return SequenceModel(token_ids, logits, name=name,
-                         vocabulary_sizes={"token_ids": vocab_size})
+        projection = keras.layers.Dense(embedding_dim, name="projection")
+        x = projection(x)
+    logits, dense = bb.logits_head(x, vocab_size,
+                                   embedding if tie_weights else None,
+                                   return_layer=True)
+    return RecurrentLanguageModel(
+        token_ids, logits, name=name,
+        vocabulary_sizes={"token_ids": vocab_size},
+        parts={"embedding": embedding, "recurrent": recurrent,
+               "projection": projection, "logits": dense})
 
 
 def transformer_language_model(vocab_size, max_length, num_layers=4,
@@ -84,8 +153,8 @@ def transformer_language_model(vocab_size, max_length, num_layers=4,
         tie_weights: output layer = transposed token embedding.
 
     Returns:
-        A `keras.Model`: `token_ids` (batch, time) -> `logits`
-        (batch, time, vocab_size).
+        A `TransformerLanguageModel` (a functional `keras.Model`):
+        `token_ids` (batch, time) -> `logits` (batch, time, vocab_size).
 
     Example:
 
@@ -113,14 +182,17 @@ def transformer_language_model(vocab_size, max_length, num_layers=4,
         vocab_size, hidden_dim, tie_weights=True, mask_zero=True,
         embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
         name="embedding")
-    x = bb.positions(embedding(token_ids), positional, max_length,
-                     "positions")
+    positions = bb.position_layer(positional, max_length, "positions")
+    x = positions(embedding(token_ids))
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
+    parts = {"embedding": embedding, "positions": positions}
     x = bb.transformer_stack(x, num_layers, num_heads,
                              intermediate_dim or 4 * hidden_dim, dropout,
                              activation=activation, norm_first=norm_first,
-                             causal=True, name="decoder")
-    logits = bb.logits_head(x, vocab_size, embedding if tie_weights else None)
-    return SequenceModel(token_ids, logits, name=name,
-                         vocabulary_sizes={"token_ids": vocab_size})
+                             causal=True, name="decoder", parts=parts)
+    logits, parts["logits"] = bb.logits_head(
+        x, vocab_size, embedding if tie_weights else None, return_layer=True)
+    return TransformerLanguageModel(
+        token_ids, logits, name=name,
+        vocabulary_sizes={"token_ids": vocab_size}, parts=parts)

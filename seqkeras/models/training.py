@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from seqkeras.data.synthetic import PAD
+from seqkeras.data.tokens import PAD
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")

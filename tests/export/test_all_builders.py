@@ -16,7 +16,6 @@ import numpy as np
 import seqkeras
 from seqkeras.export import (convert_builtin, onnx, run_onnx,
                              run_tflite_signature, saved_model)
-from seqkeras.export.saved_model import GENERATIVE
 from tests.export.export_checks import assert_builtin_only, assert_servable
 
 M = seqkeras.models
@@ -81,7 +80,7 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
     jobs = []
     for name, build in builders().items():
         model = build()
-        generative = name in GENERATIVE
+        generative = model.generates
         path = saved_model(model, tmp_path / name / "1",
                            generate={"max_length": 6} if generative else None,
                            vocabulary=VOCAB)

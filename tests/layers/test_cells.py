@@ -107,7 +107,7 @@ def numpy_reference(name, cell, x):
         return np_gru_cudnn(x, W, Uw, _split(b[0], "zrh"), _split(b[1], "zrh"))
     W = {
         k: np.concatenate([u, w], axis=0).T
-        for (k, u), w in zip(_split(U, "ifco").items(), _split(K, "ifco").values())
+        for (k, u), w in zip(_split(U, "ifco").items(), _split(K, "ifco").values())  # noqa: E501
     }
     return np_lstm_seed(x, W, _split(b, "ifco"))
 
@@ -279,10 +279,10 @@ def test_lstm_unit_forget_bias():
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda: SimpleRNNCell(0), "`SimpleRNNCell` received an invalid value for `units`"),
-        (lambda: GRUCell(-3), "`GRUCell` received an invalid value for `units`"),
-        (lambda: LSTMCell(4, dropout=1.5), "`LSTMCell` received an invalid value for `dropout`"),
-        (lambda: SimpleRNNCell(4, activation="gelu"), "`activation`: expected one of 'tanh', 'relu'"),
+        (lambda: SimpleRNNCell(0), "`SimpleRNNCell` received an invalid value for `units`"),  # noqa: E501
+        (lambda: GRUCell(-3), "`GRUCell` received an invalid value for `units`"),  # noqa: E501
+        (lambda: LSTMCell(4, dropout=1.5), "`LSTMCell` received an invalid value for `dropout`"),  # noqa: E501
+        (lambda: SimpleRNNCell(4, activation="gelu"), "`activation`: expected one of 'tanh', 'relu'"),  # noqa: E501
     ],
 )
 def test_bad_constructor_arguments(make, match):

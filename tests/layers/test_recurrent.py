@@ -40,8 +40,8 @@ def test_padding_right_and_left_equal_unpadded(name):
     unpadded = layer(x)
     pad = np.zeros((3, 3, 2), "float32")
     ones, zeros = np.ones((3, 5), bool), np.zeros((3, 3), bool)
-    right = layer(np.concatenate([x, pad], 1), mask=np.concatenate([ones, zeros], 1))
-    left = layer(np.concatenate([pad, x], 1), mask=np.concatenate([zeros, ones], 1))
+    right = layer(np.concatenate([x, pad], 1), mask=np.concatenate([ones, zeros], 1))  # noqa: E501
+    left = layer(np.concatenate([pad, x], 1), mask=np.concatenate([zeros, ones], 1))  # noqa: E501
     for a, b, c in zip(unpadded, right, left):
         np.testing.assert_allclose(b, a, atol=1e-6)
         np.testing.assert_allclose(c, a, atol=1e-6)
@@ -111,8 +111,8 @@ def test_bidirectional_merge_modes(mode):
     assert len(states) == 4
     np.testing.assert_allclose(states[0], fw_out[1], atol=1e-6)
     np.testing.assert_allclose(states[1], fw_out[2], atol=1e-6)
-    np.testing.assert_allclose(states[2], np.stack([s[0] for s in bw_states]), atol=1e-5)
-    np.testing.assert_allclose(states[3], np.stack([s[1] for s in bw_states]), atol=1e-5)
+    np.testing.assert_allclose(states[2], np.stack([s[0] for s in bw_states]), atol=1e-5)  # noqa: E501
+    np.testing.assert_allclose(states[3], np.stack([s[1] for s in bw_states]), atol=1e-5)  # noqa: E501
     shapes = layer.compute_output_shape(x.shape)
     assert [tuple(s) for s in shapes] == [tuple(o.shape) for o in out]
 
@@ -208,19 +208,19 @@ def test_fit_under_xla_learns_adding_problem():
     assert mse < 0.1 * baseline, (mse, baseline)
 
 
-# --- bad input -----------------------------------------------------------------
+# --- bad input -----------------------------------------------------------------  # noqa: E501
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="`Recurrent` expects inputs of rank 3"):
+    with pytest.raises(ValueError, match="`Recurrent` expects inputs of rank 3"):  # noqa: E501
         Recurrent(GRUCell(2))(np.zeros((2, 3), "float32"))
-    with pytest.raises(TypeError, match="`Recurrent` received an invalid value for `cell`"):
+    with pytest.raises(TypeError, match="`Recurrent` received an invalid value for `cell`"):  # noqa: E501
         Recurrent(keras.layers.GRUCell(2))
     with pytest.raises(ValueError, match="`merge_mode`: expected one of"):
         Bidirectional(Recurrent(GRUCell(2)), merge_mode="max")
     with pytest.raises(ValueError, match="expects 2 initial state"):
         Recurrent(LSTMCell(2))(_x(1, 3, 2), initial_state=[np.zeros((1, 2))])
-    with pytest.raises(ValueError, match=r"`initial_state`: expected tensors of shape \(1, 2\)"):
+    with pytest.raises(ValueError, match=r"`initial_state`: expected tensors of shape \(1, 2\)"):  # noqa: E501
         Recurrent(GRUCell(2))(_x(1, 3, 2), initial_state=[np.zeros((1, 5))])
-    with pytest.raises(ValueError, match=r"`mask`: expected shape \(batch, time\)"):
+    with pytest.raises(ValueError, match=r"`mask`: expected shape \(batch, time\)"):  # noqa: E501
         Recurrent(GRUCell(2))(_x(1, 3, 2), mask=np.ones((1, 4), bool))
     with pytest.raises(ValueError, match="residual=True"):
         StackedRecurrent([Recurrent(GRUCell(4), return_sequences=True)],
