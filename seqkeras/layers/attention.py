@@ -5,22 +5,13 @@ import math
 import keras
 from keras import ops
 
+from seqkeras.layers import attention_core
 from seqkeras.layers import export_mode
 from seqkeras.layers import masking
 from seqkeras.layers import scoring
 from seqkeras.layers import validation
 
 _PACKAGE = "seqkeras"
-
-# TensorFlow has no flash attention, and on CPU its
-# `dot_product_attention` (einsums in (batch, heads, time, dim) order) is
-# 3-5% slower than the explicit path; other backends use the fused op.
-FUSED_ON_TENSORFLOW = False
-
-
-def _use_fused_attention():
-    return keras.backend.backend() != "tensorflow" or FUSED_ON_TENSORFLOW
-
 
 def check_attention_call(layer, query, value, key, query_mask=None,
                          value_mask=None, attention_mask=None):
@@ -84,6 +75,8 @@ class Attention(keras.layers.Layer):
         temperature: initial temperature of the cosine score (learned as
             its logarithm, so it stays positive).
         seed: seed of the dropout.
+        kernel_initializer: of the score's weights (`general`,
+            `additive`).
 
     Call arguments:
         query: (batch, Tq, d_q).
@@ -108,8 +101,10 @@ class Attention(keras.layers.Layer):
     """
 
     def __init__(self, score="scaled_dot", units=None, dropout=0.0,
-                 temperature=0.1, seed=None, **kwargs):
+                 temperature=0.1, seed=None,
+                 kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.score = validation.choice("Attention", "score", score,
                                        scoring.SCORES)
         self.units = (None if units is None
@@ -134,39 +129,52 @@ class Attention(keras.layers.Layer):
         if self.score == "general":
             self.kernel = self.add_weight(
                 shape=(d_q, d_k), name="kernel",
-                initializer="glorot_uniform")
+                initializer=self.kernel_initializer)
         elif self.score == "additive":
             units = self.units or d_k
             self.query_kernel = self.add_weight(
                 shape=(d_q, units), name="query_kernel",
-                initializer="glorot_uniform")
+                initializer=self.kernel_initializer)
             self.key_kernel = self.add_weight(
                 shape=(d_k, units), name="key_kernel",
-                initializer="glorot_uniform")
+                initializer=self.kernel_initializer)
             self.v = self.add_weight(
-                shape=(units,), name="v", initializer="glorot_uniform")
+                shape=(units,), name="v",
+                initializer=self.kernel_initializer)
         elif self.score == "cosine":
             self.log_temperature = self.add_weight(
                 shape=(), name="log_temperature",
                 initializer=keras.initializers.Constant(
                     math.log(self.temperature)))
 
-    def scores(self, query, key):
+    def project_key(self, key):
+        """The part of the score that depends on the keys alone (`key @
+        W2` for `additive`, `key @ W^T` for `general`; None for the other
+        scores): computed once, passed to every call as
+        `projected_key`, it saves a (Tk x d) projection per query step."""
+        if self.score == "additive":
+            return scoring._project(key, self.key_kernel)
+        if self.score == "general":
+            return scoring._project(key, ops.transpose(self.kernel))
+        return None
+
+    def scores(self, query, key, projected_key=None):
         """Logits (batch, Tq, Tk) of the configured score function."""
         if self.score == "dot":
             return scoring.dot(query, key)
         if self.score == "scaled_dot":
             return scoring.scaled_dot(query, key)
         if self.score == "general":
-            return scoring.general(query, key, self.kernel)
+            return scoring.general(query, key, self.kernel, projected_key)
         if self.score == "additive":
             return scoring.additive(query, key, self.query_kernel,
-                                    self.key_kernel, self.v)
+                                    self.key_kernel, self.v, projected_key)
         return scoring.cosine(query, key, self.log_temperature)
 
     def call(self, query, value, key=None, query_mask=None, value_mask=None,
              attention_mask=None, use_causal_mask=False,
-             return_attention_scores=False, training=None):
+             return_attention_scores=False, training=None,
+             projected_key=None):
         key = value if key is None else key
         check_attention_call("Attention", query, value, key, query_mask,
                              value_mask, attention_mask)
@@ -181,16 +189,12 @@ class Attention(keras.layers.Layer):
                                 self.query_kernel.shape[0])
             validation.features("Attention", "key", key,
                                 self.key_kernel.shape[0])
-        logits = self.scores(query, key)
+        logits = self.scores(query, key, projected_key)
         mask = masking.attention_mask(
             query_mask, value_mask, attention_mask, use_causal_mask,
             ops.shape(query)[1], ops.shape(key)[1])
-        weights = masking.masked_softmax(logits, mask)
-        dropped = weights
-        if training and self.dropout > 0:
-            dropped = keras.random.dropout(weights, self.dropout,
-                                           seed=self.seed_generator)
-        context = ops.matmul(dropped, ops.cast(value, dropped.dtype))
+        context, weights = attention_core.attend(
+            logits, value, mask, self.dropout, self.seed_generator, training)
         if return_attention_scores:
             return context, weights
         return context
@@ -216,7 +220,9 @@ class Attention(keras.layers.Layer):
         config = super().get_config()
         config.update({"score": self.score, "units": self.units,
                        "dropout": self.dropout,
-                       "temperature": self.temperature, "seed": self.seed})
+                       "temperature": self.temperature, "seed": self.seed,
+                       "kernel_initializer": keras.initializers.serialize(
+                           self.kernel_initializer)})
         return config
 
 
@@ -231,10 +237,10 @@ class MultiHeadAttention(keras.layers.Layer):
     across.
 
     Without attention weights requested and without training dropout, the
-    heads run through `keras.ops.dot_product_attention` (flash attention
-    where the backend has it); otherwise through the explicit path that uses
-    the shared masked softmax. Both give zero output for a query with no
-    visible key.
+    heads may run through `keras.ops.dot_product_attention` (flash attention
+    where the backend has it; see `fused`); otherwise through the explicit
+    path. Both are `seqkeras.layers.attention_core.multi_head` and give
+    zero output for a query with no visible key.
 
     Args:
         num_heads: positive int.
@@ -244,6 +250,11 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
         output_dim: size of the output (default: the query's features).
         seed: seed of the dropout.
+        kernel_initializer, bias_initializer: of the projections.
+        fused: run the heads through `keras.ops.dot_product_attention`
+            (True) or the explicit path (False); None: Keras'
+            flash-attention setting, else fused on every backend but
+            TensorFlow (see `seqkeras.layers.attention_core`).
 
     Call arguments:
         query: (batch, Tq, d_q); value: (batch, Tv, d_v), or None for
@@ -274,9 +285,16 @@ class MultiHeadAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0,
-                 use_bias=True, output_dim=None, seed=None, **kwargs):
+                 use_bias=True, output_dim=None, seed=None,
+                 kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", fused=None, **kwargs):
         super().__init__(**kwargs)
         name = "MultiHeadAttention"
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        if fused is not None:
+            fused = validation.boolean(name, "fused", fused)
+        self.fused = fused
         self.num_heads = validation.positive_int(name, "num_heads", num_heads)
         self.key_dim = validation.positive_int(name, "key_dim", key_dim)
         self.value_dim = (self.key_dim if value_dim is None else
@@ -300,9 +318,9 @@ class MultiHeadAttention(keras.layers.Layer):
         def dense(name, d_in, head_dim):
             kernel = self.add_weight(shape=(d_in, h, head_dim),
                                      name=f"{name}_kernel",
-                                     initializer="glorot_uniform")
+                                     initializer=self.kernel_initializer)
             bias = (self.add_weight(shape=(h, head_dim), name=f"{name}_bias",
-                                    initializer="zeros")
+                                    initializer=self.bias_initializer)
                     if self.use_bias else None)
             return kernel, bias
 
@@ -314,10 +332,10 @@ class MultiHeadAttention(keras.layers.Layer):
             "value", value_shape[-1], self.value_dim)
         self.output_kernel = self.add_weight(
             shape=(h, self.value_dim, out_dim), name="output_kernel",
-            initializer="glorot_uniform")
+            initializer=self.kernel_initializer)
         self.output_bias = (self.add_weight(shape=(out_dim,),
                                             name="output_bias",
-                                            initializer="zeros")
+                                            initializer=self.bias_initializer)
                             if self.use_bias else None)
 
     def _project(self, x, kernel, bias):
@@ -424,29 +442,10 @@ class MultiHeadAttention(keras.layers.Layer):
             q_len, ops.shape(k)[1], offset)
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, Tq, Tk)
-        scale = 1.0 / math.sqrt(self.key_dim)
-        explicit = (return_attention_scores or (training and self.dropout > 0)
-                    or not _use_fused_attention())
-        weights = None
-        if explicit:
-            # Head-major (B, H, T, D) operands: plain batched matmuls.
-            q = ops.transpose(q * ops.cast(scale, q.dtype), (0, 2, 1, 3))
-            k = ops.transpose(k, (0, 2, 3, 1))  # (B, H, D, Tk)
-            v = ops.transpose(v, (0, 2, 1, 3))
-            logits = ops.matmul(q, k)  # (B, H, Tq, Tk)
-            weights = masking.masked_softmax(logits, mask)
-            dropped = weights
-            if training and self.dropout > 0:
-                dropped = keras.random.dropout(weights, self.dropout,
-                                               seed=self.seed_generator)
-            context = ops.transpose(ops.matmul(dropped, v), (0, 2, 1, 3))
-        else:
-            context = ops.dot_product_attention(q, k, v, mask=mask,
-                                                scale=scale)
-            if mask is not None:  # a query that sees no key outputs zeros
-                visible = ops.any(mask, axis=-1)  # (batch, 1, Tq)
-                visible = ops.transpose(visible, (0, 2, 1))[..., None]
-                context = context * ops.cast(visible, context.dtype)
+        context, weights = attention_core.multi_head(
+            q, k, v, mask, 1.0 / math.sqrt(self.key_dim), self.fused,
+            return_attention_scores, self.dropout, self.seed_generator,
+            training)
         output = ops.einsum("bqhd,hdo->bqo", context, self.output_kernel)
         if self.output_bias is not None:
             output = output + self.output_bias
@@ -485,6 +484,10 @@ class MultiHeadAttention(keras.layers.Layer):
             "num_heads": self.num_heads, "key_dim": self.key_dim,
             "value_dim": self.value_dim, "dropout": self.dropout,
             "use_bias": self.use_bias, "output_dim": self.output_dim,
-            "seed": self.seed,
+            "seed": self.seed, "fused": self.fused,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer),
         })
         return config

@@ -164,24 +164,26 @@ class AttentionDecoder(keras.layers.Layer):
                 self.cell.get_recurrent_dropout_mask(states[0]))
         return masks
 
-    def _attend(self, query, memory, memory_mask):
+    def _attend(self, query, memory, memory_mask, projected_key=None):
         context, weights = self.attention(
             ops.expand_dims(query, 1), memory, value_mask=memory_mask,
-            return_attention_scores=True)
+            return_attention_scores=True, projected_key=projected_key)
         return context[:, 0], weights[:, 0]
 
     def step(self, inputs, states, memory, memory_mask=None, training=None,
-             dropout_masks=None):
+             dropout_masks=None, projected_memory=None):
         """One decoding step: `(inputs (batch, features), states)` ->
         `(output, new_states, weights (batch, source_time))`.
         `dropout_masks`: the cell's masks for this sequence (a dict of
-        `dropout_mask` / `recurrent_dropout_mask`, see `dropout_masks`)."""
+        `dropout_mask` / `recurrent_dropout_mask`, see `dropout_masks`).
+        `projected_memory`: `self.attention.project_key(memory)`, computed
+        once for all steps (recomputed per step when None)."""
         masks = dropout_masks or {}
         n = len(self.cell_state_sizes)
         cell_states = list(states[:n])
         if self.style == "bahdanau":
             context, weights = self._attend(cell_states[0], memory,
-                                            memory_mask)
+                                            memory_mask, projected_memory)
             h, new_states = self.cell(
                 ops.concatenate([inputs, context], -1), cell_states,
                 training=training, **masks)
@@ -191,7 +193,8 @@ class AttentionDecoder(keras.layers.Layer):
              else inputs)
         h, new_states = self.cell(x, cell_states, training=training,
                                   **masks)
-        context, weights = self._attend(h, memory, memory_mask)
+        context, weights = self._attend(h, memory, memory_mask,
+                                        projected_memory)
         output = self.combine(ops.concatenate([context, h], -1))
         new_states = _as_list(new_states)
         if self._feeding:
@@ -230,10 +233,11 @@ class AttentionDecoder(keras.layers.Layer):
         out_dim = self.output_size(memory.shape[-1])
         mem_mask = ops.cast(memory_mask, "bool")
         masks = self.dropout_masks(batch, states, training)
+        projected = self.attention.project_key(memory)  # once, not per step
 
         def step(x, states):
             out, new_states, weights = self.step(x, states, memory, mem_mask,
-                                                 training, masks)
+                                                 training, masks, projected)
             if return_attention_scores:
                 out = ops.concatenate([out, ops.cast(weights, out.dtype)], -1)
             return out, new_states

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from seqkeras.layers import masking
+from seqkeras.layers import attention_core
 from seqkeras.layers import validation
 
 MODES = ("last", "mean", "max", "attention")
@@ -19,6 +19,8 @@ class SequencePooling(keras.layers.Layer):
             step, `w = masked_softmax(v . tanh(W h_t))`, and the output is
             `sum_t w_t h_t` (Yang et al. 2016's attention pooling).
         units: hidden size of the attention score (default: features).
+        kernel_initializer, bias_initializer: of the attention score's
+            weights (`W`, `v`; `b`).
 
     Call arguments:
         inputs: (batch, time, features).
@@ -34,8 +36,12 @@ class SequencePooling(keras.layers.Layer):
     [[3.0, 4.0, 5.0]]
     """
 
-    def __init__(self, mode="mean", units=None, **kwargs):
+    def __init__(self, mode="mean", units=None,
+                 kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.mode = validation.choice("SequencePooling", "mode", mode, MODES)
         self.units = (None if units is None else validation.positive_int(
             "SequencePooling", "units", units))
@@ -50,12 +56,14 @@ class SequencePooling(keras.layers.Layer):
         if self.mode == "attention":
             d = input_shape[-1]
             units = self.units or d
-            self.kernel = self.add_weight(shape=(d, units), name="kernel",
-                                          initializer="glorot_uniform")
+            self.kernel = self.add_weight(
+                shape=(d, units), name="kernel",
+                initializer=self.kernel_initializer)
             self.bias = self.add_weight(shape=(units,), name="bias",
-                                        initializer="zeros")
-            self.query = self.add_weight(shape=(units,), name="query",
-                                         initializer="glorot_uniform")
+                                        initializer=self.bias_initializer)
+            self.query = self.add_weight(
+                shape=(units,), name="query",
+                initializer=self.kernel_initializer)
 
     def call(self, inputs, mask=None):
         x = inputs
@@ -87,8 +95,9 @@ class SequencePooling(keras.layers.Layer):
             out = ops.max(ops.where(ops.expand_dims(mask, -1), x, low), axis=1)
             return out * ops.cast(ops.any(mask, axis=1, keepdims=True),
                                   x.dtype)
-        weights = masking.masked_softmax(self.scores(x), mask)
-        return ops.einsum("bt,btd->bd", weights, x)
+        context, _ = attention_core.attend(
+            ops.expand_dims(self.scores(x), 1), x, ops.expand_dims(mask, 1))
+        return context[:, 0]
 
     def scores(self, x):
         """Attention mode: the score of each step, `v . tanh(W h_t + b)`,
@@ -104,5 +113,10 @@ class SequencePooling(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"mode": self.mode, "units": self.units})
+        config.update({
+            "mode": self.mode, "units": self.units,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer)})
         return config

@@ -35,13 +35,21 @@ def _project(x, kernel):
     return ops.einsum("btd,du->btu", x, kernel)
 
 
-def general(query, key, kernel):
+def general(query, key, kernel, projected_key=None):
+    """`projected_key`: `key @ kernel^T`, computed once for many queries;
+    then the score is `query . projected_key`."""
+    if projected_key is not None:
+        return dot(query, projected_key)
     return dot(_project(query, kernel), key)
 
 
-def additive(query, key, query_kernel, key_kernel, v):
+def additive(query, key, query_kernel, key_kernel, v, projected_key=None):
+    """`projected_key`: `key @ key_kernel`, when computed once for many
+    queries (a decoder attending to one memory at every step)."""
     q = ops.expand_dims(_project(query, query_kernel), -2)  # (B, Tq, 1, u)
-    k = ops.expand_dims(_project(key, key_kernel), -3)  # (B, 1, Tk, u)
+    if projected_key is None:
+        projected_key = _project(key, key_kernel)
+    k = ops.expand_dims(projected_key, -3)  # (B, 1, Tk, u)
     # A broadcast multiply-sum, not matmul(., v) (tensordot, as above).
     return ops.sum(ops.tanh(q + k) * v, axis=-1)  # (B, Tq, Tk)
 

@@ -17,9 +17,12 @@ class _TransformerBlock(keras.layers.Layer):
 
     def __init__(self, num_heads, intermediate_dim, key_dim=None,
                  dropout=0.0, activation="relu", norm_first=False,
-                 layer_norm_epsilon=1e-5, **kwargs):
+                 layer_norm_epsilon=1e-5, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
         name = type(self).__name__
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.num_heads = validation.positive_int(name, "num_heads", num_heads)
         self.intermediate_dim = validation.positive_int(
             name, "intermediate_dim", intermediate_dim)
@@ -61,7 +64,15 @@ class _TransformerBlock(keras.layers.Layer):
     def _attention(self, name, key_dim):
         return MultiHeadAttention(
             self.num_heads, key_dim, dropout=self.dropout,
+            kernel_initializer=self._initializer("kernel"),
+            bias_initializer=self._initializer("bias"),
             dtype=self.dtype_policy, name=name)
+
+    def _initializer(self, which):
+        """A copy of the block's initializer for one sublayer (each Keras
+        layer owns its initializer objects)."""
+        init = getattr(self, f"{which}_initializer")
+        return keras.initializers.get(keras.initializers.serialize(init))
 
     def _norm(self, name):
         return keras.layers.LayerNormalization(
@@ -71,9 +82,13 @@ class _TransformerBlock(keras.layers.Layer):
     def _build_feedforward(self, d):
         self.feedforward_intermediate_dense = keras.layers.Dense(
             self.intermediate_dim, activation=self.activation,
+            kernel_initializer=self._initializer("kernel"),
+            bias_initializer=self._initializer("bias"),
             dtype=self.dtype_policy, name="feedforward_intermediate_dense")
         self.feedforward_output_dense = keras.layers.Dense(
-            d, dtype=self.dtype_policy, name="feedforward_output_dense")
+            d, kernel_initializer=self._initializer("kernel"),
+            bias_initializer=self._initializer("bias"),
+            dtype=self.dtype_policy, name="feedforward_output_dense")
         self.feedforward_layer_norm = self._norm("feedforward_layer_norm")
         self.dropout_layer = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="dropout")
@@ -105,6 +120,10 @@ class _TransformerBlock(keras.layers.Layer):
             "key_dim": self.key_dim, "dropout": self.dropout,
             "activation": self.activation, "norm_first": self.norm_first,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer),
         })
         return config
 
@@ -131,6 +150,8 @@ class TransformerEncoderBlock(_TransformerBlock):
         activation: `"relu"` or `"gelu"`.
         norm_first: pre-LN instead of the seed notes' post-LN.
         layer_norm_epsilon: LayerNorm epsilon.
+        kernel_initializer, bias_initializer: of the attention projections
+            and the feed-forward layers.
 
     Call arguments:
         inputs: (batch, time, d).

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import seqkeras
 from seqkeras.layers import Attention, MultiHeadAttention
 from seqkeras.layers.masking import masked_softmax
 
@@ -197,8 +198,8 @@ def test_attention_bad_input():
 
 
 # --- MultiHeadAttention ------------------------------------------------------
-def _mha_pair(q_dim=8, kv_dim=6, heads=2, key_dim=4):
-    ours = MultiHeadAttention(heads, key_dim)
+def _mha_pair(q_dim=8, kv_dim=6, heads=2, key_dim=4, fused=None):
+    ours = MultiHeadAttention(heads, key_dim, fused=fused)
     theirs = keras.layers.MultiHeadAttention(heads, key_dim)
     q, v = _x(2, 5, q_dim), _x(2, 7, kv_dim, seed=1)
     ours(q, v), theirs(q, v)
@@ -210,11 +211,8 @@ def _mha_pair(q_dim=8, kv_dim=6, heads=2, key_dim=4):
 
 
 @pytest.mark.parametrize("fused", [False, True])
-def test_mha_matches_keras_with_copied_weights(fused, monkeypatch):
-    from seqkeras.layers import attention
-
-    monkeypatch.setattr(attention, "FUSED_ON_TENSORFLOW", fused)
-    ours, theirs, q, v = _mha_pair()
+def test_mha_matches_keras_with_copied_weights(fused):
+    ours, theirs, q, v = _mha_pair(fused=fused)
     value_mask = np.ones((2, 7), bool)
     value_mask[0, 4:] = False
     for kwargs in ({}, {"value_mask": value_mask}):
@@ -223,21 +221,13 @@ def test_mha_matches_keras_with_copied_weights(fused, monkeypatch):
         np.testing.assert_allclose(o1, o2, atol=1e-5)
         np.testing.assert_allclose(w1, w2, atol=1e-5)
         np.testing.assert_allclose(ours(q, v, **kwargs), o2, atol=1e-5)
-    ours, theirs, q, _ = _mha_pair(kv_dim=8)
+    ours, theirs, q, _ = _mha_pair(kv_dim=8, fused=fused)
     np.testing.assert_allclose(ours(q, q, use_causal_mask=True),
                                theirs(q, q, use_causal_mask=True), atol=1e-5)
 
 
-@pytest.fixture
-def fused_attention(monkeypatch):
-    """Runs the fused `dot_product_attention` branch on TensorFlow too."""
-    from seqkeras.layers import attention
-
-    monkeypatch.setattr(attention, "FUSED_ON_TENSORFLOW", True)
-
-
-def test_mha_fully_masked_query_outputs_bias_only(fused_attention):
-    ours, _, q, v = _mha_pair()
+def test_mha_fully_masked_query_outputs_bias_only():
+    ours, _, q, v = _mha_pair(fused=True)  # the fused branch on TF too
     value_mask = np.ones((2, 7), bool)
     value_mask[1] = False
     fused = np.asarray(ours(q, v, value_mask=value_mask))
@@ -328,11 +318,49 @@ def test_mha_self_attention_form_equals_explicit_form():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("fused", [False, True])
-def test_mha_fully_masked_half_precision(dtype, fused, monkeypatch):
-    from seqkeras.layers import attention
-
-    monkeypatch.setattr(attention, "FUSED_ON_TENSORFLOW", fused)
-    mha = MultiHeadAttention(2, 4, dtype=keras.DTypePolicy(f"mixed_{dtype}"))
+def test_mha_fully_masked_half_precision(dtype, fused):
+    mha = MultiHeadAttention(2, 4, dtype=keras.DTypePolicy(f"mixed_{dtype}"),
+                             fused=fused)
     out = run_fully_masked(mha, 8)
     np.testing.assert_allclose(out[1], np.broadcast_to(
         mha.output_bias.numpy(), (3, 8)), atol=1e-2)
+
+
+@pytest.mark.parametrize("make,inputs", [
+    (lambda init: Attention("additive", kernel_initializer=init),
+     lambda: (_x(2, 3, 4), _x(2, 5, 4))),
+    (lambda init: Attention("general", kernel_initializer=init),
+     lambda: (_x(2, 3, 4), _x(2, 5, 4))),
+    (lambda init: MultiHeadAttention(2, 4, kernel_initializer=init,
+                                     bias_initializer=init),
+     lambda: (_x(2, 3, 8), _x(2, 5, 8))),
+    (lambda init: seqkeras.layers.TransformerEncoderBlock(
+        2, 16, kernel_initializer=init, bias_initializer=init),
+     lambda: (_x(2, 3, 8),)),
+    (lambda init: seqkeras.layers.TransformerDecoderBlock(
+        2, 16, kernel_initializer=init, bias_initializer=init),
+     lambda: (_x(2, 3, 8), _x(2, 5, 8))),
+    (lambda init: seqkeras.layers.SequencePooling(
+        "attention", kernel_initializer=init, bias_initializer=init),
+     lambda: (_x(2, 3, 8),)),
+])
+def test_initializers_are_configurable_and_serialized(make, inputs):
+    layer = make(keras.initializers.Constant(0.25))
+    layer(*inputs())
+    weights = [w for w in layer.weights
+               if "norm" not in w.path and "temperature" not in w.path]
+    assert weights
+    for w in weights:
+        np.testing.assert_array_equal(w.numpy(), 0.25, err_msg=w.path)
+    clone = type(layer).from_config(layer.get_config())
+    clone(*inputs())
+    for w in clone.weights:
+        if "norm" not in w.path:
+            np.testing.assert_array_equal(w.numpy(), 0.25, err_msg=w.path)
+
+
+def test_fused_is_an_argument_not_a_module_flag():
+    layer = MultiHeadAttention(2, 4, fused=True)
+    assert MultiHeadAttention.from_config(layer.get_config()).fused is True
+    with pytest.raises(TypeError, match="`fused`"):
+        MultiHeadAttention(2, 4, fused="yes")

@@ -180,6 +180,29 @@ def reversal(n, seed):
     return {"source_ids": src, "target_ids": teacher_forcing(tgt)}, tgt
 
 
+def test_seq2seq_overfits_one_batch():
+    """The fast check (the full learning runs are `slow`): an attention
+    seq2seq fits one batch of reversals, its weights skip padding, and it
+    round-trips."""
+    inputs, tgt = reversal(64, 4)
+    model = M.seq2seq(12, 12, embedding_dim=16, units=32, cell="gru",
+                      attention="additive")
+    compile_model(model, learning_rate=1e-2)
+    model.fit(inputs, tgt, epochs=60, batch_size=64, verbose=0)
+    acc = model.evaluate(inputs, tgt, verbose=0,
+                         return_dict=True)["accuracy"]
+    assert abs(acc - masked_accuracy(model.predict(inputs, verbose=0),
+                                     tgt)) < 1e-6
+    assert acc >= 0.95, acc  # chance: ~1/8 per token
+    _, weights = M.attention_model(model)({k: v[:2]
+                                           for k, v in inputs.items()})
+    pad = inputs["source_ids"][:2] == 0
+    assert np.all(np.asarray(weights)[np.broadcast_to(
+        pad[:, None], weights.shape)] == 0)
+    roundtrip(model, {k: v[:2] for k, v in inputs.items()})
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("attention,style", [
     (None, None), ("additive", "bahdanau"), ("general", "luong")])
 def test_seq2seq_learns_reversal(attention, style):
