@@ -16,45 +16,96 @@ def _shapes(x):
     return [tuple(np.shape(t)) for t in _as_list(x)]
 
 
-def build_model(make_layer, input_shape, batch_size=None):
-    inp = keras.Input(input_shape, batch_size=batch_size)
-    out = make_layer()(inp)
-    return keras.Model(inp, out)
+def _sublayers(layer):
+    """The layers `layer` holds as attributes (directly or in lists)."""
+    for value in vars(layer).values():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if isinstance(item, keras.layers.Layer) and item is not layer:
+                yield item
 
 
-def check_layer(make_layer, x, mixed_precision=True, fit=True):
-    """Checks config round trip, symbolic/eager/compute_output_shape shapes,
-    `.keras` save/load equality, a jit-compiled fit step and mixed precision.
+def _dims_agree(symbolic, eager, exact):
+    """Every dimension of the symbolic shape equals the eager one (`exact`)
+    or is unknown."""
+    assert len(symbolic) == len(eager), (symbolic, eager)
+    for s, e in zip(symbolic, eager):
+        assert s == e or (s is None and not exact), (symbolic, eager)
+
+
+def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
+                   mixed_precision=True, fit=True):
+    """The one layer-test helper (like Keras' and keras-hub's
+    `run_layer_test`): every layer test calls it.
+
+    Checks: the config round trip; symbolic outputs against eager ones on
+    every dimension (fully static inputs: equal; dynamic batch and time:
+    equal where known), every returned tensor included (e.g. attention
+    weights with query length != key length), and `compute_output_shape`
+    where the layer defines it for these inputs; the output mask's shape;
+    the number of trainable and non-trainable weights (`num_weights`, a
+    pair); a `.keras` round trip; a jit-compiled `fit`; under
+    `mixed_float16` / `mixed_bfloat16`: float32 weights, the policy on
+    every sublayer, outputs in the compute dtype and finite.
 
     Args:
         make_layer: zero-argument callable returning a fresh layer.
-        x: a NumPy input batch (batch, time, features).
+        inputs: one NumPy batch, or a tuple of them (positional inputs,
+            e.g. query and value).
+        call_kwargs: keyword arguments of every call.
+        num_weights: `(trainable, non_trainable)` weight counts.
     """
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (
+        inputs,)
+    call_kwargs = dict(call_kwargs or {})
     layer = make_layer()
     config = layer.get_config()
     clone = type(layer).from_config(config)
     assert clone.get_config() == config
 
-    # Symbolic (dynamic time) and eager shapes agree with compute_output_shape.
-    eager = layer(x)
-    expected = layer.compute_output_shape(x.shape)
-    if not isinstance(expected, list):
-        expected = [expected]
-    assert _shapes(eager) == [tuple(s) for s in expected]
-    inp = keras.Input((None, x.shape[-1]))
-    symbolic = _as_list(make_layer()(inp))
-    for s, e in zip(symbolic, expected):
-        assert tuple(s.shape)[2:] == tuple(e)[2:]
-        assert tuple(s.shape)[-1] == tuple(e)[-1]
+    eager = _as_list(layer(*inputs, **call_kwargs))
+    if num_weights is not None:
+        assert (len(layer.trainable_weights),
+                len(layer.non_trainable_weights)) == tuple(num_weights)
+    try:
+        expected = layer.compute_output_shape(*[x.shape for x in inputs])
+    except (NotImplementedError, TypeError):
+        expected = None  # needs call arguments (e.g. returned weights)
+    if expected is not None and not call_kwargs:
+        expected = expected if isinstance(expected, list) else [expected]
+        if not isinstance(expected[0], (list, tuple)):
+            expected = [expected]
+        assert _shapes(eager)[:len(expected)] == [tuple(e)
+                                                  for e in expected]
+    for batch_size, dynamic in ((inputs[0].shape[0], False), (None, True)):
+        symbolic_in = [keras.Input(
+            (None,) * (x.ndim - 2) + x.shape[-1:] if dynamic
+            else x.shape[1:], batch_size=batch_size) for x in inputs]
+        symbolic = _as_list(make_layer()(*symbolic_in, **call_kwargs))
+        assert len(symbolic) == len(eager)
+        for s, e in zip(symbolic, eager):
+            _dims_agree(tuple(s.shape), tuple(np.shape(e)), not dynamic)
+
+    # The output mask: one per sequence output, shaped (batch, time).
+    if layer.supports_masking and inputs[0].ndim == 3:
+        mask = np.ones(inputs[0].shape[:2], bool)
+        out_mask = layer.compute_mask(inputs[0], mask)
+        for m, e in zip(_as_list(out_mask), eager):
+            if m is not None:
+                assert tuple(np.shape(m)) == tuple(np.shape(e))[:2]
 
     # `.keras` round trip.
-    model = build_model(make_layer, x.shape[1:])
-    before = [np.asarray(t) for t in _as_list(model(x))]
+    symbolic_in = [keras.Input(x.shape[1:]) for x in inputs]
+    model = keras.Model(
+        symbolic_in if len(inputs) > 1 else symbolic_in[0],
+        make_layer()(*symbolic_in, **call_kwargs))
+    feed = list(inputs) if len(inputs) > 1 else inputs[0]
+    before = [np.asarray(t) for t in _as_list(model(feed))]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "m.keras")
         model.save(path)
         loaded = keras.saving.load_model(path)
-    after = [np.asarray(t) for t in _as_list(loaded(x))]
+    after = [np.asarray(t) for t in _as_list(loaded(feed))]
     for a, b in zip(before, after):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
@@ -62,9 +113,8 @@ def check_layer(make_layer, x, mixed_precision=True, fit=True):
         model.compile(optimizer="adam", loss="mse", jit_compile=True)
         targets = [np.zeros_like(a) for a in before]
         history = model.fit(
-            x, targets if len(targets) > 1 else targets[0], epochs=2,
-            verbose=0,
-        )
+            feed, targets if len(targets) > 1 else targets[0], epochs=2,
+            verbose=0)
         assert np.all(np.isfinite(history.history["loss"]))
 
     if mixed_precision:
@@ -72,11 +122,19 @@ def check_layer(make_layer, x, mixed_precision=True, fit=True):
             keras.config.set_dtype_policy(policy)
             try:
                 layer = make_layer()
-                out = _as_list(layer(x, training=True))
+                out = _as_list(layer(*inputs, training=True, **call_kwargs))
+                for w in layer.weights:
+                    if "seed_generator" in w.path:
+                        continue
+                    assert keras.backend.standardize_dtype(w.dtype) in (
+                        "float32",), w.path
+                for sub in _sublayers(layer):
+                    assert sub.dtype_policy.name == policy, sub.name
+                compute = policy.split("_")[1]
                 for o in out:
-                    assert keras.backend.standardize_dtype(o.dtype) == (
-                        policy.split("_")[1]
-                    )
+                    if keras.backend.is_float_dtype(o.dtype):
+                        assert keras.backend.standardize_dtype(
+                            o.dtype) == compute
                     assert np.all(np.isfinite(np.asarray(o, "float32")))
             finally:
                 keras.config.set_dtype_policy("float32")

@@ -98,7 +98,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.supports_masking = True
 
     @property
-    def cell_state_sizes(self):
+    def sizes_of_cell_states(self):
         sizes = self.cell.state_size
         return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
 
@@ -108,7 +108,7 @@ class AttentionDecoder(keras.layers.Layer):
 
     @property
     def state_size(self):
-        sizes = self.cell_state_sizes
+        sizes = self.sizes_of_cell_states
         return sizes + [self.cell.units] if self._feeding else sizes
 
     def output_size(self, memory_features):
@@ -141,7 +141,7 @@ class AttentionDecoder(keras.layers.Layer):
         the zero attentional vector for Luong input feeding."""
         states = (list(initial_state) if initial_state is not None
                   else list(self.cell.get_initial_state(batch_size)))
-        n = len(self.cell_state_sizes)
+        n = len(self.sizes_of_cell_states)
         if len(states) != n:
             raise ValueError(
                 f"`AttentionDecoder` expects {n} tensor(s) for "
@@ -179,7 +179,7 @@ class AttentionDecoder(keras.layers.Layer):
         `projected_memory`: `self.attention.project_key(memory)`, computed
         once for all steps (recomputed per step when None)."""
         masks = dropout_masks or {}
-        n = len(self.cell_state_sizes)
+        n = len(self.sizes_of_cell_states)
         cell_states = list(states[:n])
         if self.style == "bahdanau":
             context, weights = self._attend(cell_states[0], memory,
@@ -218,7 +218,7 @@ class AttentionDecoder(keras.layers.Layer):
         validation.same_dims(name, "inputs_mask", inputs_mask, target[:2],
                              "(batch, time)")
         if initial_state is not None:
-            sizes = self.cell_state_sizes
+            sizes = self.sizes_of_cell_states
             given = (list(initial_state) if isinstance(
                 initial_state, (list, tuple)) else [initial_state])
             for state, size in zip(given, sizes):

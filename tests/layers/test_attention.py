@@ -1,8 +1,6 @@
 """Masked softmax, score functions, Attention and MultiHeadAttention against
 NumPy references and Keras, with masks, causality, caches and dtypes."""
 
-import os
-import tempfile
 
 import keras
 import numpy as np
@@ -12,6 +10,7 @@ import tensorflow as tf
 import seqkeras
 from seqkeras.layers import Attention, MultiHeadAttention
 from seqkeras.layers.masking import masked_softmax
+from tests.layer_checks import run_layer_test
 
 RNG = np.random.default_rng(0)
 
@@ -154,32 +153,14 @@ def test_attention_causal_mask(score):
     assert not np.allclose(out[0, 4:], base[0, 4:])
 
 
-def check_two_input_layer(make, q, v, **call_kwargs):
-    """Config round trip, `.keras` save/load, symbolic shapes and a
-    jit-compiled fit step for a (query, value) layer."""
-    layer = make()
-    config = layer.get_config()
-    assert type(layer).from_config(config).get_config() == config
-    qi = keras.Input((None, q.shape[-1]))
-    vi = keras.Input((None, v.shape[-1]))
-    out = make()(qi, vi, **call_kwargs)
-    model = keras.Model([qi, vi], out)
-    eager = model([q, v])
-    assert tuple(out.shape)[-1] == eager.shape[-1]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "m.keras")
-        model.save(path)
-        loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(loaded([q, v]), eager, atol=1e-6)
-    model.compile("adam", "mse", jit_compile=True)
-    history = model.fit([q, v], np.zeros(eager.shape), epochs=2, verbose=0)
-    assert np.all(np.isfinite(history.history["loss"]))
-
-
 @pytest.mark.parametrize("score", SCORES)
 def test_attention_layer_contract(score):
-    check_two_input_layer(lambda: Attention(score, dropout=0.1),
-                          _x(2, 3, 4), _x(2, 5, 4, seed=1))
+    # weights: general W; additive W1, W2, v; cosine its log temperature
+    trainable = {"general": 1, "additive": 3, "cosine": 1}.get(score, 0)
+    for kwargs in ({}, {"return_attention_scores": True}):
+        run_layer_test(lambda: Attention(score, dropout=0.1),
+                       (_x(2, 3, 4), _x(2, 5, 4, seed=1)), kwargs,
+                       num_weights=(trainable, 0))
 
 
 def test_attention_bad_input():
@@ -269,9 +250,11 @@ def test_mha_incremental_decoding_equals_full_pass():
 
 
 def test_mha_layer_contract():
-    check_two_input_layer(
-        lambda: MultiHeadAttention(2, 3, dropout=0.1), _x(2, 3, 4),
-        _x(2, 5, 6, seed=1), use_causal_mask=False)
+    # query, key, value and output kernels and biases
+    for kwargs in ({}, {"return_attention_scores": True}):
+        run_layer_test(lambda: MultiHeadAttention(2, 3, dropout=0.1),
+                       (_x(2, 3, 4), _x(2, 5, 6, seed=1)), kwargs,
+                       num_weights=(8, 0))
 
 
 def test_mha_bad_input():

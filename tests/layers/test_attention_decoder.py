@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import seqkeras
+from tests.layer_checks import run_layer_test
 
 L = seqkeras.layers
 
@@ -96,6 +97,20 @@ def test_step_equals_full_pass():
     for t in range(4):
         out, states, _ = layer.step(x[:, t], states, memory)
         np.testing.assert_allclose(np.asarray(out), full[:, t], atol=1e-5)
+
+
+@pytest.mark.parametrize("style,score,weights", [
+    ("bahdanau", "additive", 3 + 3),  # GRU (3); W1, W2, v
+    ("luong", "general", 3 + 1 + 1),  # GRU; W; the combine kernel
+])
+def test_decoder_layer_contract(style, score, weights):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 3, 4)).astype("float32")
+    memory = rng.normal(size=(2, 5, 6)).astype("float32")
+    for kwargs in ({}, {"return_attention_scores": True}):
+        run_layer_test(lambda: L.AttentionDecoder(
+            L.GRUCell(6), score=score, style=style), (x, memory), kwargs,
+            num_weights=(weights, 0))
 
 
 def test_decoder_serializes_fits_and_keeps_the_mask():

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from seqkeras.layers import GRUCell, LSTMCell, Recurrent, SimpleRNNCell
-from tests.layer_checks import check_gradients_numerically, check_layer
+from tests.layer_checks import check_gradients_numerically, run_layer_test
 
 UNITS, FEATURES, STEPS, BATCH = 5, 3, 7, 4
 CELLS = {
@@ -262,7 +262,9 @@ def test_cell_config_round_trip(name):
 @pytest.mark.parametrize("name", sorted(CELLS))
 def test_layer_contract(name):
     x = np.random.default_rng(5).normal(size=(2, 6, 3)).astype("float32")
-    check_layer(lambda: Recurrent(CELLS[name](), return_sequences=True), x)
+    # kernel, recurrent kernel, bias
+    run_layer_test(lambda: Recurrent(CELLS[name](), return_sequences=True),
+                   x, num_weights=(3, 0))
 
 
 def test_lstm_unit_forget_bias():

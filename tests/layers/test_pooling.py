@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import seqkeras
-from tests.layer_checks import check_layer
+from tests.layer_checks import run_layer_test
 
 L = seqkeras.layers
 
@@ -47,7 +47,9 @@ def test_pooling_matches_numpy_with_padding(mode):
 @pytest.mark.parametrize("mode", ["last", "attention"])
 def test_pooling_layer_contract(mode):
     x = np.random.default_rng(1).normal(size=(2, 5, 4)).astype("float32")
-    check_layer(lambda: L.SequencePooling(mode), x)
+    # attention: W, b and the query v
+    run_layer_test(lambda: L.SequencePooling(mode), x,
+                   num_weights=(3 if mode == "attention" else 0, 0))
 
 
 def test_pooling_bad_mode():

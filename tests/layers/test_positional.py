@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from seqkeras.layers import PositionalEmbedding, SinusoidalPositionalEncoding
-from tests.layer_checks import check_layer
+from tests.layer_checks import run_layer_test
 
 
 def np_sinusoid(length, d, start=0):
@@ -70,7 +70,7 @@ def test_positional_embedding_adds_rows_and_errors_past_max_length():
 ])
 def test_positional_layer_contract(make):
     x = np.random.default_rng(1).normal(size=(2, 5, 4)).astype("float32")
-    check_layer(make, x)
+    run_layer_test(make, x)
 
 
 def test_sinusoidal_bad_max_wavelength():

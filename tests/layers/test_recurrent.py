@@ -14,7 +14,7 @@ from seqkeras.layers import (
     SimpleRNNCell,
     StackedRecurrent,
 )
-from tests.layer_checks import check_layer
+from tests.layer_checks import run_layer_test
 
 CELLS = {
     "rnn": lambda: SimpleRNNCell(4),
@@ -191,7 +191,7 @@ def test_initial_state_is_used():
     ],
 )
 def test_wrapper_layer_contract(make):
-    check_layer(make, _x(2, 5, 3))
+    run_layer_test(make, _x(2, 5, 3))
 
 
 def test_fit_under_xla_learns_adding_problem():

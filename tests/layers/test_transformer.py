@@ -14,8 +14,7 @@ from seqkeras.layers import (
     TransformerEncoderBlock,
 )
 from tests.export.export_checks import check_export
-from tests.layer_checks import check_layer
-from tests.layers.test_attention import check_two_input_layer
+from tests.layer_checks import run_layer_test
 
 RNG = np.random.default_rng(0)
 
@@ -131,15 +130,18 @@ def test_masks_flow_through_blocks():
 
 
 def test_encoder_layer_contract():
-    check_layer(lambda: TransformerEncoderBlock(2, 16, dropout=0.1),
-                _x(2, 5, 8))
+    # self-attention (4 kernels, 4 biases), 2 feed-forward Dense (kernel,
+    # bias), 2 LayerNorms (gamma, beta)
+    run_layer_test(lambda: TransformerEncoderBlock(2, 16, dropout=0.1),
+                   _x(2, 5, 8), num_weights=(16, 0))
 
 
 def test_decoder_layer_contract():
-    check_layer(lambda: TransformerDecoderBlock(2, 16, activation="gelu"),
-                _x(2, 5, 8))
-    check_two_input_layer(lambda: TransformerDecoderBlock(2, 16, dropout=0.1),
-                          _x(2, 5, 8), _x(2, 4, 6, seed=1))
+    run_layer_test(lambda: TransformerDecoderBlock(2, 16, activation="gelu"),
+                   _x(2, 5, 8), num_weights=(16, 0))
+    # with cross-attention: 8 more attention weights and a third LayerNorm
+    run_layer_test(lambda: TransformerDecoderBlock(2, 16, dropout=0.1),
+                   (_x(2, 5, 8), _x(2, 4, 6, seed=1)), num_weights=(26, 0))
 
 
 def test_blocks_export_builtin_tflite(tmp_path):
