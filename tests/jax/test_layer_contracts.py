@@ -1,0 +1,26 @@
+"""Every layer's `run_layer_test` (config, shapes, masks, weight counts,
+`.keras`, a jit `fit`, mixed precision) again on the JAX backend: the same
+test functions as `tests/layers`, collected here so that `tests/run.py`
+runs them with `KERAS_BACKEND=jax`."""
+
+import keras
+import pytest
+
+if keras.backend.backend() != "jax":
+    pytest.skip("JAX backend tests: run with KERAS_BACKEND=jax "
+                "(tests/run.py does)", allow_module_level=True)
+
+from tests.layers.test_attention import (  # noqa: E402,F401
+    test_attention_layer_contract, test_mha_layer_contract)
+from tests.layers.test_attention_decoder import (  # noqa: E402,F401
+    test_decoder_layer_contract as test_attention_decoder_layer_contract)
+from tests.layers.test_cells import (  # noqa: E402,F401
+    test_layer_contract as test_recurrent_cells_layer_contract)
+from tests.layers.test_pooling import (  # noqa: E402,F401
+    test_pooling_layer_contract)
+from tests.layers.test_positional import (  # noqa: E402,F401
+    test_positional_layer_contract)
+from tests.layers.test_recurrent import (  # noqa: E402,F401
+    test_wrapper_layer_contract)
+from tests.layers.test_transformer import (  # noqa: E402,F401
+    test_decoder_layer_contract, test_encoder_layer_contract)
