@@ -6,15 +6,16 @@ Why not one `pytest` process: TensorFlow keeps memory for every model a
 test compiles (traced functions and XLA executables outlive
 `keras.backend.clear_session()` and `gc.collect()`: ~100 MB per compiled
 seq2seq `fit`, measured), so one process grew past 7 GB over the suite.
-Here each group (test files of one directory, about 16 KB of source)
-runs in a fresh process, two groups at a time: XLA compiles on one thread, so two
-processes keep both cores of a small machine busy. The arguments go to
-every pytest call (`-k`, `-x`, `-m slow`, ...). Each group's output is
-printed when it ends; then a table of the groups and the wall time and
-peak memory of all test processes together (their summed resident set
-size, sampled twice a second). Exit status 0 when every group passed (a
-group with no selected tests counts as passed).
-"""  # noqa: E501
+Here each group (test files of one directory, about 16 KB of source) runs
+in a fresh process, two groups at a time: XLA compiles on one thread, so
+two processes keep both cores of a small machine busy. The arguments go to
+every pytest call (`-k`, `-x`, `-m slow`, ...). The `tests/jax` group runs
+with `KERAS_BACKEND=jax` (its modules skip on other backends). Each
+group's output is printed when it ends; then a table of the groups and
+the wall time and peak memory of all test processes together (their
+summed resident set size, sampled twice a second). Exit status 0 when
+every group passed (a group with no selected tests counts as passed).
+"""
 
 import os
 import subprocess

@@ -179,27 +179,68 @@ class AttentionDecoder(keras.layers.Layer):
         `projected_memory`: `self.attention.project_key(memory)`, computed
         once for all steps (recomputed per step when None)."""
         masks = dropout_masks or {}
+
+        def run_cell(x, extra, cell_states):
+            if extra is not None:
+                x = ops.concatenate([x, extra], -1)
+            h, new_states = self.cell(x, cell_states, training=training,
+                                      **masks)
+            return h, _as_list(new_states)
+
+        return self._step(run_cell, inputs, states, memory, memory_mask,
+                          projected_memory)
+
+    def _step(self, run_cell, x, states, memory, memory_mask, projected):
+        """The step's equations; `run_cell(x, extra, cell_states) -> (h,
+        new_states)` runs the cell on `[x; extra]` (extra: the context for
+        Bahdanau, the fed attentional vector for Luong, or None)."""
         n = len(self.sizes_of_cell_states)
         cell_states = list(states[:n])
         if self.style == "bahdanau":
             context, weights = self._attend(cell_states[0], memory,
-                                            memory_mask, projected_memory)
-            h, new_states = self.cell(
-                ops.concatenate([inputs, context], -1), cell_states,
-                training=training, **masks)
-            return (ops.concatenate([h, context], -1), _as_list(new_states),
-                    weights)
-        x = (ops.concatenate([inputs, states[n]], -1) if self._feeding
-             else inputs)
-        h, new_states = self.cell(x, cell_states, training=training,
-                                  **masks)
-        context, weights = self._attend(h, memory, memory_mask,
-                                        projected_memory)
+                                            memory_mask, projected)
+            h, new_states = run_cell(x, context, cell_states)
+            return ops.concatenate([h, context], -1), new_states, weights
+        h, new_states = run_cell(x, states[n] if self._feeding else None,
+                                 cell_states)
+        context, weights = self._attend(h, memory, memory_mask, projected)
         output = self.combine(ops.concatenate([context, h], -1))
-        new_states = _as_list(new_states)
         if self._feeding:
-            new_states.append(output)
+            new_states = new_states + [output]
         return output, new_states, weights
+
+    def _sequence_cell(self, inputs, masks):
+        """`(projected inputs (time, batch, gates*units), run_cell)` for the
+        whole-sequence loop: the inputs' share of the cell's input
+        projection (and the input bias) as one GEMM over every step, so
+        each step only projects its context / fed vector and runs the
+        recurrent part (`RecurrentCell.forward_step`), as
+        `seqkeras.layers.Recurrent` does. Same equations as `cell(...)`."""
+        cell = self.cell
+        dx = inputs.shape[-1]
+        kernel = cell.to_loop_layout(cell.kernel)
+        k_x, k_extra = kernel[:dx], kernel[dx:]
+        dmask = masks.get("dropout_mask")
+        x = inputs if dmask is None else inputs * ops.expand_dims(
+            dmask[:, :dx], 1)
+        proj = ops.matmul(x, k_x) + cell.loop_input_bias()
+        proj = ops.transpose(proj, (1, 0, 2))  # (time, batch, gates*units)
+        consts = cell.loop_constants(cell.recurrent_weights())
+        rmask = masks.get("recurrent_dropout_mask")
+
+        def run_cell(p, extra, cell_states):
+            if extra is not None:
+                if dmask is not None:
+                    extra = extra * dmask[:, dx:]
+                p = p + ops.matmul(extra, k_extra)
+            h_in = cell_states[0]
+            if rmask is not None:
+                h_in = h_in * rmask
+            h, new_states, _ = cell.forward_step(p, cell_states, consts,
+                                                 h_in)
+            return h, list(new_states)
+
+        return proj, run_cell
 
     def call(self, inputs, memory, initial_state=None, inputs_mask=None,
              memory_mask=None, return_attention_scores=False, training=None):
@@ -234,19 +275,19 @@ class AttentionDecoder(keras.layers.Layer):
         mem_mask = ops.cast(memory_mask, "bool")
         masks = self.dropout_masks(batch, states, training)
         projected = self.attention.project_key(memory)  # once, not per step
+        proj, run_cell = self._sequence_cell(inputs, masks)
 
-        def step(x, states):
-            out, new_states, weights = self.step(x, states, memory, mem_mask,
-                                                 training, masks, projected)
+        def step(p, states):
+            out, new_states, weights = self._step(run_cell, p, states, memory,
+                                                  mem_mask, projected)
             if return_attention_scores:
                 out = ops.concatenate([out, ops.cast(weights, out.dtype)], -1)
             return out, new_states
 
         width = out_dim + (ops.shape(memory)[1] if return_attention_scores
                            else 0)
-        outputs, final = time_loop.scan(
-            step, ops.transpose(inputs, (1, 0, 2)), states, width,
-            self.compute_dtype)
+        outputs, final = time_loop.scan(step, proj, states, width,
+                                        self.compute_dtype)
         outputs = ops.transpose(outputs, (1, 0, 2))
         result = [outputs[..., :out_dim]]
         if return_attention_scores:
