@@ -117,6 +117,22 @@ class SequenceModel(keras.Model):
             non-integer values raise a clear error in eager calls, `fit`,
             `evaluate`, `predict` (arrays and `tf.data` datasets) and
             `seqkeras.models.generate` instead of being used silently.
+        parts: `{role: layer, list of layers or None}`: the model's own
+            layers its contract methods use (`model.part(role)`); saved as
+            layer names in the config and resolved when loading.
+
+    The contract a subclass implements so that `seqkeras.models.generate`,
+    the SavedModel `generate*` signatures, `streaming_tflite` and
+    `export_and_verify` work on it (the builders' classes do):
+
+    - generation: `prompt_input` (the token-id input generated tokens feed),
+      `conditioning_input` (None for a language model), `init_cache(inputs,
+      batch_size, max_length)`, `call_with_cache(token_ids, cache, index)
+      -> (float32 logits, cache)`, optionally `max_generation_length`;
+    - streaming: `streamable = True`, `stream_start(inputs, batch_size)`,
+      `stream_step(x, states) -> (output, states)` (by default the
+      generation cache for one step), `stream_input`, `stream_output`,
+      `stream_per_step`.
 
     Example:
 
