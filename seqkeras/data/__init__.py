@@ -13,13 +13,18 @@ from seqkeras.data.synthetic import adding_problem
 from seqkeras.data.synthetic import copy_task
 from seqkeras.data.synthetic import dates
 from seqkeras.data.synthetic import multi_seasonal_series
+from seqkeras.data.pipelines import read_lines
+from seqkeras.data.pipelines import read_parallel
+from seqkeras.data.pipelines import translation_dataset
+from seqkeras.data.subword import SubwordTokenizer
 from seqkeras.data.text import CharVocabulary
 from seqkeras.data.text import read_tinyshakespeare
 from seqkeras.data.text import shared_data_dir
 
 __all__ = [
-    "BOS", "EOS", "PAD", "UNK", "CharVocabulary", "adding_problem", "copy_task",
-    "dates", "forecast_windows", "multi_seasonal_series",
+    "BOS", "CharVocabulary", "EOS", "PAD", "SubwordTokenizer", "UNK",
+    "adding_problem", "copy_task", "dates", "forecast_windows",
+    "multi_seasonal_series", "read_lines", "read_parallel",
     "read_tinyshakespeare", "shared_data_dir", "tbptt_windows",
-    "teacher_forcing", "tokens",
+    "teacher_forcing", "tokens", "translation_dataset",
 ]

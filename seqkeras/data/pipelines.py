@@ -1,0 +1,114 @@
+"""`tf.data` pipelines over line-aligned text files (translation pairs).
+
+`read_parallel` reads two line-aligned UTF-8 files with clear errors;
+`translation_dataset` tokenizes them with two `SubwordTokenizer`s (graph
+ops), adds BOS/EOS for teacher forcing, drops over-long pairs (and says how
+many), caches, shuffles with a seed, groups pairs of similar length into
+buckets (`tf.data.Dataset.bucket_by_sequence_length`) so that each batch is
+padded only to its own longest sequence, and prefetches.
+"""
+
+import tensorflow as tf
+
+from seqkeras.data.tokens import PAD
+
+
+def read_lines(path, name="read_lines"):
+    """The lines of the UTF-8 text file `path` (newline stripped); a clear
+    error for a missing file, bytes that are not UTF-8, or an empty line."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"`{name}`: no such file: {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"`{name}`: {path} is a directory, not a text "
+                         "file") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[:error.start].count(b"\n") + 1
+        raise ValueError(f"`{name}`: {path} line {line} is not UTF-8 text "
+                         f"(byte {raw[error.start]:#04x})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    lines = [line.rstrip("\r") for line in lines]
+    for i, line in enumerate(lines):
+        if not line.strip():
+            raise ValueError(f"`{name}`: {path} line {i + 1} is empty")
+    if not lines:
+        raise ValueError(f"`{name}`: {path} has no lines")
+    return lines
+
+
+def read_parallel(source_path, target_path, name="read_parallel"):
+    """`(sources, targets)`: two line-aligned files, checked to have the
+    same number of lines (see `read_lines` for the other checks)."""
+    sources = read_lines(source_path, name)
+    targets = read_lines(target_path, name)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"`{name}`: the files are not line-aligned: {source_path} has "
+            f"{len(sources)} lines, {target_path} {len(targets)}")
+    return sources, targets
+
+
+def _tokenized(texts, tokenizer, **kwargs):
+    """A dataset of int32 id vectors, one per text (tokenized in batches)."""
+    data = tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024)
+    return data.map(lambda s: tokenizer.encode(s, **kwargs)).unbatch()
+
+
+def translation_dataset(sources, targets, source_tokenizer,
+                        target_tokenizer, batch_size=64, max_length=64,
+                        boundaries=(8, 12, 16, 20, 24, 32, 48), shuffle=True,
+                        seed=0, verbose=True):
+    """Teacher-forcing batches for a seq2seq model.
+
+    Args:
+        sources, targets: lists of strings, aligned.
+        source_tokenizer, target_tokenizer: `SubwordTokenizer`s.
+        batch_size: pairs per batch.
+        max_length: pairs whose source (with EOS) or target (with BOS and
+            EOS) is longer are dropped; the count is printed.
+        boundaries: bucket edges on the longer side's length.
+        shuffle, seed: shuffle the pairs (a buffer of all of them) with a
+            fixed seed, reshuffled each epoch.
+
+    Returns:
+        `(dataset, kept)`: batches of `({"source_ids", "target_ids"},
+        labels)`, int32, padded with PAD to the batch's longest row
+        (`target_ids` is BOS + target, `labels` target + EOS), and the
+        number of pairs kept.
+    """
+    if len(sources) != len(targets):
+        raise ValueError(
+            "`translation_dataset` needs aligned sources and targets. "
+            f"Received {len(sources)} sources and {len(targets)} targets")
+    src = _tokenized(sources, source_tokenizer, add_eos=True)
+    tgt = _tokenized(targets, target_tokenizer, add_bos=True, add_eos=True)
+    pairs = tf.data.Dataset.zip(src, tgt)
+
+    def fits(s, t):
+        return tf.logical_and(tf.size(s) <= max_length,
+                              tf.size(t) <= max_length)
+
+    pairs = pairs.filter(fits).cache()
+    kept = int(pairs.reduce(0, lambda n, _: n + 1))
+    if verbose:
+        print(f"translation_dataset: {len(sources)} pairs, {kept} kept, "
+              f"{len(sources) - kept} dropped (longer than {max_length} "
+              "tokens)")
+    if shuffle:
+        pairs = pairs.shuffle(kept, seed=seed, reshuffle_each_iteration=True)
+    pairs = pairs.map(lambda s, t: ({"source_ids": s,
+                                     "target_ids": t[:-1]}, t[1:]))
+    bounds = [b for b in boundaries if b < max_length]
+    data = pairs.bucket_by_sequence_length(
+        lambda x, y: tf.maximum(tf.size(x["source_ids"]), tf.size(y)),
+        bucket_boundaries=[b + 1 for b in bounds],
+        bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
+        padding_values=({"source_ids": PAD, "target_ids": PAD}, PAD),
+        pad_to_bucket_boundary=False)
+    return data.prefetch(tf.data.AUTOTUNE), kept

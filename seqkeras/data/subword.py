@@ -1,0 +1,163 @@
+"""Subword tokenization trained on local text, as TensorFlow graph ops.
+
+`SubwordTokenizer` is WordPiece (the vocabulary learned by keras-hub's
+`compute_word_piece_vocabulary`, text tokenized by TF Text's
+`FastWordpieceTokenizer`)
+over whitespace-separated words: text is split on whitespace only, so
+punctuation stays attached to its word as a continuation piece
+("Büsche." -> "Büsche", "##.") and decoding gives back the text with its
+spaces and punctuation as written (runs of whitespace become one space).
+BERT-style splitting on punctuation would lose that ("Büsche ." on the
+way back). SentencePiece would keep it too, but its ops are not linked
+into the TF Serving binary (tensorflow/serving#1333); WordPiece's are.
+
+The same object tokenizes in `tf.data` pipelines, in `fit`, and inside an
+exported SavedModel (`encode` and `decode` are graph ops). Ids follow
+`seqkeras.data.tokens`: PAD 0, BOS 1, EOS 2, UNK 3, then the learned
+pieces. The vocabulary is one token per line (`save` / `load`).
+
+Needs the `text` extra (`pip install "seqkeras[text]"`: keras-hub and
+tensorflow-text).
+"""
+
+import os
+
+import tensorflow as tf
+
+from seqkeras.data.tokens import BOS, EOS, RESERVED
+
+VOCABULARY_FILE = "vocabulary.txt"
+
+
+def _keras_hub():
+    try:
+        import keras_hub
+    except ImportError as error:  # pragma: no cover - depends on extras
+        raise ImportError(
+            "`seqkeras.data.SubwordTokenizer` needs keras-hub and "
+            "tensorflow-text: pip install \"seqkeras[text]\"") from error
+    return keras_hub
+
+
+def _tf_text():
+    try:
+        import tensorflow_text
+    except ImportError as error:  # pragma: no cover - depends on extras
+        raise ImportError(
+            "`seqkeras.data.SubwordTokenizer` needs tensorflow-text: pip "
+            "install \"seqkeras[text]\"") from error
+    return tensorflow_text
+
+
+def _words(strings):
+    """Whitespace split (a core TensorFlow op, `StringSplitV2`)."""
+    return tf.strings.split(strings)
+
+
+class SubwordTokenizer:
+    """A WordPiece tokenizer with seqkeras' reserved ids.
+
+    Args:
+        vocabulary: the tokens in id order; the first four must be
+            `seqkeras.data.tokens.RESERVED` (`<pad>`, `<bos>`, `<eos>`,
+            `<unk>`).
+
+    Example:
+
+    >>> from seqkeras.data import SubwordTokenizer
+    >>> tok = SubwordTokenizer.train(["Ein Hund läuft.", "Ein Mann läuft."],
+    ...                              vocabulary_size=60)
+    >>> ids = tok.encode(["Ein Hund läuft."], add_eos=True)
+    >>> [t.decode() for t in tok.decode(ids).numpy()]
+    ['Ein Hund läuft.']
+    """
+
+    def __init__(self, vocabulary):
+        vocabulary = [str(t) for t in vocabulary]
+        if tuple(vocabulary[:len(RESERVED)]) != RESERVED:
+            raise ValueError(
+                "`SubwordTokenizer` expects a vocabulary that starts with "
+                f"the reserved tokens {list(RESERVED)}. Received: "
+                f"{vocabulary[:len(RESERVED)]}")
+        if len(set(vocabulary)) != len(vocabulary):
+            raise ValueError("`SubwordTokenizer` received a vocabulary with "
+                             "duplicate tokens")
+        self.vocabulary = vocabulary
+        # TF Text's tokenizer directly (keras-hub's WordPieceTokenizer wraps
+        # the same one, but returns Python lists when called eagerly).
+        self._tokenizer = _tf_text().FastWordpieceTokenizer(
+            vocab=vocabulary, suffix_indicator="##",
+            unknown_token=RESERVED[3], no_pretokenization=True,
+            support_detokenization=True, token_out_type=tf.int32)
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    @classmethod
+    def train(cls, texts, vocabulary_size):
+        """Learns a WordPiece vocabulary of at most `vocabulary_size`
+        tokens (the reserved four included) from `texts`: a list of
+        strings, or a `tf.data.Dataset` of strings (e.g.
+        `tf.data.TextLineDataset(path)`)."""
+        if not isinstance(vocabulary_size, int) or vocabulary_size <= len(
+                RESERVED):
+            raise ValueError(
+                "`SubwordTokenizer.train` expects an int `vocabulary_size` "
+                f"above {len(RESERVED)}. Received: {vocabulary_size!r}")
+        data = texts
+        if not isinstance(texts, tf.data.Dataset):
+            texts = list(texts)
+            if not texts:
+                raise ValueError("`SubwordTokenizer.train` received no text")
+            data = tf.data.Dataset.from_tensor_slices(texts)
+        vocabulary = _keras_hub().tokenizers.compute_word_piece_vocabulary(
+            data.batch(1024).map(_words), vocabulary_size, split=False,
+            lowercase=False, strip_accents=False,
+            reserved_tokens=list(RESERVED))
+        return cls(vocabulary)
+
+    def encode(self, strings, add_bos=False, add_eos=False):
+        """Token ids of `strings` (batch,): an int32 `tf.RaggedTensor`
+        (batch, None), with BOS / EOS added when asked. Graph ops."""
+        words = _words(tf.convert_to_tensor(strings, tf.string))
+        ids = self._tokenizer.tokenize(words).merge_dims(1, 2)
+        batch = ids.nrows()
+        if add_bos:
+            ids = tf.concat([tf.fill([batch, 1], BOS), ids], axis=1)
+        if add_eos:
+            ids = tf.concat([ids, tf.fill([batch, 1], EOS)], axis=1)
+        return ids
+
+    def decode(self, ids):
+        """Strings (batch,) from ids (batch, time), dense or ragged: reads up
+        to the first EOS and skips PAD and BOS. Graph ops."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.cast(ids, tf.int32)
+        before_eos = tf.equal(tf.cumsum(tf.cast(
+            tf.equal(ids, EOS), tf.int32), axis=1), 0)
+        keep = tf.logical_and(before_eos, ids > BOS)  # not PAD, BOS, EOS
+        kept = tf.ragged.boolean_mask(ids, keep)
+        return self._tokenizer.detokenize(kept)
+
+    def save(self, directory):
+        """Writes `directory/vocabulary.txt` (one token per line); returns
+        its path."""
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, VOCABULARY_FILE)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(token + "\n" for token in self.vocabulary))
+        return path
+
+    @classmethod
+    def load(cls, path):
+        """The tokenizer saved at `path` (a `save` directory or its
+        vocabulary file)."""
+        if os.path.isdir(path):
+            path = os.path.join(path, VOCABULARY_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"`SubwordTokenizer.load`: no vocabulary file at {path}")
+        with open(path, encoding="utf-8") as f:
+            return cls([line.rstrip("\n") for line in f])
