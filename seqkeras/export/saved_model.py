@@ -276,8 +276,52 @@ def text_function(model, vocabulary):
     return serve, table
 
 
+def translate_function(model, source_tokenizer, target_tokenizer,
+                       max_length, beam_width=4, length_penalty_alpha=0.0,
+                       eos_id=None):
+    """The `translate` signature of a seq2seq model: raw source strings
+    `text` (batch,) in, target strings `text` out, with the source
+    tokenizer, beam search (greedy when `beam_width` is 1) and the target
+    detokenizer all in the graph. The tokenizers are objects with graph-op
+    `encode(strings, add_eos=...)` (ragged ids) and `decode(ids)`, e.g.
+    `seqkeras.data.SubwordTokenizer`s whose vocabulary sizes are the
+    model's."""
+    from seqkeras.data.tokens import EOS, PAD
+    from seqkeras.models.generation import check_generative, generate
+
+    check_generative("saved_model (translate)", model)
+    key = getattr(model, "conditioning_input", None)
+    sizes = getattr(model, "vocabulary_sizes", {})
+    for tokenizer, name in ((source_tokenizer, key),
+                            (target_tokenizer, model.prompt_input)):
+        size = getattr(tokenizer, "vocabulary_size", None)
+        if name not in sizes or size != sizes[name]:
+            raise ValueError(
+                "`saved_model` (translate): the tokenizer for "
+                f"`{name}` has {size} tokens, the model "
+                f"{sizes.get(name)}; export the tokenizers the model was "
+                "trained with")
+    eos_id = EOS if eos_id is None else eos_id
+
+    @tf.function(input_signature=[_TEXT_SIGNATURE])
+    def translate(inputs):
+        ids = source_tokenizer.encode(inputs["text"], add_eos=True)
+        ids = ids.to_tensor(PAD)
+        if beam_width > 1:
+            out, _ = generate(model, ids, max_length=max_length,
+                              strategy="beam", beam_width=beam_width,
+                              length_penalty_alpha=length_penalty_alpha,
+                              eos_id=eos_id, jit_compile=False)
+        else:
+            out = generate(model, ids, max_length=max_length, eos_id=eos_id,
+                           jit_compile=False)
+        return {"text": target_tokenizer.decode(out[:, 1:])}  # no BOS
+
+    return translate
+
+
 def saved_model(model, path, overwrite=False, generate=None,
-                vocabulary=None, target="serving"):
+                vocabulary=None, target="serving", translate=None):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature whose
     inputs and outputs carry the model's names (`token_ids` -> `logits`).
@@ -291,6 +335,11 @@ def saved_model(model, path, overwrite=False, generate=None,
         vocabulary: the model's `CharVocabulary`: adds the raw-string
             signatures, `serve_text` (models over `token_ids`) and, with
             `generate`, `generate_text`.
+        translate: for a seq2seq model trained on subword text, a dict of
+            `translate_function` arguments (`source_tokenizer`,
+            `target_tokenizer`, `max_length`; `beam_width`,
+            `length_penalty_alpha`, `eos_id`): adds the `translate`
+            signature, strings in and strings out.
 
         target: `"serving"` (the default: standard TensorFlow ops only,
             which the TF Serving binary runs; no XLA-only op such as
@@ -341,6 +390,10 @@ def saved_model(model, path, overwrite=False, generate=None,
                 module.generators = functions
                 for key, fn in functions.items():
                     signatures[key] = fn.get_concrete_function()
+            if translate is not None:
+                module.translate = translate_function(model, **translate)
+                signatures["translate"] = (
+                    module.translate.get_concrete_function())
             module.resources = resources
             # inside export_mode too: saving traces the Keras model's own
             # functions (its default signature), which must not carry

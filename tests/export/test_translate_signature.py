@@ -1,0 +1,92 @@
+"""The `translate` signature: subword tokenizer, beam search and
+detokenizer in the graph; the same strings as the Keras path, served in a
+process where seqkeras is not importable, with only standard TensorFlow
+and TF Text ops."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import seqkeras
+from seqkeras.data import SubwordTokenizer
+from seqkeras.export import saved_model
+from tests.export.export_checks import assert_servable
+
+DE = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee!",
+      "Eine Frau fährt ein rotes Auto.", "Ein Kind spielt im Park."] * 3
+EN = ["A man rides a bike.", "Two dogs play in the snow!",
+      "A woman drives a red car.", "A child plays in the park."] * 3
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    src = SubwordTokenizer.train(DE, vocabulary_size=100)
+    tgt = SubwordTokenizer.train(EN, vocabulary_size=100)
+    model = seqkeras.models.seq2seq(src.vocabulary_size,
+                                    tgt.vocabulary_size, embedding_dim=8,
+                                    units=16, attention="additive")
+    path = saved_model(model, tmp_path_factory.mktemp("t") / "1",
+                       translate={"source_tokenizer": src,
+                                  "target_tokenizer": tgt,
+                                  "max_length": 12, "beam_width": 3})
+    return model, src, tgt, path
+
+
+def keras_translate(model, src, tgt, texts, beam_width=3):
+    ids = src.encode(texts, add_eos=True).to_tensor(0)
+    out, _ = seqkeras.models.generate(model, ids, max_length=12,
+                                      strategy="beam", beam_width=beam_width)
+    return [t.decode() for t in tgt.decode(np.asarray(out)[:, 1:]).numpy()]
+
+
+def test_translate_signature_equals_keras_without_seqkeras(exported,
+                                                          tmp_path):
+    model, src, tgt, path = exported
+    texts = DE[:4] + ["Ein Qualle."]  # an unknown character too
+    expected = keras_translate(model, src, tgt, texts)
+    code = (
+        "import json, sys\n"
+        "sys.modules['seqkeras'] = None\n"
+        "import tensorflow as tf, tensorflow_text  # noqa: F401\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "out = m.signatures['translate'](text=tf.constant(json.loads("
+        "sys.argv[2])))['text'].numpy()\n"
+        "print(json.dumps([t.decode() for t in out]))\n")
+    result = subprocess.run([sys.executable, "-c", code, str(path),
+                             json.dumps(texts)], capture_output=True,
+                            text=True, check=True)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+
+
+def test_translate_graph_is_servable(exported):
+    _, _, _, path = exported
+    ops = assert_servable(path)
+    assert any(op.startswith("FastWordpiece") for op in ops)
+    assert not any(op.startswith("Xla") for op in ops)
+
+
+def test_translate_refuses_tokenizers_of_another_size(exported, tmp_path):
+    model, src, _, _ = exported
+    small = SubwordTokenizer.train(EN[:2], vocabulary_size=30)
+    with pytest.raises(ValueError, match="the tokenizer for `target_ids`"):
+        saved_model(model, tmp_path / "x" / "1",
+                    translate={"source_tokenizer": src,
+                               "target_tokenizer": small, "max_length": 8})
+
+
+def test_greedy_translate_signature(exported, tmp_path):
+    model, src, tgt, _ = exported
+    path = saved_model(model, tmp_path / "g" / "1",
+                       translate={"source_tokenizer": src,
+                                  "target_tokenizer": tgt, "max_length": 12,
+                                  "beam_width": 1})
+    served = tf.saved_model.load(path).signatures["translate"](
+        text=tf.constant(DE[:3]))["text"].numpy()
+    ids = src.encode(DE[:3], add_eos=True).to_tensor(0)
+    out = seqkeras.models.generate(model, ids, max_length=12)
+    expected = tgt.decode(np.asarray(out)[:, 1:]).numpy()
+    assert list(served) == list(expected)
