@@ -20,6 +20,7 @@ Needs the `text` extra (`pip install "seqkeras[text]"`: keras-hub and
 tensorflow-text).
 """
 
+import importlib
 import os
 
 import tensorflow as tf
@@ -29,24 +30,15 @@ from seqkeras.data.tokens import BOS, EOS, RESERVED
 VOCABULARY_FILE = "vocabulary.txt"
 
 
-def _keras_hub():
+def _text_extra(module):
+    """`module` (keras_hub or tensorflow_text), or a clear ImportError
+    naming the extra that installs it."""
     try:
-        import keras_hub
+        return importlib.import_module(module)
     except ImportError as error:  # pragma: no cover - depends on extras
         raise ImportError(
-            "`seqkeras.data.SubwordTokenizer` needs keras-hub and "
-            "tensorflow-text: pip install \"seqkeras[text]\"") from error
-    return keras_hub
-
-
-def _tf_text():
-    try:
-        import tensorflow_text
-    except ImportError as error:  # pragma: no cover - depends on extras
-        raise ImportError(
-            "`seqkeras.data.SubwordTokenizer` needs tensorflow-text: pip "
-            "install \"seqkeras[text]\"") from error
-    return tensorflow_text
+            f"`seqkeras.data.SubwordTokenizer` needs {module}: pip install "
+            "\"seqkeras[text]\" (keras-hub and tensorflow-text)") from error
 
 
 def _words(strings):
@@ -85,7 +77,8 @@ class SubwordTokenizer:
         self.vocabulary = vocabulary
         # TF Text's tokenizer directly (keras-hub's WordPieceTokenizer wraps
         # the same one, but returns Python lists when called eagerly).
-        self._tokenizer = _tf_text().FastWordpieceTokenizer(
+        tf_text = _text_extra("tensorflow_text")
+        self._tokenizer = tf_text.FastWordpieceTokenizer(
             vocab=vocabulary, suffix_indicator="##",
             unknown_token=RESERVED[3], no_pretokenization=True,
             support_detokenization=True, token_out_type=tf.int32)
@@ -111,7 +104,9 @@ class SubwordTokenizer:
             if not texts:
                 raise ValueError("`SubwordTokenizer.train` received no text")
             data = tf.data.Dataset.from_tensor_slices(texts)
-        vocabulary = _keras_hub().tokenizers.compute_word_piece_vocabulary(
+        tokenizers = _text_extra("keras_hub").tokenizers
+        learn = tokenizers.compute_word_piece_vocabulary
+        vocabulary = learn(
             data.batch(1024).map(_words), vocabulary_size, split=False,
             lowercase=False, strip_accents=False,
             reserved_tokens=list(RESERVED))

@@ -130,13 +130,9 @@ def generate_functions(model, max_length, beam_width=4,
     from seqkeras.data.tokens import EOS
     from seqkeras.models.generation import check_generative, generate
 
-    try:
-        check_generative("saved_model", model)
-    except ValueError as error:
-        raise ValueError(str(error).replace(
-            "works on models that implement",
-            "generate signatures need a generative model: one that "
-            "implements", 1)) from None
+    check_generative("saved_model", model,
+                     "generate signatures need a generative model: one "
+                     "that implements")
     eos_id = EOS if eos_id is None else eos_id
     conditioning = getattr(model, "conditioning_input", None)
     if conditioning is not None:

@@ -29,9 +29,11 @@ from seqkeras.models.base import check_token_ids
 STRATEGIES = ("greedy", "beam", "sample")
 
 
-def check_generative(where, model):
+def check_generative(where, model,
+                     requirement="works on models that implement"):
     """Raises a clear ValueError unless `model` implements the generation
-    contract (`init_cache`, `call_with_cache`, `prompt_input`)."""
+    contract (`init_cache`, `call_with_cache`, `prompt_input`); the message
+    reads "`where` `requirement` the generation contract ..."."""
     ok = (isinstance(model, keras.Model)
           and callable(getattr(model, "init_cache", None))
           and callable(getattr(model, "call_with_cache", None))
@@ -39,7 +41,7 @@ def check_generative(where, model):
           and getattr(model, "prompt_input", None) is not None)
     if not ok:
         raise ValueError(
-            f"`{where}` works on models that implement the generation "
+            f"`{where}` {requirement} the generation "
             "contract of `seqkeras.models.SequenceModel` (`init_cache`, "
             "`call_with_cache`, `prompt_input`), as the generative builders' "
             "models do (rnn_language_model, transformer_language_model, "
