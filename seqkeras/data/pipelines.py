@@ -63,7 +63,8 @@ def _tokenized(texts, tokenizer, **kwargs):
 def translation_dataset(sources, targets, source_tokenizer,
                         target_tokenizer, batch_size=64, max_length=64,
                         boundaries=(8, 12, 16, 20, 24, 32, 48), shuffle=True,
-                        seed=0, verbose=True):
+                        seed=0, verbose=True, pad_to_bucket=False,
+                        drop_remainder=False):
     """Teacher-forcing batches for a seq2seq model.
 
     Args:
@@ -75,6 +76,14 @@ def translation_dataset(sources, targets, source_tokenizer,
         boundaries: bucket edges on the longer side's length.
         shuffle, seed: shuffle the pairs (a buffer of all of them) with a
             fixed seed, reshuffled each epoch.
+        pad_to_bucket: pad every batch to its bucket's upper edge
+            (`max_length` for the last bucket) instead of its own longest
+            row: a few more PAD tokens, but only `len(boundaries) + 1`
+            batch shapes, so `fit(jit_compile=True)` compiles a handful of
+            XLA programs instead of one per new (source, target) width.
+        drop_remainder: drop each bucket's last, smaller batch (with
+            `pad_to_bucket`, every batch then has one of those shapes);
+            the shuffle puts other pairs there each epoch.
 
     Returns:
         `(dataset, kept)`: batches of `({"source_ids", "target_ids"},
@@ -104,11 +113,13 @@ def translation_dataset(sources, targets, source_tokenizer,
         pairs = pairs.shuffle(kept, seed=seed, reshuffle_each_iteration=True)
     pairs = pairs.map(lambda s, t: ({"source_ids": s,
                                      "target_ids": t[:-1]}, t[1:]))
-    bounds = [b for b in boundaries if b < max_length]
+    edges = [b + 1 for b in boundaries if b < max_length]
+    if pad_to_bucket:  # the last bucket pads to max_length
+        edges.append(max_length + 1)
     data = pairs.bucket_by_sequence_length(
         lambda x, y: tf.maximum(tf.size(x["source_ids"]), tf.size(y)),
-        bucket_boundaries=[b + 1 for b in bounds],
-        bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
+        bucket_boundaries=edges,
+        bucket_batch_sizes=[batch_size] * (len(edges) + 1),
         padding_values=({"source_ids": PAD, "target_ids": PAD}, PAD),
-        pad_to_bucket_boundary=False)
+        pad_to_bucket_boundary=pad_to_bucket, drop_remainder=drop_remainder)
     return data.prefetch(tf.data.AUTOTUNE), kept

@@ -1,0 +1,589 @@
+"""German -> English translation (Multi30k) with seqkeras: a recurrent
+seq2seq without attention, with additive attention, or a Transformer.
+
+    python apps/translate.py train --model transformer --out runs/transformer
+    python apps/translate.py evaluate --model runs/transformer \\
+        --source ../shared/data/multi30k/val.de \\
+        --reference ../shared/data/multi30k/val.en --beam 4
+    echo "Ein Hund rennt im Schnee." | \\
+        python apps/translate.py translate --model runs/transformer
+    python apps/translate.py export --model runs/transformer
+
+`train` learns two WordPiece vocabularies (`seqkeras.data.SubwordTokenizer`,
+or reuses a run's with `--tokenizers DIR`), feeds `fit` from
+`seqkeras.data.translation_dataset` (length buckets, dynamic padding) and
+writes into `--out`: `config.json` (what rebuilds the model),
+`source/vocabulary.txt`, `target/vocabulary.txt`, `best.weights.h5` (the
+best validation loss), `history.csv`, `curves.png`, TensorBoard logs under
+`logs/`, and `backup/` (`keras.callbacks.BackupAndRestore`: kill the run and
+start the same command again, it resumes from the last finished epoch).
+`evaluate` translates any line-aligned pair of UTF-8 files and prints
+sacreBLEU (cased and lowercased, with its signatures), chrF and decoding
+speed; its last line is `BLEU = <cased, detokenized BLEU>`. `translate`
+reads German lines on stdin and writes English lines on stdout. `export`
+writes a SavedModel in the TF Serving layout whose `translate` signature
+takes and returns strings (tokenizer, beam search and detokenizer in the
+graph), checks it in a process where seqkeras is not importable and audits
+its ops against what the TF Serving binary registers, and writes the
+forward pass as builtin-only TFLite and ONNX and (recurrent models) the
+TFLite step pair (`encode`, then one token per call) with the vocabularies
+beside it.
+
+Bad input (a missing or non-UTF-8 file, files of unequal length, an empty
+line, a directory that is not a trained model) ends with a one-line error
+and exit status 2.
+"""
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+MODELS = {
+    # builder, arguments (the vocabulary sizes and max_length are added)
+    "rnn": ("seq2seq", {
+        "embedding_dim": 256, "units": 512, "cell": "lstm",
+        "attention": None, "bidirectional": True, "encoder_units": 256,
+        "dropout": 0.1}),
+    "rnn-attention": ("seq2seq", {
+        "embedding_dim": 256, "units": 384, "cell": "gru",
+        "attention": "additive", "attention_units": 256,
+        "bidirectional": True, "encoder_units": 256, "dropout": 0.1}),
+    "transformer": ("transformer_seq2seq", {
+        "num_layers": 3, "num_heads": 8, "hidden_dim": 256,
+        "intermediate_dim": 1024, "dropout": 0.1, "norm_first": True}),
+}
+TINY = {  # --tiny: smoke runs and tests
+    "seq2seq": {"embedding_dim": 16, "units": 32, "encoder_units": 16,
+                "attention_units": 16},
+    "transformer_seq2seq": {"num_layers": 1, "num_heads": 2,
+                            "hidden_dim": 16, "intermediate_dim": 32},
+}
+CONFIG = "config.json"
+WEIGHTS = "best.weights.h5"
+KILL_ENV = "TRANSLATE_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
+
+
+class AppError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+def multi30k(name):
+    from seqkeras.data import shared_data_dir
+
+    root = shared_data_dir()
+    return None if root is None else os.path.join(root, "multi30k", name)
+
+
+# -- the model directory ---------------------------------------------------
+
+def load(directory):
+    """`(model, source_tokenizer, target_tokenizer, config)` from a `train`
+    output directory."""
+    import seqkeras
+    from seqkeras.data import SubwordTokenizer
+
+    path = os.path.join(directory, CONFIG)
+    if not os.path.isdir(directory):
+        raise AppError(f"--model {directory}: no such directory")
+    if not os.path.isfile(path):
+        raise AppError(f"--model {directory} is not a trained model "
+                       f"directory (no {CONFIG}; run `train` first)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+        builder = getattr(seqkeras.models, config["builder"])
+        src = SubwordTokenizer.load(os.path.join(directory, "source"))
+        tgt = SubwordTokenizer.load(os.path.join(directory, "target"))
+    except (ValueError, KeyError, AttributeError, OSError) as error:
+        raise AppError(f"--model {directory}: unreadable {CONFIG} or "
+                       f"vocabulary ({error})") from None
+    model = builder(src.vocabulary_size, tgt.vocabulary_size,
+                    **config["arguments"])
+    weights = os.path.join(directory, WEIGHTS)
+    if not os.path.isfile(weights):
+        raise AppError(f"--model {directory} has no {WEIGHTS} (training "
+                       "has not finished an epoch yet)")
+    model.load_weights(weights)
+    return model, src, tgt, config
+
+
+def read_pair(source, reference):
+    from seqkeras.data import read_parallel
+
+    try:
+        return read_parallel(source, reference, name="translate.py")
+    except (ValueError, FileNotFoundError) as error:
+        raise AppError(str(error)) from None
+
+
+# -- decoding --------------------------------------------------------------
+
+def _width(n, limit):
+    """Source widths are rounded up to a multiple of 8 (few compiled
+    shapes)."""
+    return min(limit, max(8, -(-n // 8) * 8))
+
+
+def translate_texts(model, src, tgt, texts, config, beam=1, batch=64,
+                    alpha=0.0):
+    """English strings for German `texts`, in order: sources sorted by
+    length, batches of `batch` (the last padded), decoded with
+    `seqkeras.models.generate` (greedy or beam), detokenized."""
+    import seqkeras
+    from seqkeras.data import EOS, PAD
+
+    limit = config["max_length"]
+    ids = src.encode(list(texts), add_eos=True)
+    rows = [r[:limit] for r in ids.numpy()]
+    if any(len(r) == limit and r[-1] != EOS for r in rows):
+        long = sum(len(r) == limit and r[-1] != EOS for r in rows)
+        print(f"note: {long} source sentences longer than {limit} tokens "
+              "were cut", file=sys.stderr)
+    order = np.argsort([len(r) for r in rows], kind="stable")
+    out = [None] * len(rows)
+    for start in range(0, len(rows), batch):
+        chunk = order[start:start + batch]
+        width = _width(max(len(rows[i]) for i in chunk), limit)
+        x = np.full((batch, width), PAD, "int32")
+        x[:, 0] = EOS  # padding rows: an empty sentence
+        for j, i in enumerate(chunk):
+            x[j, :len(rows[i])] = rows[i]
+        if beam > 1:
+            y, _ = seqkeras.models.generate(
+                model, x, max_length=config["target_length"],
+                strategy="beam", beam_width=beam,
+                length_penalty_alpha=alpha)
+        else:
+            y = seqkeras.models.generate(model, x,
+                                         max_length=config["target_length"])
+        strings = tgt.decode(np.asarray(y)[:len(chunk), 1:]).numpy()
+        for j, i in enumerate(chunk):
+            out[i] = strings[j].decode("utf-8")
+    return out
+
+
+def bleu_scores(hypotheses, references):
+    """sacreBLEU cased and lowercased BLEU and chrF (metric objects kept
+    for their signatures)."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    metrics = {"BLEU": BLEU(), "BLEU lowercased": BLEU(lowercase=True),
+               "chrF": CHRF()}
+    return {name: (m.corpus_score(hypotheses, [references]), m)
+            for name, m in metrics.items()}
+
+
+# -- train -----------------------------------------------------------------
+
+def _tokenizers(args, sources, targets):
+    from seqkeras.data import SubwordTokenizer
+
+    if args.tokenizers:
+        try:
+            return (SubwordTokenizer.load(os.path.join(args.tokenizers,
+                                                       "source")),
+                    SubwordTokenizer.load(os.path.join(args.tokenizers,
+                                                       "target")))
+        except (ValueError, FileNotFoundError) as error:
+            raise AppError(f"--tokenizers {args.tokenizers}: {error}") \
+                from None
+    start = time.perf_counter()
+    src = SubwordTokenizer.train(sources, args.vocabulary_size)
+    tgt = SubwordTokenizer.train(targets, args.vocabulary_size)
+    print(f"WordPiece vocabularies learned in "
+          f"{time.perf_counter() - start:.0f} s: {src.vocabulary_size} "
+          f"German, {tgt.vocabulary_size} English tokens")
+    return src, tgt
+
+
+def _best_so_far(history):
+    """The lowest val_loss in a resumed run's history.csv (so the best
+    checkpoint is not overwritten by a worse epoch after a restart)."""
+    if not os.path.isfile(history):
+        return None
+    with open(history, newline="") as f:
+        losses = [float(r["val_loss"]) for r in csv.DictReader(f)
+                  if r.get("val_loss")]
+    return min(losses) if losses else None
+
+
+def plot_curves(history, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(history, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return None
+    epochs = [int(r["epoch"]) + 1 for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for key, style in (("loss", "-"), ("val_loss", "--")):
+        axes[0].plot(epochs, [float(r[key]) for r in rows], style,
+                     label=key)
+    axes[0].set_ylabel("masked cross-entropy (nats/token)")
+    for key, style in (("accuracy", "-"), ("val_accuracy", "--")):
+        if key in rows[0]:
+            axes[1].plot(epochs, [float(r[key]) for r in rows], style,
+                         label=key)
+    axes[1].set_ylabel("token accuracy (teacher forcing)")
+    for ax in axes:
+        ax.set_xlabel("epoch")
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def train(args):
+    import tensorflow as tf
+
+    import seqkeras
+    from seqkeras.data import translation_dataset
+
+    sources, targets = read_pair(args.train_source, args.train_target)
+    val_sources, val_targets = read_pair(args.val_source, args.val_target)
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    config_path = os.path.join(out, CONFIG)
+    if os.path.isfile(config_path):  # a resumed run keeps its vocabularies
+        args.tokenizers = out
+    if args.precision != "float32":
+        keras.mixed_precision.set_global_policy(args.precision)
+    keras.utils.set_random_seed(args.seed)
+    src, tgt = _tokenizers(args, sources, targets)
+    src.save(os.path.join(out, "source"))
+    tgt.save(os.path.join(out, "target"))
+    data, kept = translation_dataset(
+        sources, targets, src, tgt, batch_size=args.batch,
+        max_length=args.max_length, seed=args.seed, pad_to_bucket=True,
+        drop_remainder=True)  # a few batch shapes: a few XLA programs
+    val, _ = translation_dataset(
+        val_sources, val_targets, src, tgt, batch_size=args.batch,
+        max_length=args.max_length, shuffle=False, verbose=False,
+        pad_to_bucket=True)
+    steps = sum(1 for _ in data)
+    if not steps:
+        raise AppError(f"no full batch of {args.batch} pairs: too little "
+                       "training data for --batch")
+    data = data.apply(tf.data.experimental.assert_cardinality(steps))
+    builder, arguments = MODELS[args.model]
+    arguments = dict(arguments)
+    if args.tiny:
+        arguments.update({k: v for k, v in TINY[builder].items()
+                          if k in arguments})
+    if builder == "transformer_seq2seq":
+        arguments["max_length"] = args.max_length
+    model = getattr(seqkeras.models, builder)(
+        src.vocabulary_size, tgt.vocabulary_size, **arguments)
+    total = steps * args.epochs
+    warmup = min(args.warmup, total // 4)
+    schedule = keras.optimizers.schedules.CosineDecay(
+        0.0 if warmup else args.lr, total - warmup, alpha=0.02,
+        warmup_target=args.lr if warmup else None, warmup_steps=warmup)
+    seqkeras.models.compile_model(model, learning_rate=schedule,
+                                  jit_compile=args.jit == "on")
+    config = {
+        "model": args.model, "builder": builder, "arguments": arguments,
+        "max_length": args.max_length,
+        "target_length": args.max_length,
+        "source_vocabulary": "source/vocabulary.txt",
+        "target_vocabulary": "target/vocabulary.txt",
+        "weights": WEIGHTS, "precision": args.precision,
+        "training": {k: v for k, v in vars(args).items()
+                     if k not in ("func",)},
+        "parameters": int(model.count_params()),
+        "train_pairs_kept": kept, "steps_per_epoch": steps,
+    }
+    with open(config_path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    print(f"{args.model}: {model.count_params():,} parameters, {kept} "
+          f"training pairs, {steps} batches per epoch, {args.epochs} "
+          f"epochs, precision {args.precision}, jit {args.jit}")
+    history = os.path.join(out, "history.csv")
+    checkpoint = keras.callbacks.ModelCheckpoint(
+        os.path.join(out, WEIGHTS), monitor="val_loss",
+        save_best_only=True, save_weights_only=True)
+    best = _best_so_far(history)
+    if best is not None:
+        checkpoint.best = best
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
+        checkpoint,
+        keras.callbacks.CSVLogger(history, append=True),
+        keras.callbacks.TensorBoard(os.path.join(out, "logs")),
+        EpochTimer(os.path.join(out, "epoch_seconds.csv")),
+    ]
+    if os.environ.get(KILL_ENV):
+        callbacks.append(KillAfter(int(os.environ[KILL_ENV])))
+    start = time.perf_counter()
+    model.fit(data, validation_data=val, epochs=args.epochs,
+              callbacks=callbacks, verbose=args.verbose,
+              shuffle=False)  # the dataset shuffles itself
+    seconds = time.perf_counter() - start
+    png = plot_curves(history, os.path.join(out, "curves.png"),
+                      f"{args.model} on Multi30k de-en")
+    print(f"trained in {seconds:.0f} s (this process); best val_loss "
+          f"{checkpoint.best:.4f}; curves: {png}")
+    if args.evaluate_beams:
+        model, src, tgt, config = load(out)
+        results = {}
+        for beam in args.evaluate_beams:
+            score, speed = _evaluate(model, src, tgt, config, val_sources,
+                                     val_targets, beam)
+            results[f"beam{beam}"] = {"bleu": score, "sentences_per_s":
+                                      speed}
+        with open(os.path.join(out, "val_bleu.json"), "w") as f:
+            json.dump(results, f, indent=2)
+
+
+class EpochTimer(keras.callbacks.Callback):
+    """Appends each epoch's wall seconds to a CSV (survives resumes)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        new = not os.path.isfile(self.path)
+        with open(self.path, "a") as f:
+            if new:
+                f.write("epoch,seconds\n")
+            f.write(f"{epoch},{time.perf_counter() - self.start:.1f}\n")
+
+
+class KillAfter(keras.callbacks.Callback):
+    """SIGKILL this process once epoch `n` (1-based) is backed up: what the
+    resume test does to a training run."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 == self.n:
+            import signal
+
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- evaluate / translate --------------------------------------------------
+
+def _evaluate(model, src, tgt, config, sources, references, beam,
+              alpha=0.0):
+    translate_texts(model, src, tgt, sources[:8], config, beam=beam,
+                    alpha=alpha)  # compiles the decoder once
+    start = time.perf_counter()
+    hypotheses = translate_texts(model, src, tgt, sources, config,
+                                 beam=beam, alpha=alpha)
+    seconds = time.perf_counter() - start
+    scores = bleu_scores(hypotheses, references)
+    for name, (score, metric) in scores.items():
+        print(f"{name}: {score}  [{metric.get_signature()}]")
+    speed = len(sources) / seconds
+    print(f"decoding: {len(sources)} sentences in {seconds:.1f} s, "
+          f"{speed:.1f} sentences/s ({'beam ' + str(beam) if beam > 1 else 'greedy'}, "  # noqa: E501
+          "batch 64)")
+    return scores["BLEU"][0].score, speed
+
+
+def evaluate(args):
+    sources, references = read_pair(args.source, args.reference)
+    model, src, tgt, config = load(args.model)
+    if args.beam < 1:
+        raise AppError(f"--beam must be 1 (greedy) or more. Received: "
+                       f"{args.beam}")
+    bleu, _ = _evaluate(model, src, tgt, config, sources, references,
+                        args.beam, args.alpha)
+    if args.output:
+        hypotheses = translate_texts(model, src, tgt, sources, config,
+                                     beam=args.beam, alpha=args.alpha)
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write("".join(h + "\n" for h in hypotheses))
+    print(f"BLEU = {bleu:.2f}")
+
+
+def _stdin_lines():
+    raw = sys.stdin.buffer.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[:error.start].count(b"\n") + 1
+        raise AppError(f"stdin line {line} is not UTF-8 text (byte "
+                       f"{raw[error.start]:#04x})") from None
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            raise AppError(f"stdin line {i + 1} is empty")
+    return lines
+
+
+def translate(args):
+    model, src, tgt, config = load(args.model)
+    lines = _stdin_lines()
+    if not lines:
+        return
+    for line in translate_texts(model, src, tgt, lines, config,
+                                beam=args.beam, alpha=args.alpha):
+        print(line)
+
+
+# -- export ----------------------------------------------------------------
+
+def export(args):
+    from seqkeras.data import EOS, teacher_forcing
+    from seqkeras.export import export_and_verify, next_version, saved_model
+    from seqkeras.export.audit import audit_serving, fresh_translate
+
+    model, src, tgt, config = load(args.model)
+    out = args.out or os.path.join(args.model, "export")
+    sources, references = read_pair(args.source, args.reference)
+    texts = sources[:args.check]
+    name = "translate"
+    version = next_version(os.path.join(out, name))
+    path = saved_model(model, os.path.join(out, name, str(version)),
+                       translate={"source_tokenizer": src,
+                                  "target_tokenizer": tgt,
+                                  "max_length": config["target_length"],
+                                  "beam_width": args.beam,
+                                  "length_penalty_alpha": args.alpha})
+    print(f"SavedModel: {path} (signatures serving_default, translate)")
+    expected = translate_texts(model, src, tgt, texts, config,
+                               beam=args.beam, alpha=args.alpha)
+    served, seconds = fresh_translate(path, texts)
+    same = sum(a == b for a, b in zip(served, expected))
+    print(f"translate signature in a process without seqkeras: "
+          f"{same}/{len(texts)} strings equal to Keras (beam {args.beam})")
+    if same != len(texts):
+        for a, b in zip(served, expected):
+            if a != b:
+                raise RuntimeError(f"served {a!r} != Keras {b!r}")
+    audit = audit_serving(path)
+    print(f"serving audit: {len(audit['ops'])} ops, XLA-only: "
+          f"{audit['xla'] or 'none'}, TF Text ops: {audit['tf_text']}, "
+          "not in TF Serving's TF Text 2.12: "
+          f"{audit['tf_text_unsupported'] or 'none'}")
+    if audit["xla"] or audit["tf_text_unsupported"] or audit["no_kernel"]:
+        raise RuntimeError(f"not servable by TF Serving: {audit}")
+    ids = src.encode(texts[:8], add_eos=True).to_tensor(0).numpy()
+    tgt_ids = tgt.encode(references[:8], add_eos=True).to_tensor(0).numpy()
+    samples = [{"source_ids": ids[:1], "target_ids":
+                teacher_forcing(tgt_ids[:1])},
+               {"source_ids": ids, "target_ids": teacher_forcing(tgt_ids)}]
+    report = export_and_verify(
+        model, name + "-forward", samples, out,
+        generate={"max_length": config["target_length"],
+                  "beam_width": args.beam, "eos_id": EOS},
+        tolerance=1e-4)
+    report["translate_savedmodel"] = path
+    report["translate_fresh_process_equal"] = f"{same}/{len(texts)}"
+    report["translate_fresh_process_s"] = seconds
+    report["serving_ops"] = len(audit["ops"])
+    tflite_dir = os.path.dirname(report["tflite"])
+    for side, tok in (("source", src), ("target", tgt)):
+        shutil.copy(os.path.join(args.model, side, "vocabulary.txt"),
+                    os.path.join(tflite_dir, f"{side}_vocabulary.txt"))
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=2, default=str)
+    print("export report:")
+    for key, value in report.items():
+        print(f"  {key}: {value:.3g}" if isinstance(value, float)
+              else f"  {key}: {value}")
+
+
+# -- command line ----------------------------------------------------------
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="translate.py", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train a model")
+    t.add_argument("--model", choices=sorted(MODELS), required=True)
+    t.add_argument("--out", required=True, help="the model directory")
+    t.add_argument("--train-source", default=multi30k("train.de"))
+    t.add_argument("--train-target", default=multi30k("train.en"))
+    t.add_argument("--val-source", default=multi30k("val.de"))
+    t.add_argument("--val-target", default=multi30k("val.en"))
+    t.add_argument("--tokenizers", help="reuse the vocabularies of this "
+                   "model directory instead of learning them")
+    t.add_argument("--vocabulary-size", type=int, default=8000)
+    t.add_argument("--epochs", type=int, default=10)
+    t.add_argument("--batch", type=int, default=64)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--warmup", type=int, default=0,
+                   help="linear warm-up steps before the cosine decay")
+    t.add_argument("--max-length", type=int, default=64)
+    t.add_argument("--precision", default="float32",
+                   choices=("float32", "mixed_bfloat16"))
+    t.add_argument("--jit", default="on", choices=("on", "off"))
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--tiny", action="store_true",
+                   help="a model of a few thousand parameters (smoke runs)")
+    t.add_argument("--verbose", type=int, default=1,
+                   help="Keras fit verbosity (1: progress bar)")
+    t.add_argument("--evaluate-beams", type=int, nargs="*", default=[],
+                   help="after training, val BLEU with these beam widths")
+    t.set_defaults(func=train)
+    e = sub.add_parser("evaluate", help="BLEU on a line-aligned file pair")
+    e.add_argument("--model", required=True)
+    e.add_argument("--source", required=True)
+    e.add_argument("--reference", required=True)
+    e.add_argument("--beam", type=int, default=1, help="1: greedy")
+    e.add_argument("--alpha", type=float, default=0.0,
+                   help="beam length penalty exponent")
+    e.add_argument("--output", help="also write the translations here")
+    e.set_defaults(func=evaluate)
+    r = sub.add_parser("translate", help="stdin (German) -> stdout")
+    r.add_argument("--model", required=True)
+    r.add_argument("--beam", type=int, default=1)
+    r.add_argument("--alpha", type=float, default=0.0)
+    r.set_defaults(func=translate)
+    x = sub.add_parser("export", help="SavedModel, TFLite, ONNX, verified")
+    x.add_argument("--model", required=True)
+    x.add_argument("--out", help="default: MODEL/export")
+    x.add_argument("--source", default=multi30k("val.de"),
+                   help="sentences the export is checked on")
+    x.add_argument("--reference", default=multi30k("val.en"))
+    x.add_argument("--check", type=int, default=64,
+                   help="how many of them")
+    x.add_argument("--beam", type=int, default=4)
+    x.add_argument("--alpha", type=float, default=0.0)
+    x.set_defaults(func=export)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    for key in ("train_source", "train_target", "val_source", "val_target",
+                "source", "reference"):
+        if hasattr(args, key) and getattr(args, key) is None:
+            raise SystemExit(f"translate.py: error: --{key.replace('_', '-')}"
+                             " is needed (no ../shared/data/multi30k here)")
+    try:
+        args.func(args)
+    except AppError as error:
+        print(f"translate.py: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()
