@@ -7,9 +7,12 @@ written to a temporary directory and moved into place;
 `streaming_tflite(model, path)` (one-step TFLite models for recurrent
 models);
 `export_and_verify` writes all three and checks them in their runtimes;
+`audit_serving(path)` lists the ops the TF Serving binary would refuse;
 `python -m seqkeras.export` is the command line.
 """
 
+from seqkeras.export.audit import audit_serving
+from seqkeras.export.audit import fresh_translate
 from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
 from seqkeras.export.saved_model import saved_model
@@ -23,7 +26,7 @@ from seqkeras.export.tflite import tflite
 from seqkeras.export.verify import export_and_verify
 from seqkeras.export.verify import next_version
 
-__all__ = ["convert_builtin", "export_and_verify", "next_version", "onnx",
-           "op_names", "run_onnx", "run_tflite",
-           "run_tflite_signature", "saved_model", "serving_function",
-           "streaming_tflite", "tflite"]
+__all__ = ["audit_serving", "convert_builtin", "export_and_verify",
+           "fresh_translate", "next_version", "onnx", "op_names",
+           "run_onnx", "run_tflite", "run_tflite_signature", "saved_model",
+           "serving_function", "streaming_tflite", "tflite"]

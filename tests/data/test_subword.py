@@ -133,6 +133,38 @@ def test_translation_batches_are_padded_only_to_their_bucket(tok, capsys):
     assert seen == kept
 
 
+def test_pad_to_bucket_gives_one_shape_per_bucket(tok):
+    """With `pad_to_bucket` (what XLA training wants) every batch is
+    padded to its bucket's edge, so there are at most len(bounds) + 1
+    shapes; with `drop_remainder` every batch is full."""
+    from seqkeras.data import translation_dataset
+
+    rng = np.random.default_rng(2)
+    words = " ".join(CORPUS).split()
+    sources = [" ".join(rng.choice(words, rng.integers(1, 14)))
+               for _ in range(300)]
+    targets = [" ".join(rng.choice(words, rng.integers(1, 14)))
+               for _ in range(300)]
+    bounds, limit = (8, 16), 24
+    data, kept = translation_dataset(sources, targets, tok, tok,
+                                     batch_size=8, max_length=limit,
+                                     boundaries=bounds, pad_to_bucket=True,
+                                     drop_remainder=True, verbose=False)
+    shapes, seen = set(), 0
+    for x, y in data:
+        src, tin, y = (np.asarray(a) for a in (x["source_ids"],
+                                               x["target_ids"], y))
+        assert src.shape[0] == tin.shape[0] == y.shape[0] == 8
+        longer = np.maximum((src != PAD).sum(1), (y != PAD).sum(1))
+        edge = (bounds + (limit,))[_bucket(longer.max(), bounds)]
+        assert src.shape[1] == y.shape[1] == tin.shape[1] == edge
+        assert len({_bucket(n, bounds) for n in longer}) == 1
+        shapes.add(src.shape)
+        seen += 8
+    assert len(shapes) <= len(bounds) + 1
+    assert kept - 8 * (len(bounds) + 1) < seen <= kept
+
+
 def test_read_parallel_errors(tmp_path):
     from seqkeras.data import read_parallel
 

@@ -63,10 +63,40 @@ def test_translate_signature_equals_keras_without_seqkeras(exported,
 
 
 def test_translate_graph_is_servable(exported):
+    from seqkeras.export.audit import TF_SERVING_TF_TEXT_OPS, audit_serving
+
     _, _, _, path = exported
     ops = assert_servable(path)
     assert any(op.startswith("FastWordpiece") for op in ops)
     assert not any(op.startswith("Xla") for op in ops)
+    report = audit_serving(path)
+    assert set(report["ops"]) == ops
+    assert report["tf_text"] == ["FastWordpieceTokenizeWithOffsets",
+                                 "TFText>FastWordpieceDetokenize"]
+    assert set(report["tf_text"]) <= TF_SERVING_TF_TEXT_OPS
+    assert not (report["xla"] or report["tf_text_unsupported"]
+                or report["no_kernel"])
+
+
+def test_audit_flags_tf_text_ops_the_model_server_lacks(tmp_path):
+    """RoundRobinTrim is in TF Text but not in the model server's ops
+    (tensorflow/serving#4057): the audit must name it."""
+    import tensorflow_text as tf_text
+
+    from seqkeras.export.audit import audit_serving
+
+    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None],
+                                                      tf.int32)])
+    def trim(x):
+        return tf_text.RoundRobinTrimmer(max_seq_length=4).trim(
+            [x, x])[0].flat_values
+
+    module = tf.Module()
+    module.trim = trim
+    tf.saved_model.save(module, str(tmp_path), signatures={
+        "serving_default": trim.get_concrete_function()})
+    report = audit_serving(tmp_path)
+    assert report["tf_text_unsupported"] == ["TFText>RoundRobinTrim"]
 
 
 def test_translate_refuses_tokenizers_of_another_size(exported, tmp_path):
