@@ -295,7 +295,8 @@ def train(args):
         0.0 if warmup else args.lr, total - warmup, alpha=0.02,
         warmup_target=args.lr if warmup else None, warmup_steps=warmup)
     seqkeras.models.compile_model(model, learning_rate=schedule,
-                                  jit_compile=args.jit == "on")
+                                  jit_compile=args.jit == "on",
+                                  label_smoothing=args.label_smoothing)
     config = {
         "model": args.model, "builder": builder, "arguments": arguments,
         "max_length": args.max_length,
@@ -510,6 +511,101 @@ def export(args):
               else f"  {key}: {value}")
 
 
+# -- plots -----------------------------------------------------------------
+
+LENGTH_BINS = ((1, 8), (9, 12), (13, 16), (17, 20), (21, 25), (26, 99))
+
+
+def plot(args):
+    """BLEU by source length (words) for each model, on one plot, and an
+    attention heatmap for each recurrent model with attention."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import sacrebleu
+
+    sources, references = read_pair(args.source, args.reference)
+    lengths = np.array([len(s.split()) for s in sources])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    table = {}
+    for directory in args.models:
+        model, src, tgt, config = load(directory)
+        hyps = translate_texts(model, src, tgt, sources, config,
+                               beam=args.beam)
+        scores, counts = [], []
+        for lo, hi in LENGTH_BINS:
+            idx = np.flatnonzero((lengths >= lo) & (lengths <= hi))
+            counts.append(len(idx))
+            scores.append(sacrebleu.corpus_bleu(
+                [hyps[i] for i in idx],
+                [[references[i] for i in idx]]).score if len(idx) else
+                np.nan)
+        label = config["model"]
+        table[label] = scores
+        ax.plot(range(len(LENGTH_BINS)), scores, "o-", label=label)
+        if config["arguments"].get("attention"):
+            heatmap(model, src, tgt, config, sources[args.sentence],
+                    os.path.join(args.out, f"attention-{label}.png"))
+    ax.set_xticks(range(len(LENGTH_BINS)), [
+        f"{lo}-{hi}\n({n})" if hi < 99 else f"{lo}+\n({n})"
+        for (lo, hi), n in zip(LENGTH_BINS, counts)])
+    ax.set_xlabel("source sentence length in words (sentences)")
+    ax.set_ylabel("sacreBLEU (cased)")
+    ax.set_title(f"Multi30k de-en val: BLEU by source length "
+                 f"({'greedy' if args.beam == 1 else f'beam {args.beam}'})")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bleu-by-length.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print("BLEU by source length (words):", [
+        f"{lo}-{hi}" for lo, hi in LENGTH_BINS], "sentences", counts)
+    for label, scores in table.items():
+        print(f"  {label}: " + " ".join(f"{x:.1f}" for x in scores))
+    print(f"plot: {path}")
+
+
+def heatmap(model, src, tgt, config, text, path):
+    """The decoder's attention weights over the source pieces while it
+    translates `text` greedily."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import seqkeras
+    from seqkeras.data import BOS, EOS
+
+    ids = src.encode([text], add_eos=True).numpy()[0]
+    out = np.asarray(seqkeras.models.generate(
+        model, ids[None].astype("int32"),
+        max_length=config["target_length"]))[0, 1:]
+    n = int(np.argmax(out == EOS)) + 1 if (out == EOS).any() else len(out)
+    out = out[:n]
+    dec_in = np.concatenate([[BOS], out[:-1]])[None].astype("int32")
+    _, weights = seqkeras.models.attention_model(model).predict(
+        {"source_ids": ids[None].astype("int32"), "target_ids": dec_in},
+        verbose=0)
+    w = np.asarray(weights)[0]
+    fig, ax = plt.subplots(figsize=(max(5, len(ids) * 0.45),
+                                    max(4, n * 0.35)))
+    ax.imshow(w, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(ids)), [src.vocabulary[i] for i in ids],
+                  rotation=60, ha="right")
+    ax.set_yticks(range(n), [tgt.vocabulary[i] for i in out])
+    ax.set_xlabel("German source pieces")
+    ax.set_ylabel("English output pieces")
+    ax.set_title("additive attention weights (Multi30k val)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"attention heatmap: {path} ({text!r} -> "
+          f"{tgt.decode(out[None]).numpy()[0].decode()!r})")
+
+
 # -- command line ----------------------------------------------------------
 
 def parser():
@@ -531,6 +627,7 @@ def parser():
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--warmup", type=int, default=0,
                    help="linear warm-up steps before the cosine decay")
+    t.add_argument("--label-smoothing", type=float, default=0.0)
     t.add_argument("--max-length", type=int, default=64)
     t.add_argument("--precision", default="float32",
                    choices=("float32", "mixed_bfloat16"))
@@ -568,6 +665,16 @@ def parser():
     x.add_argument("--beam", type=int, default=4)
     x.add_argument("--alpha", type=float, default=0.0)
     x.set_defaults(func=export)
+    g = sub.add_parser("plot", help="BLEU by source length, attention "
+                       "heatmaps")
+    g.add_argument("--models", nargs="+", required=True)
+    g.add_argument("--source", default=multi30k("val.de"))
+    g.add_argument("--reference", default=multi30k("val.en"))
+    g.add_argument("--beam", type=int, default=1)
+    g.add_argument("--sentence", type=int, default=1,
+                   help="which source line the heatmap shows (0-based)")
+    g.add_argument("--out", required=True, help="a directory for the PNGs")
+    g.set_defaults(func=plot)
     return p
 
 

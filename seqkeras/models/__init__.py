@@ -29,6 +29,7 @@ from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.training import MaskedAccuracy
 from seqkeras.models.training import MaskedPerplexity
 from seqkeras.models.training import ResetStatesAtEpochStart
+from seqkeras.models.training import SmoothedTokenCrossEntropy
 from seqkeras.models.training import compile_model
 from seqkeras.models.training import infer_task
 from seqkeras.models.training import masked_loss
@@ -38,7 +39,8 @@ __all__ = [
     "Classifier", "ConditionedDecoder", "Forecaster", "LanguageModel",
     "MaskedAccuracy", "MaskedPerplexity", "RecurrentLanguageModel",
     "RecurrentSeq2Seq", "ResetStatesAtEpochStart", "Seq2Seq",
-    "SequenceModel", "Tagger", "TransformerLanguageModel",
+    "SequenceModel", "SmoothedTokenCrossEntropy", "Tagger",
+    "TransformerLanguageModel",
     "TransformerSeq2Seq", "attention_model", "check_token_ids",
     "classifier", "compile_model", "conditioned_decoder", "decoder_step",
     "forecaster", "generate", "infer_task", "masked_loss", "reset_states",

@@ -80,8 +80,68 @@ class MaskedPerplexity(keras.metrics.Mean):
         return {**super().get_config(), "pad_id": self.pad_id}
 
 
-def masked_loss(pad_id=PAD):
-    """Sparse cross-entropy from logits, ignoring padding targets."""
+@keras.saving.register_keras_serializable(package="seqkeras")
+class SmoothedTokenCrossEntropy(keras.losses.Loss):
+    """Sparse cross-entropy from logits with label smoothing, averaged over
+    the non-padding targets: `(1 - e) * -log p(y) + e * mean_v -log p(v)`
+    (the smoothed target puts `1 - e + e / V` on `y` and `e / V` on every
+    other token, as `keras.losses.CategoricalCrossentropy(label_smoothing=
+    e)` does, without the one-hot (batch, time, V) tensor). Computed in
+    float32 under mixed precision.
+
+    Keras' `SparseCategoricalCrossentropy` takes no `label_smoothing` and
+    `CategoricalCrossentropy` needs one-hot targets, hence this loss.
+
+    Args:
+        label_smoothing: `e`, in [0, 1).
+        pad_id: the target id to ignore.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.models import SmoothedTokenCrossEntropy
+    >>> loss = SmoothedTokenCrossEntropy(label_smoothing=0.1)
+    >>> logits = np.zeros((1, 2, 4), "float32")  # uniform over 4 tokens
+    >>> round(float(loss(np.array([[3, 0]]), logits)), 4)  # log(4)
+    1.3863
+    """
+
+    def __init__(self, label_smoothing=0.1, pad_id=PAD,
+                 name="smoothed_token_cross_entropy", **kwargs):
+        if not 0.0 <= float(label_smoothing) < 1.0:
+            raise ValueError(
+                "`SmoothedTokenCrossEntropy` expects `label_smoothing` in "
+                f"[0, 1). Received: label_smoothing={label_smoothing!r}")
+        super().__init__(name=name, **kwargs)
+        self.label_smoothing = float(label_smoothing)
+        self.pad_id = pad_id
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        logits = ops.cast(y_pred, "float32")
+        log_p = logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+        nll = -ops.squeeze(ops.take_along_axis(
+            log_p, ops.expand_dims(ops.maximum(y_true, 0), -1), axis=-1),
+            -1)
+        loss = ((1.0 - self.label_smoothing) * nll
+                - self.label_smoothing * ops.mean(log_p, axis=-1))
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        # the default reduction averages over every position; scaling by
+        # all / valid makes it the mean over the valid targets
+        total = ops.cast(ops.size(mask), "float32")
+        return loss * mask * total / ops.maximum(ops.sum(mask), 1.0)
+
+    def get_config(self):
+        return {**super().get_config(),
+                "label_smoothing": self.label_smoothing,
+                "pad_id": self.pad_id}
+
+
+def masked_loss(pad_id=PAD, label_smoothing=0.0):
+    """Sparse cross-entropy from logits, ignoring padding targets; with
+    `label_smoothing` > 0 a `SmoothedTokenCrossEntropy`."""
+    if label_smoothing:
+        return SmoothedTokenCrossEntropy(label_smoothing, pad_id)
     return keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, ignore_class=pad_id)
 
@@ -146,7 +206,7 @@ def _check_task(model, task):
 
 def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
                   weight_decay=0.0, jit_compile=True, optimizer=None,
-                  **kwargs):
+                  label_smoothing=0.0, **kwargs):
     """Compiles `model` with seqkeras' defaults: Adam(W) with gradient
     clipping by global norm, XLA, and the task's loss and metrics.
 
@@ -167,6 +227,8 @@ def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
         weight_decay: decoupled weight decay (AdamW) when > 0.
         jit_compile: compile the train step with XLA.
         optimizer: use this optimizer instead.
+        label_smoothing: task `"tokens"`: smooth the targets by this much
+            (`SmoothedTokenCrossEntropy`); the metrics stay unsmoothed.
         **kwargs: passed to `model.compile` (e.g. `steps_per_execution`).
 
     Returns:
@@ -193,6 +255,11 @@ def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
             f"one of {TASKS}. Received: task={task!r}")
     else:
         _check_task(model, task)
+    if label_smoothing and task != "tokens":
+        raise ValueError(
+            "`compile_model` applies `label_smoothing` to the \"tokens\" "
+            f"task only. Received: label_smoothing={label_smoothing!r} for "
+            f"task={task!r}")
     if optimizer is None:
         clip = {} if clipnorm is None else {"global_clipnorm": clipnorm}
         if weight_decay:
@@ -201,7 +268,8 @@ def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
         else:
             optimizer = keras.optimizers.Adam(learning_rate, **clip)
     if task == "tokens":
-        loss, metrics = masked_loss(), [MaskedAccuracy(), MaskedPerplexity()]
+        loss = masked_loss(label_smoothing=label_smoothing)
+        metrics = [MaskedAccuracy(), MaskedPerplexity()]
     elif task == "classes":
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
