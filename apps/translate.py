@@ -527,6 +527,7 @@ def plot(args):
 
     sources, references = read_pair(args.source, args.reference)
     lengths = np.array([len(s.split()) for s in sources])
+    os.makedirs(args.out, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4))
     table = {}
     for directory in args.models:
@@ -557,7 +558,6 @@ def plot(args):
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bleu-by-length.png")
     fig.savefig(path, dpi=100)
     plt.close(fig)
