@@ -3,6 +3,7 @@
 from seqkeras.layers.attention import Attention
 from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.attention_decoder import AttentionDecoder
+from seqkeras.layers.crf import CRF
 from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
@@ -20,6 +21,7 @@ __all__ = [
     "Attention",
     "AttentionDecoder",
     "Bidirectional",
+    "CRF",
     "GRUCell",
     "LSTMCell",
     "MultiHeadAttention",

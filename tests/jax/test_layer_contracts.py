@@ -24,3 +24,7 @@ from tests.layers.test_recurrent import (  # noqa: E402,F401
     test_wrapper_layer_contract)
 from tests.layers.test_transformer import (  # noqa: E402,F401
     test_decoder_layer_contract, test_encoder_layer_contract)
+from tests.layers.test_crf import (  # noqa: E402,F401
+    case, test_against_brute_force, test_contract_and_errors,
+    test_loss_trains_under_xla_beyond_any_per_token_rule,
+    test_padding_changes_nothing)
