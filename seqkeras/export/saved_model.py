@@ -47,6 +47,8 @@ def serving_function(model, check=True):
         if check:
             inputs = checked_inputs(model, inputs, "serving_default")
         outputs = call_model(model, inputs, training=False)
+        if isinstance(outputs, dict):  # a model with named outputs
+            return dict(outputs)
         outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
         return dict(zip(names, outputs))
 

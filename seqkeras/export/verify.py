@@ -83,6 +83,14 @@ def _check_generate(model, reloaded, samples, options, vocabulary, texts):
     return report
 
 
+def _main_output(model, outputs):
+    """The first output (`model.output_names[0]`), whether the model
+    returns one tensor, a list or a dict of named outputs."""
+    if isinstance(outputs, dict):
+        return outputs[model.output_names[0]]
+    return outputs[0] if isinstance(outputs, (list, tuple)) else outputs
+
+
 def _shown(path):
     """`path` relative to the working directory when it lies below it."""
     relative = os.path.relpath(path)
@@ -223,7 +231,7 @@ def _export_and_verify(scratch, model, name, samples, out_dir, tolerance,
     scale = 1.0
     for sample in samples:
         sample = _as_dict(model, sample)
-        expected = np.asarray(call_model(model, sample))
+        expected = np.asarray(_main_output(model, call_model(model, sample)))
         scale = max(scale, float(np.max(np.abs(expected))))
         for kind, run in runners.items():
             diffs[kind] = max(diffs[kind], float(np.max(np.abs(
@@ -240,7 +248,8 @@ def _export_and_verify(scratch, model, name, samples, out_dir, tolerance,
     if quantize and "tflite" in formats:
         if metric is not None:
             report["keras_metric"] = float(metric(
-                lambda inputs: np.asarray(call_model(model, inputs))))
+                lambda inputs: np.asarray(_main_output(
+                    model, call_model(model, inputs)))))
         for mode in quantize:
             small = convert_builtin(tflite_graph, quantize=mode)
             q_path = os.path.join(os.path.dirname(report["tflite"]),

@@ -60,7 +60,8 @@ class CRF(keras.layers.Layer):
         mask: optional bool (batch, time), right padding.
 
     Returns:
-        int32 (batch, time): the best tag sequence (0 at padded steps).
+        int32 (batch, time): the best tag sequence (0 at padded steps);
+        zeros in a training call (`fit` needs only the loss).
 
     Other methods: `log_likelihood(emissions, tags, mask)` (batch,),
     `log_partition(emissions, mask)` (batch,), `loss(emissions, tags,
@@ -256,7 +257,9 @@ class CRF(keras.layers.Layer):
         tags = ops.where(mask, tags, 0)
         return tags, ops.where(mask[:, 0], scores, 0.0)
 
-    def call(self, emissions, mask=None):
+    def call(self, emissions, mask=None, training=None):
+        if training:  # a training step needs the scores, not the path
+            return ops.zeros(ops.shape(emissions)[:2], "int32")
         return self.viterbi(emissions, mask)[0]
 
     def compute_mask(self, inputs, mask=None):

@@ -5,6 +5,7 @@ streaming contract."""
 
 from seqkeras.models.base import SequenceModel
 from seqkeras.models.base import check_token_ids
+from seqkeras.models.classification import CRFTagger
 from seqkeras.models.classification import Classifier
 from seqkeras.models.classification import Tagger
 from seqkeras.models.classification import classifier
@@ -36,7 +37,8 @@ from seqkeras.models.training import masked_loss
 from seqkeras.models.training import reset_states
 
 __all__ = [
-    "Classifier", "ConditionedDecoder", "Forecaster", "LanguageModel",
+    "CRFTagger", "Classifier", "ConditionedDecoder", "Forecaster",
+    "LanguageModel",
     "MaskedAccuracy", "MaskedPerplexity", "RecurrentLanguageModel",
     "RecurrentSeq2Seq", "ResetStatesAtEpochStart", "Seq2Seq",
     "SequenceModel", "SmoothedTokenCrossEntropy", "Tagger",

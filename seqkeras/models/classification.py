@@ -1,8 +1,10 @@
 """`classifier` (seq2vec) and `tagger` (one label per token)."""
 
 import keras
+from keras import ops
 
 from seqkeras import layers as sk
+from seqkeras.data.tokens import PAD
 from seqkeras.layers.pooling import MODES as POOLINGS
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
@@ -22,6 +24,31 @@ class Classifier(ChainStreaming, SequenceModel):
 class Tagger(ChainStreaming, SequenceModel):
     """`tagger`'s class: `token_ids` -> one tag's `logits` per token. With
     a one-direction recurrent backbone it streams a tag per token."""
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class CRFTagger(SequenceModel):
+    """`tagger(..., crf=True)`'s class: `token_ids` -> `{"logits": the
+    emission scores (batch, time, num_tags), "tags": the Viterbi tags
+    (batch, time)}`. Part `crf` (`seqkeras.layers.CRF`). Its loss is the
+    CRF's negative log-likelihood (`compute_loss`; labels are tag ids with
+    0 at padding, as for `Tagger`), so `compile_model` compiles it without
+    a Keras loss or metrics. During `fit` the `tags` output is not
+    computed (zeros): training needs only the emissions. Viterbi needs the
+    whole sequence: it does not stream."""
+
+    own_loss = True
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+                     training=True):
+        ids = x[self.inputs[0].name] if isinstance(x, dict) else x
+        emissions = (y_pred["logits"] if isinstance(y_pred, dict)
+                     else y_pred[0])
+        mask = ops.not_equal(ops.cast(ids, "int32"), PAD)
+        loss = self.part("crf").loss(emissions, y, mask)
+        if self.losses:
+            loss = loss + ops.sum(ops.stack(self.losses))
+        return loss
 
 
 def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
@@ -104,16 +131,20 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
 
 def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
            num_layers=1, bidirectional=True, dropout=0.0, num_heads=4,
-           intermediate_dim=None, max_length=512):
+           intermediate_dim=None, max_length=512, crf=False):
     """Sequence tagger: one label per token (e.g. named entities).
 
     Args: as `classifier`, with `num_tags` labels and no pooling;
         bidirectional by default (a tag may depend on the right context).
+        crf: put a linear-chain CRF (`seqkeras.layers.CRF`) on the logits:
+            trained by its log-likelihood, decoded by Viterbi.
 
     Returns:
         A `Tagger` (a functional `keras.Model`): input `token_ids`
         (batch, time), output `logits`
-        (batch, time, num_tags) carrying the padding mask.
+        (batch, time, num_tags) carrying the padding mask. With `crf`, a
+        `CRFTagger` with outputs `logits` and `tags` (the Viterbi path,
+        int32 (batch, time), 0 at padding).
 
     Example:
 
@@ -129,5 +160,12 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
                    units, num_layers, bidirectional, dropout, num_heads,
                    intermediate_dim, max_length, return_sequences=True)
     logits = bb.logits_head(x, num_tags)
+    if crf:
+        layer = sk.CRF(num_tags, name="crf")
+        tags = layer(logits)
+        return CRFTagger(token_ids, {"logits": logits, "tags": tags},
+                         name=name, vocabulary_sizes={"token_ids":
+                                                      vocab_size},
+                         parts={"crf": layer})
     return Tagger(token_ids, logits, name=name,
-                         vocabulary_sizes={"token_ids": vocab_size})
+                  vocabulary_sizes={"token_ids": vocab_size})

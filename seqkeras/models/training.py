@@ -267,6 +267,16 @@ def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
                 learning_rate, weight_decay=weight_decay, **clip)
         else:
             optimizer = keras.optimizers.Adam(learning_rate, **clip)
+    if getattr(model, "own_loss", False):  # e.g. a CRFTagger
+        if label_smoothing:
+            raise ValueError(
+                f"`compile_model`: {type(model).__name__} computes its own "
+                "loss; `label_smoothing` does not apply")
+        kwargs.setdefault("loss", None)
+        kwargs.setdefault("metrics", None)
+        model.compile(optimizer=optimizer, jit_compile=jit_compile,
+                      **kwargs)
+        return model
     if task == "tokens":
         loss = masked_loss(label_smoothing=label_smoothing)
         metrics = [MaskedAccuracy(), MaskedPerplexity()]
