@@ -13,6 +13,7 @@ from seqkeras.data.synthetic import adding_problem
 from seqkeras.data.synthetic import copy_task
 from seqkeras.data.synthetic import dates
 from seqkeras.data.synthetic import multi_seasonal_series
+from seqkeras.data.conll import read_conll
 from seqkeras.data.pipelines import read_lines
 from seqkeras.data.pipelines import read_parallel
 from seqkeras.data.pipelines import translation_dataset
@@ -24,7 +25,7 @@ from seqkeras.data.text import shared_data_dir
 __all__ = [
     "BOS", "CharVocabulary", "EOS", "PAD", "SubwordTokenizer", "UNK",
     "adding_problem", "copy_task", "dates", "forecast_windows",
-    "multi_seasonal_series", "read_lines", "read_parallel",
+    "multi_seasonal_series", "read_conll", "read_lines", "read_parallel",
     "read_tinyshakespeare", "shared_data_dir", "tbptt_windows",
     "teacher_forcing", "tokens", "translation_dataset",
 ]

@@ -13,9 +13,9 @@ import tensorflow as tf
 from seqkeras.data.tokens import PAD
 
 
-def read_lines(path, name="read_lines"):
-    """The lines of the UTF-8 text file `path` (newline stripped); a clear
-    error for a missing file, bytes that are not UTF-8, or an empty line."""
+def _read_text(path, name):
+    """The UTF-8 text of `path`, with one-line errors for a missing file,
+    a directory, and bytes that are not UTF-8 (line number and byte)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -30,6 +30,13 @@ def read_lines(path, name="read_lines"):
         line = raw[:error.start].count(b"\n") + 1
         raise ValueError(f"`{name}`: {path} line {line} is not UTF-8 text "
                          f"(byte {raw[error.start]:#04x})") from None
+    return text.replace("\r\n", "\n")
+
+
+def read_lines(path, name="read_lines"):
+    """The lines of the UTF-8 text file `path` (newline stripped); a clear
+    error for a missing file, bytes that are not UTF-8, or an empty line."""
+    text = _read_text(path, name)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline
