@@ -1,7 +1,9 @@
 """German -> English translation (Multi30k) with seqkeras: a recurrent
 seq2seq without attention, with additive attention, or a Transformer.
 
-    python apps/translate.py train --model transformer --out runs/transformer
+    python apps/translate.py vocabulary --out runs/vocab    # once
+    python apps/translate.py train --model transformer --out runs/transformer \\
+        --tokenizers runs/vocab
     python apps/translate.py evaluate --model runs/transformer \\
         --source ../shared/data/multi30k/val.de \\
         --reference ../shared/data/multi30k/val.en --beam 4
@@ -203,6 +205,16 @@ def _tokenizers(args, sources, targets):
           f"{time.perf_counter() - start:.0f} s: {src.vocabulary_size} "
           f"German, {tgt.vocabulary_size} English tokens")
     return src, tgt
+
+
+def vocabulary(args):
+    """Learns the two WordPiece vocabularies once, for several `train`
+    runs (`--tokenizers DIR`)."""
+    sources, targets = read_pair(args.train_source, args.train_target)
+    args.tokenizers = None
+    src, tgt = _tokenizers(args, sources, targets)
+    print("wrote", src.save(os.path.join(args.out, "source")),
+          tgt.save(os.path.join(args.out, "target")))
 
 
 def _best_so_far(history):
@@ -640,6 +652,13 @@ def parser():
     t.add_argument("--evaluate-beams", type=int, nargs="*", default=[],
                    help="after training, val BLEU with these beam widths")
     t.set_defaults(func=train)
+    v = sub.add_parser("vocabulary", help="learn the WordPiece "
+                       "vocabularies once (for train --tokenizers)")
+    v.add_argument("--out", required=True)
+    v.add_argument("--train-source", default=multi30k("train.de"))
+    v.add_argument("--train-target", default=multi30k("train.en"))
+    v.add_argument("--vocabulary-size", type=int, default=8000)
+    v.set_defaults(func=vocabulary)
     e = sub.add_parser("evaluate", help="BLEU on a line-aligned file pair")
     e.add_argument("--model", required=True)
     e.add_argument("--source", required=True)

@@ -174,6 +174,8 @@ def test_bad_input_to_every_subcommand(trained, data, tmp_path, capsys,
         (_train_args(data, d / "o") + ["--train-source", missing],
          "no such file"),
         (_train_args(data, d / "o") + ["--val-target", empty], "is empty"),
+        (["vocabulary", "--out", str(d / "v"), "--train-source", latin1,
+          "--train-target", good_en], "not UTF-8"),
     ]
     for argv, needle in cases:
         code, _, err = _run(argv, capsys)
