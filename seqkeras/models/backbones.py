@@ -83,7 +83,12 @@ def transformer_stack(x, num_layers, num_heads, intermediate_dim, dropout,
 def position_layer(kind, max_length, name):
     if kind == "learned":
         return sk.PositionalEmbedding(max_length, name=name)
-    return sk.SinusoidalPositionalEncoding(name=name)
+    # the paper's sqrt(d) scaling of the embeddings: without it Keras'
+    # embedding initializer (|w| <= 0.05) leaves the token signal ~20x
+    # below the sinusoids' and training starts slowly (measured on
+    # Multi30k: val perplexity 39 after 3 epochs where the attention RNN
+    # had 8)
+    return sk.SinusoidalPositionalEncoding(scale_inputs=True, name=name)
 
 
 def positions(x, kind, max_length, name):

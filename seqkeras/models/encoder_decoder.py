@@ -336,7 +336,8 @@ def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
         max_length: the longest source or target (learned positions).
         num_layers: blocks on each side.
         num_heads, hidden_dim, intermediate_dim, dropout, activation.
-        positional: `"sinusoidal"` (the paper) or `"learned"`.
+        positional: `"sinusoidal"` (the paper: embeddings scaled by
+            sqrt(hidden_dim), then the sinusoids added) or `"learned"`.
         norm_first: pre-LN instead of the paper's post-LN.
         tie_weights: output layer = transposed target embedding.
 

@@ -147,7 +147,8 @@ def transformer_language_model(vocab_size, max_length, num_layers=4,
         num_layers, num_heads, hidden_dim: blocks, heads, model width.
         intermediate_dim: feed-forward width (default 4 * hidden_dim).
         dropout: dropout in the blocks.
-        positional: `"learned"` or `"sinusoidal"`.
+        positional: `"learned"` or `"sinusoidal"` (embeddings scaled by
+            sqrt(hidden_dim), then the sinusoids added, as the paper).
         norm_first: pre-LN blocks (GPT-2) or post-LN (the original paper).
         activation: `"gelu"` or `"relu"`.
         tie_weights: output layer = transposed token embedding.
