@@ -355,7 +355,8 @@ def train(args):
         model, src, tgt, config = load(out)
         results = {}
         for beam in args.evaluate_beams:
-            score, speed = _evaluate(model, src, tgt, config, val_sources,
+            score, speed, _ = _evaluate(model, src, tgt, config,
+                                        val_sources,
                                      val_targets, beam)
             results[f"beam{beam}"] = {"bleu": score, "sentences_per_s":
                                       speed}
@@ -414,7 +415,7 @@ def _evaluate(model, src, tgt, config, sources, references, beam,
     print(f"decoding: {len(sources)} sentences in {seconds:.1f} s, "
           f"{speed:.1f} sentences/s ({'beam ' + str(beam) if beam > 1 else 'greedy'}, "  # noqa: E501
           "batch 64)")
-    return scores["BLEU"][0].score, speed
+    return scores["BLEU"][0].score, speed, hypotheses
 
 
 def evaluate(args):
@@ -423,31 +424,22 @@ def evaluate(args):
     if args.beam < 1:
         raise AppError(f"--beam must be 1 (greedy) or more. Received: "
                        f"{args.beam}")
-    bleu, _ = _evaluate(model, src, tgt, config, sources, references,
-                        args.beam, args.alpha)
+    bleu, _, hypotheses = _evaluate(model, src, tgt, config, sources,
+                                    references, args.beam, args.alpha)
     if args.output:
-        hypotheses = translate_texts(model, src, tgt, sources, config,
-                                     beam=args.beam, alpha=args.alpha)
         with open(args.output, "w", encoding="utf-8") as f:
             f.write("".join(h + "\n" for h in hypotheses))
     print(f"BLEU = {bleu:.2f}")
 
 
 def _stdin_lines():
-    raw = sys.stdin.buffer.read()
+    from seqkeras.data.pipelines import text_lines
+
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[:error.start].count(b"\n") + 1
-        raise AppError(f"stdin line {line} is not UTF-8 text (byte "
-                       f"{raw[error.start]:#04x})") from None
-    lines = [line.rstrip("\r") for line in text.split("\n")]
-    if lines and lines[-1] == "":
-        lines.pop()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            raise AppError(f"stdin line {i + 1} is empty")
-    return lines
+        return text_lines(sys.stdin.buffer.read(), "stdin",
+                          name="translate.py", allow_empty_input=True)
+    except ValueError as error:
+        raise AppError(str(error)) from None
 
 
 def translate(args):
@@ -512,7 +504,7 @@ def export(args):
     report["translate_fresh_process_s"] = seconds
     report["serving_ops"] = len(audit["ops"])
     tflite_dir = os.path.dirname(report["tflite"])
-    for side, tok in (("source", src), ("target", tgt)):
+    for side in ("source", "target"):
         shutil.copy(os.path.join(args.model, side, "vocabulary.txt"),
                     os.path.join(tflite_dir, f"{side}_vocabulary.txt"))
     with open(os.path.join(out, "report.json"), "w") as f:

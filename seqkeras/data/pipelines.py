@@ -13,9 +13,21 @@ import tensorflow as tf
 from seqkeras.data.tokens import PAD
 
 
-def _read_text(path, name):
-    """The UTF-8 text of `path`, with one-line errors for a missing file,
-    a directory, and bytes that are not UTF-8 (line number and byte)."""
+def _decode(raw, source, name):
+    """UTF-8 text of `raw` bytes (CRLF as LF); a one-line error naming
+    `source`, the line and the byte otherwise."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[:error.start].count(b"\n") + 1
+        raise ValueError(f"`{name}`: {source} line {line} is not UTF-8 text "
+                         f"(byte {raw[error.start]:#04x})") from None
+    return text.replace("\r\n", "\n")
+
+
+def _read_bytes(path, name):
+    """The bytes of `path`; one-line errors for a missing file and a
+    directory."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -24,29 +36,43 @@ def _read_text(path, name):
     except IsADirectoryError:
         raise ValueError(f"`{name}`: {path} is a directory, not a text "
                          "file") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[:error.start].count(b"\n") + 1
-        raise ValueError(f"`{name}`: {path} line {line} is not UTF-8 text "
-                         f"(byte {raw[error.start]:#04x})") from None
-    return text.replace("\r\n", "\n")
+    return raw
 
 
-def read_lines(path, name="read_lines"):
-    """The lines of the UTF-8 text file `path` (newline stripped); a clear
-    error for a missing file, bytes that are not UTF-8, or an empty line."""
-    text = _read_text(path, name)
-    lines = text.split("\n")
+def _read_text(path, name):
+    """The UTF-8 text of `path`, with one-line errors for a missing file,
+    a directory, and bytes that are not UTF-8 (line number and byte)."""
+    return _decode(_read_bytes(path, name), path, name)
+
+
+def text_lines(raw, source, name="text_lines", allow_empty_input=False):
+    """The lines of UTF-8 `raw` bytes (newline stripped, LF or CRLF) read
+    from `source` (a path, or e.g. "stdin", for the messages); a one-line
+    ValueError for bytes that are not UTF-8, an empty line, or (unless
+    `allow_empty_input`) no line at all.
+
+    Example:
+
+    >>> from seqkeras.data.pipelines import text_lines
+    >>> text_lines(b"Ein Hund.\\r\\nZwei Katzen.\\n", "stdin")
+    ['Ein Hund.', 'Zwei Katzen.']
+    """
+    lines = _decode(raw, source, name).split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline
     lines = [line.rstrip("\r") for line in lines]
     for i, line in enumerate(lines):
         if not line.strip():
-            raise ValueError(f"`{name}`: {path} line {i + 1} is empty")
-    if not lines:
-        raise ValueError(f"`{name}`: {path} has no lines")
+            raise ValueError(f"`{name}`: {source} line {i + 1} is empty")
+    if not lines and not allow_empty_input:
+        raise ValueError(f"`{name}`: {source} has no lines")
     return lines
+
+
+def read_lines(path, name="read_lines"):
+    """The lines of the UTF-8 text file `path` (newline stripped); a clear
+    error for a missing file, bytes that are not UTF-8, or an empty line."""
+    return text_lines(_read_bytes(path, name), path, name)
 
 
 def read_parallel(source_path, target_path, name="read_parallel"):

@@ -90,6 +90,17 @@ def test_bad_vocabularies_and_arguments(tmp_path):
 
 
 # --- the translation pipeline -----------------------------------------------
+def _random_pairs(n, seed):
+    """n (source, target) lines of 1-13 random corpus words each."""
+    rng = np.random.default_rng(seed)
+    words = " ".join(CORPUS).split()
+    sources = [" ".join(rng.choice(words, rng.integers(1, 14)))
+               for _ in range(n)]
+    targets = [" ".join(rng.choice(words, rng.integers(1, 14)))
+               for _ in range(n)]
+    return sources, targets
+
+
 def _bucket(n, bounds):
     return sum(n > b for b in bounds)
 
@@ -97,12 +108,7 @@ def _bucket(n, bounds):
 def test_translation_batches_are_padded_only_to_their_bucket(tok, capsys):
     from seqkeras.data import translation_dataset
 
-    rng = np.random.default_rng(0)
-    words = " ".join(CORPUS).split()
-    sources = [" ".join(rng.choice(words, rng.integers(1, 14)))
-               for _ in range(200)]
-    targets = [" ".join(rng.choice(words, rng.integers(1, 14)))
-               for _ in range(200)]
+    sources, targets = _random_pairs(200, seed=0)
     bounds = (8, 16)
     data, kept = translation_dataset(sources, targets, tok, tok,
                                      batch_size=16, max_length=24,
@@ -139,12 +145,7 @@ def test_pad_to_bucket_gives_one_shape_per_bucket(tok):
     shapes; with `drop_remainder` every batch is full."""
     from seqkeras.data import translation_dataset
 
-    rng = np.random.default_rng(2)
-    words = " ".join(CORPUS).split()
-    sources = [" ".join(rng.choice(words, rng.integers(1, 14)))
-               for _ in range(300)]
-    targets = [" ".join(rng.choice(words, rng.integers(1, 14)))
-               for _ in range(300)]
+    sources, targets = _random_pairs(300, seed=2)
     bounds, limit = (8, 16), 24
     data, kept = translation_dataset(sources, targets, tok, tok,
                                      batch_size=8, max_length=limit,

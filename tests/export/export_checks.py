@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqkeras.export import convert_builtin, op_names, run_tflite
+from seqkeras.export.audit import serving_ops
 
 
 def assert_builtin_only(flatbuffer, required=()):
@@ -31,26 +32,6 @@ def check_export(model, path, features, rng, shapes=((1, 7), (4, 13)),
         (got,) = run_tflite(flatbuffer, x)
         np.testing.assert_allclose(got, expected, atol=1e-5)
     return flatbuffer
-
-
-def serving_ops(path):
-    """Every op in a SavedModel's graphs (every signature and every
-    function in the library), library function calls excluded."""
-    import os
-
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    saved = saved_model_pb2.SavedModel()
-    with open(os.path.join(str(path), "saved_model.pb"), "rb") as f:
-        saved.ParseFromString(f.read())
-    ops = set()
-    for graph in saved.meta_graphs:
-        library = {f.signature.name for f in graph.graph_def.library.function}
-        ops |= {n.op for n in graph.graph_def.node}
-        for function in graph.graph_def.library.function:
-            ops |= {n.op for n in function.node_def}
-        ops -= library
-    return ops
 
 
 def assert_servable(path):
