@@ -37,7 +37,6 @@ and exit status 2.
 """
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -45,9 +44,13 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+
+import common  # noqa: E402
+from common import AppError  # noqa: E402
 
 MODELS = {
     # builder, arguments (the vocabulary sizes and max_length are added)
@@ -69,20 +72,13 @@ TINY = {  # --tiny: smoke runs and tests
     "transformer_seq2seq": {"num_layers": 1, "num_heads": 2,
                             "hidden_dim": 16, "intermediate_dim": 32},
 }
-CONFIG = "config.json"
-WEIGHTS = "best.weights.h5"
+CONFIG = common.CONFIG
+WEIGHTS = common.WEIGHTS
 KILL_ENV = "TRANSLATE_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 
 
-class AppError(Exception):
-    """Bad input: printed as one line, exit status 2."""
-
-
 def multi30k(name):
-    from seqkeras.data import shared_data_dir
-
-    root = shared_data_dir()
-    return None if root is None else os.path.join(root, "multi30k", name)
+    return common.shared_file("multi30k", name)
 
 
 # -- the model directory ---------------------------------------------------
@@ -93,15 +89,8 @@ def load(directory):
     import seqkeras
     from seqkeras.data import SubwordTokenizer
 
-    path = os.path.join(directory, CONFIG)
-    if not os.path.isdir(directory):
-        raise AppError(f"--model {directory}: no such directory")
-    if not os.path.isfile(path):
-        raise AppError(f"--model {directory} is not a trained model "
-                       f"directory (no {CONFIG}; run `train` first)")
+    config = common.read_config(directory)
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
         builder = getattr(seqkeras.models, config["builder"])
         src = SubwordTokenizer.load(os.path.join(directory, "source"))
         tgt = SubwordTokenizer.load(os.path.join(directory, "target"))
@@ -110,12 +99,7 @@ def load(directory):
                        f"vocabulary ({error})") from None
     model = builder(src.vocabulary_size, tgt.vocabulary_size,
                     **config["arguments"])
-    weights = os.path.join(directory, WEIGHTS)
-    if not os.path.isfile(weights):
-        raise AppError(f"--model {directory} has no {WEIGHTS} (training "
-                       "has not finished an epoch yet)")
-    model.load_weights(weights)
-    return model, src, tgt, config
+    return common.load_weights(model, directory), src, tgt, config
 
 
 def read_pair(source, reference):
@@ -217,49 +201,6 @@ def vocabulary(args):
           tgt.save(os.path.join(args.out, "target")))
 
 
-def _best_so_far(history):
-    """The lowest val_loss in a resumed run's history.csv (so the best
-    checkpoint is not overwritten by a worse epoch after a restart)."""
-    if not os.path.isfile(history):
-        return None
-    with open(history, newline="") as f:
-        losses = [float(r["val_loss"]) for r in csv.DictReader(f)
-                  if r.get("val_loss")]
-    return min(losses) if losses else None
-
-
-def plot_curves(history, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with open(history, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return None
-    epochs = [int(r["epoch"]) + 1 for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    for key, style in (("loss", "-"), ("val_loss", "--")):
-        axes[0].plot(epochs, [float(r[key]) for r in rows], style,
-                     label=key)
-    axes[0].set_ylabel("masked cross-entropy (nats/token)")
-    for key, style in (("accuracy", "-"), ("val_accuracy", "--")):
-        if key in rows[0]:
-            axes[1].plot(epochs, [float(r[key]) for r in rows], style,
-                         label=key)
-    axes[1].set_ylabel("token accuracy (teacher forcing)")
-    for ax in axes:
-        ax.set_xlabel("epoch")
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
 def train(args):
     import tensorflow as tf
 
@@ -321,34 +262,22 @@ def train(args):
         "parameters": int(model.count_params()),
         "train_pairs_kept": kept, "steps_per_epoch": steps,
     }
-    with open(config_path, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
+    common.write_config(out, config)
     print(f"{args.model}: {model.count_params():,} parameters, {kept} "
           f"training pairs, {steps} batches per epoch, {args.epochs} "
           f"epochs, precision {args.precision}, jit {args.jit}")
     history = os.path.join(out, "history.csv")
-    checkpoint = keras.callbacks.ModelCheckpoint(
-        os.path.join(out, WEIGHTS), monitor="val_loss",
-        save_best_only=True, save_weights_only=True)
-    best = _best_so_far(history)
-    if best is not None:
-        checkpoint.best = best
-    callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
-        checkpoint,
-        keras.callbacks.CSVLogger(history, append=True),
-        keras.callbacks.TensorBoard(os.path.join(out, "logs")),
-        EpochTimer(os.path.join(out, "epoch_seconds.csv")),
-    ]
-    if os.environ.get(KILL_ENV):
-        callbacks.append(KillAfter(int(os.environ[KILL_ENV])))
+    callbacks, checkpoint = common.callbacks(out, KILL_ENV)
     start = time.perf_counter()
     model.fit(data, validation_data=val, epochs=args.epochs,
               callbacks=callbacks, verbose=args.verbose,
               shuffle=False)  # the dataset shuffles itself
     seconds = time.perf_counter() - start
-    png = plot_curves(history, os.path.join(out, "curves.png"),
-                      f"{args.model} on Multi30k de-en")
+    png = common.plot_curves(
+        history, os.path.join(out, "curves.png"),
+        f"{args.model} on Multi30k de-en",
+        "masked cross-entropy (nats/token)", "accuracy",
+        "token accuracy (teacher forcing)")
     print(f"trained in {seconds:.0f} s (this process); best val_loss "
           f"{checkpoint.best:.4f}; curves: {png}")
     if args.evaluate_beams:
@@ -362,40 +291,6 @@ def train(args):
                                       speed}
         with open(os.path.join(out, "val_bleu.json"), "w") as f:
             json.dump(results, f, indent=2)
-
-
-class EpochTimer(keras.callbacks.Callback):
-    """Appends each epoch's wall seconds to a CSV (survives resumes)."""
-
-    def __init__(self, path):
-        super().__init__()
-        self.path = path
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        new = not os.path.isfile(self.path)
-        with open(self.path, "a") as f:
-            if new:
-                f.write("epoch,seconds\n")
-            f.write(f"{epoch},{time.perf_counter() - self.start:.1f}\n")
-
-
-class KillAfter(keras.callbacks.Callback):
-    """SIGKILL this process once epoch `n` (1-based) is backed up: what the
-    resume test does to a training run."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n = n
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch + 1 == self.n:
-            import signal
-
-            sys.stdout.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 # -- evaluate / translate --------------------------------------------------
@@ -432,19 +327,9 @@ def evaluate(args):
     print(f"BLEU = {bleu:.2f}")
 
 
-def _stdin_lines():
-    from seqkeras.data.pipelines import text_lines
-
-    try:
-        return text_lines(sys.stdin.buffer.read(), "stdin",
-                          name="translate.py", allow_empty_input=True)
-    except ValueError as error:
-        raise AppError(str(error)) from None
-
-
 def translate(args):
     model, src, tgt, config = load(args.model)
-    lines = _stdin_lines()
+    lines = common.stdin_lines("translate.py")
     if not lines:
         return
     for line in translate_texts(model, src, tgt, lines, config,
@@ -690,17 +575,9 @@ def parser():
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
-    for key in ("train_source", "train_target", "val_source", "val_target",
-                "source", "reference"):
-        if hasattr(args, key) and getattr(args, key) is None:
-            raise SystemExit(f"translate.py: error: --{key.replace('_', '-')}"
-                             " is needed (no ../shared/data/multi30k here)")
-    try:
-        args.func(args)
-    except AppError as error:
-        print(f"translate.py: error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    common.run("translate.py", parser(), argv, required=(
+        "train_source", "train_target", "val_source", "val_target",
+        "source", "reference"))
 
 
 if __name__ == "__main__":

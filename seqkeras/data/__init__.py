@@ -14,6 +14,7 @@ from seqkeras.data.synthetic import copy_task
 from seqkeras.data.synthetic import dates
 from seqkeras.data.synthetic import multi_seasonal_series
 from seqkeras.data.conll import read_conll
+from seqkeras.data.pipelines import classification_dataset
 from seqkeras.data.pipelines import read_lines
 from seqkeras.data.pipelines import read_parallel
 from seqkeras.data.pipelines import translation_dataset
@@ -21,11 +22,14 @@ from seqkeras.data.subword import SubwordTokenizer
 from seqkeras.data.text import CharVocabulary
 from seqkeras.data.text import read_tinyshakespeare
 from seqkeras.data.text import shared_data_dir
+from seqkeras.data.tsv import read_labeled_tsv
+from seqkeras.data.words import WordTokenizer
 
 __all__ = [
     "BOS", "CharVocabulary", "EOS", "PAD", "SubwordTokenizer", "UNK",
-    "adding_problem", "copy_task", "dates", "forecast_windows",
-    "multi_seasonal_series", "read_conll", "read_lines", "read_parallel",
+    "WordTokenizer", "adding_problem", "classification_dataset",
+    "copy_task", "dates", "forecast_windows", "multi_seasonal_series",
+    "read_conll", "read_labeled_tsv", "read_lines", "read_parallel",
     "read_tinyshakespeare", "shared_data_dir", "tbptt_windows",
     "teacher_forcing", "tokens", "translation_dataset",
 ]

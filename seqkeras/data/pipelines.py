@@ -1,4 +1,5 @@
-"""`tf.data` pipelines over line-aligned text files (translation pairs).
+"""`tf.data` pipelines over text: line-aligned files (translation pairs)
+and labeled sentences (classification).
 
 `read_parallel` reads two line-aligned UTF-8 files with clear errors;
 `translation_dataset` tokenizes them with two `SubwordTokenizer`s (graph
@@ -156,3 +157,52 @@ def translation_dataset(sources, targets, source_tokenizer,
         padding_values=({"source_ids": PAD, "target_ids": PAD}, PAD),
         pad_to_bucket_boundary=pad_to_bucket, drop_remainder=drop_remainder)
     return data.prefetch(tf.data.AUTOTUNE), kept
+
+
+def classification_dataset(texts, labels, tokenizer, batch_size=64,
+                           max_length=128, boundaries=(8, 16, 24, 32, 48),
+                           shuffle=True, seed=0, pad_to_bucket=True,
+                           drop_remainder=False):
+    """Batches of `(token_ids, labels)` for a classifier.
+
+    Args:
+        texts: strings; labels: their integer classes, aligned.
+        tokenizer: an object with graph-op `encode(strings)` giving ragged
+            ids (`WordTokenizer`, `SubwordTokenizer`).
+        batch_size: examples per batch.
+        max_length: longer texts are cut to their first `max_length`
+            tokens (a classifier reads what it gets; nothing is dropped).
+        boundaries: bucket edges on the length; with `pad_to_bucket`
+            (default) each batch is padded to its bucket's edge, so
+            `fit(jit_compile=True)` compiles one program per bucket.
+        shuffle, seed: shuffle all examples with a fixed seed, reshuffled
+            each epoch.
+        drop_remainder: drop each bucket's last, smaller batch.
+
+    Returns:
+        A `tf.data.Dataset` of `(token_ids int32 (batch, time), labels int32
+        (batch,))`, padded with PAD.
+    """
+    texts, labels = list(texts), [int(v) for v in labels]
+    if len(texts) != len(labels):
+        raise ValueError(
+            "`classification_dataset` needs aligned texts and labels. "
+            f"Received {len(texts)} texts and {len(labels)} labels")
+    if not texts:
+        raise ValueError("`classification_dataset` received no text")
+    ids = _tokenized(texts, tokenizer).map(lambda x: x[:max_length])
+    data = tf.data.Dataset.zip(
+        ids, tf.data.Dataset.from_tensor_slices(
+            tf.constant(labels, tf.int32))).cache()
+    if shuffle:
+        data = data.shuffle(len(texts), seed=seed,
+                            reshuffle_each_iteration=True)
+    edges = [b + 1 for b in boundaries if b < max_length]
+    if pad_to_bucket:
+        edges.append(max_length + 1)
+    data = data.bucket_by_sequence_length(
+        lambda x, y: tf.size(x), bucket_boundaries=edges,
+        bucket_batch_sizes=[batch_size] * (len(edges) + 1),
+        padding_values=(PAD, 0), pad_to_bucket_boundary=pad_to_bucket,
+        drop_remainder=drop_remainder)
+    return data.prefetch(tf.data.AUTOTUNE)

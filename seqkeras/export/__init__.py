@@ -12,6 +12,7 @@ models);
 """
 
 from seqkeras.export.audit import audit_serving
+from seqkeras.export.audit import fresh_signature
 from seqkeras.export.audit import fresh_translate
 from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
@@ -27,6 +28,7 @@ from seqkeras.export.verify import export_and_verify
 from seqkeras.export.verify import next_version
 
 __all__ = ["audit_serving", "convert_builtin", "export_and_verify",
-           "fresh_translate", "next_version", "onnx", "op_names",
+           "fresh_signature", "fresh_translate", "next_version", "onnx",
+           "op_names",
            "run_onnx", "run_tflite", "run_tflite_signature", "saved_model",
            "serving_function", "streaming_tflite", "tflite"]

@@ -106,31 +106,51 @@ _FRESH = """
 import json, sys, time
 sys.modules["seqkeras"] = None  # a server has no seqkeras
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the TF Text ops)
+try:
+    import tensorflow_text  # noqa: F401  (registers the TF Text ops)
+except ImportError:
+    pass
 texts = json.loads(sys.stdin.read())
-fn = tf.saved_model.load(sys.argv[1]).signatures["translate"]
+fn = tf.saved_model.load(sys.argv[1]).signatures[sys.argv[2]]
 start = time.perf_counter()
-out = fn(text=tf.constant(texts))["text"].numpy()
-print(json.dumps([[t.decode("utf-8") for t in out],
-                  time.perf_counter() - start]))
+out = fn(text=tf.constant(texts))
+seconds = time.perf_counter() - start
+def plain(x):
+    x = x.numpy()
+    if x.dtype == object:
+        return [[b.decode("utf-8") for b in row] if hasattr(row, "__len__")
+                and not isinstance(row, bytes) else row.decode("utf-8")
+                for row in x]
+    return x.tolist()
+print(json.dumps([{k: plain(v) for k, v in out.items()}, seconds]))
 """
+
+
+def fresh_signature(path, signature, texts):
+    """`(outputs, seconds)`: the SavedModel's signature `signature`, whose
+    input is `text` (strings), called on `texts` in a new Python process
+    where `seqkeras` is not importable (TensorFlow and, if installed, TF
+    Text only, as on a model server). `outputs` maps each output name to
+    nested lists (strings decoded); seconds of the call, after loading."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH, str(path), signature],
+        input=json.dumps(list(texts)), capture_output=True, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if result.returncode:
+        raise RuntimeError(
+            f"`fresh_signature`: calling {signature} of {path} in a new "
+            f"process failed: {result.stderr.strip().splitlines()[-1:]}")
+    outputs, seconds = json.loads(result.stdout.strip().splitlines()[-1])
+    return outputs, seconds
 
 
 def fresh_translate(path, texts):
     """`(strings, seconds)`: the SavedModel's `translate` signature on
     `texts` in a new Python process where `seqkeras` is not importable;
     seconds of the call (after loading)."""
-    result = subprocess.run(
-        [sys.executable, "-c", _FRESH, str(path)], input=json.dumps(
-            list(texts)), capture_output=True, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    if result.returncode:
-        raise RuntimeError(
-            f"`fresh_translate`: loading {path} in a new process failed: "
-            f"{result.stderr.strip().splitlines()[-1:]}")
-    strings, seconds = json.loads(result.stdout.strip().splitlines()[-1])
-    return strings, seconds
+    outputs, seconds = fresh_signature(path, "translate", texts)
+    return outputs["text"], seconds
 
 
-__all__ = ["TF_SERVING_TF_TEXT_OPS", "audit_serving", "fresh_translate",
-           "serving_ops"]
+__all__ = ["TF_SERVING_TF_TEXT_OPS", "audit_serving", "fresh_signature",
+           "fresh_translate", "serving_ops"]

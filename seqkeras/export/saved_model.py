@@ -251,27 +251,54 @@ def _text_encoder(vocabulary):
 TEXT_INPUT = "token_ids"
 
 
-def text_function(model, vocabulary):
-    """`(tf.function, table)`: the `serve_text` signature of a model whose
-    input is `token_ids` (classifier, tagger, language models): raw strings
-    `text` (batch,) in, the model's named outputs out (padding masked as
-    for padded ids)."""
+def _tokenizer_encoder(tokenizer):
+    """`encode(strings)` -> ids (batch, time) int32 right-padded with 0
+    (at least one column, so an empty string is one padded step) from an
+    object with a graph-op `encode(strings)` giving ragged ids."""
+
+    def encode(strings):
+        ids = tf.cast(tokenizer.encode(strings), tf.int32).to_tensor(0)
+        short = tf.maximum(1 - tf.shape(ids)[1], 0)
+        return tf.pad(ids, [[0, 0], [0, short]]), None
+
+    return encode
+
+
+def text_function(model, vocabulary=None, tokenizer=None):
+    """`(tf.function, resource)`: the `serve_text` signature of a model
+    whose input is `token_ids` (classifier, tagger, language models): raw
+    strings `text` (batch,) in, the model's named outputs out (padding
+    masked as for padded ids), and for a classifier also `probabilities`
+    (the softmax of its logits). The strings are split into characters
+    of the `CharVocabulary` `vocabulary`, or encoded by `tokenizer` (an
+    object with graph-op `encode(strings)` giving ragged ids, e.g.
+    `seqkeras.data.WordTokenizer`)."""
     if [t.name for t in model.inputs] != [TEXT_INPUT]:
         raise ValueError(
             "`saved_model`: a raw-string signature needs a model whose one "
             f"input is `{TEXT_INPUT}`. Received inputs: "
             f"{[t.name for t in model.inputs]}")
-    encode, table = _text_encoder(vocabulary)
+    if tokenizer is not None:
+        encode, resource = _tokenizer_encoder(tokenizer), tokenizer
+    else:
+        encode, resource = _text_encoder(vocabulary)
     names = list(model.output_names)
+    classes = type(model).__name__ == "Classifier"
 
     @tf.function(input_signature=[_TEXT_SIGNATURE])
     def serve(inputs):
         ids, _ = encode(inputs["text"])
         outputs = model(ids, training=False)
-        outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-        return dict(zip(names, outputs))
+        outputs = outputs if isinstance(outputs, (list, tuple, dict)) \
+            else [outputs]
+        result = (dict(outputs) if isinstance(outputs, dict)
+                  else dict(zip(names, outputs)))
+        if classes:
+            result["probabilities"] = tf.nn.softmax(
+                tf.cast(result[names[0]], tf.float32))
+        return result
 
-    return serve, table
+    return serve, resource
 
 
 def translate_function(model, source_tokenizer, target_tokenizer,
@@ -319,7 +346,8 @@ def translate_function(model, source_tokenizer, target_tokenizer,
 
 
 def saved_model(model, path, overwrite=False, generate=None,
-                vocabulary=None, target="serving", translate=None):
+                vocabulary=None, target="serving", translate=None,
+                tokenizer=None):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature whose
     inputs and outputs carry the model's names (`token_ids` -> `logits`).
@@ -338,6 +366,10 @@ def saved_model(model, path, overwrite=False, generate=None,
             `target_tokenizer`, `max_length`; `beam_width`,
             `length_penalty_alpha`, `eos_id`): adds the `translate`
             signature, strings in and strings out.
+        tokenizer: for a model over `token_ids` trained on words or
+            subwords, its tokenizer (graph-op `encode(strings)`, e.g.
+            `seqkeras.data.WordTokenizer`): adds `serve_text`, strings in,
+            the model's outputs (and a classifier's `probabilities`) out.
 
         target: `"serving"` (the default: standard TensorFlow ops only,
             which the TF Serving binary runs; no XLA-only op such as
@@ -375,9 +407,10 @@ def saved_model(model, path, overwrite=False, generate=None,
             signatures = {"serving_default":
                           module.serve.get_concrete_function()}
             resources = []
-            if vocabulary is not None and TEXT_INPUT in [
-                    t.name for t in model.inputs]:
-                module.serve_text, table = text_function(model, vocabulary)
+            if (vocabulary is not None or tokenizer is not None) and (
+                    TEXT_INPUT in [t.name for t in model.inputs]):
+                module.serve_text, table = text_function(
+                    model, vocabulary, tokenizer)
                 resources.append(table)
                 signatures["serve_text"] = (
                     module.serve_text.get_concrete_function())

@@ -14,6 +14,7 @@ from seqkeras.layers.positional import SinusoidalPositionalEncoding
 from seqkeras.layers.recurrent import Bidirectional
 from seqkeras.layers.recurrent import Recurrent
 from seqkeras.layers.recurrent import StackedRecurrent
+from seqkeras.layers.token_dropout import TokenDropout
 from seqkeras.layers.transformer import TransformerDecoderBlock
 from seqkeras.layers.transformer import TransformerEncoderBlock
 
@@ -32,6 +33,7 @@ __all__ = [
     "SimpleRNNCell",
     "SinusoidalPositionalEncoding",
     "StackedRecurrent",
+    "TokenDropout",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
 ]

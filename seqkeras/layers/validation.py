@@ -24,6 +24,14 @@ def positive_int(layer, arg, value):
     return int(value)
 
 
+def non_negative_int(layer, arg, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _invalid(layer, arg, "an integer >= 0", value, TypeError)
+    if value < 0:
+        raise _invalid(layer, arg, "an integer >= 0", value)
+    return int(value)
+
+
 def rate(layer, arg, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _invalid(layer, arg, "a float in [0, 1)", value, TypeError)
@@ -74,6 +82,17 @@ def numeric(layer, arg, x):
         raise TypeError(
             f"`{layer}` expects numeric `{arg}`. Received: {arg} with dtype "
             f"{dtype}; encode text to ids (and embed them) first")
+
+
+def integer(layer, arg, x):
+    """Raises a TypeError naming `layer` and `arg` unless `x` holds
+    integers (token or tag ids)."""
+    numeric(layer, arg, x)
+    dtype = str(getattr(x, "dtype", None) or np.asarray(x).dtype)
+    if "int" not in dtype:
+        raise TypeError(
+            f"`{layer}` expects integer ids in `{arg}`. Received: {arg} "
+            f"with dtype {dtype}")
 
 
 def features(layer, arg, x, expected):

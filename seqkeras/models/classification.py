@@ -51,16 +51,27 @@ class CRFTagger(SequenceModel):
         return loss
 
 
+#: `"bag"`: no sequence model, a feed-forward network over the embeddings
+#: (the seed notes' bag-of-embeddings baseline).
+BACKBONES = bb.BACKBONES + ("bag",)
+
+
 def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
             num_layers, bidirectional, dropout, num_heads, intermediate_dim,
-            max_length, return_sequences):
+            max_length, return_sequences, word_dropout=0.0):
     vocab_size = bb.check(builder, "vocab_size", vocab_size, "int")
-    backbone = bb.check(builder, "backbone", backbone, "choice", bb.BACKBONES)
+    backbone = bb.check(builder, "backbone", backbone, "choice", BACKBONES)
     embedding_dim = bb.check(builder, "embedding_dim", embedding_dim, "int")
     num_layers = bb.check(builder, "num_layers", num_layers, "int")
     dropout = bb.check(builder, "dropout", dropout, "rate")
+    word_dropout = bb.check(builder, "word_dropout", word_dropout, "rate")
+    ids = token_ids
+    if word_dropout:
+        ids = sk.TokenDropout(word_dropout, name="word_dropout")(ids)
     x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
-                               name="embedding")(token_ids)
+                               name="embedding")(ids)
+    if backbone == "bag":
+        return x, True
     if backbone == "transformer":
         num_heads = bb.check(builder, "num_heads", num_heads, "int")
         if embedding_dim % num_heads:
@@ -82,13 +93,15 @@ def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
 def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
                embedding_dim=64, units=64, num_layers=1, bidirectional=False,
                dropout=0.0, num_heads=4, intermediate_dim=None,
-               max_length=512):
+               max_length=512, word_dropout=0.0):
     """Sequence classifier (seq2vec): token ids -> class logits.
 
     Args:
         vocab_size: token ids are in [0, vocab_size); 0 is padding.
         num_classes: number of classes.
-        backbone: `"rnn"`, `"gru"`, `"lstm"` or `"transformer"`.
+        backbone: `"rnn"`, `"gru"`, `"lstm"`, `"transformer"`, or
+            `"bag"`: the pooled embeddings (use `pooling="mean"` for the
+            average) through a `units`-wide ReLU layer, no sequence model.
         pooling: `"last"` (a recurrent backbone's final state, which skips
             padding; the last unpadded step of a Transformer), `"mean"`,
             `"max"` or `"attention"` (see `seqkeras.layers.SequencePooling`).
@@ -98,6 +111,8 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
         bidirectional: recurrent backbones: run both directions, concat.
         dropout: dropout in the recurrent cells / Transformer blocks.
         num_heads, intermediate_dim, max_length: Transformer backbone.
+        word_dropout: during training, each token becomes UNK with this
+            probability (`seqkeras.layers.TokenDropout`).
 
     Returns:
         A `Classifier` (a functional `keras.Model`): input `token_ids`
@@ -119,9 +134,13 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
     x, is_sequence = _encode(
         name, token_ids, vocab_size, backbone, embedding_dim, units,
         num_layers, bidirectional, dropout, num_heads, intermediate_dim,
-        max_length, return_sequences=not recurrent_last)
+        max_length, return_sequences=not recurrent_last,
+        word_dropout=word_dropout)
     if is_sequence:
         x = sk.SequencePooling(pooling, name="pooling")(x)
+    if backbone == "bag":
+        units = bb.check(name, "units", units, "int")
+        x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
     logits = bb.logits_head(x, num_classes)
@@ -131,13 +150,15 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
 
 def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
            num_layers=1, bidirectional=True, dropout=0.0, num_heads=4,
-           intermediate_dim=None, max_length=512, crf=False):
+           intermediate_dim=None, max_length=512, crf=False,
+           word_dropout=0.0):
     """Sequence tagger: one label per token (e.g. named entities).
 
     Args: as `classifier`, with `num_tags` labels and no pooling;
         bidirectional by default (a tag may depend on the right context).
         crf: put a linear-chain CRF (`seqkeras.layers.CRF`) on the logits:
             trained by its log-likelihood, decoded by Viterbi.
+        word_dropout: as `classifier`'s.
 
     Returns:
         A `Tagger` (a functional `keras.Model`): input `token_ids`
@@ -158,7 +179,11 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     x, _ = _encode(name, token_ids, vocab_size, backbone, embedding_dim,
                    units, num_layers, bidirectional, dropout, num_heads,
-                   intermediate_dim, max_length, return_sequences=True)
+                   intermediate_dim, max_length, return_sequences=True,
+                   word_dropout=word_dropout)
+    if backbone == "bag":
+        units = bb.check(name, "units", units, "int")
+        x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
     logits = bb.logits_head(x, num_tags)
     if crf:
         layer = sk.CRF(num_tags, name="crf")
