@@ -17,19 +17,22 @@ from seqkeras.data.conll import read_conll
 from seqkeras.data.pipelines import classification_dataset
 from seqkeras.data.pipelines import read_lines
 from seqkeras.data.pipelines import read_parallel
+from seqkeras.data.pipelines import tagging_dataset
 from seqkeras.data.pipelines import translation_dataset
 from seqkeras.data.subword import SubwordTokenizer
 from seqkeras.data.text import CharVocabulary
 from seqkeras.data.text import read_tinyshakespeare
 from seqkeras.data.text import shared_data_dir
 from seqkeras.data.tsv import read_labeled_tsv
+from seqkeras.data.word_features import WordFeatures
 from seqkeras.data.words import WordTokenizer
 
 __all__ = [
     "BOS", "CharVocabulary", "EOS", "PAD", "SubwordTokenizer", "UNK",
-    "WordTokenizer", "adding_problem", "classification_dataset",
+    "WordFeatures", "WordTokenizer", "adding_problem", "classification_dataset",
     "copy_task", "dates", "forecast_windows", "multi_seasonal_series",
     "read_conll", "read_labeled_tsv", "read_lines", "read_parallel",
-    "read_tinyshakespeare", "shared_data_dir", "tbptt_windows",
+    "read_tinyshakespeare", "shared_data_dir", "tagging_dataset",
+    "tbptt_windows",
     "teacher_forcing", "tokens", "translation_dataset",
 ]

@@ -1,5 +1,5 @@
-"""`tf.data` pipelines over text: line-aligned files (translation pairs)
-and labeled sentences (classification).
+"""`tf.data` pipelines over text: line-aligned files (translation pairs),
+labeled sentences (classification) and tagged words (taggers).
 
 `read_parallel` reads two line-aligned UTF-8 files with clear errors;
 `translation_dataset` tokenizes them with two `SubwordTokenizer`s (graph
@@ -9,6 +9,7 @@ buckets (`tf.data.Dataset.bucket_by_sequence_length`) so that each batch is
 padded only to its own longest sequence, and prefetches.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from seqkeras.data.tokens import PAD
@@ -206,3 +207,69 @@ def classification_dataset(texts, labels, tokenizer, batch_size=64,
         padding_values=(PAD, 0), pad_to_bucket_boundary=pad_to_bucket,
         drop_remainder=drop_remainder)
     return data.prefetch(tf.data.AUTOTUNE)
+
+
+def tagging_dataset(sentences, tags, features, tag_vocabulary,
+                    batch_size=32, max_length=128,
+                    boundaries=(8, 16, 24, 32, 48, 64), shuffle=True,
+                    seed=0, pad_to_bucket=True, drop_remainder=False,
+                    name="tagging_dataset"):
+    """Batches of `(features, tag ids)` for a tagger over word features.
+
+    Args:
+        sentences: lists of words; tags: their tag strings, aligned.
+        features: a `seqkeras.data.WordFeatures` (graph ops).
+        tag_vocabulary: the tags in id order; id 0 must be the padding tag
+            (e.g. `"<pad>"`), so real tags start at 1.
+        batch_size, boundaries, shuffle, seed, pad_to_bucket,
+            drop_remainder: as `classification_dataset`.
+        max_length: longer sentences are cut (words and tags).
+
+    Returns:
+        A `tf.data.Dataset` of `({"token_ids", "char_ids", "casing_ids"},
+        tag_ids int32 (batch, time))`, padded with 0.
+    """
+    sentences, tags = list(sentences), list(tags)
+    if len(sentences) != len(tags):
+        raise ValueError(
+            f"`{name}` needs aligned sentences and tags. Received "
+            f"{len(sentences)} sentences and {len(tags)} tag lists")
+    if not sentences:
+        raise ValueError(f"`{name}` received no sentence")
+    index = {t: i for i, t in enumerate(tag_vocabulary)}
+    tag_ids = []
+    for n, (words, labels) in enumerate(zip(sentences, tags)):
+        if len(words) != len(labels) or not words:
+            raise ValueError(
+                f"`{name}`: sentence {n} has {len(words)} words and "
+                f"{len(labels)} tags")
+        unknown = [t for t in labels if t not in index or index[t] == 0]
+        if unknown:
+            raise ValueError(
+                f"`{name}`: sentence {n} has the tag {unknown[0]!r}, not "
+                f"one of the {len(tag_vocabulary) - 1} known tags "
+                f"{list(tag_vocabulary)[1:]}")
+        tag_ids.append([index[t] for t in labels[:max_length]])
+    cut = [s[:max_length] for s in sentences]
+    flat_words = tf.constant([w for s in cut for w in s], tf.string)
+    flat_tags = tf.constant([t for s in tag_ids for t in s], tf.int32)
+    splits = tf.constant(np.cumsum([0] + [len(s) for s in cut]), tf.int64)
+
+    def example(i):  # rows of the flat lists: plain (not ragged) tensors
+        a, b = splits[i], splits[i + 1]
+        return flat_words[a:b], flat_tags[a:b]
+
+    data = tf.data.Dataset.range(len(cut)).map(example).cache()
+    if shuffle:
+        data = data.shuffle(len(sentences), seed=seed,
+                            reshuffle_each_iteration=True)
+    edges = [b + 1 for b in boundaries if b < max_length]
+    if pad_to_bucket:
+        edges.append(max_length + 1)
+    data = data.bucket_by_sequence_length(
+        lambda w, t: tf.size(w), bucket_boundaries=edges,
+        bucket_batch_sizes=[batch_size] * (len(edges) + 1),
+        padding_values=("", 0), pad_to_bucket_boundary=pad_to_bucket,
+        drop_remainder=drop_remainder)
+    return data.map(lambda w, t: (features(w), t)).prefetch(
+        tf.data.AUTOTUNE)

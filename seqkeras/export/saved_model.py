@@ -301,6 +301,66 @@ def text_function(model, vocabulary=None, tokenizer=None):
     return serve, resource
 
 
+def graph_entity_spans(tags):
+    """`(types, starts, ends)` of the entities in string IOB `tags`
+    (batch, time; "" or "<pad>" at padding), (batch, entities) each,
+    padded with "" / -1; ends exclusive. The rules of
+    `seqkeras.data.entities.entity_spans` (conlleval's), in graph ops."""
+    tags = tf.where(tf.equal(tags, "<pad>"), "", tags)
+    entity = tf.strings.regex_full_match(tags, "[BI]-.+")
+    prefix = tf.where(entity, tf.strings.substr(tags, 0, 2), "")
+    kind = tf.where(entity, tf.strings.regex_replace(tags, "^[BI]-", ""),
+                    "")
+    batch = tf.shape(tags)[0]
+    prev_entity = tf.concat([tf.zeros([batch, 1], tf.bool),
+                             entity[:, :-1]], axis=1)
+    prev_kind = tf.concat([tf.fill([batch, 1], ""), kind[:, :-1]], axis=1)
+    continues = tf.logical_and(
+        tf.logical_and(tf.equal(prefix, "I-"), prev_entity),
+        tf.equal(kind, prev_kind))
+    starts = tf.logical_and(entity, tf.logical_not(continues))
+    next_continues = tf.concat([continues[:, 1:],
+                                tf.zeros([batch, 1], tf.bool)], axis=1)
+    ends = tf.logical_and(entity, tf.logical_not(next_continues))
+    position = tf.broadcast_to(tf.range(tf.shape(tags)[1]), tf.shape(tags))
+    return (tf.ragged.boolean_mask(kind, starts).to_tensor(""),
+            tf.ragged.boolean_mask(position, starts).to_tensor(-1),
+            tf.ragged.boolean_mask(position + 1, ends).to_tensor(-1))
+
+
+def tagging_function(model, features, tag_vocabulary):
+    """The `tag` signature of a tagger over word features: raw sentences
+    `text` (batch,) in (whitespace-separated words); out `words` and
+    `tags` (batch, time) strings ("" at padding), and the entities:
+    `entity_types` (batch, entities) strings, `entity_starts`,
+    `entity_ends` (word indices, end exclusive; -1 padding). `features`
+    is a `seqkeras.data.WordFeatures`, `tag_vocabulary` the tags in id
+    order. A `CRFTagger`'s tags are its Viterbi path."""
+    names = [t.name for t in model.inputs]
+    table = tf.constant(list(tag_vocabulary))
+
+    @tf.function(input_signature=[_TEXT_SIGNATURE])
+    def tag(inputs):
+        words = tf.strings.split(inputs["text"]).to_tensor("")
+        short = tf.maximum(1 - tf.shape(words)[1], 0)
+        words = tf.pad(words, [[0, 0], [0, short]], constant_values="")
+        feats = features(words)
+        outputs = model({k: feats[k] for k in names}, training=False)
+        if isinstance(outputs, dict) and "tags" in outputs:
+            ids = outputs["tags"]
+        else:
+            logits = outputs["logits"] if isinstance(outputs, dict) \
+                else outputs
+            ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        tags = tf.gather(table, ids)
+        tags = tf.where(tf.equal(words, ""), "", tags)
+        types, starts, ends = graph_entity_spans(tags)
+        return {"words": words, "tags": tags, "entity_types": types,
+                "entity_starts": starts, "entity_ends": ends}
+
+    return tag
+
+
 def translate_function(model, source_tokenizer, target_tokenizer,
                        max_length, beam_width=4, length_penalty_alpha=0.0,
                        eos_id=None):
@@ -347,7 +407,7 @@ def translate_function(model, source_tokenizer, target_tokenizer,
 
 def saved_model(model, path, overwrite=False, generate=None,
                 vocabulary=None, target="serving", translate=None,
-                tokenizer=None):
+                tokenizer=None, tagging=None):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature whose
     inputs and outputs carry the model's names (`token_ids` -> `logits`).
@@ -370,6 +430,10 @@ def saved_model(model, path, overwrite=False, generate=None,
             subwords, its tokenizer (graph-op `encode(strings)`, e.g.
             `seqkeras.data.WordTokenizer`): adds `serve_text`, strings in,
             the model's outputs (and a classifier's `probabilities`) out.
+        tagging: for a tagger over word features, a dict of
+            `tagging_function` arguments (`features`, `tag_vocabulary`):
+            adds the `tag` signature, sentences in, words, tags and entity
+            spans out.
 
         target: `"serving"` (the default: standard TensorFlow ops only,
             which the TF Serving binary runs; no XLA-only op such as
@@ -425,6 +489,10 @@ def saved_model(model, path, overwrite=False, generate=None,
                 module.translate = translate_function(model, **translate)
                 signatures["translate"] = (
                     module.translate.get_concrete_function())
+            if tagging is not None:
+                module.tag = tagging_function(model, **tagging)
+                module.word_features = tagging["features"]
+                signatures["tag"] = module.tag.get_concrete_function()
             module.resources = resources
             # inside export_mode too: saving traces the Keras model's own
             # functions (its default signature), which must not carry

@@ -3,6 +3,7 @@
 from seqkeras.layers.attention import Attention
 from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.attention_decoder import AttentionDecoder
+from seqkeras.layers.char_encoder import CharacterEncoder
 from seqkeras.layers.crf import CRF
 from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
@@ -23,6 +24,7 @@ __all__ = [
     "AttentionDecoder",
     "Bidirectional",
     "CRF",
+    "CharacterEncoder",
     "GRUCell",
     "LSTMCell",
     "MultiHeadAttention",

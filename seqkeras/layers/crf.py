@@ -196,6 +196,9 @@ class CRF(keras.layers.Layer):
             raise ValueError(
                 "`CRF` expects `tags` of shape (batch, time) = "
                 f"{want}. Received: tags.shape={shape}")
+        validation.ids_in_range("CRF", "tags", tags, self.num_tags)
+        # traced tags cannot be checked; the clip keeps the gathers in
+        # bounds (data pipelines check their tags, e.g. tagging_dataset)
         return ops.clip(ops.cast(tags, "int32"), 0, self.num_tags - 1)
 
     def log_likelihood(self, emissions, tags, mask=None):

@@ -22,7 +22,8 @@ class TokenDropout(keras.layers.Layer):
         seed: the random seed.
 
     Call arguments:
-        inputs: integer token ids, any shape.
+        inputs: token ids, any shape (integers, or floats holding
+            integers as Keras' `Embedding` accepts).
         training: replace only when true.
 
     Example:
@@ -50,7 +51,7 @@ class TokenDropout(keras.layers.Layer):
         self.supports_masking = True
 
     def call(self, inputs, training=False):
-        validation.integer("TokenDropout", "inputs", inputs)
+        validation.numeric("TokenDropout", "inputs", inputs)
         if not training or self.rate == 0.0:
             return inputs
         draw = keras.random.uniform(ops.shape(inputs),

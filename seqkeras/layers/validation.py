@@ -6,6 +6,7 @@ value for `units`: expected a positive integer. Received: units=0".
 
 import numbers
 
+import keras
 import numpy as np
 
 
@@ -84,15 +85,37 @@ def numeric(layer, arg, x):
             f"{dtype}; encode text to ids (and embed them) first")
 
 
-def integer(layer, arg, x):
-    """Raises a TypeError naming `layer` and `arg` unless `x` holds
-    integers (token or tag ids)."""
-    numeric(layer, arg, x)
-    dtype = str(getattr(x, "dtype", None) or np.asarray(x).dtype)
-    if "int" not in dtype:
-        raise TypeError(
-            f"`{layer}` expects integer ids in `{arg}`. Received: {arg} "
-            f"with dtype {dtype}")
+def concrete_values(x):
+    """`x` as a NumPy array, or None when it is symbolic or traced (a
+    Keras tensor, a tf.function or JAX trace), whose values cannot be
+    checked."""
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (list, tuple, int, float, np.generic)):
+        try:
+            return np.asarray(x)
+        except (ValueError, TypeError):
+            return None
+    if isinstance(x, keras.KerasTensor):
+        return None
+    try:
+        return np.asarray(keras.ops.convert_to_numpy(x))
+    except Exception:  # a graph or traced tensor: no values to check
+        return None
+
+
+def ids_in_range(layer, arg, x, size):
+    """Raises a ValueError naming `layer` and `arg` when concrete `x` has
+    an id outside [0, size) (symbolic or traced `x` pass unchecked)."""
+    values = concrete_values(x)
+    if values is None or not values.size:
+        return
+    low, high = int(values.min()), int(values.max())
+    if low < 0 or high >= size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"`{layer}` received `{arg}` with the id {bad}, outside "
+            f"[0, {size}); `{arg}` holds ids from 0 to {size - 1}")
 
 
 def features(layer, arg, x, expected):

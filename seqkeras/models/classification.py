@@ -58,7 +58,7 @@ BACKBONES = bb.BACKBONES + ("bag",)
 
 def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
             num_layers, bidirectional, dropout, num_heads, intermediate_dim,
-            max_length, return_sequences, word_dropout=0.0):
+            max_length, return_sequences, word_dropout=0.0, features=()):
     vocab_size = bb.check(builder, "vocab_size", vocab_size, "int")
     backbone = bb.check(builder, "backbone", backbone, "choice", BACKBONES)
     embedding_dim = bb.check(builder, "embedding_dim", embedding_dim, "int")
@@ -70,6 +70,11 @@ def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
         ids = sk.TokenDropout(word_dropout, name="word_dropout")(ids)
     x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
                                name="embedding")(ids)
+    if features:  # per-word features beside the embedding (the mask is
+        # the embedding's: Concatenate ANDs it with the others' none)
+        x = keras.layers.Concatenate(name="word_features")([x, *features])
+        if dropout:
+            x = keras.layers.Dropout(dropout, name="features_dropout")(x)
     if backbone == "bag":
         return x, True
     if backbone == "transformer":
@@ -151,7 +156,8 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
 def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
            num_layers=1, bidirectional=True, dropout=0.0, num_heads=4,
            intermediate_dim=None, max_length=512, crf=False,
-           word_dropout=0.0):
+           word_dropout=0.0, char_vocab_size=None, char_embedding_dim=30,
+           char_filters=50, casing=False):
     """Sequence tagger: one label per token (e.g. named entities).
 
     Args: as `classifier`, with `num_tags` labels and no pooling;
@@ -159,6 +165,16 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
         crf: put a linear-chain CRF (`seqkeras.layers.CRF`) on the logits:
             trained by its log-likelihood, decoded by Viterbi.
         word_dropout: as `classifier`'s.
+        char_vocab_size: add the input `char_ids` (batch, time, chars),
+            encoded per word by `seqkeras.layers.CharacterEncoder`
+            (`char_embedding_dim`, `char_filters`) and concatenated to the
+            word embedding (Ma and Hovy 2016).
+        casing: add the input `casing_ids` (batch, time), one of
+            `seqkeras.data.word_features.CASINGS`, embedded in 8
+            dimensions and concatenated too. With either, the
+            concatenated features go through `dropout` before the
+            backbone (Lample et al. 2016). Make the inputs with
+            `seqkeras.data.WordFeatures`.
 
     Returns:
         A `Tagger` (a functional `keras.Model`): input `token_ids`
@@ -176,11 +192,30 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
     """
     name = "tagger"
     num_tags = bb.check(name, "num_tags", num_tags, "int")
+    casing = bb.check(name, "casing", casing, "bool")
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    inputs, features = {"token_ids": token_ids}, []
+    sizes = {"token_ids": vocab_size}
+    if char_vocab_size is not None:
+        inputs["char_ids"] = keras.Input((None, None), dtype="int32",
+                                         name="char_ids")
+        features.append(sk.CharacterEncoder(
+            char_vocab_size, char_embedding_dim, char_filters,
+            name="characters")(inputs["char_ids"]))
+        sizes["char_ids"] = char_vocab_size
+    if casing:
+        from seqkeras.data.word_features import CASINGS
+
+        inputs["casing_ids"] = keras.Input((None,), dtype="int32",
+                                           name="casing_ids")
+        features.append(keras.layers.Embedding(
+            len(CASINGS), 8, name="casing")(inputs["casing_ids"]))
+        sizes["casing_ids"] = len(CASINGS)
     x, _ = _encode(name, token_ids, vocab_size, backbone, embedding_dim,
                    units, num_layers, bidirectional, dropout, num_heads,
                    intermediate_dim, max_length, return_sequences=True,
-                   word_dropout=word_dropout)
+                   word_dropout=word_dropout, features=features)
+    model_inputs = inputs if len(inputs) > 1 else token_ids
     if backbone == "bag":
         units = bb.check(name, "units", units, "int")
         x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
@@ -188,9 +223,7 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
     if crf:
         layer = sk.CRF(num_tags, name="crf")
         tags = layer(logits)
-        return CRFTagger(token_ids, {"logits": logits, "tags": tags},
-                         name=name, vocabulary_sizes={"token_ids":
-                                                      vocab_size},
+        return CRFTagger(model_inputs, {"logits": logits, "tags": tags},
+                         name=name, vocabulary_sizes=sizes,
                          parts={"crf": layer})
-    return Tagger(token_ids, logits, name=name,
-                  vocabulary_sizes={"token_ids": vocab_size})
+    return Tagger(model_inputs, logits, name=name, vocabulary_sizes=sizes)

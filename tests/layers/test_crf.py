@@ -212,3 +212,18 @@ def test_contract_and_errors():
         keras.config.set_dtype_policy("float32")
     assert low.compute_dtype == "float32" and out.dtype == "float32"
     assert np.isfinite(np.asarray(out)).all()
+
+
+def test_tag_ids_out_of_range_are_refused():
+    import numpy as np
+    import pytest
+
+    import seqkeras
+
+    crf = seqkeras.layers.CRF(3)
+    e = np.zeros((1, 2, 3), "float32")
+    crf(e)
+    for tags, bad in (([[0, 3]], "3"), ([[-1, 0]], "-1")):
+        with pytest.raises(ValueError, match=rf"CRF.*tags.*id {bad}, "
+                           r"outside \[0, 3\)"):
+            crf.log_likelihood(e, np.array(tags))
