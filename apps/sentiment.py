@@ -18,7 +18,8 @@ words, Keras `StringLookup`) from the training file and writes into
 validation accuracy), `history.csv`, `curves.png`, `epoch_seconds.csv`,
 TensorBoard logs under `logs/` and `backup/` (`BackupAndRestore`: kill the
 run, start the same command again, it resumes). `evaluate` scores any file
-in that layout; its last line is `accuracy = <percent>`. `predict` reads
+in that layout (one model, or the average of several models'
+probabilities); its last line is `accuracy = <percent>`. `predict` reads
 sentences on stdin and prints the label and its probability. `export`
 writes a SavedModel whose `serve_text` signature takes raw sentences and
 returns class probabilities (tokenizer in the graph), checked in a process
@@ -228,15 +229,26 @@ def train(args):
 # -- evaluate / predict ----------------------------------------------------
 
 def evaluate(args):
-    model, tokenizer, config = load(args.model)
-    texts, labels = read(args.data, config["num_classes"])
-    probabilities(model, tokenizer, texts[:8], config)  # compiles
-    start = time.perf_counter()
-    probs = probabilities(model, tokenizer, texts, config)
-    seconds = time.perf_counter() - start
+    """Accuracy of one model, or of the ensemble of several (`--model A
+    B ...`: their class probabilities averaged)."""
+    models = [load(directory) for directory in args.model]
+    texts, labels = read(args.data, models[0][2]["num_classes"])
+    probs, seconds = 0.0, 0.0
+    for model, tokenizer, config in models:
+        probabilities(model, tokenizer, texts[:8], config)  # compiles
+        start = time.perf_counter()
+        probs = probs + probabilities(model, tokenizer, texts, config)
+        seconds += time.perf_counter() - start
+        if len(models) > 1:
+            acc, _ = accuracy_report(probabilities(model, tokenizer, texts,
+                                                   config), labels)
+            print(f"  {config['model']}: {acc:.2f}")
+    probs = probs / len(models)
     acc, lines = accuracy_report(probs, labels)
+    what = ("" if len(models) == 1 else
+            f" (ensemble of {len(models)}: probabilities averaged)")
     print(f"{args.data}: {len(texts)} sentences, "
-          f"{len(texts) / seconds:.0f} sentences/s")
+          f"{len(texts) / seconds:.0f} sentences/s{what}")
     print("\n".join(lines))
     print(f"accuracy = {acc:.2f}")
 
@@ -412,7 +424,8 @@ def parser():
                    help="Keras fit verbosity (1: progress bar)")
     t.set_defaults(func=train)
     e = sub.add_parser("evaluate", help="accuracy on a TSV file")
-    e.add_argument("--model", required=True)
+    e.add_argument("--model", required=True, nargs="+",
+                   help="a model directory, or several: an ensemble")
     e.add_argument("--data", required=True)
     e.set_defaults(func=evaluate)
     r = sub.add_parser("predict", help="stdin sentences -> label, p")

@@ -209,6 +209,7 @@ def test_bad_input_gives_one_line(trained, data, tmp_path, capsys,
         "ner.py: error:")
 
 
+@pytest.mark.slow  # the same callbacks as translate.py's fast resume test
 def test_a_killed_training_resumes(data, tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, APP] + _train_args(data, out, epochs=2)

@@ -176,6 +176,7 @@ def test_bad_input_gives_one_line(trained, data, tmp_path, capsys,
         "sentiment.py: error:")
 
 
+@pytest.mark.slow  # the same callbacks as translate.py's fast resume test
 def test_a_killed_training_resumes(data, tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, APP] + _train_args(data, out, epochs=2,
@@ -203,3 +204,17 @@ def test_export_serves_raw_sentences(trained, data, tmp_path, capsys):
     assert report["serve_text_max_abs_diff"] < 1e-4
     assert "vocabulary.txt" in os.listdir(os.path.dirname(
         report["tflite"]))
+
+
+def test_evaluate_an_ensemble_averages_probabilities(trained, data,
+                                                     capsys):
+    code, out, err = _run(["evaluate", "--model", str(trained),
+                           str(trained), "--data", data["val"]], capsys)
+    assert code == 0, err
+    assert "ensemble of 2" in out
+    model, tokenizer, config = app.load(str(trained))
+    texts, labels = data["val_examples"]
+    probs = app.probabilities(model, tokenizer, texts, config)
+    truth = 100 * np.mean(probs.argmax(-1) == np.array(labels))
+    assert float(out.strip().splitlines()[-1].split("=")[1]) == \
+        pytest.approx(truth, abs=0.01)
