@@ -179,6 +179,9 @@ def train(args):
     steps = sum(1 for _ in data)
     data = data.apply(tf.data.experimental.assert_cardinality(steps))
     arguments = dict(MODELS[args.model])
+    for key in ("embedding_dim", "units", "dropout", "word_dropout"):
+        if getattr(args, key) is not None and key in arguments:
+            arguments[key] = getattr(args, key)
     if args.tiny:
         arguments.update({k: v for k, v in TINY.items() if k in arguments})
     if arguments["backbone"] == "transformer":
@@ -407,6 +410,12 @@ def parser():
     t.add_argument("--out", required=True, help="the model directory")
     t.add_argument("--train", default=sst2("train.tsv"))
     t.add_argument("--validation", default=sst2("dev.tsv"))
+    t.add_argument("--embedding-dim", type=int,
+                   help="override the model's embedding width")
+    t.add_argument("--units", type=int, help="override its units")
+    t.add_argument("--dropout", type=float, help="override its dropout")
+    t.add_argument("--word-dropout", type=float,
+                   help="override its word dropout (UNK replacement)")
     t.add_argument("--min-count", type=int, default=1,
                    help="words seen fewer times are UNK")
     t.add_argument("--epochs", type=int, default=4)

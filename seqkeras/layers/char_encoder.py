@@ -15,7 +15,7 @@ class CharacterEncoder(keras.layers.Layer):
     convolve over them (`filters` filters of width `kernel_size`, "same"
     padding), and max-pool over the word's real characters:
 
-        e_c = E[c];  h_i = act(sum_j W_j e_{i+j-k//2} + b);
+        e_c = E[c] (0 for c = 0);  h_i = act(sum_j W_j e_{i+j-k//2} + b);
         out = max_{i: c_i != 0} h_i   (zeros for a word with no character)
 
     A word's vector depends only on its own characters: padding characters
@@ -34,7 +34,8 @@ class CharacterEncoder(keras.layers.Layer):
         inputs: int character ids (batch, words, characters).
 
     Returns:
-        (batch, words, filters).
+        (batch, words, filters), with a mask (batch, words) that is false
+        for padding words (no character).
 
     Example:
 
@@ -98,19 +99,29 @@ class CharacterEncoder(keras.layers.Layer):
         ids = ops.cast(inputs, "int32")
         dims = ops.shape(ids)
         flat = ops.reshape(ids, (-1, dims[2]))  # (batch * words, chars)
+        real = ops.expand_dims(ops.not_equal(flat, 0), -1)
+        # padding characters embed as zeros, as the convolution's own
+        # "same" padding does: more padding never changes a word
         x = ops.take(ops.cast(self.embeddings, self.compute_dtype), flat,
-                     axis=0)
+                     axis=0) * ops.cast(real, self.compute_dtype)
         h = ops.conv(x, ops.cast(self.kernel, self.compute_dtype),
                      padding="same") + ops.cast(self.bias,
                                                 self.compute_dtype)
         h = ops.tanh(h) if self.activation == "tanh" else ops.relu(h)
-        real = ops.expand_dims(ops.not_equal(flat, 0), -1)
         lowest = ops.cast(-1e4 if self.activation == "tanh" else -1.0,
                           h.dtype)  # below any activation value
         pooled = ops.max(ops.where(real, h, lowest), axis=1)
         any_char = ops.any(real, axis=1)
         pooled = ops.where(any_char, pooled, ops.zeros_like(pooled))
         return ops.reshape(pooled, (dims[0], dims[1], self.filters))
+
+    def compute_mask(self, inputs, mask=None):
+        """A word with no character (all ids 0) is padding: (batch,
+        words) bool. Keras' `Concatenate` ORs its inputs' masks, so every
+        per-word feature beside a masked word embedding must mask its
+        padding words too."""
+        return ops.any(ops.not_equal(ops.cast(inputs, "int32"), 0),
+                       axis=-1)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[1], self.filters)

@@ -70,8 +70,8 @@ def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
         ids = sk.TokenDropout(word_dropout, name="word_dropout")(ids)
     x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
                                name="embedding")(ids)
-    if features:  # per-word features beside the embedding (the mask is
-        # the embedding's: Concatenate ANDs it with the others' none)
+    if features:  # per-word features beside the embedding; Keras'
+        # Concatenate ORs the masks, so each feature masks padding words
         x = keras.layers.Concatenate(name="word_features")([x, *features])
         if dropout:
             x = keras.layers.Dropout(dropout, name="features_dropout")(x)
@@ -208,8 +208,9 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
 
         inputs["casing_ids"] = keras.Input((None,), dtype="int32",
                                            name="casing_ids")
-        features.append(keras.layers.Embedding(
-            len(CASINGS), 8, name="casing")(inputs["casing_ids"]))
+        features.append(keras.layers.Embedding(  # id 0: padding words
+            len(CASINGS), 8, mask_zero=True, name="casing")(
+                inputs["casing_ids"]))
         sizes["casing_ids"] = len(CASINGS)
     x, _ = _encode(name, token_ids, vocab_size, backbone, embedding_dim,
                    units, num_layers, bidirectional, dropout, num_heads,

@@ -14,9 +14,10 @@ TEXTS = ["a good film .", "a bad , bad film", "the good , the bad",
 
 def test_ids_equal_a_dictionary_lookup(tmp_path):
     tok = WordTokenizer.train(TEXTS)
-    # counts: bad 3, a/good/film/the/, 2 ... first-seen order among ties
-    assert tok.vocabulary[:8] == ["<pad>", "<bos>", "<eos>", "<unk>",
-                                  "bad", "a", "good", "film"]
+    # counts: film 3 (Film lowercased), bad 3, then a, good, ",", the 2
+    # each: by count, ties in first-seen order
+    assert tok.vocabulary[:10] == ["<pad>", "<bos>", "<eos>", "<unk>",
+                                   "film", "bad", "a", "good", ",", "the"]
     index = {w: i for i, w in enumerate(tok.vocabulary)}
     queries = ["The BAD film", "unseen words here", "good"]
     expected = [[index.get(w.lower(), UNK) for w in q.split()]

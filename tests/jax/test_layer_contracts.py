@@ -28,3 +28,7 @@ from tests.layers.test_crf import (  # noqa: E402,F401
     case, test_against_brute_force, test_contract_and_errors,
     test_loss_trains_under_xla_beyond_any_per_token_rule,
     test_padding_changes_nothing)
+from tests.layers.test_char_encoder import (  # noqa: E402,F401
+    test_layer_contract_and_errors as test_char_encoder_layer_contract)
+from tests.layers.test_token_dropout import (  # noqa: E402,F401
+    test_layer_contract_and_errors as test_token_dropout_layer_contract)

@@ -81,3 +81,31 @@ def test_crf_tagger_exports_identical_paths(trained, tmp_path):
         "tags"]
     for got in (served, lite, onnx_tags):
         np.testing.assert_array_equal(np.asarray(got), expected)
+
+
+def test_word_features_keep_the_padding_mask():
+    """Keras' Concatenate ORs masks: the character and casing features
+    must mask padding words too, or the BiLSTM and the CRF would read
+    padding. Tags and logits at real words do not depend on padding."""
+    import numpy as np
+
+    import seqkeras
+    from seqkeras.data import WordFeatures
+
+    features = WordFeatures.train([["EU", "rejects", "German", "call"]])
+    model = seqkeras.models.tagger(
+        features.sizes["token_ids"], 5, crf=True, units=6, embedding_dim=6,
+        char_vocab_size=features.sizes["char_ids"], char_filters=4,
+        casing=True)
+    crf = model.get_layer("crf")
+    rng = np.random.default_rng(0)
+    crf.set_weights([rng.normal(0, 3, w.shape) for w in crf.get_weights()])
+    outs = []
+    for pad in (0, 5):
+        words = np.array([["German", "call", "xyz"] + [""] * pad], object)
+        out = model({k: v.numpy() for k, v in features(words).items()})
+        outs.append((np.asarray(out["logits"])[0, :3],
+                     np.asarray(out["tags"])[0]))
+    np.testing.assert_allclose(outs[0][0], outs[1][0], atol=1e-5)
+    assert outs[0][1].tolist() == outs[1][1][:3].tolist()
+    assert outs[1][1][3:].tolist() == [0] * 5
