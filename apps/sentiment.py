@@ -378,9 +378,11 @@ def heatmap(model, tokenizer, text, path, label):
     import matplotlib.pyplot as plt
 
     pooling = model.get_layer("pooling")
-    probe = keras.Model(model.inputs, pooling.input)
+    sequence = pooling.input  # (sequence, mask) when called with a mask
+    sequence = sequence[0] if isinstance(sequence, list) else sequence
+    probe = keras.Model(model.inputs, sequence)
     ids = tokenizer.encode([text]).to_tensor(0).numpy()
-    h = probe.predict(ids, verbose=0)
+    h = np.asarray(probe(ids))
     scores = np.tanh(h @ np.asarray(pooling.kernel) +
                      np.asarray(pooling.bias)) @ np.asarray(pooling.query)
     weights = np.exp(scores[0] - scores[0].max())

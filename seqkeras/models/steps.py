@@ -7,6 +7,7 @@ from keras import ops
 
 from seqkeras.layers.pooling import SequencePooling
 from seqkeras.layers.recurrent import Recurrent
+from seqkeras.layers.token_dropout import TokenDropout
 
 
 def as_list(states):
@@ -95,7 +96,7 @@ def layer_chain(model):
     chain = []
     for layer in model.layers:
         if isinstance(layer, (keras.layers.InputLayer,
-                              keras.layers.Dropout)):
+                              keras.layers.Dropout, TokenDropout)):
             continue  # no step work at inference
         if isinstance(layer, Recurrent):
             if layer.go_backwards:

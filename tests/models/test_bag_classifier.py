@@ -36,3 +36,17 @@ def test_word_dropout_only_while_training():
                                np.asarray(plain(ids)), atol=1e-6)
     tagger = seqkeras.models.tagger(30, 4, word_dropout=0.2, crf=True)
     assert tagger.get_layer("word_dropout").rate == 0.2
+
+
+def test_word_dropout_does_not_stop_streaming():
+    """TokenDropout does nothing at inference: a one-direction classifier
+    with word dropout still streams (its step model equals the full
+    model)."""
+    model = seqkeras.models.classifier(30, 2, backbone="gru",
+                                       pooling="mean", word_dropout=0.3)
+    ids = np.array([[5, 6, 7, 8]], "int32")
+    states = model.stream_start({}, 1)
+    for t in range(ids.shape[1]):
+        y, states = model.stream_step(ids[:, t], states)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(model(ids)),
+                               atol=1e-5)
