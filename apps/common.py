@@ -169,6 +169,30 @@ class KillAfter(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+def add_training_options(parser):
+    """The `train` options every app shares: --precision, --jit, --seed,
+    --tiny, --verbose."""
+    parser.add_argument("--precision", default="float32",
+                        choices=("float32", "mixed_bfloat16"))
+    parser.add_argument("--jit", default="on", choices=("on", "off"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tiny", action="store_true",
+                        help="a model of a few thousand parameters (smoke "
+                        "runs)")
+    parser.add_argument("--verbose", type=int, default=1,
+                        help="Keras fit verbosity (1: progress bar)")
+
+
+def write_report(report, out):
+    """Writes an export report to `out/report.json` and prints it."""
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=2, default=str)
+    print("export report:")
+    for key, value in report.items():
+        print(f"  {key}: {value:.3g}" if isinstance(value, float)
+              else f"  {key}: {value}")
+
+
 def stdin_lines(prog):
     """stdin's lines through the library's reader (UTF-8 checked; empty
     input is an empty list)."""

@@ -309,12 +309,7 @@ def export(args):
     shutil.copy(os.path.join(args.model, "vocabulary.txt"),
                 os.path.join(os.path.dirname(report["tflite"]),
                              "vocabulary.txt"))
-    with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump(report, f, indent=2, default=str)
-    print("export report:")
-    for key, value in report.items():
-        print(f"  {key}: {value:.3g}" if isinstance(value, float)
-              else f"  {key}: {value}")
+    common.write_report(report, out)
 
 
 # -- plots -----------------------------------------------------------------
@@ -425,14 +420,7 @@ def parser():
     t.add_argument("--lr", type=float, default=2e-3)
     t.add_argument("--weight-decay", type=float, default=0.0)
     t.add_argument("--max-length", type=int, default=64)
-    t.add_argument("--precision", default="float32",
-                   choices=("float32", "mixed_bfloat16"))
-    t.add_argument("--jit", default="on", choices=("on", "off"))
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--tiny", action="store_true",
-                   help="a model of a few thousand parameters (smoke runs)")
-    t.add_argument("--verbose", type=int, default=1,
-                   help="Keras fit verbosity (1: progress bar)")
+    common.add_training_options(t)
     t.set_defaults(func=train)
     e = sub.add_parser("evaluate", help="accuracy on a TSV file")
     e.add_argument("--model", required=True, nargs="+",

@@ -392,12 +392,7 @@ def export(args):
     for side in ("source", "target"):
         shutil.copy(os.path.join(args.model, side, "vocabulary.txt"),
                     os.path.join(tflite_dir, f"{side}_vocabulary.txt"))
-    with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump(report, f, indent=2, default=str)
-    print("export report:")
-    for key, value in report.items():
-        print(f"  {key}: {value:.3g}" if isinstance(value, float)
-              else f"  {key}: {value}")
+    common.write_report(report, out)
 
 
 # -- plots -----------------------------------------------------------------
@@ -518,14 +513,7 @@ def parser():
                    help="linear warm-up steps before the cosine decay")
     t.add_argument("--label-smoothing", type=float, default=0.0)
     t.add_argument("--max-length", type=int, default=64)
-    t.add_argument("--precision", default="float32",
-                   choices=("float32", "mixed_bfloat16"))
-    t.add_argument("--jit", default="on", choices=("on", "off"))
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--tiny", action="store_true",
-                   help="a model of a few thousand parameters (smoke runs)")
-    t.add_argument("--verbose", type=int, default=1,
-                   help="Keras fit verbosity (1: progress bar)")
+    common.add_training_options(t)
     t.add_argument("--evaluate-beams", type=int, nargs="*", default=[],
                    help="after training, val BLEU with these beam widths")
     t.set_defaults(func=train)

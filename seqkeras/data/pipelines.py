@@ -160,6 +160,25 @@ def translation_dataset(sources, targets, source_tokenizer,
     return data.prefetch(tf.data.AUTOTUNE), kept
 
 
+def _shuffled_buckets(data, size, shuffle, seed, boundaries, max_length,
+                      batch_size, padding_values, pad_to_bucket,
+                      drop_remainder):
+    """`(sequence, labels)` examples shuffled (a buffer of all `size`)
+    and batched by the sequence's length into buckets, each batch padded
+    to its bucket's edge (`pad_to_bucket`, the last to `max_length`) or to
+    its longest row."""
+    if shuffle:
+        data = data.shuffle(size, seed=seed, reshuffle_each_iteration=True)
+    edges = [b + 1 for b in boundaries if b < max_length]
+    if pad_to_bucket:
+        edges.append(max_length + 1)
+    return data.bucket_by_sequence_length(
+        lambda x, y: tf.size(x), bucket_boundaries=edges,
+        bucket_batch_sizes=[batch_size] * (len(edges) + 1),
+        padding_values=padding_values, pad_to_bucket_boundary=pad_to_bucket,
+        drop_remainder=drop_remainder)
+
+
 def classification_dataset(texts, labels, tokenizer, batch_size=64,
                            max_length=128, boundaries=(8, 16, 24, 32, 48),
                            shuffle=True, seed=0, pad_to_bucket=True,
@@ -195,17 +214,9 @@ def classification_dataset(texts, labels, tokenizer, batch_size=64,
     data = tf.data.Dataset.zip(
         ids, tf.data.Dataset.from_tensor_slices(
             tf.constant(labels, tf.int32))).cache()
-    if shuffle:
-        data = data.shuffle(len(texts), seed=seed,
-                            reshuffle_each_iteration=True)
-    edges = [b + 1 for b in boundaries if b < max_length]
-    if pad_to_bucket:
-        edges.append(max_length + 1)
-    data = data.bucket_by_sequence_length(
-        lambda x, y: tf.size(x), bucket_boundaries=edges,
-        bucket_batch_sizes=[batch_size] * (len(edges) + 1),
-        padding_values=(PAD, 0), pad_to_bucket_boundary=pad_to_bucket,
-        drop_remainder=drop_remainder)
+    data = _shuffled_buckets(data, len(texts), shuffle, seed, boundaries,
+                             max_length, batch_size, (PAD, 0),
+                             pad_to_bucket, drop_remainder)
     return data.prefetch(tf.data.AUTOTUNE)
 
 
@@ -260,16 +271,8 @@ def tagging_dataset(sentences, tags, features, tag_vocabulary,
         return flat_words[a:b], flat_tags[a:b]
 
     data = tf.data.Dataset.range(len(cut)).map(example).cache()
-    if shuffle:
-        data = data.shuffle(len(sentences), seed=seed,
-                            reshuffle_each_iteration=True)
-    edges = [b + 1 for b in boundaries if b < max_length]
-    if pad_to_bucket:
-        edges.append(max_length + 1)
-    data = data.bucket_by_sequence_length(
-        lambda w, t: tf.size(w), bucket_boundaries=edges,
-        bucket_batch_sizes=[batch_size] * (len(edges) + 1),
-        padding_values=("", 0), pad_to_bucket_boundary=pad_to_bucket,
-        drop_remainder=drop_remainder)
+    data = _shuffled_buckets(data, len(sentences), shuffle, seed,
+                             boundaries, max_length, batch_size, ("", 0),
+                             pad_to_bucket, drop_remainder)
     return data.map(lambda w, t: (features(w), t)).prefetch(
         tf.data.AUTOTUNE)

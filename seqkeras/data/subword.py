@@ -21,13 +21,12 @@ tensorflow-text).
 """
 
 import importlib
-import os
 
 import tensorflow as tf
 
 from seqkeras.data.tokens import BOS, EOS, RESERVED
+from seqkeras.data.tokens import load_vocabulary, save_vocabulary
 
-VOCABULARY_FILE = "vocabulary.txt"
 
 
 def _text_extra(module):
@@ -139,20 +138,10 @@ class SubwordTokenizer:
     def save(self, directory):
         """Writes `directory/vocabulary.txt` (one token per line); returns
         its path."""
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, VOCABULARY_FILE)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("".join(token + "\n" for token in self.vocabulary))
-        return path
+        return save_vocabulary(directory, self.vocabulary)
 
     @classmethod
     def load(cls, path):
         """The tokenizer saved at `path` (a `save` directory or its
         vocabulary file)."""
-        if os.path.isdir(path):
-            path = os.path.join(path, VOCABULARY_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"`SubwordTokenizer.load`: no vocabulary file at {path}")
-        with open(path, encoding="utf-8") as f:
-            return cls([line.rstrip("\n") for line in f])
+        return cls(load_vocabulary(path, "SubwordTokenizer.load"))

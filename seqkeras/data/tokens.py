@@ -21,3 +21,31 @@ FIRST_ID = 4
 RESERVED = ("<pad>", "<bos>", "<eos>", "<unk>")
 #: How decoded text shows an unknown symbol.
 UNK_TEXT = "?"
+
+#: The file a tokenizer's vocabulary is saved in, one token per line.
+VOCABULARY_FILE = "vocabulary.txt"
+
+
+def save_vocabulary(directory, tokens):
+    """Writes `directory/vocabulary.txt` (one token per line); returns its
+    path."""
+    import os
+
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, VOCABULARY_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(token + "\n" for token in tokens))
+    return path
+
+
+def load_vocabulary(path, who):
+    """The tokens saved at `path` (a `save_vocabulary` directory or its
+    file); a FileNotFoundError naming `who` when there is none."""
+    import os
+
+    if os.path.isdir(path):
+        path = os.path.join(path, VOCABULARY_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"`{who}`: no vocabulary file at {path}")
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]

@@ -11,14 +11,13 @@ table are core TensorFlow ops, which the TF Serving binary registers).
 """
 
 import collections
-import os
 
 import keras
 import tensorflow as tf
 
 from seqkeras.data.tokens import FIRST_ID, PAD, RESERVED, UNK
+from seqkeras.data.tokens import load_vocabulary, save_vocabulary
 
-VOCABULARY_FILE = "vocabulary.txt"
 
 
 class WordTokenizer(tf.Module):
@@ -133,22 +132,13 @@ class WordTokenizer(tf.Module):
         return self.lookup(self.split(strings))
 
     def save(self, directory):
-        """Writes `directory/vocabulary.txt`; returns its path."""
-        os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, VOCABULARY_FILE)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("".join(token + "\n" for token in self.vocabulary))
-        return path
+        """Writes `directory/vocabulary.txt` (one token per line); returns
+        its path."""
+        return save_vocabulary(directory, self.vocabulary)
 
     @classmethod
     def load(cls, path, lowercase=True):
         """The tokenizer saved at `path` (a `save` directory or its
         vocabulary file)."""
-        if os.path.isdir(path):
-            path = os.path.join(path, VOCABULARY_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"`WordTokenizer.load`: no vocabulary file at {path}")
-        with open(path, encoding="utf-8") as f:
-            return cls([line.rstrip("\n") for line in f],
-                       lowercase=lowercase)
+        return cls(load_vocabulary(path, "WordTokenizer.load"),
+                   lowercase=lowercase)

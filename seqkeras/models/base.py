@@ -14,6 +14,8 @@ exported serving signatures (`seqkeras.export.saved_model`).
 import keras
 import numpy as np
 
+from seqkeras.layers import validation
+
 #: Marks our messages inside errors raised by input pipelines, so that
 #: `fit`/`evaluate`/`predict` can re-raise them as a plain ValueError.
 MARKER = "seqkeras token-id check: "
@@ -22,19 +24,7 @@ MARKER = "seqkeras token-id check: "
 def _concrete(value):
     """`value` as a NumPy array, or None when it is symbolic (a Keras or
     traced tensor), which cannot be checked here."""
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, (list, tuple, int, float, np.generic)):
-        try:
-            return np.asarray(value)
-        except (ValueError, TypeError):
-            return None
-    if keras.KerasTensor is not None and isinstance(value, keras.KerasTensor):
-        return None
-    try:
-        return np.asarray(keras.ops.convert_to_numpy(value))
-    except Exception:  # a graph / traced tensor: no values to check
-        return None
+    return validation.concrete_values(value)
 
 
 def check_token_ids(where, name, ids, vocab_size):

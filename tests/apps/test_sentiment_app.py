@@ -3,32 +3,21 @@ resume after a SIGKILL), evaluate any TSV (its accuracy recomputed from
 the predictions), predict stdin, export (slow), and one-line errors for
 bad input."""
 
-import importlib.util
-import io
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
-APP = os.path.join(ROOT, "apps", "sentiment.py")
+from tests.apps.app_checks import (assert_one_line_error,
+                                   assert_process_error, assert_resumes,
+                                   load_app, run_app)
 POSITIVE = ["good", "great", "fine", "lovely"]
 NEGATIVE = ["bad", "awful", "dull", "boring"]
 FILLER = ["the", "film", "plot", "was", "a", "very", "and", "acting"]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("sentiment_app", APP)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-app = _load()
+app = load_app("sentiment")
 
 
 def _examples(n, seed):
@@ -77,16 +66,7 @@ def trained(data, tmp_path_factory):
 
 
 def _run(argv, capsys, stdin=None, monkeypatch=None):
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
-            stdin)))
-    code = 0
-    try:
-        app.main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_app(app, argv, capsys, stdin, monkeypatch)
 
 
 def test_train_writes_what_rebuilds_the_model(trained):
@@ -161,36 +141,20 @@ def test_bad_input_gives_one_line(trained, data, tmp_path, capsys,
     ]
     for argv, needle in cases:
         code, _, err = _run(argv, capsys)
-        lines = err.strip().splitlines()
-        assert code == 2 and len(lines) == 1, (argv, err)
-        assert lines[0].startswith("sentiment.py: error:"), lines
-        assert needle in lines[0], (needle, lines[0])
+        assert_one_line_error(code, err, "sentiment.py", needle)
     code, _, err = _run(["predict", "--model", str(trained)], capsys,
                         stdin=b"good\n\xff\n", monkeypatch=monkeypatch)
     assert code == 2 and "stdin line 2 is not UTF-8" in err
-    result = subprocess.run(
-        [sys.executable, APP, "evaluate", "--model", str(trained), "--data",
-         str(d / "label.tsv")], capture_output=True, text=True)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "sentiment.py: error:")
+    assert_process_error("sentiment", ["evaluate", "--model", str(trained),
+                                "--data", str(d / "label.tsv")])
 
 
 @pytest.mark.slow  # the same callbacks as translate.py's fast resume test
 def test_a_killed_training_resumes(data, tmp_path):
     out = tmp_path / "run"
-    command = [sys.executable, APP] + _train_args(data, out, epochs=2,
-                                                  model="bag")
-    killed = subprocess.run(command, env=dict(os.environ, **{
-        app.KILL_ENV: "1"}), capture_output=True, text=True)
-    assert killed.returncode == -9, killed.stderr[-2000:]
-    resumed = subprocess.run(command, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "Epoch 1/2" not in resumed.stdout and "Epoch 2/2" in \
-        resumed.stdout
-    with open(out / "history.csv") as f:
-        assert [r.split(",")[0] for r in f.read().splitlines()[1:]] == [
-            "0", "1"]
+    assert_resumes("sentiment", _train_args(data, out, epochs=2,
+                                            model="bag"),
+                   app.KILL_ENV, out, 2)
 
 
 @pytest.mark.slow

@@ -2,31 +2,20 @@
 SIGKILL), evaluate on an arbitrary file pair, translate stdin, export, and
 one-line errors for bad input to every subcommand."""
 
-import importlib.util
-import io
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
-APP = os.path.join(ROOT, "apps", "translate.py")
+from tests.apps.app_checks import (assert_one_line_error,
+                                   assert_process_error, assert_resumes,
+                                   load_app, run_app)
 
 NUMBERS = [("eins", "one"), ("zwei", "two"), ("drei", "three"),
            ("vier", "four"), ("fünf", "five"), ("sechs", "six")]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("translate_app", APP)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-app = _load()
+app = load_app("translate")
 
 
 def _pairs(n, seed):
@@ -76,17 +65,7 @@ def trained(data, tmp_path_factory):
 
 
 def _run(argv, capsys, stdin=None, monkeypatch=None):
-    """main(argv) -> (exit code, stdout, stderr)."""
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
-            stdin)))
-    code = 0
-    try:
-        app.main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_app(app, argv, capsys, stdin, monkeypatch)
 
 
 def test_train_writes_what_rebuilds_the_model(trained):
@@ -132,11 +111,7 @@ def test_translate_reads_stdin(trained, capsys, monkeypatch):
 
 
 def _one_line_error(code, err, *needles):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("translate.py: error:")
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+    assert_one_line_error(code, err, "translate.py", *needles)
 
 
 def test_bad_input_to_every_subcommand(trained, data, tmp_path, capsys,
@@ -186,33 +161,17 @@ def test_bad_input_to_every_subcommand(trained, data, tmp_path, capsys,
                             stdin=stdin, monkeypatch=monkeypatch)
         _one_line_error(code, err, needle)
     # as a process: one line on stderr, no traceback, exit status 2
-    result = subprocess.run(
-        [sys.executable, APP, "evaluate", "--model", str(not_model),
-         "--source", good_de, "--reference", good_en],
-        capture_output=True, text=True)
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "translate.py: error:")
+    assert_process_error("translate", [
+        "evaluate", "--model", str(not_model), "--source", good_de,
+        "--reference", good_en])
 
 
 def test_a_killed_training_resumes_where_it_stopped(data, tmp_path):
     """BackupAndRestore: SIGKILL after epoch 1, the same command again
     runs epochs 2-3 only and the history has three rows."""
     out = tmp_path / "run"
-    command = [sys.executable, APP] + _train_args(data, out, epochs=3)
-    env = dict(os.environ, **{app.KILL_ENV: "1"})
-    killed = subprocess.run(command, env=env, capture_output=True,
-                            text=True)
-    assert killed.returncode == -9, killed.stderr[-2000:]
-    assert "Epoch 1/3" in killed.stdout and "Epoch 2/3" not in killed.stdout
-    resumed = subprocess.run(command, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "Epoch 1/3" not in resumed.stdout
-    assert "Epoch 2/3" in resumed.stdout and "Epoch 3/3" in resumed.stdout
-    with open(out / "history.csv") as f:
-        epochs = [line.split(",")[0] for line in f.read().splitlines()[1:]]
-    assert epochs == ["0", "1", "2"]
+    assert_resumes("translate", _train_args(data, out, epochs=3),
+                   app.KILL_ENV, out, 3)
 
 
 @pytest.mark.slow
