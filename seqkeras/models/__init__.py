@@ -29,6 +29,7 @@ from seqkeras.models.language_models import rnn_language_model
 from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.training import MaskedAccuracy
 from seqkeras.models.training import MaskedPerplexity
+from seqkeras.models.training import PinballLoss
 from seqkeras.models.training import ResetStatesAtEpochStart
 from seqkeras.models.training import SmoothedTokenCrossEntropy
 from seqkeras.models.training import compile_model
@@ -39,7 +40,8 @@ from seqkeras.models.training import reset_states
 __all__ = [
     "CRFTagger", "Classifier", "ConditionedDecoder", "Forecaster",
     "LanguageModel",
-    "MaskedAccuracy", "MaskedPerplexity", "RecurrentLanguageModel",
+    "MaskedAccuracy", "MaskedPerplexity", "PinballLoss",
+    "RecurrentLanguageModel",
     "RecurrentSeq2Seq", "ResetStatesAtEpochStart", "Seq2Seq",
     "SequenceModel", "SmoothedTokenCrossEntropy", "Tagger",
     "TransformerLanguageModel",

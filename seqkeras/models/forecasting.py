@@ -1,6 +1,7 @@
 """`forecaster`: multi-step time-series forecasting."""
 
 import keras
+from keras import ops
 
 from seqkeras import layers as sk
 from seqkeras.models import backbones as bb
@@ -16,10 +17,51 @@ class Forecaster(ChainStreaming, SequenceModel):
 
     stream_per_step = False
 
+    def __init__(self, *args, quantiles=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.quantiles = None if quantiles is None else [float(q) for q
+                                                          in quantiles]
+
+    def get_config(self):
+        config = super().get_config()
+        config["quantiles"] = self.quantiles
+        return config
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class OrderedQuantiles(keras.layers.Layer):
+    """Raw scores (..., quantiles) -> non-decreasing values: the first
+    as is, each next one the previous plus softplus(score), so a
+    forecaster's 10% quantile never exceeds its 50% or its 90%."""
+
+    def call(self, inputs):
+        first = inputs[..., :1]
+        steps = ops.softplus(inputs[..., 1:])
+        return ops.concatenate([first, first + ops.cumsum(steps, axis=-1)],
+                               axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+def _check_quantiles(quantiles):
+    if quantiles is None:
+        return None
+    values = list(quantiles) if isinstance(quantiles, (list, tuple)) \
+        else None
+    if not values or any(isinstance(q, bool) or not isinstance(
+            q, (int, float)) or not 0.0 < q < 1.0 for q in values) or (
+            sorted(set(values)) != values):
+        raise ValueError(
+            "`forecaster` received an invalid value for `quantiles`: "
+            "expected increasing levels in (0, 1), e.g. [0.1, 0.5, 0.9]. "
+            f"Received: quantiles={quantiles!r}")
+    return [float(q) for q in values]
+
 
 def forecaster(input_steps, horizon, features=1, targets=None,
                backbone="lstm", units=64, num_layers=1, dropout=0.0,
-               num_heads=4, intermediate_dim=None):
+               num_heads=4, intermediate_dim=None, quantiles=None):
     """Direct multi-step forecaster: the last `input_steps` observations ->
     the next `horizon` steps, all at once (no error feedback through
     recursive one-step forecasts).
@@ -32,10 +74,15 @@ def forecaster(input_steps, horizon, features=1, targets=None,
         backbone: `"rnn"`, `"gru"`, `"lstm"` or `"transformer"`.
         units: recurrent units, or the Transformer width.
         num_layers, dropout, num_heads, intermediate_dim: the backbone.
+        quantiles: increasing levels in (0, 1), e.g. `[0.1, 0.5, 0.9]`:
+            forecast those quantiles instead of one value (trained by
+            `PinballLoss`, which `compile_model` picks); they are
+            non-decreasing by construction (`OrderedQuantiles`).
 
     Returns:
         A `Forecaster` (a functional `keras.Model`): `series` (batch,
-        input_steps, features) -> `forecast` (batch, horizon, targets).
+        input_steps, features) -> `forecast` (batch, horizon, targets),
+        or (batch, horizon, targets, quantiles) with `quantiles`.
 
     Example:
 
@@ -62,8 +109,14 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     else:
         x = bb.recurrent_stack(series, backbone, units, num_layers,
                                dropout=dropout, return_sequences=False)
-    x = keras.layers.Dense(horizon * targets, name="head")(x)
-    x = keras.layers.Reshape((horizon, targets))(x)
+    quantiles = _check_quantiles(quantiles)
+    levels = len(quantiles) if quantiles else 1
+    x = keras.layers.Dense(horizon * targets * levels, name="head")(x)
+    if quantiles:
+        x = keras.layers.Reshape((horizon, targets, levels))(x)
+        x = OrderedQuantiles(name="ordered_quantiles")(x)
+    else:
+        x = keras.layers.Reshape((horizon, targets))(x)
     forecast = keras.layers.Activation("linear", dtype="float32",
                                        name="forecast")(x)
-    return Forecaster(series, forecast, name=name)
+    return Forecaster(series, forecast, name=name, quantiles=quantiles)

@@ -149,6 +149,52 @@ def masked_loss(pad_id=PAD, label_smoothing=0.0):
 TASKS = ("tokens", "classes", "regression")
 
 
+@keras.saving.register_keras_serializable(package="seqkeras")
+class PinballLoss(keras.losses.Loss):
+    """The quantile (pinball) loss, averaged over every quantile, step and
+    target:
+
+        rho_q(y, f) = max(q (y - f), (q - 1) (y - f))
+
+    whose minimiser over f is the q-quantile of y.
+
+    Args:
+        quantiles: the levels, one per entry of the predictions' last
+            axis, each in (0, 1).
+
+    Call: `y_true` (..., targets), `y_pred` (..., targets, quantiles).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.models import PinballLoss
+    >>> loss = PinballLoss([0.1, 0.9])
+    >>> y = np.array([[[1.0]]]); f = np.array([[[[0.0, 0.0]]]])
+    >>> round(float(loss(y, f)), 3)  # (0.1 * 1 + 0.9 * 1) / 2
+    0.5
+    """
+
+    def __init__(self, quantiles, name="pinball", **kwargs):
+        super().__init__(name=name, **kwargs)
+        quantiles = [float(q) for q in quantiles]
+        if not quantiles or any(not 0.0 < q < 1.0 for q in quantiles):
+            raise ValueError(
+                "`PinballLoss` expects quantiles in (0, 1). Received: "
+                f"quantiles={quantiles}")
+        self.quantiles = quantiles
+
+    def call(self, y_true, y_pred):
+        q = ops.convert_to_tensor(self.quantiles, "float32")
+        error = ops.expand_dims(ops.cast(y_true, "float32"), -1) - \
+            ops.cast(y_pred, "float32")
+        loss = ops.maximum(q * error, (q - 1.0) * error)
+        return ops.mean(ops.reshape(loss, (ops.shape(loss)[0], -1)),
+                        axis=-1)
+
+    def get_config(self):
+        return {"quantiles": self.quantiles, "name": self.name}
+
+
 def _first_output_shape(model):
     outputs = getattr(model, "outputs", None)
     if not outputs:
@@ -219,8 +265,9 @@ def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
             and perplexity; target id 0 is padding and ignored),
             `"classes"` (one label per sequence: sparse cross-entropy and
             accuracy; every label counts, 0 included) or `"regression"`
-            (MSE and MAE). A task that contradicts the model's outputs
-            raises a ValueError.
+            (MSE and MAE; a forecaster with `quantiles`: `PinballLoss`).
+            A task that contradicts the model's outputs raises a
+            ValueError.
         learning_rate: a float or a `keras.optimizers.schedules` schedule.
         clipnorm: clip the global gradient norm (the seed notes'
             g <- min(1, tau / |g|) g); None disables.
@@ -283,6 +330,8 @@ def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
     elif task == "classes":
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    elif getattr(model, "quantiles", None):
+        loss, metrics = PinballLoss(model.quantiles), []
     else:
         loss, metrics = "mse", ["mae"]
     kwargs.setdefault("loss", loss)
