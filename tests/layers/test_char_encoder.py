@@ -51,5 +51,9 @@ def test_layer_contract_and_errors():
         seqkeras.layers.CharacterEncoder(10, kernel_size=2)
     with pytest.raises(ValueError, match="CharacterEncoder.*rank 3"):
         seqkeras.layers.CharacterEncoder(10)(np.zeros((2, 3), "int32"))
+
+
+def test_text_input_is_refused():
+    # TensorFlow backend: JAX's layer call converts inputs before `call`
     with pytest.raises(TypeError, match="CharacterEncoder.*numeric"):
         seqkeras.layers.CharacterEncoder(10)(np.array([[["a"]]]))

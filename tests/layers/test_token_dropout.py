@@ -57,5 +57,9 @@ def test_layer_contract_and_errors():
         seqkeras.layers.TokenDropout(1.0)
     with pytest.raises(TypeError, match="TokenDropout.*unk_id"):
         seqkeras.layers.TokenDropout(0.1, unk_id=2.5)
+
+
+def test_text_input_is_refused():
+    # TensorFlow backend: JAX's layer call converts inputs before `call`
     with pytest.raises(TypeError, match="TokenDropout.*numeric"):
         seqkeras.layers.TokenDropout(0.1)(np.array([["a"]]))
