@@ -240,11 +240,11 @@ def evaluate(args):
     for model, tokenizer, config in models:
         probabilities(model, tokenizer, texts[:8], config)  # compiles
         start = time.perf_counter()
-        probs = probs + probabilities(model, tokenizer, texts, config)
+        own = probabilities(model, tokenizer, texts, config)
         seconds += time.perf_counter() - start
+        probs = probs + own
         if len(models) > 1:
-            acc, _ = accuracy_report(probabilities(model, tokenizer, texts,
-                                                   config), labels)
+            acc, _ = accuracy_report(own, labels)
             print(f"  {config['model']}: {acc:.2f}")
     probs = probs / len(models)
     acc, lines = accuracy_report(probs, labels)

@@ -28,7 +28,6 @@ from seqkeras.data.tokens import BOS, EOS, RESERVED
 from seqkeras.data.tokens import load_vocabulary, save_vocabulary
 
 
-
 def _text_extra(module):
     """`module` (keras_hub or tensorflow_text), or a clear ImportError
     naming the extra that installs it."""

@@ -103,11 +103,11 @@ class WordTokenizer(tf.Module):
     def lookup(self, words):
         """Ids of `words` (a string tensor of any shape, dense or ragged;
         empty strings are padding, id 0). Graph ops."""
-        words = (tf.ragged.map_flat_values(tf.strings.lower, words)
-                 if self.lowercase else words)
-        raw = (tf.ragged.map_flat_values(self._lookup, words)
-               if isinstance(words, tf.RaggedTensor)
-               else self._lookup(words))
+        # map_flat_values: the same ops on a dense tensor or on a ragged
+        # one's values
+        if self.lowercase:
+            words = tf.ragged.map_flat_values(tf.strings.lower, words)
+        raw = tf.ragged.map_flat_values(self._lookup, words)
 
         def shift(raw_ids, strings):
             ids = tf.where(raw_ids == 0, tf.cast(UNK, raw_ids.dtype),
@@ -116,10 +116,7 @@ class WordTokenizer(tf.Module):
                            ids)
             return tf.cast(ids, tf.int32)
 
-        if isinstance(words, tf.RaggedTensor):
-            return words.with_flat_values(shift(raw.flat_values,
-                                                words.flat_values))
-        return shift(raw, words)
+        return tf.ragged.map_flat_values(shift, raw, words)
 
     def split(self, strings):
         """Whitespace words of `strings` (batch,): a ragged string tensor

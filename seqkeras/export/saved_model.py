@@ -251,15 +251,22 @@ def _text_encoder(vocabulary):
 TEXT_INPUT = "token_ids"
 
 
+def _one_step_at_least(x, padding):
+    """Dense (batch, time) `x` widened to one padded column when `time`
+    is 0 (every string of the batch empty): an empty text is one padded
+    step, which the models mask."""
+    short = tf.maximum(1 - tf.shape(x)[1], 0)
+    return tf.pad(x, [[0, 0], [0, short]], constant_values=padding)
+
+
 def _tokenizer_encoder(tokenizer):
     """`encode(strings)` -> ids (batch, time) int32 right-padded with 0
-    (at least one column, so an empty string is one padded step) from an
-    object with a graph-op `encode(strings)` giving ragged ids."""
+    (at least one column) from an object with a graph-op
+    `encode(strings)` giving ragged ids."""
 
     def encode(strings):
         ids = tf.cast(tokenizer.encode(strings), tf.int32).to_tensor(0)
-        short = tf.maximum(1 - tf.shape(ids)[1], 0)
-        return tf.pad(ids, [[0, 0], [0, short]]), None
+        return _one_step_at_least(ids, 0), None
 
     return encode
 
@@ -283,7 +290,9 @@ def text_function(model, vocabulary=None, tokenizer=None):
     else:
         encode, resource = _text_encoder(vocabulary)
     names = list(model.output_names)
-    classes = type(model).__name__ == "Classifier"
+    from seqkeras.models.training import infer_task
+
+    classes = infer_task(model) == "classes"
 
     @tf.function(input_signature=[_TEXT_SIGNATURE])
     def serve(inputs):
@@ -330,7 +339,7 @@ def graph_entity_spans(tags):
 
 def tagging_function(model, features, tag_vocabulary):
     """The `tag` signature of a tagger over word features: raw sentences
-    `text` (batch,) in (whitespace-separated words); out `words` and
+    `text` (batch,) in (split into words by `features.split`); out `words` and
     `tags` (batch, time) strings ("" at padding), and the entities:
     `entity_types` (batch, entities) strings, `entity_starts`,
     `entity_ends` (word indices, end exclusive; -1 padding). `features`
@@ -341,9 +350,8 @@ def tagging_function(model, features, tag_vocabulary):
 
     @tf.function(input_signature=[_TEXT_SIGNATURE])
     def tag(inputs):
-        words = tf.strings.split(inputs["text"]).to_tensor("")
-        short = tf.maximum(1 - tf.shape(words)[1], 0)
-        words = tf.pad(words, [[0, 0], [0, short]], constant_values="")
+        words = _one_step_at_least(
+            features.split(inputs["text"]).to_tensor(""), "")
         feats = features(words)
         outputs = model({k: feats[k] for k in names}, training=False)
         if isinstance(outputs, dict) and "tags" in outputs:

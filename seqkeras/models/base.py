@@ -21,12 +21,6 @@ from seqkeras.layers import validation
 MARKER = "seqkeras token-id check: "
 
 
-def _concrete(value):
-    """`value` as a NumPy array, or None when it is symbolic (a Keras or
-    traced tensor), which cannot be checked here."""
-    return validation.concrete_values(value)
-
-
 def check_token_ids(where, name, ids, vocab_size):
     """Raises a clear error unless `ids` are integer token ids in
     `[0, vocab_size)`. Symbolic tensors pass unchecked.
@@ -51,7 +45,7 @@ def check_token_ids(where, name, ids, vocab_size):
     ...     print(str(e)[:60])
     `predict`: input `token_ids` has token id 25, outside [0, 10
     """
-    array = _concrete(ids)
+    array = validation.concrete_values(ids)
     if array is None:
         return
     kind = array.dtype.kind
