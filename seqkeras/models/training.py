@@ -184,6 +184,14 @@ class PinballLoss(keras.losses.Loss):
         self.quantiles = quantiles
 
     def call(self, y_true, y_pred):
+        levels = tuple(y_pred.shape)[-1:]
+        if len(tuple(y_pred.shape)) != len(tuple(y_true.shape)) + 1 or (
+                levels[0] is not None and levels[0] != len(self.quantiles)):
+            raise ValueError(
+                f"`PinballLoss` expects `y_pred` of shape y_true.shape + "
+                f"({len(self.quantiles)},) (one value per quantile). "
+                f"Received: y_true.shape={tuple(y_true.shape)}, "
+                f"y_pred.shape={tuple(y_pred.shape)}")
         q = ops.convert_to_tensor(self.quantiles, "float32")
         error = ops.expand_dims(ops.cast(y_true, "float32"), -1) - \
             ops.cast(y_pred, "float32")

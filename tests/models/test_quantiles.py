@@ -32,6 +32,11 @@ def test_pinball_matches_numpy_and_is_minimised_by_the_quantile():
         assert best == pytest.approx(np.quantile(draws, level), abs=0.02)
     with pytest.raises(ValueError, match="PinballLoss"):
         PinballLoss([0.0, 0.5])
+    # a prediction per quantile, not one broadcast over all of them
+    with pytest.raises(ValueError, match=r"PinballLoss.*y_pred"):
+        PinballLoss(q.tolist())(y, f[..., :1])
+    with pytest.raises(ValueError, match=r"PinballLoss.*y_pred"):
+        PinballLoss(q.tolist())(y, f[..., 0])
 
 
 def test_quantiles_never_cross():
