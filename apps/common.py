@@ -74,16 +74,30 @@ def best_so_far(history, monitor="val_loss", mode="min"):
     return min(values) if mode == "min" else max(values)
 
 
-def callbacks(out, kill_env, monitor="val_loss", mode="min"):
+class _Checkpoint(keras.callbacks.ModelCheckpoint):
+    """A ModelCheckpoint that saves `target`'s weights (a model sharing the
+    trained model's layers, e.g. the forecaster a teacher-forced training
+    graph trains) instead of the fitted model's."""
+
+    def __init__(self, *args, target=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.target = target
+
+    def set_model(self, model):
+        super().set_model(model if self.target is None else self.target)
+
+
+def callbacks(out, kill_env, monitor="val_loss", mode="min", target=None):
     """`(callbacks, checkpoint)`: BackupAndRestore under `out/backup`, the
-    best weights by `monitor` in `out/best.weights.h5`, `history.csv`,
+    best weights by `monitor` in `out/best.weights.h5` (of `target` when
+    given, else of the fitted model), `history.csv`,
     TensorBoard under `out/logs`, `epoch_seconds.csv`; with the
     environment variable `kill_env` set to N, a SIGKILL after epoch N (what
     the resume tests do to a run)."""
     history = os.path.join(out, "history.csv")
-    checkpoint = keras.callbacks.ModelCheckpoint(
+    checkpoint = _Checkpoint(
         os.path.join(out, WEIGHTS), monitor=monitor, mode=mode,
-        save_best_only=True, save_weights_only=True)
+        save_best_only=True, save_weights_only=True, target=target)
     best = best_so_far(history, monitor, mode)
     if best is not None:
         checkpoint.best = best

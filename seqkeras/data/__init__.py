@@ -17,8 +17,10 @@ from seqkeras.data.conll import read_conll
 from seqkeras.data.pipelines import classification_dataset
 from seqkeras.data.pipelines import read_lines
 from seqkeras.data.pipelines import read_parallel
+from seqkeras.data.pipelines import read_text
 from seqkeras.data.pipelines import tagging_dataset
 from seqkeras.data.pipelines import translation_dataset
+from seqkeras.data.series import read_series_csv
 from seqkeras.data.subword import SubwordTokenizer
 from seqkeras.data.text import CharVocabulary
 from seqkeras.data.text import read_tinyshakespeare
@@ -32,6 +34,7 @@ __all__ = [
     "WordFeatures", "WordTokenizer", "adding_problem", "classification_dataset",
     "copy_task", "dates", "forecast_windows", "multi_seasonal_series",
     "read_conll", "read_labeled_tsv", "read_lines", "read_parallel",
+    "read_series_csv", "read_text",
     "read_tinyshakespeare", "shared_data_dir", "tagging_dataset",
     "tbptt_windows",
     "teacher_forcing", "tokens", "translation_dataset",

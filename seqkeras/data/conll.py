@@ -2,7 +2,7 @@
 separated by whitespace, a blank line after each sentence, `-DOCSTART-`
 lines between documents (CoNLL-2003: word, POS, chunk, NER tag)."""
 
-from seqkeras.data.pipelines import _read_text
+from seqkeras.data.pipelines import read_text
 
 
 def read_conll(path, tag_column=-1, name="read_conll"):
@@ -31,7 +31,7 @@ def read_conll(path, tag_column=-1, name="read_conll"):
     >>> read_conll(path)
     ([['EU', 'rejects'], ['Peter']], [['B-ORG', 'O'], ['B-PER']])
     """
-    text = _read_text(path, name)
+    text = read_text(path, name)
     sentences, tags, words, labels = [], [], [], []
     columns = None
     for number, line in enumerate(text.split("\n"), start=1):

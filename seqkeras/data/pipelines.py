@@ -41,10 +41,23 @@ def _read_bytes(path, name):
     return raw
 
 
-def _read_text(path, name):
-    """The UTF-8 text of `path`, with one-line errors for a missing file,
-    a directory, and bytes that are not UTF-8 (line number and byte)."""
+def read_text(path, name="read_text"):
+    """The UTF-8 text of `path` (CRLF read as LF), with one-line errors
+    naming `name` for a missing file, a directory, and bytes that are not
+    UTF-8 (line number and byte).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from seqkeras.data import read_text
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"to be\\r\\nor not")
+    >>> read_text(path)
+    'to be\\nor not'
+    """
     return _decode(_read_bytes(path, name), path, name)
+
 
 
 def text_lines(raw, source, name="text_lines", allow_empty_input=False):

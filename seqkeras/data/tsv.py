@@ -1,7 +1,7 @@
 """A reader for labeled text in tab-separated files with a header (the
 GLUE/SST-2 layout: `sentence<TAB>label`, one example per line)."""
 
-from seqkeras.data.pipelines import _read_text
+from seqkeras.data.pipelines import read_text
 
 
 def read_labeled_tsv(path, text_column="sentence", label_column="label",
@@ -33,7 +33,7 @@ def read_labeled_tsv(path, text_column="sentence", label_column="label",
     >>> read_labeled_tsv(path)
     (['a fine film', 'dull'], [1, 0])
     """
-    text = _read_text(path, name)
+    text = read_text(path, name)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -15,6 +15,7 @@ from seqkeras.layers.positional import SinusoidalPositionalEncoding
 from seqkeras.layers.recurrent import Bidirectional
 from seqkeras.layers.recurrent import Recurrent
 from seqkeras.layers.recurrent import StackedRecurrent
+from seqkeras.layers.scaling import WindowScaling
 from seqkeras.layers.token_dropout import TokenDropout
 from seqkeras.layers.transformer import TransformerDecoderBlock
 from seqkeras.layers.transformer import TransformerEncoderBlock
@@ -38,4 +39,5 @@ __all__ = [
     "TokenDropout",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "WindowScaling",
 ]

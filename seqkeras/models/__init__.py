@@ -19,7 +19,9 @@ from seqkeras.models.encoder_decoder import conditioned_decoder
 from seqkeras.models.encoder_decoder import seq2seq
 from seqkeras.models.encoder_decoder import transformer_seq2seq
 from seqkeras.models.forecasting import Forecaster
+from seqkeras.models.forecasting import Seq2SeqForecaster
 from seqkeras.models.forecasting import forecaster
+from seqkeras.models.forecasting import seq2seq_forecaster
 from seqkeras.models.generation import decoder_step
 from seqkeras.models.generation import generate
 from seqkeras.models.language_models import LanguageModel
@@ -43,11 +45,12 @@ __all__ = [
     "MaskedAccuracy", "MaskedPerplexity", "PinballLoss",
     "RecurrentLanguageModel",
     "RecurrentSeq2Seq", "ResetStatesAtEpochStart", "Seq2Seq",
+    "Seq2SeqForecaster",
     "SequenceModel", "SmoothedTokenCrossEntropy", "Tagger",
     "TransformerLanguageModel",
     "TransformerSeq2Seq", "attention_model", "check_token_ids",
     "classifier", "compile_model", "conditioned_decoder", "decoder_step",
     "forecaster", "generate", "infer_task", "masked_loss", "reset_states",
-    "rnn_language_model", "seq2seq", "tagger", "transformer_language_model",
-    "transformer_seq2seq",
+    "rnn_language_model", "seq2seq", "seq2seq_forecaster", "tagger",
+    "transformer_language_model", "transformer_seq2seq",
 ]

@@ -22,6 +22,12 @@ class Forecaster(ChainStreaming, SequenceModel):
         self.quantiles = None if quantiles is None else [float(q) for q
                                                           in quantiles]
 
+    @property
+    def streamable(self):
+        # window scaling needs the whole window's statistics first
+        return not any(isinstance(layer, sk.WindowScaling)
+                       for layer in self.layers)
+
     def get_config(self):
         config = super().get_config()
         config["quantiles"] = self.quantiles
@@ -44,6 +50,9 @@ class OrderedQuantiles(keras.layers.Layer):
         return input_shape
 
 
+SCALINGS = (None, "window")
+
+
 def _check_quantiles(quantiles):
     if quantiles is None:
         return None
@@ -61,7 +70,8 @@ def _check_quantiles(quantiles):
 
 def forecaster(input_steps, horizon, features=1, targets=None,
                backbone="lstm", units=64, num_layers=1, dropout=0.0,
-               num_heads=4, intermediate_dim=None, quantiles=None):
+               num_heads=4, intermediate_dim=None, quantiles=None,
+               scaling=None):
     """Direct multi-step forecaster: the last `input_steps` observations ->
     the next `horizon` steps, all at once (no error feedback through
     recursive one-step forecasts).
@@ -78,6 +88,12 @@ def forecaster(input_steps, horizon, features=1, targets=None,
             forecast those quantiles instead of one value (trained by
             `PinballLoss`, which `compile_model` picks); they are
             non-decreasing by construction (`OrderedQuantiles`).
+        scaling: None, or `"window"`: each input window is standardised
+            by its own mean and standard deviation and the forecast mapped
+            back (`seqkeras.layers.WindowScaling`), so the model takes and
+            returns raw values and the scaling is part of every export.
+            The targets are the first `targets` features. A window-scaled
+            model does not stream.
 
     Returns:
         A `Forecaster` (a functional `keras.Model`): `series` (batch,
@@ -99,15 +115,23 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     backbone = bb.check(name, "backbone", backbone, "choice", bb.BACKBONES)
     units = bb.check(name, "units", units, "int")
     num_layers = bb.check(name, "num_layers", num_layers, "int")
+    scaling = bb.check(name, "scaling", scaling, "choice", SCALINGS)
+    if scaling and targets > features:
+        raise ValueError(
+            f"`{name}` forecasts the first `targets` of the `features`; "
+            f"targets={targets} > features={features}")
     series = keras.Input((input_steps, features), name="series")
+    x = series
+    if scaling:
+        x = sk.WindowScaling(name="scaling")(series)
     if backbone == "transformer":
-        x = keras.layers.Dense(units, name="input_projection")(series)
+        x = keras.layers.Dense(units, name="input_projection")(x)
         x = bb.positions(x, "learned", input_steps, "positions")
         x = bb.transformer_stack(x, num_layers, num_heads,
                                  intermediate_dim or 4 * units, dropout)
         x = sk.SequencePooling("last", name="pooling")(x)
     else:
-        x = bb.recurrent_stack(series, backbone, units, num_layers,
+        x = bb.recurrent_stack(x, backbone, units, num_layers,
                                dropout=dropout, return_sequences=False)
     quantiles = _check_quantiles(quantiles)
     levels = len(quantiles) if quantiles else 1
@@ -117,6 +141,204 @@ def forecaster(input_steps, horizon, features=1, targets=None,
         x = OrderedQuantiles(name="ordered_quantiles")(x)
     else:
         x = keras.layers.Reshape((horizon, targets))(x)
-    forecast = keras.layers.Activation("linear", dtype="float32",
-                                       name="forecast")(x)
+    if scaling:
+        forecast = sk.WindowScaling(inverse=True, dtype="float32",
+                                    name="forecast")(series, x)
+    else:
+        forecast = keras.layers.Activation("linear", dtype="float32",
+                                           name="forecast")(x)
     return Forecaster(series, forecast, name=name, quantiles=quantiles)
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class Seq2SeqForecaster(Forecaster):
+    """`seq2seq_forecaster`'s class: `series` -> `forecast`, the decoder
+    feeding back its own forecast (the median with `quantiles`) one step
+    at a time. Parts: `scaling`, `unscaling` (or None), `encoder` (the
+    recurrent layers), `decoder`, `head`, `quantiles` (or None).
+    `teacher_forcing_model()` is the training graph over the same
+    layers."""
+
+    @property
+    def streamable(self):
+        return False
+
+    def teacher_forcing_model(self):
+        """A functional model over this model's layers: `{"series",
+        "future"}` -> `forecast`, the decoder reading the true previous
+        value at each step (teacher forcing). Train it; this model then
+        forecasts with the learned weights."""
+        cached = getattr(self, "_teacher", None)
+        if cached is None:
+            series = keras.Input(tuple(self.inputs[0].shape[1:]),
+                                 name="series")
+            shape = tuple(self.outputs[0].shape[1:3])
+            future = keras.Input(shape, name="future")
+            levels = len(self.quantiles) if self.quantiles else 1
+            cached = keras.Model({"series": series, "future": future},
+                                 _seq2seq_graph(self, series, shape[1],
+                                                levels, future=future),
+                                 name=f"{self.name}_teacher_forcing")
+            object.__setattr__(self, "_teacher", cached)
+        return cached
+
+
+def _seq2seq_graph(parts, series, targets, levels, horizon=None,
+                   future=None, median_index=None):
+    """The seq2seq forecaster's graph on `series` from its parts (a dict or
+    a `Seq2SeqForecaster`): teacher-forced on `future` when given, else
+    `horizon` steps feeding back its own forecast (quantile
+    `median_index`)."""
+    part = parts.part if hasattr(parts, "part") else parts.get
+    scaling, unscaling = part("scaling"), part("unscaling")
+    decoder, head, ordered = part("decoder"), part("head"), part(
+        "quantiles")
+    x = scaling(series) if scaling is not None else series
+    encoder = part("encoder")
+    for layer in encoder[:-1]:
+        x = layer(x)
+    _, *states = encoder[-1](x)
+    last = keras.layers.Cropping1D((x.shape[1] - 1, 0))(x)
+    last = _Columns(targets)(last)  # (batch, 1, targets)
+
+    def shaped(y):  # (batch, steps, targets * levels) -> (.., targets[, q])
+        steps_ = y.shape[1]
+        if ordered is None:
+            return keras.layers.Reshape((steps_, targets))(y)
+        return ordered(keras.layers.Reshape((steps_, targets, levels))(y))
+
+    if future is not None:
+        f = scaling(series, future) if scaling is not None else future
+        previous = keras.layers.Concatenate(axis=1)([
+            last, keras.layers.Cropping1D((0, 1))(f)])
+        h, *_ = decoder(previous, initial_state=states)
+        y = shaped(head(h))
+    else:
+        outputs, previous = [], last
+        for _ in range(horizon):
+            h, *states = decoder(previous, initial_state=states)
+            y = shaped(head(h))  # (batch, 1, targets[, q])
+            outputs.append(y)
+            previous = y if ordered is None else _Median(median_index)(y)
+        y = outputs[0] if horizon == 1 else keras.layers.Concatenate(
+            axis=1)(outputs)
+    if unscaling is not None:
+        return unscaling(series, y)
+    return keras.layers.Activation("linear", dtype="float32",
+                                   name="forecast")(y)
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class _Columns(keras.layers.Layer):
+    """The first `n` features: (..., features) -> (..., n)."""
+
+    def __init__(self, n, **kwargs):
+        super().__init__(**kwargs)
+        self.n = int(n)
+
+    def call(self, x):
+        return x[..., :self.n]
+
+    def compute_output_shape(self, shape):
+        return tuple(shape[:-1]) + (self.n,)
+
+    def get_config(self):
+        return dict(super().get_config(), n=self.n)
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class _Median(keras.layers.Layer):
+    """Quantile `index` of (..., quantiles): (..., q) -> (...)."""
+
+    def __init__(self, index, **kwargs):
+        super().__init__(**kwargs)
+        self.index = int(index)
+
+    def call(self, x):
+        return x[..., self.index]
+
+    def compute_output_shape(self, shape):
+        return tuple(shape[:-1])
+
+    def get_config(self):
+        return dict(super().get_config(), index=self.index)
+
+
+def seq2seq_forecaster(input_steps, horizon, features=1, targets=None,
+                       cell="lstm", units=64, num_layers=1, dropout=0.0,
+                       quantiles=None, scaling="window"):
+    """Encoder-decoder forecaster: a recurrent encoder reads the window, a
+    recurrent decoder starts from its states and produces the horizon one
+    step at a time, each step's input the previous value: the true one in
+    training (teacher forcing, `teacher_forcing_model()`), its own
+    forecast (the median with `quantiles`) when forecasting.
+
+    Args:
+        input_steps: observed steps (the window).
+        horizon: predicted steps.
+        features: input features per step; the targets are the first
+            `targets` of them (default all).
+        cell: `"rnn"`, `"gru"` or `"lstm"` (encoder and decoder).
+        units: recurrent units.
+        num_layers: encoder layers (the decoder has one).
+        dropout: input dropout of the encoder cells.
+        quantiles: increasing levels in (0, 1) (see `forecaster`).
+        scaling: `"window"` (default; see `forecaster`) or None.
+
+    Returns:
+        A `Seq2SeqForecaster` (a functional `keras.Model`): `series`
+        (batch, input_steps, features) -> `forecast` (batch, horizon,
+        targets[, quantiles]); train `model.teacher_forcing_model()` on
+        `{"series": x, "future": y}` -> `y`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.seq2seq_forecaster(24, 6, units=8)
+    >>> x = np.random.rand(4, 24, 1).astype("float32")
+    >>> tuple(model(x).shape)
+    (4, 6, 1)
+    >>> trainer = model.teacher_forcing_model()
+    >>> tuple(trainer({"series": x, "future": np.zeros((4, 6, 1))}).shape)
+    (4, 6, 1)
+    """
+    name = "seq2seq_forecaster"
+    input_steps = bb.check(name, "input_steps", input_steps, "int")
+    horizon = bb.check(name, "horizon", horizon, "int")
+    features = bb.check(name, "features", features, "int")
+    targets = bb.check(name, "targets", targets or features, "int")
+    cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
+    units = bb.check(name, "units", units, "int")
+    num_layers = bb.check(name, "num_layers", num_layers, "int")
+    dropout = bb.check(name, "dropout", dropout, "rate")
+    scaling = bb.check(name, "scaling", scaling, "choice", SCALINGS)
+    if targets > features:
+        raise ValueError(
+            f"`{name}` forecasts the first `targets` of the `features`; "
+            f"targets={targets} > features={features}")
+    quantiles = _check_quantiles(quantiles)
+    levels = len(quantiles) if quantiles else 1
+    series = keras.Input((input_steps, features), name="series")
+    encoder = [sk.Recurrent(bb.make_cell(cell, units, dropout=dropout),
+                            return_sequences=i < num_layers - 1,
+                            return_state=i == num_layers - 1,
+                            name=f"encoder_{i}")
+               for i in range(num_layers)]
+    decoder = sk.Recurrent(bb.make_cell(cell, units), return_sequences=True,
+                           return_state=True, name="decoder")
+    ordered = OrderedQuantiles(name="ordered_quantiles") if quantiles \
+        else None
+    median = min(range(levels), key=lambda i: abs(
+        quantiles[i] - 0.5)) if quantiles else None
+    parts = {
+        "scaling": sk.WindowScaling(name="scaling") if scaling else None,
+        "unscaling": sk.WindowScaling(inverse=True, dtype="float32",
+                                      name="forecast") if scaling else None,
+        "encoder": encoder, "decoder": decoder,
+        "head": keras.layers.Dense(targets * levels, name="head"),
+        "quantiles": ordered,
+    }
+    forecast = _seq2seq_graph(parts, series, targets, levels,
+                              horizon=horizon, median_index=median)
+    return Seq2SeqForecaster(series, forecast, name=name,
+                             quantiles=quantiles, parts=parts)

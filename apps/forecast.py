@@ -1,0 +1,486 @@
+"""Forecasting a univariate series (airline passengers, Melbourne daily
+minimum temperatures) with seqkeras: a recurrent, Transformer or
+encoder-decoder forecaster of quantiles, judged against the
+seasonal-naive forecast and a classical statsmodels model.
+
+    python apps/forecast.py train --out runs/airline --model lstm \\
+        --csv ../shared/data/timeseries/airline-passengers.csv
+    python apps/forecast.py evaluate --model runs/airline \\
+        --csv ../shared/data/timeseries/airline-passengers.csv
+    python apps/forecast.py export --model runs/airline
+
+Data: a CSV file with a header line and two columns, a date and a value
+(quoted or not, LF or CRLF), one row per time step in time order. The last
+20% of the rows are held back for evaluation; `train` uses the rows before
+them, the last `--validation` share of those for choosing the best epoch.
+The season is 12 for `YYYY-MM` dates and 365 for `YYYY-MM-DD` dates (the
+temperature file has no 29 February), else `--season`.
+
+`train` fits `--model` (`lstm`, `gru`, `transformer`: the library's
+`forecaster`; `seq2seq`: `seq2seq_forecaster`, teacher-forced) on windows
+of `--window` values to forecast the next `--horizon`, as the 10%, 50%
+and 90% quantiles (pinball loss; `--quantiles`), each window scaled by its
+own mean and deviation inside the model (raw values in, raw values out).
+It writes into `--out`: `config.json`, `best.weights.h5` (the lowest
+validation loss), `history.csv`, `curves.png`, `epoch_seconds.csv`,
+TensorBoard logs under `logs/` and `backup/` (`BackupAndRestore`).
+
+`evaluate` reads any CSV of that shape, forecasts from every origin in
+its last 20% (rolling origin: the `--window` values before the origin in,
+the next `--horizon` out), and prints MAE, RMSE, MASE and the coverage of
+the 10-90% interval for the model, the seasonal-naive forecast ("same as
+last season") and a statsmodels SARIMA model fitted on the rows before the
+held-back part (the airline model, ARIMA(0,1,1)(0,1,1)s on logarithms,
+for seasons up to 52; ARIMA(2,0,1) with yearly Fourier terms for daily
+data). MASE here is the MAE divided by the seasonal-naive forecast's MAE
+over the same targets: below 1 beats "same as last season". With
+`--plot` it draws history, truth, forecast and the interval band. Its last
+line is `MASE = <number>`. `export` writes the SavedModel (raw values in
+and out, checked against Keras in a process without seqkeras), builtin-op
+TFLite and ONNX.
+
+Bad input (a missing or non-UTF-8 file, a missing value, a cell that is
+not a number, a series too short for the window and horizon, a directory
+that is not a trained model) ends with a one-line error and exit status 2.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import common  # noqa: E402
+from common import AppError  # noqa: E402
+
+PROG = "forecast.py"
+KILL_ENV = "FORECAST_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
+MODELS = ("lstm", "gru", "transformer", "seq2seq")
+HELD_BACK = 0.2
+# --window and --horizon by season when not given
+WINDOWS = {12: (36, 12), 365: (90, 14)}
+
+
+def series_file(name):
+    return common.shared_file("timeseries", name)
+
+
+def read(path):
+    from seqkeras.data import read_series_csv
+
+    try:
+        return read_series_csv(path, name=PROG)
+    except (ValueError, FileNotFoundError) as error:
+        raise AppError(str(error)) from None
+
+
+def season_of(dates, given=None):
+    """`given`, else 12 for YYYY-MM dates and 365 for YYYY-MM-DD."""
+    if given:
+        return given
+    import re
+
+    if all(re.fullmatch(r"\d{4}-\d{2}", d) for d in dates[:3]):
+        return 12
+    if all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", d) for d in dates[:3]):
+        return 365
+    raise AppError(f"cannot tell the season from dates like {dates[0]!r}; "
+                   "give --season")
+
+
+def held_back_start(n):
+    """The first held-back (evaluation) step: the last 20% of `n`."""
+    return n - int(round(HELD_BACK * n))
+
+
+def build(config):
+    import seqkeras
+
+    a = config["arguments"]
+    if config["model"] == "seq2seq":
+        return seqkeras.models.seq2seq_forecaster(
+            config["window"], config["horizon"], cell="lstm",
+            quantiles=config["quantiles"], scaling="window", **a)
+    return seqkeras.models.forecaster(
+        config["window"], config["horizon"], backbone=config["model"],
+        quantiles=config["quantiles"], scaling="window", **a)
+
+
+def load(directory):
+    config = common.read_config(directory)
+    try:
+        model = build(config)
+    except (ValueError, KeyError, TypeError) as error:
+        raise AppError(f"--model {directory}: unreadable {common.CONFIG} "
+                       f"({error})") from None
+    return common.load_weights(model, directory), config
+
+
+def windows(values, window, horizon, first=None, last=None, what="series"):
+    from seqkeras.data.series import rolling_windows
+
+    try:
+        return rolling_windows(values, window, horizon, first, last,
+                               name=PROG)
+    except ValueError as error:
+        raise AppError(f"{what}: {error}") from None
+
+
+# -- train -----------------------------------------------------------------
+
+def train(args):
+    import seqkeras
+
+    dates, values = read(args.csv)
+    season = season_of(dates, args.season)
+    window, horizon = WINDOWS.get(season, (2 * season, season))
+    window, horizon = args.window or window, args.horizon or horizon
+    quantiles = [float(q) for q in args.quantiles.split(",")] \
+        if args.quantiles else None
+    end = held_back_start(len(values))
+    split = end - max(2 * horizon, int(round(args.validation * end)))
+    x, y, _ = windows(values, window, horizon, last=split - horizon,
+                      what=f"--csv {args.csv} (training part, the rows "
+                      f"before {split})")
+    vx, vy, _ = windows(values, window, horizon, first=split,
+                        last=end - horizon, what=f"--csv {args.csv} "
+                        f"(validation part, rows {split}-{end})")
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    if args.precision != "float32":
+        keras.mixed_precision.set_global_policy(args.precision)
+    keras.utils.set_random_seed(args.seed)
+    arguments = {"units": args.units, "num_layers": args.num_layers,
+                 "dropout": args.dropout}
+    if args.model == "transformer":
+        arguments["num_heads"] = args.num_heads
+    if args.tiny:
+        arguments["units"] = 8
+    config = {"model": args.model, "arguments": arguments,
+              "window": window, "horizon": horizon, "season": season,
+              "quantiles": quantiles, "weights": common.WEIGHTS,
+              "training_rows": split, "validation_rows": [split, end],
+              "held_back_from": end,
+              "training": {k: v for k, v in vars(args).items()
+                           if k != "func"}}
+    try:
+        model = build(config)
+    except ValueError as error:
+        raise AppError(str(error)) from None
+    trainer, fit_x, val_x = model, x, vx
+    if args.model == "seq2seq":
+        trainer = model.teacher_forcing_model()
+        fit_x, val_x = {"series": x, "future": y}, {"series": vx,
+                                                    "future": vy}
+    loss = (seqkeras.models.PinballLoss(quantiles) if quantiles
+            else "mae")
+    seqkeras.models.compile_model(
+        trainer, task="regression", learning_rate=args.lr,
+        jit_compile=args.jit == "on", loss=loss, metrics=[])
+    config["parameters"] = int(model.count_params())
+    common.write_config(out, config)
+    print(f"{args.model} forecaster: {model.count_params():,} parameters; "
+          f"window {window}, horizon {horizon}, season {season}; "
+          f"{len(x)} training windows (rows < {split}), {len(vx)} "
+          f"validation windows (targets in rows {split}-{end - 1}), rows "
+          f"from {end} held back")
+    callbacks, checkpoint = common.callbacks(out, KILL_ENV, target=model)
+    start = time.perf_counter()
+    trainer.fit(fit_x, y, validation_data=(val_x, vy), epochs=args.epochs,
+                batch_size=args.batch, callbacks=callbacks,
+                verbose=args.verbose)
+    seconds = time.perf_counter() - start
+    png = plot_history(out)
+    print(f"trained in {seconds:.0f} s; best validation loss "
+          f"{checkpoint.best:.4f}; curves: {png}")
+
+
+def plot_history(out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import csv
+
+    import matplotlib.pyplot as plt
+
+    with open(os.path.join(out, "history.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for key in ("loss", "val_loss"):
+        ax.plot([int(r["epoch"]) + 1 for r in rows],
+                [float(r[key]) for r in rows], label=key)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("pinball loss (raw units)")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    path = os.path.join(out, "curves.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# -- evaluate --------------------------------------------------------------
+
+def model_forecasts(model, config, x):
+    """`(median, low, high)` (n, horizon, 1) of the model from windows
+    `x`; low/high are the outermost quantiles (None without quantiles)."""
+    f = np.asarray(model.predict(x, batch_size=256, verbose=0), "float64")
+    q = config["quantiles"]
+    if not q:
+        return f, None, None
+    mid = min(range(len(q)), key=lambda i: abs(q[i] - 0.5))
+    return f[..., mid], f[..., 0], f[..., -1]
+
+
+def sarima(values, end, origins, horizon, season, level=0.8):
+    """statsmodels SARIMAX fitted on `values[:end]`, then forecasting
+    `horizon` steps from each origin with the fitted parameters:
+    `(name, mean, low, high)`, each (n, horizon, 1).
+
+    Seasons up to 52: the airline model ARIMA(0,1,1)(0,1,1)s (on
+    logarithms when every value is positive); longer seasons: ARIMA(2,0,1)
+    with a constant and 3 pairs of Fourier terms of the season."""
+    import warnings
+
+    from statsmodels.tsa.statespace.sarimax import SARIMAX
+
+    values = np.asarray(values, "float64")
+    log = bool(np.all(values > 0)) and season <= 52
+    y = np.log(values) if log else values
+    exog = None
+    if season <= 52:
+        spec = dict(order=(0, 1, 1), seasonal_order=(0, 1, 1, season))
+        name = f"SARIMA(0,1,1)(0,1,1,{season}){' on log' if log else ''}"
+    else:
+        t = np.arange(len(values))[:, None]
+        k = np.arange(1, 4)[None]
+        exog = np.concatenate([np.sin(2 * np.pi * k * t / season),
+                               np.cos(2 * np.pi * k * t / season)], 1)
+        spec = dict(order=(2, 0, 1), trend="c")
+        name = f"ARIMA(2,0,1) + Fourier(3, {season})"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = SARIMAX(y[:end], exog=None if exog is None else exog[:end],
+                         **spec).fit(disp=False)
+        full = fitted.apply(y, exog=exog)
+        mean, low, high = [], [], []
+        for t in origins:
+            p = full.get_prediction(start=int(t), end=int(t) + horizon - 1,
+                                    dynamic=True)
+            band = np.asarray(p.conf_int(alpha=1 - level))
+            mean.append(np.asarray(p.predicted_mean))
+            low.append(band[:, 0])
+            high.append(band[:, 1])
+    out = [np.asarray(a)[..., None] for a in (mean, low, high)]
+    if log:
+        out = [np.exp(a) for a in out]
+    return (name, *out)
+
+
+def evaluate(args):
+    from seqkeras.data.series import (coverage, forecast_errors,
+                                      seasonal_naive)
+
+    model, config = load(args.model)
+    dates, values = read(args.csv)
+    window, horizon = config["window"], config["horizon"]
+    season = args.season or config["season"]
+    end = held_back_start(len(values))
+    if end < max(window, season):
+        raise AppError(
+            f"--csv {args.csv}: {len(values)} rows hold back the last "
+            f"{len(values) - end} for evaluation, leaving {end} before "
+            f"them; the model's window ({window}) and the season "
+            f"({season}) need at least {max(window, season)}")
+    x, y, origins = windows(values, window, horizon, first=end,
+                            what=f"--csv {args.csv} (held-back part from "
+                            f"row {end})")
+    start = time.perf_counter()
+    median, low, high = model_forecasts(model, config, x)
+    seconds = time.perf_counter() - start
+    naive = seasonal_naive(values, origins, horizon, season)
+    rows = [(f"{config['model']} (seqkeras)", median, low, high),
+            ("seasonal naive", naive, None, None)]
+    if args.baseline == "sarima":
+        start_fit = time.perf_counter()
+        name, mean, blow, bhigh = sarima(values, end, origins, horizon,
+                                         season)
+        rows.append((f"{name} (statsmodels)", mean, blow, bhigh))
+        fit_seconds = time.perf_counter() - start_fit
+    print(f"{args.csv}: {len(values)} rows, held back from row {end} "
+          f"({dates[end]}); {len(origins)} forecast origins x {horizon} "
+          f"steps; window {window}, season {season}; model "
+          f"{len(x) / seconds:,.0f} windows/s")
+    if args.baseline == "sarima":
+        print(f"statsmodels baseline fitted and rolled in "
+              f"{fit_seconds:.1f} s")
+    print(f"{'forecast':<40} {'MAE':>9} {'RMSE':>9} {'MASE':>7} "
+          f"{'10-90% coverage':>16}")
+    for name, f, lo, hi in rows:
+        e = forecast_errors(y, f, naive)
+        cover = "" if lo is None else f"{100 * coverage(y, lo, hi):.1f}%"
+        print(f"{name:<40} {e['mae']:9.3f} {e['rmse']:9.3f} "
+              f"{e['mase']:7.3f} {cover:>16}")
+    if args.plot:
+        plot_forecast(args.plot, dates, values, end, origins, horizon,
+                      median, low, high, config, rows, args.history)
+        print(f"plot: {args.plot}")
+    print(f"MASE = {forecast_errors(y, median, naive)['mase']:.4f}")
+
+
+def plot_forecast(path, dates, values, end, origins, horizon, median, low,
+                  high, config, rows, history):
+    """History, truth, the forecast stitched from origins `end`, `end +
+    horizon`, ... (the last block from the last origin) and its band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(values)
+    steps = np.arange(end, n)
+    block = np.minimum((steps - end) // horizon * horizon + end,
+                       origins[-1])
+    index = block - origins[0]
+    k = steps - block
+    fig, ax = plt.subplots(figsize=(10, 4))
+    first = max(0, end - history)
+    ax.plot(np.arange(first, n), values[first:n], color="0.3", lw=1,
+            label="history and truth")
+    ax.plot(steps, median[index, k, 0], color="C0", lw=1.5,
+            label=f"{config['model']} median forecast")
+    if low is not None:
+        ax.fill_between(steps, low[index, k, 0], high[index, k, 0],
+                        color="C0", alpha=0.25, label="10-90% interval")
+    if len(rows) > 2:
+        ax.plot(steps, rows[2][1][index, k, 0], color="C3", lw=1,
+                ls="--", label=rows[2][0])
+    ax.axvline(end, color="k", ls=":", lw=1)
+    ticks = np.linspace(first, n - 1, 6).astype(int)
+    ax.set_xticks(ticks, [dates[i] for i in ticks])
+    ax.set_title(f"held back from {dates[end]}: forecasts of "
+                 f"{horizon} steps from origins {horizon} apart")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# -- export ----------------------------------------------------------------
+
+def export(args):
+    from seqkeras.export import export_and_verify
+
+    model, config = load(args.model)
+    out = args.out or os.path.join(args.model, "export")
+    values = None
+    csv_path = config["training"].get("csv")
+    if csv_path and os.path.isfile(csv_path):
+        values = read(csv_path)[1]
+    if values is None or len(values) < config["window"] + 8:
+        rng = np.random.default_rng(0)
+        values = 100 + np.cumsum(rng.normal(size=config["window"] + 8))
+    x, _, _ = windows(values, config["window"], 1)
+    samples = [x[:1], x[-8:]]
+    report = export_and_verify(model, "forecast", samples, out,
+                               tolerance=1e-4)
+    fresh = fresh_forecast(report["savedmodel"], samples[1])
+    keras_out = np.asarray(model.predict(samples[1], verbose=0))
+    diff = float(np.max(np.abs(fresh - keras_out)))
+    print(f"SavedModel in a process without seqkeras, raw values in and "
+          f"out: max |diff| to Keras {diff:.2g} (forecasts up to "
+          f"{np.abs(keras_out).max():.1f})")
+    if diff > 1e-3 * max(1.0, float(np.abs(keras_out).max())):
+        raise RuntimeError("the exported forecaster differs from Keras")
+    report.update(fresh_process_max_diff=diff)
+    common.write_report(report, out)
+
+
+_FRESH = """
+import json, sys
+sys.modules["seqkeras"] = None  # as on a model server
+import numpy as np, tensorflow as tf
+loaded = tf.saved_model.load(sys.argv[1])
+x = np.asarray(json.loads(sys.stdin.read()), "float32")
+out = loaded.signatures["serving_default"](series=tf.constant(x))
+print(json.dumps(np.asarray(out["forecast"]).tolist()))
+"""
+
+
+def fresh_forecast(path, x):
+    """The SavedModel's `serving_default` on raw windows `x`, in a new
+    process where seqkeras cannot be imported."""
+    import json
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH, str(path)],
+        input=json.dumps(np.asarray(x).tolist()), capture_output=True,
+        text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if result.returncode:
+        raise RuntimeError(f"the SavedModel failed in a new process: "
+                           f"{result.stderr.strip().splitlines()[-1:]}")
+    return np.asarray(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+# -- command line ----------------------------------------------------------
+
+def parser():
+    p = argparse.ArgumentParser(prog=PROG,
+                                description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train a forecaster")
+    t.add_argument("--out", required=True, help="the model directory")
+    t.add_argument("--csv", default=series_file("airline-passengers.csv"))
+    t.add_argument("--model", default="lstm", choices=MODELS)
+    t.add_argument("--season", type=int)
+    t.add_argument("--window", type=int)
+    t.add_argument("--horizon", type=int)
+    t.add_argument("--quantiles", default="0.1,0.5,0.9",
+                   help="comma-separated levels ('' for one value, MAE)")
+    t.add_argument("--validation", type=float, default=0.15,
+                   help="share of the training rows for validation")
+    t.add_argument("--units", type=int, default=32)
+    t.add_argument("--num-layers", type=int, default=1)
+    t.add_argument("--num-heads", type=int, default=4)
+    t.add_argument("--dropout", type=float, default=0.0)
+    t.add_argument("--epochs", type=int, default=100)
+    t.add_argument("--batch", type=int, default=32)
+    t.add_argument("--lr", type=float, default=3e-3)
+    common.add_training_options(t)
+    t.set_defaults(func=train)
+    e = sub.add_parser("evaluate", help="MAE, RMSE, MASE on the last 20%%")
+    e.add_argument("--model", required=True)
+    e.add_argument("--csv", required=True)
+    e.add_argument("--season", type=int,
+                   help="default: the model's (its training data's)")
+    e.add_argument("--baseline", default="sarima",
+                   choices=("sarima", "none"))
+    e.add_argument("--plot", help="write the forecast plot (PNG) here")
+    e.add_argument("--history", type=int, default=96,
+                   help="steps of history before the held-back part to "
+                   "plot")
+    e.set_defaults(func=evaluate)
+    x = sub.add_parser("export", help="SavedModel, TFLite, ONNX, verified")
+    x.add_argument("--model", required=True)
+    x.add_argument("--out", help="default: MODEL/export")
+    x.set_defaults(func=export)
+    return p
+
+
+def main(argv=None):
+    common.run(PROG, parser(), argv, required=("csv",))
+
+
+if __name__ == "__main__":
+    main()
