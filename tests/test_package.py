@@ -147,8 +147,9 @@ def test_reproduction_scripts_smoke(tmp_path):
                        str(tmp_path / "cells.png")])
     assert [(r[0], r[1]) for r in rows] == [(8, "GRU")]
     assert os.path.exists(tmp_path / "cells.png")
-    bottleneck = _load(os.path.join(ROOT, "benchmarks", "bottleneck.py"),
-                       "bottleneck")
+    bottleneck = _load(os.path.join(ROOT, "benchmarks",
+                                    "context_bottleneck.py"),
+                       "context_bottleneck")
     results = bottleneck.main(["--train", "256", "--val", "64", "--epochs",
                                "1", "--max-length", "10", "--units", "16",
                                "--plot", str(tmp_path / "b.png")])

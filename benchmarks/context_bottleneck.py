@@ -3,8 +3,8 @@ Fig. 2): seq2seq without attention (the decoder sees the source only
 through the encoder's final state) against the same model with additive
 attention, on sequence reversal, accuracy by source length.
 
-    python benchmarks/bottleneck.py               # ~5 min on 2 cores
-    python benchmarks/bottleneck.py --epochs 2 --train 2000
+    python benchmarks/context_bottleneck.py               # ~5 min on 2 cores
+    python benchmarks/context_bottleneck.py --epochs 2 --train 2000
 
 Both models: the same bidirectional GRU encoder, GRU decoder, units,
 data and epochs. Accuracy is teacher-forced token accuracy on held-out
@@ -73,7 +73,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", default="benchmarks/bottleneck.png")
+    p.add_argument("--plot", default="benchmarks/context_bottleneck.png")
     args = p.parse_args(argv)
     src, tgt = copy_task(args.train, args.min_length, args.max_length,
                          args.symbols, reverse=True, seed=args.seed)
