@@ -53,6 +53,24 @@ class OrderedQuantiles(keras.layers.Layer):
 SCALINGS = (None, "window")
 
 
+def _check_sizes(name, input_steps, horizon, features, targets, units,
+                 num_layers, scaling, first_targets=False):
+    """The forecasters' shared arguments, checked; the targets must be
+    among the features when they are the first ones (window scaling, or
+    `first_targets`)."""
+    values = [bb.check(name, arg, value, "int") for arg, value in (
+        ("input_steps", input_steps), ("horizon", horizon),
+        ("features", features), ("targets", targets or features),
+        ("units", units), ("num_layers", num_layers))]
+    scaling = bb.check(name, "scaling", scaling, "choice", SCALINGS)
+    features, targets = values[2], values[3]
+    if (scaling or first_targets) and targets > features:
+        raise ValueError(
+            f"`{name}` forecasts the first `targets` of the `features`; "
+            f"targets={targets} > features={features}")
+    return (*values, scaling)
+
+
 def _check_quantiles(quantiles):
     if quantiles is None:
         return None
@@ -108,18 +126,10 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     (2, 6, 1)
     """
     name = "forecaster"
-    input_steps = bb.check(name, "input_steps", input_steps, "int")
-    horizon = bb.check(name, "horizon", horizon, "int")
-    features = bb.check(name, "features", features, "int")
-    targets = bb.check(name, "targets", targets or features, "int")
+    input_steps, horizon, features, targets, units, num_layers, scaling = (
+        _check_sizes(name, input_steps, horizon, features, targets, units,
+                     num_layers, scaling))
     backbone = bb.check(name, "backbone", backbone, "choice", bb.BACKBONES)
-    units = bb.check(name, "units", units, "int")
-    num_layers = bb.check(name, "num_layers", num_layers, "int")
-    scaling = bb.check(name, "scaling", scaling, "choice", SCALINGS)
-    if scaling and targets > features:
-        raise ValueError(
-            f"`{name}` forecasts the first `targets` of the `features`; "
-            f"targets={targets} > features={features}")
     series = keras.Input((input_steps, features), name="series")
     x = series
     if scaling:
@@ -303,19 +313,11 @@ def seq2seq_forecaster(input_steps, horizon, features=1, targets=None,
     (4, 6, 1)
     """
     name = "seq2seq_forecaster"
-    input_steps = bb.check(name, "input_steps", input_steps, "int")
-    horizon = bb.check(name, "horizon", horizon, "int")
-    features = bb.check(name, "features", features, "int")
-    targets = bb.check(name, "targets", targets or features, "int")
+    input_steps, horizon, features, targets, units, num_layers, scaling = (
+        _check_sizes(name, input_steps, horizon, features, targets, units,
+                     num_layers, scaling, first_targets=True))
     cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
-    units = bb.check(name, "units", units, "int")
-    num_layers = bb.check(name, "num_layers", num_layers, "int")
     dropout = bb.check(name, "dropout", dropout, "rate")
-    scaling = bb.check(name, "scaling", scaling, "choice", SCALINGS)
-    if targets > features:
-        raise ValueError(
-            f"`{name}` forecasts the first `targets` of the `features`; "
-            f"targets={targets} > features={features}")
     quantiles = _check_quantiles(quantiles)
     levels = len(quantiles) if quantiles else 1
     series = keras.Input((input_steps, features), name="series")
