@@ -117,6 +117,13 @@ def vocabulary_of(directory):
                        f"({error})") from None
 
 
+def write_vocabulary(directory, vocabulary):
+    """`directory/vocabulary.json`: the characters in id order."""
+    with open(os.path.join(directory, VOCABULARY), "w",
+              encoding="utf-8") as f:
+        json.dump(vocabulary.get_config(), f)
+
+
 def build(kind, vocab_size, block, arguments):
     import seqkeras
 
@@ -268,9 +275,7 @@ def train(args):
         vocabulary = vocabulary_of(out)  # a resumed run keeps its own
     else:
         vocabulary = CharVocabulary.from_texts([train_text])
-        with open(os.path.join(out, VOCABULARY), "w",
-                  encoding="utf-8") as f:
-            json.dump(vocabulary.get_config(), f)
+        write_vocabulary(out, vocabulary)
     arguments = model_arguments(args)
     try:
         model = build(args.model, len(vocabulary), args.block, arguments)
@@ -498,9 +503,7 @@ def streaming(model, vocabulary, config, out, val_text, sample_ids, check):
 
     directory = os.path.join(out, "streaming")
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, VOCABULARY), "w",
-              encoding="utf-8") as f:
-        json.dump(vocabulary.get_config(), f)
+    write_vocabulary(directory, vocabulary)
     ids = vocabulary.encode_text(val_text[:check + 1]) if val_text else \
         sample_ids[0]
     x, y = windows(ids, len(ids))

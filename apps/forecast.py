@@ -325,8 +325,8 @@ def evaluate(args):
               f"{fit_seconds:.1f} s")
     print(f"{'forecast':<40} {'MAE':>9} {'RMSE':>9} {'MASE':>7} "
           f"{'10-90% coverage':>16}")
-    for name, f, lo, hi in rows:
-        e = forecast_errors(y, f, naive)
+    errors = [forecast_errors(y, f, naive) for _, f, _, _ in rows]
+    for (name, f, lo, hi), e in zip(rows, errors):
         cover = "" if lo is None else f"{100 * coverage(y, lo, hi):.1f}%"
         print(f"{name:<40} {e['mae']:9.3f} {e['rmse']:9.3f} "
               f"{e['mase']:7.3f} {cover:>16}")
@@ -334,7 +334,7 @@ def evaluate(args):
         plot_forecast(args.plot, dates, values, end, origins, horizon,
                       median, low, high, config, rows, args.history)
         print(f"plot: {args.plot}")
-    print(f"MASE = {forecast_errors(y, median, naive)['mase']:.4f}")
+    print(f"MASE = {errors[0]['mase']:.4f}")
 
 
 def plot_forecast(path, dates, values, end, origins, horizon, median, low,
