@@ -277,25 +277,26 @@ def train(args):
         vocabulary = CharVocabulary.from_texts([train_text])
         write_vocabulary(out, vocabulary)
     arguments = model_arguments(args)
-    try:
-        model = build(args.model, len(vocabulary), args.block, arguments)
-    except ValueError as error:
-        raise AppError(str(error)) from None
-    steps = args.epochs * args.steps_per_epoch
-    if args.minutes:  # scheduled over wall time by `TimeBudget`
-        schedule = args.lr
-    else:
-        schedule = keras.optimizers.schedules.CosineDecay(
-            0.0, max(1, steps - args.warmup), alpha=0.1,
-            warmup_target=args.lr, warmup_steps=args.warmup)
-    optimizer = keras.optimizers.AdamW(
-        schedule, weight_decay=args.weight_decay, beta_1=0.9, beta_2=0.99,
-        global_clipnorm=1.0)
-    # decay matrices only, as nanoGPT: not biases, norms or the 1-D rest
-    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    seqkeras.models.compile_model(
-        model, optimizer=optimizer, jit_compile=args.jit == "on",
-        steps_per_execution=args.steps_per_execution)
+    with common.strategy_scope(args):  # build, compile
+        try:
+            model = build(args.model, len(vocabulary), args.block, arguments)
+        except ValueError as error:
+            raise AppError(str(error)) from None
+        steps = args.epochs * args.steps_per_epoch
+        if args.minutes:  # scheduled over wall time by `TimeBudget`
+            schedule = args.lr
+        else:
+            schedule = keras.optimizers.schedules.CosineDecay(
+                0.0, max(1, steps - args.warmup), alpha=0.1,
+                warmup_target=args.lr, warmup_steps=args.warmup)
+        optimizer = keras.optimizers.AdamW(
+            schedule, weight_decay=args.weight_decay, beta_1=0.9, beta_2=0.99,
+            global_clipnorm=1.0)
+        # decay matrices only, as nanoGPT: not biases, norms or the 1-D rest
+        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+        seqkeras.models.compile_model(
+            model, optimizer=optimizer, jit_compile=common.jit_option(args),
+            steps_per_execution=args.steps_per_execution)
     data = random_windows(vocabulary.encode_text(train_text), args.block,
                           args.batch, args.seed)
     validation = windows(vocabulary.encode_text(val_text), args.block)

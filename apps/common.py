@@ -93,7 +93,14 @@ def callbacks(out, kill_env, monitor="val_loss", mode="min", target=None):
     given, else of the fitted model), `history.csv`,
     TensorBoard under `out/logs`, `epoch_seconds.csv`; with the
     environment variable `kill_env` set to N, a SIGKILL after epoch N (what
-    the resume tests do to a run)."""
+    the resume tests do to a run). A worker other than the chief of a
+    multi-worker run writes all of these to a temporary directory."""
+    from seqkeras.distribute import is_chief
+
+    if not is_chief():
+        import tempfile
+
+        out = tempfile.mkdtemp(prefix="seqkeras-worker-")
     history = os.path.join(out, "history.csv")
     checkpoint = _Checkpoint(
         os.path.join(out, WEIGHTS), monitor=monitor, mode=mode,
@@ -184,17 +191,41 @@ class KillAfter(keras.callbacks.Callback):
 
 
 def add_training_options(parser):
-    """The `train` options every app shares: --precision, --jit, --seed,
-    --tiny, --verbose."""
+    """The `train` options every app shares: --precision, --jit,
+    --strategy, --seed, --tiny, --verbose."""
+    from seqkeras.distribute import STRATEGIES
+
     parser.add_argument("--precision", default="float32",
                         choices=("float32", "mixed_bfloat16"))
-    parser.add_argument("--jit", default="on", choices=("on", "off"))
+    parser.add_argument("--jit", default="auto", choices=("auto", "on", "off"),
+                        help="XLA: auto (default) lets compile_model choose "
+                        "by device, strategy and precision")
+    parser.add_argument("--strategy", default="default", choices=STRATEGIES,
+                        help="tf.distribute strategy: mirrored (all local "
+                        "GPUs), multiworker (the cluster in TF_CONFIG; "
+                        "worker 0 writes the outputs), tpu (untested)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tiny", action="store_true",
                         help="a model of a few thousand parameters (smoke "
                         "runs)")
     parser.add_argument("--verbose", type=int, default=1,
                         help="Keras fit verbosity (1: progress bar)")
+
+
+def jit_option(args):
+    """`--jit` as `compile_model`'s `jit_compile`."""
+    return {"auto": "auto", "on": True, "off": False}[args.jit]
+
+
+def strategy_scope(args):
+    """The scope of `--strategy`'s `tf.distribute` strategy: build and
+    compile the model inside it."""
+    from seqkeras.distribute import get_strategy
+
+    try:
+        return get_strategy(args.strategy).scope()
+    except ValueError as error:
+        raise AppError(str(error)) from None
 
 
 def write_report(report, out):

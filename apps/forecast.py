@@ -168,20 +168,21 @@ def train(args):
               "held_back_from": end,
               "training": {k: v for k, v in vars(args).items()
                            if k != "func"}}
-    try:
-        model = build(config)
-    except ValueError as error:
-        raise AppError(str(error)) from None
-    trainer, fit_x, val_x = model, x, vx
-    if args.model == "seq2seq":
-        trainer = model.teacher_forcing_model()
-        fit_x, val_x = {"series": x, "future": y}, {"series": vx,
-                                                    "future": vy}
-    loss = (seqkeras.models.PinballLoss(quantiles) if quantiles
-            else "mae")
-    seqkeras.models.compile_model(
-        trainer, task="regression", learning_rate=args.lr,
-        jit_compile=args.jit == "on", loss=loss, metrics=[])
+    with common.strategy_scope(args):  # build, compile
+        try:
+            model = build(config)
+        except ValueError as error:
+            raise AppError(str(error)) from None
+        trainer, fit_x, val_x = model, x, vx
+        if args.model == "seq2seq":
+            trainer = model.teacher_forcing_model()
+            fit_x, val_x = {"series": x, "future": y}, {"series": vx,
+                                                        "future": vy}
+        loss = (seqkeras.models.PinballLoss(quantiles) if quantiles
+                else "mae")
+        seqkeras.models.compile_model(
+            trainer, task="regression", learning_rate=args.lr,
+            jit_compile=common.jit_option(args), loss=loss, metrics=[])
     config["parameters"] = int(model.count_params())
     common.write_config(out, config)
     print(f"{args.model} forecaster: {model.count_params():,} parameters; "

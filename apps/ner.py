@@ -185,14 +185,15 @@ def train(args):
     arguments = dict(ARGUMENTS)
     if args.tiny:
         arguments.update(TINY)
-    model = seqkeras.models.tagger(
-        features.sizes["token_ids"], len(vocabulary),
-        char_vocab_size=features.sizes["char_ids"], **arguments)
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.lr, steps * args.epochs, alpha=0.05)
-    seqkeras.models.compile_model(model, learning_rate=schedule,
-                                  jit_compile=args.jit == "on",
-                                  clipnorm=args.clipnorm)
+    with common.strategy_scope(args):  # build, compile
+        model = seqkeras.models.tagger(
+            features.sizes["token_ids"], len(vocabulary),
+            char_vocab_size=features.sizes["char_ids"], **arguments)
+        schedule = keras.optimizers.schedules.CosineDecay(
+            args.lr, steps * args.epochs, alpha=0.05)
+        seqkeras.models.compile_model(model, learning_rate=schedule,
+                                      jit_compile=common.jit_option(args),
+                                      clipnorm=args.clipnorm)
     config = {
         "builder": "tagger", "arguments": arguments,
         "max_chars": args.max_chars, "tags": TAGS,

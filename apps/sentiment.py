@@ -186,13 +186,14 @@ def train(args):
         arguments.update({k: v for k, v in TINY.items() if k in arguments})
     if arguments["backbone"] == "transformer":
         arguments["max_length"] = args.max_length
-    model = seqkeras.models.classifier(tokenizer.vocabulary_size,
-                                       len(LABELS), **arguments)
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.lr, steps * args.epochs, alpha=0.05)
-    seqkeras.models.compile_model(model, learning_rate=schedule,
-                                  jit_compile=args.jit == "on",
-                                  weight_decay=args.weight_decay)
+    with common.strategy_scope(args):  # build, compile
+        model = seqkeras.models.classifier(tokenizer.vocabulary_size,
+                                           len(LABELS), **arguments)
+        schedule = keras.optimizers.schedules.CosineDecay(
+            args.lr, steps * args.epochs, alpha=0.05)
+        seqkeras.models.compile_model(model, learning_rate=schedule,
+                                      jit_compile=common.jit_option(args),
+                                      weight_decay=args.weight_decay)
     config = {
         "model": args.model, "builder": "classifier",
         "arguments": arguments, "num_classes": len(LABELS),

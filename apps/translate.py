@@ -240,16 +240,17 @@ def train(args):
                           if k in arguments})
     if builder == "transformer_seq2seq":
         arguments["max_length"] = args.max_length
-    model = getattr(seqkeras.models, builder)(
-        src.vocabulary_size, tgt.vocabulary_size, **arguments)
-    total = steps * args.epochs
-    warmup = min(args.warmup, total // 4)
-    schedule = keras.optimizers.schedules.CosineDecay(
-        0.0 if warmup else args.lr, total - warmup, alpha=0.02,
-        warmup_target=args.lr if warmup else None, warmup_steps=warmup)
-    seqkeras.models.compile_model(model, learning_rate=schedule,
-                                  jit_compile=args.jit == "on",
-                                  label_smoothing=args.label_smoothing)
+    with common.strategy_scope(args):  # build, compile
+        model = getattr(seqkeras.models, builder)(
+            src.vocabulary_size, tgt.vocabulary_size, **arguments)
+        total = steps * args.epochs
+        warmup = min(args.warmup, total // 4)
+        schedule = keras.optimizers.schedules.CosineDecay(
+            0.0 if warmup else args.lr, total - warmup, alpha=0.02,
+            warmup_target=args.lr if warmup else None, warmup_steps=warmup)
+        seqkeras.models.compile_model(model, learning_rate=schedule,
+                                      jit_compile=common.jit_option(args),
+                                      label_smoothing=args.label_smoothing)
     config = {
         "model": args.model, "builder": builder, "arguments": arguments,
         "max_length": args.max_length,

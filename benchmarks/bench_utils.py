@@ -1,5 +1,7 @@
 """Helpers shared by the benchmark scripts."""
 
+import contextlib
+import os
 import statistics
 import time
 
@@ -18,27 +20,116 @@ def time_rounds(steps, rounds, iters):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def keras_train_step(layer, x, y):
-    """A compiled (jit) Keras train step of `layer` on fixed tensors made
-    once (as the torch peers' are), MSE loss and SGD."""
+def keras_train_step(layer, x, y, jit_compile=True):
+    """A compiled Keras train step of `layer` on fixed tensors made once
+    (as the torch peers' are), MSE loss and SGD. A layer made under a
+    mixed policy (see `policy_scope`) gets a float32 output layer, as the
+    Keras mixed precision guide advises. `jit_compile`: True, False or
+    "auto" (Keras' default)."""
     import keras
     import tensorflow as tf
 
     x, y = tf.constant(x), tf.constant(y)
     inp = keras.Input(x.shape[1:])
-    model = keras.Model(inp, layer(inp))
+    out = keras.layers.Activation("linear", dtype="float32")(layer(inp))
+    model = keras.Model(inp, out)
     model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",
-                  jit_compile=True)
+                  jit_compile=jit_compile)
     model.train_on_batch(x, y)  # compile
     return lambda: model.train_on_batch(x, y)
 
 
-def matmul_peak(n=2048, repeats=10):
-    """fp32 GFLOP/s of one large XLA matmul on this machine."""
+@contextlib.contextmanager
+def policy_scope(policy):
+    """Layers made inside take `policy` ("float32", "mixed_bfloat16")."""
+    import keras
+
+    old = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(old)
+
+
+# What a user picks: Keras' default compile (jit_compile="auto"), XLA on,
+# and mixed precision (with the default compile and with XLA).
+KERAS_CONFIGS = (("float32", "auto"), ("float32", True),
+                 ("mixed_bfloat16", "auto"), ("mixed_bfloat16", True))
+# Ours: each policy with and without XLA (compile_model's choice is one).
+OURS_CONFIGS = (("float32", True), ("float32", False),
+                ("mixed_bfloat16", True), ("mixed_bfloat16", False))
+
+
+def config_name(who, policy, jit):
+    mode = {True: "jit", False: "no jit", "auto": "default jit"}[jit]
+    return f"{who}, {policy}, {mode}"
+
+
+def keras_steps(who, make_layer, x, y, configs):
+    """{name: train step} of `make_layer()` in each (policy, jit) config."""
+    steps = {}
+    for policy, jit in configs:
+        with policy_scope(policy):
+            layer = make_layer()
+        steps[config_name(who, policy, jit)] = keras_train_step(
+            layer, x, y, jit_compile=jit)
+    return steps
+
+
+def torch_times(spec):
+    """Times the torch peer `spec` (see torch_peers.py) in its own process;
+    {} when torch is not installed."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("torch") is None:
+        return {}
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run(
+        [sys.executable, os.path.join(here, "torch_peers.py"),
+         json.dumps(spec)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def best_of(*timings):
+    """Merges {name: seconds} dicts keeping each name's fastest."""
+    merged = {}
+    for t in timings:
+        for k, v in t.items():
+            merged[k] = min(v, merged.get(k, v))
+    return merged
+
+
+def report(title, tokens, seconds, peers, flops_per_token=None, peak=None):
+    """Prints tokens/s of every configuration, best first, and
+    ours-best / peer-best for each peer (a name prefix such as "torch")."""
+    print(title)
+    rows = sorted(seconds.items(), key=lambda kv: kv[1])
+    for name, s in rows:
+        tps = tokens / s
+        frac = ("" if not flops_per_token else
+                f"{tps * flops_per_token / peak / 1e9:>8.0%} of peak")
+        print(f"  {name:<44}{tps:>10.0f} tok/s{frac}")
+    ours = max(tokens / s for k, s in seconds.items() if k.startswith("ours"))
+    ratios = {}
+    for peer in peers:
+        theirs = [tokens / s for k, s in seconds.items() if k.startswith(peer)]
+        if theirs:
+            ratios[peer] = ours / max(theirs)
+            print(f"  ours-best / {peer}-best = {ratios[peer]:.2f}x")
+    return ratios
+
+
+def matmul_peak(n=2048, repeats=10, dtype="float32", jit_compile=True):
+    """GFLOP/s of one large matmul on this machine (XLA or, with
+    `jit_compile=False`, TensorFlow's oneDNN kernels)."""
     import tensorflow as tf
 
-    a = tf.random.normal((n, n))
-    f = tf.function(lambda a: a @ a, jit_compile=True)
+    a = tf.cast(tf.random.normal((n, n)), dtype)
+    f = tf.function(lambda a: a @ a, jit_compile=jit_compile)
     f(a).numpy()
     best = 0.0
     for _ in range(3):
@@ -53,7 +144,6 @@ def peak_rss_mb(code):
     """Peak resident memory (MB) of a fresh Python process running `code`
     with the benchmarks directory importable; includes the framework
     itself (TensorFlow alone is ~0.7 GB)."""
-    import os
     import subprocess
     import sys
 

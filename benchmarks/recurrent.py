@@ -1,18 +1,22 @@
-"""Training speed of seqkeras recurrent layers against their peers.
+"""Training speed of seqkeras recurrent layers against each peer's best
+configuration.
 
-Trains `seqkeras.layers.Recurrent`, `keras.layers.{LSTM,GRU,SimpleRNN}` and
-(when installed) `torch.nn.{LSTM,GRU,RNN}` side by side in one process on
-the same shape, and prints train tokens/s, the ratios ours/theirs and the
-fraction of the fp32 matmul peak this script measures itself.
+Trains `seqkeras.layers.Recurrent` (float32 and mixed_bfloat16, each with
+and without XLA), `keras.layers.{LSTM,GRU,SimpleRNN}` in the configurations
+a user picks (Keras' default compile, XLA on, mixed_bfloat16 with either)
+and `torch.nn.{LSTM,GRU,RNN}` (float32 and bfloat16 autocast, in its own
+process, before and after the Keras rounds: the faster of the two counts)
+on the same shape; prints train tokens/s of each configuration and
+ours-best / peer-best, and the matmul peaks this machine reaches.
 
     python benchmarks/recurrent.py            # B=64, T=100, 128 -> 256
     python benchmarks/recurrent.py --quick    # a smoke run (tests use it)
 
 Each model does the same step: forward with `return_sequences=True`, mean
 squared error against a fixed target, backward, SGD update. Keras models
-train with `train_on_batch` after `compile(jit_compile=True)`, on tensors
-made once (as torch's are), so no per-step NumPy copy is timed. Timings
-interleave the peers round by round and report each one's median round.
+train with `train_on_batch` on tensors made once (as torch's are), so no
+per-step NumPy copy is timed. Timings interleave the configurations round
+by round and report each one's median round.
 """
 
 import argparse
@@ -28,8 +32,9 @@ import numpy as np  # noqa: E402
 import seqkeras  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import (keras_train_step, matmul_peak,  # noqa: E402
-                         time_rounds)
+from bench_utils import (KERAS_CONFIGS, OURS_CONFIGS, best_of,  # noqa: E402
+                         keras_steps, matmul_peak, report, time_rounds,
+                         torch_times)
 
 L = seqkeras.layers
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -53,25 +58,6 @@ def keras_peer(kind, units, reset_after):
     }[kind]()
 
 
-
-
-def torch_step(kind, x, y, units):
-    import torch
-
-    torch.set_num_threads(os.cpu_count())
-    cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}
-    net = cls[kind](x.shape[-1], units, batch_first=True)
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-
-    def step():
-        opt.zero_grad()
-        out, _ = net(xt)
-        torch.mean((out - yt) ** 2).backward()
-        opt.step()
-
-    step()
-    return step
 
 
 def train_flops_per_token(kind, features, units):
@@ -123,6 +109,20 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
 
 
 
+def peaks(quick):
+    """GFLOP/s of one large matmul: float32 and bfloat16, XLA and
+    TensorFlow's oneDNN kernels."""
+    n = 256 if quick else 2048
+    return {(dtype, jit): matmul_peak(n, dtype=dtype, jit_compile=jit)
+            for dtype in ("float32", "bfloat16") for jit in (True, False)}
+
+
+def print_peaks(peak):
+    print("matmul peak, GFLOP/s (2048^2): " + ", ".join(
+        f"{d} {'XLA' if j else 'oneDNN'} {v:.0f}"
+        for (d, j), v in peak.items()))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=64)
@@ -134,6 +134,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--no-keras", action="store_true",
+                   help="time ours only (development)")
     p.add_argument("--breakdown", action="store_true",
                    help="also time the pieces of our training step")
     p.add_argument("--quick", action="store_true",
@@ -142,56 +144,47 @@ def main(argv=None):
     if args.quick:
         args.batch, args.steps, args.features, args.units = 4, 6, 8, 8
         args.rounds, args.iters = 1, 1
-    try:
-        import torch  # noqa: F401
-
-        have_torch = not args.no_torch
-    except ImportError:
-        have_torch = False
-
     rng = np.random.default_rng(0)
     x = rng.normal(size=(args.batch, args.steps, args.features))
     x = x.astype("float32")
     y = rng.normal(size=(args.batch, args.steps, args.units)).astype("float32")
-    peak = matmul_peak(256 if args.quick else 2048)
     tokens = args.batch * args.steps
     print(f"shape: B={args.batch} T={args.steps} features={args.features} "
-          f"units={args.units}; keras {keras.__version__}, "
-          f"backend {keras.backend.backend()}, jit_compile=True; "
-          f"{os.cpu_count()} CPU cores")
-    print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s")
-    header = (f"{'cell':<22}{'peer':<22}{'ours tok/s':>12}{'peer tok/s':>12}"
-              f"{'ours/peer':>11}{'ours %peak':>11}")
-    print(header)
-    print("-" * len(header))
-    rows = []
+          f"units={args.units}; keras {keras.__version__}, backend "
+          f"{keras.backend.backend()}; {len(os.sched_getaffinity(0))} CPU "
+          "cores")
+    peak = peaks(args.quick)
+    print_peaks(peak)
+    results = {}
     for kind in args.cells:
-        variants = [False, True] if kind == "gru" else [False]
-        for reset_after in variants:
-            steps = {"ours": keras_train_step(ours(kind, args.units, reset_after),  # noqa: E501
-                                        x, y)}
-            steps["keras"] = keras_train_step(
-                keras_peer(kind, args.units, reset_after), x, y)
-            if have_torch and (kind != "gru" or reset_after):
-                steps["torch"] = torch_step(kind, x, y, args.units)
-            t = time_rounds(steps, args.rounds, args.iters)
-            flops = train_flops_per_token(kind, args.features, args.units)
-            label = kind + (" reset_after" if reset_after else "")
-            ours_tps = tokens / t["ours"]
-            for peer in [p for p in steps if p != "ours"]:
-                peer_tps = tokens / t[peer]
-                name = {"keras": "keras.layers", "torch": "torch.nn"}[peer]
-                ratio = ours_tps / peer_tps
-                frac = ours_tps * flops / (peak * 1e9)
-                print(f"{label:<22}{name:<22}{ours_tps:>12.0f}"
-                      f"{peer_tps:>12.0f}{ratio:>10.2f}x{frac:>10.0%}")
-                rows.append((label, name, ours_tps, peer_tps, ratio))
+        # GRU: reset_after=True, the variant torch and cuDNN implement.
+        shape = dict(batch=args.batch, steps=args.steps,
+                     features=args.features, units=args.units)
+        spec = dict(model=kind, shape=shape, rounds=args.rounds,
+                    iters=args.iters)
+        no_torch = args.no_torch or args.no_keras
+        before = {} if no_torch else torch_times(spec)
+        steps = keras_steps("ours", lambda: ours(kind, args.units, True),
+                            x, y, OURS_CONFIGS)
+        if not args.no_keras:
+            steps.update(keras_steps(
+                "keras", lambda: keras_peer(kind, args.units, True), x, y,
+                KERAS_CONFIGS))
+        t = time_rounds(steps, args.rounds, args.iters)
+        after = {} if no_torch else torch_times(spec)
+        t = best_of(t, before, after)
+        flops = train_flops_per_token(kind, args.features, args.units)
+        results[kind] = (t, report(
+            f"{kind}: train tokens/s (% of the float32 XLA matmul peak)",
+            tokens, t, ["torch", "keras"], flops, peak["float32", True]))
     if args.breakdown:
         print("our training step, piece by piece (min of rounds):")
         for kind in args.cells:
             breakdown(kind, args.batch, args.steps, args.features, args.units)
-    return rows
+    return results
 
 
 if __name__ == "__main__":
+    start = time.perf_counter()
     main()
+    print(f"wall {time.perf_counter() - start:.0f} s")

@@ -66,6 +66,95 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
     return outputs, states, buffers
 
 
+def _scan(body, carry, xs, reverse=False):
+    """`keras.ops.scan` whose per-step outputs are its carry: `body(carry,
+    xs_t) -> new_carry`; returns `(final_carry, stacked)` with `stacked[i]`
+    the (time, ...) sequence of `new_carry[i]`.
+
+    Why: Keras' TensorFlow `scan` requires the per-step outputs to match
+    the carry in shape and dtype (it sizes its TensorArrays from the
+    carry); carrying the step's outputs satisfies that on every backend.
+    The TensorArray stacks each step in O(1), where writing a (time, ...)
+    buffer copies the whole buffer at every step outside XLA (5.2x slower
+    for an LSTM's training loop without XLA; under XLA the two compile
+    alike).
+    """
+    def step(carry, x):
+        new = list(body(list(carry), x))
+        return new, new
+
+    final, stacked = ops.scan(step, list(carry), xs, reverse=reverse)
+    return list(final), list(stacked)
+
+
+def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
+                  write_outputs, save):
+    """`_forward` on `_scan` (the training and inference path; exported
+    graphs use `_forward`, whose buffer writes TFLite runs natively)."""
+    n_s = len(states)
+    batch = ops.shape(proj)[1]
+    dtype = proj.dtype
+    widths = [cell.units] * write_outputs + (
+        list(cell.residual_widths()) if save else [])
+    extra = [ops.zeros((batch, w), dtype) for w in widths]
+    # Only tensors go through scan (no None): a dict of what is present.
+    xs = {"p": proj} if mask is None else {"p": proj, "m": mask}
+
+    def body(carry, x):
+        states = carry[:n_s]
+        p = x["p"] if bias is None else x["p"] + bias
+        h_in = states[0] * rmask if rmask is not None else states[0]
+        h, new_states, res = cell.forward_step(p, states, consts, h_in)
+        if mask is not None:
+            m = x["m"]
+            new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]  # noqa: E501
+            h = ops.where(m, h, ops.zeros_like(h))
+        return (list(new_states) + [h] * write_outputs
+                + (list(res) if save else []))
+
+    final, stacked = _scan(body, list(states) + extra, xs)
+    seqs = stacked[n_s:]
+    outputs = seqs.pop(0) if write_outputs else None
+    return outputs, final[:n_s], seqs
+
+
+def _backward_scan(cell, residuals, consts, mask, rmask, d_outputs,
+                   d_states):
+    """`_backward` on a reverse `_scan`."""
+    n_s = len(d_states)
+    batch = ops.shape(residuals[0])[1]
+    dtype = residuals[0].dtype
+    widths = [cell.gates * cell.units] + list(cell.delta_widths())
+    extra = [ops.zeros((batch, w), dtype) for w in widths]
+    xs = {"c": list(residuals[1:])}  # residuals[0]: h_in, for the weights
+    if d_outputs is not None:
+        xs["d"] = d_outputs
+    if mask is not None:
+        xs["m"] = mask
+
+    def body(carry, x):
+        d_states = carry[:n_s]
+        dh = d_states[0] + x["d"] if "d" in x else d_states[0]
+        dp, dh_in, d_prev, step_deltas = cell.backward_step(
+            dh, list(d_states[1:]), list(x["c"]), consts)
+        if rmask is not None:
+            dh_in = dh_in * rmask
+        d_prev = [d_prev[0] + dh_in] + list(d_prev[1:])
+        if mask is not None:
+            m = x["m"]
+            d_prev = [ops.where(m, n, o) for n, o in zip(d_prev, d_states)]
+            dp = ops.where(m, dp, ops.zeros_like(dp))
+            step_deltas = [
+                ops.where(m, d, ops.zeros_like(d)) for d in step_deltas
+            ]
+        return list(d_prev) + [dp] + list(step_deltas)
+
+    final, stacked = _scan(body, list(d_states) + extra, xs, reverse=True)
+    d_proj, deltas = stacked[n_s], stacked[n_s + 1:]
+    return d_proj, final[:n_s], cell.recurrent_weight_grads(
+        residuals, d_proj, deltas)
+
+
 def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
     """Reverse loop. Returns (d_proj, d_initial_states, d_recurrent_weights)."""
     steps = ops.shape(residuals[0])[0]
@@ -143,7 +232,7 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
     def impl(proj, bias, *flat):
         weights, states = list(flat[:n_w]), list(flat[n_w:])
         consts = cell.loop_constants(weights)
-        outputs, final, residuals = _forward(
+        outputs, final, residuals = _forward_scan(
             cell, proj, bias, states, consts, mask, rmask,
             return_sequences, save_residuals,
         )
@@ -157,10 +246,10 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
             ]
             res = residuals
             if not save_residuals:
-                _, _, res = _forward(
+                _, _, res = _forward_scan(
                     cell, proj, bias, states, consts, mask, rmask, False, True
                 )
-            d_proj, d_init, d_weights = _backward(
+            d_proj, d_init, d_weights = _backward_scan(
                 cell, res, consts, mask, rmask, d_outputs, d_final
             )
             d_bias = sum_rows(d_proj)

@@ -34,6 +34,7 @@ from seqkeras.models.training import MaskedPerplexity
 from seqkeras.models.training import PinballLoss
 from seqkeras.models.training import ResetStatesAtEpochStart
 from seqkeras.models.training import SmoothedTokenCrossEntropy
+from seqkeras.models.training import choose_jit_compile
 from seqkeras.models.training import compile_model
 from seqkeras.models.training import infer_task
 from seqkeras.models.training import masked_loss
@@ -49,6 +50,7 @@ __all__ = [
     "SequenceModel", "SmoothedTokenCrossEntropy", "Tagger",
     "TransformerLanguageModel",
     "TransformerSeq2Seq", "attention_model", "check_token_ids",
+    "choose_jit_compile",
     "classifier", "compile_model", "conditioned_decoder", "decoder_step",
     "forecaster", "generate", "infer_task", "masked_loss", "reset_states",
     "rnn_language_model", "seq2seq", "seq2seq_forecaster", "tagger",
