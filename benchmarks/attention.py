@@ -1,19 +1,23 @@
-"""Training speed of seqkeras attention layers against their peers.
+"""Training speed of seqkeras attention layers against each peer's best
+configuration.
 
-Side by side in one process: `TransformerEncoderBlock` against
-`keras_hub.layers.TransformerEncoder` and (when installed)
-`torch.nn.TransformerEncoderLayer` (post-LN, relu, batch_first), and
-`MultiHeadAttention` against `keras.layers.MultiHeadAttention`. Prints train
-tokens/s and ratios ours/theirs; `--memory` also runs each model alone in a
-subprocess and reports its peak resident memory.
+`TransformerEncoderBlock` against `keras_hub.layers.TransformerEncoder`
+and (when installed) `torch.nn.TransformerEncoderLayer` (post-LN, relu,
+batch_first; its attention is `scaled_dot_product_attention`), and
+`MultiHeadAttention` against `keras.layers.MultiHeadAttention`. Ours run in
+float32 and mixed_bfloat16, each with and without XLA; the Keras peers in
+what a user picks (Keras' default compile, XLA on, mixed_bfloat16 with
+either); torch in float32 and bfloat16 autocast in its own process, before
+and after the Keras rounds (the faster counts). Prints train tokens/s of
+every configuration and ours-best / peer-best; `--memory` also runs the
+float32 XLA models alone in a subprocess and reports peak resident memory.
 
     python benchmarks/attention.py                  # B=32, T=128, d=256
     python benchmarks/attention.py --steps 512 2048 --memory
     python benchmarks/attention.py --quick          # a smoke run
 
 Each step: forward, mean squared error against a fixed target, backward,
-SGD update; Keras models under `compile(jit_compile=True)` and
-`train_on_batch` on tensors made once.
+SGD update; Keras models with `train_on_batch` on tensors made once.
 """
 
 import argparse
@@ -28,8 +32,9 @@ import numpy as np  # noqa: E402
 import seqkeras  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import (keras_train_step, matmul_peak,  # noqa: E402
-                         peak_rss_mb, time_rounds)
+from bench_utils import (KERAS_CONFIGS, OURS_CONFIGS, best_of,  # noqa: E402,E501
+                         keras_steps, keras_train_step, matmul_peak,
+                         peak_rss_mb, report, time_rounds, torch_times)
 
 
 def make_keras(kind, d, heads, ffn):
@@ -57,24 +62,6 @@ def make_keras(kind, d, heads, ffn):
 
 
 
-def torch_step(x, y, d, heads, ffn):
-    import torch
-
-    torch.set_num_threads(os.cpu_count())
-    layer = torch.nn.TransformerEncoderLayer(
-        d, heads, ffn, dropout=0.0, batch_first=True)
-    opt = torch.optim.SGD(layer.parameters(), lr=1e-3)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-
-    def step():
-        opt.zero_grad()
-        torch.mean((layer(xt) - yt) ** 2).backward()
-        opt.step()
-
-    step()
-    return step
-
-
 def train_flops_per_token(kind, steps, d, ffn):
     """Matmul FLOPs of forward + backward (3x forward) per token: the
     Q/K/V/output projections (8 d^2), the two attention products (4 T d)
@@ -86,10 +73,8 @@ def train_flops_per_token(kind, steps, d, ffn):
 
 
 def make_step(kind, x, y, d, heads, ffn):
-    if kind == "torch_encoder":
-        return torch_step(x, y, d, heads, ffn)
+    """A float32 XLA train step of `kind` (for --memory)."""
     return keras_train_step(make_keras(kind, d, heads, ffn), x, y)
-
 
 
 def peak_memory_mb(kind, batch, steps, d, heads, ffn):
@@ -114,57 +99,55 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--no-mha", action="store_true",
+                   help="the encoder block only")
     p.add_argument("--memory", action="store_true")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
         args.batch, args.steps, args.dim, args.heads, args.ffn = 2, [8], 16, 2, 32  # noqa: E501
         args.rounds, args.iters = 1, 1
-    try:
-        import torch  # noqa: F401
-
-        have_torch = not args.no_torch
-    except ImportError:
-        have_torch = False
     print(f"B={args.batch} d={args.dim} heads={args.heads} ffn={args.ffn}; "
-          f"keras {keras.__version__}, jit_compile=True; "
-          f"{os.cpu_count()} CPU cores")
+          f"keras {keras.__version__}; {len(os.sched_getaffinity(0))} CPU "
+          "cores")
     peak = matmul_peak(256 if args.quick else 2048)
-    print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s; %peak counts "
+    print(f"float32 XLA matmul peak: {peak:.0f} GFLOP/s; % of peak counts "
           "matmul FLOPs of forward + backward (3x forward)")
-    header = (f"{'T':>6}  {'ours':<14}{'peer':<22}{'ours tok/s':>11}"
-              f"{'peer tok/s':>11}{'ours/peer':>10}{'%peak':>7}{'peer':>6}")
-    print(header)
-    print("-" * len(header))
-    rows = []
+    results = {}
     rng = np.random.default_rng(0)
     for steps in args.steps:
         x = rng.normal(size=(args.batch, steps, args.dim)).astype("float32")
         y = rng.normal(size=x.shape).astype("float32")
-        kinds = ["ours_encoder", "keras_hub_encoder", "ours_mha", "keras_mha"]
-        if have_torch:
-            kinds.append("torch_encoder")
-        fns = {k: make_step(k, x, y, args.dim, args.heads, args.ffn)
-               for k in kinds}
-        t = time_rounds(fns, args.rounds, args.iters)
         tokens = args.batch * steps
-        pairs = [("ours_encoder", "keras_hub_encoder"),
-                 ("ours_mha", "keras_mha")]
-        if have_torch:
-            pairs.append(("ours_encoder", "torch_encoder"))
-        for ours, peer in pairs:
-            a, b = tokens / t[ours], tokens / t[peer]
+        groups = [("encoder", "ours_encoder", "keras_hub_encoder",
+                   "keras-hub")]
+        if not args.no_mha:
+            groups.append(("mha", "ours_mha", "keras_mha", "keras"))
+        for group, ours, peer, peer_name in groups:
+            spec = dict(model="encoder", rounds=args.rounds,
+                        iters=args.iters, shape=dict(
+                            batch=args.batch, steps=steps, dim=args.dim,
+                            heads=args.heads, ffn=args.ffn))
+            use_torch = group == "encoder" and not args.no_torch
+            before = torch_times(spec) if use_torch else {}
+            fns = keras_steps("ours", lambda: make_keras(
+                ours, args.dim, args.heads, args.ffn), x, y, OURS_CONFIGS)
+            fns.update(keras_steps(peer_name, lambda: make_keras(
+                peer, args.dim, args.heads, args.ffn), x, y, KERAS_CONFIGS))
+            t = time_rounds(fns, args.rounds, args.iters)
+            after = torch_times(spec) if use_torch else {}
+            t = best_of(t, before, after)
             flops = train_flops_per_token(ours, steps, args.dim, args.ffn)
-            print(f"{steps:>6}  {ours:<14}{peer:<22}{a:>11.0f}{b:>11.0f}"
-                  f"{a / b:>9.2f}x{a * flops / peak / 1e9:>7.0%}"
-                  f"{b * flops / peak / 1e9:>6.0%}")
-            rows.append((steps, ours, peer, a, b))
-        if args.memory:
-            for kind in kinds:
-                mb = peak_memory_mb(kind, args.batch, steps, args.dim,
-                                    args.heads, args.ffn)
-                print(f"{steps:>6}  peak RSS {kind:<20}{mb:>8.0f} MB")
-    return rows
+            peers = [peer_name] + (["torch"] if use_torch else [])
+            results[group, steps] = (t, report(
+                f"{group}, T={steps}: train tokens/s", tokens, t, peers,
+                flops, peak))
+            if args.memory:
+                for kind in (ours, peer):
+                    mb = peak_memory_mb(kind, args.batch, steps, args.dim,
+                                        args.heads, args.ffn)
+                    print(f"  peak RSS {kind:<20}{mb:>8.0f} MB")
+    return results
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ cross-entropy over the real target tokens.
 
 Peers, each in the configurations a user would pick:
 - seqkeras `models.seq2seq(..., attention="additive")`: float32 and
-  mixed_bfloat16, `jit_compile=True` (the library's default);
+  mixed_bfloat16, each with and without XLA (`compile_model`'s "auto"
+  picks XLA for float32 and no XLA for mixed_bfloat16 on CPUs);
 - torch float32 and `torch.autocast("cpu", torch.bfloat16)`, in its own
   process (TensorFlow's threads disturb it in one process).
 
@@ -44,7 +45,7 @@ def batch(seed=0, batch_size=B, steps=T):
     return src, tgt[:, :-1], tgt[:, 1:]
 
 
-def seqkeras_step(policy, batch_size, steps):
+def seqkeras_step(policy, jit, batch_size, steps):
     import keras
 
     import seqkeras
@@ -55,7 +56,7 @@ def seqkeras_step(policy, batch_size, steps):
         cell="gru", attention="additive", attention_units=DEC,
         bidirectional=True)
     seqkeras.models.compile_model(model, optimizer=keras.optimizers.Adam(
-        1e-3))
+        1e-3), jit_compile=jit)
     src, tgt_in, tgt_out = batch(0, batch_size, steps)
     x = {"source_ids": src, "target_ids": tgt_in}
     model.train_on_batch(x, tgt_out)  # compile
@@ -172,9 +173,10 @@ def main(argv=None):
     if not args.no_torch:
         results.update(torch_times(rounds, iters, batch_size, steps,
                                    threads))
-    steps_fns = {f"seqkeras {policy}": seqkeras_step(policy, batch_size,
-                                                      steps)
-                 for policy in ("float32", "mixed_bfloat16")}
+    steps_fns = {
+        f"seqkeras {policy}, {'jit' if jit else 'no jit'}": seqkeras_step(
+            policy, jit, batch_size, steps)
+        for policy in ("float32", "mixed_bfloat16") for jit in (True, False)}
     results.update(time_rounds(steps_fns, rounds, iters))
     if not args.no_torch:  # torch again, after the Keras rounds
         again = torch_times(rounds, iters, batch_size, steps, threads)

@@ -87,6 +87,36 @@ def _scan(body, carry, xs, reverse=False):
     return list(final), list(stacked)
 
 
+def _pack(seqs):
+    """One (time, batch, sum of widths) tensor of the (time, batch, width)
+    `seqs` (the last one may be a bool mask), and the function that splits
+    a step of it back (the mask as bool).
+
+    Why: Keras' TensorFlow `scan` fails on several per-step inputs when
+    the time axis is dynamic (it checks their lengths agree with a method
+    the unknown length does not have); one packed input avoids that. With
+    a static time axis the tensors go as a list (no concatenation).
+    """
+    if len(seqs) == 1:
+        return seqs[0], lambda x: [x]
+    if all(isinstance(s.shape[0], int) for s in seqs):
+        return list(seqs), list
+    dtype = seqs[0].dtype
+    is_mask = backend.standardize_dtype(seqs[-1].dtype) == "bool"
+    parts = [ops.cast(s, dtype) if is_mask and i == len(seqs) - 1 else s
+             for i, s in enumerate(seqs)]
+    widths = [p.shape[-1] for p in parts]
+    bounds = [sum(widths[:i]) for i in range(len(widths) + 1)]
+
+    def split(x):
+        out = [x[:, bounds[i]:bounds[i + 1]] for i in range(len(widths))]
+        if is_mask:
+            out[-1] = out[-1] > 0.5
+        return out
+
+    return ops.concatenate(parts, axis=-1), split
+
+
 def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
                   write_outputs, save):
     """`_forward` on `_scan` (the training and inference path; exported
@@ -97,16 +127,16 @@ def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
     widths = [cell.units] * write_outputs + (
         list(cell.residual_widths()) if save else [])
     extra = [ops.zeros((batch, w), dtype) for w in widths]
-    # Only tensors go through scan (no None): a dict of what is present.
-    xs = {"p": proj} if mask is None else {"p": proj, "m": mask}
+    xs, split = _pack([proj] + ([] if mask is None else [mask]))
 
     def body(carry, x):
         states = carry[:n_s]
-        p = x["p"] if bias is None else x["p"] + bias
+        x = split(x)
+        p = x[0] if bias is None else x[0] + bias
         h_in = states[0] * rmask if rmask is not None else states[0]
         h, new_states, res = cell.forward_step(p, states, consts, h_in)
         if mask is not None:
-            m = x["m"]
+            m = x[1]
             new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]  # noqa: E501
             h = ops.where(m, h, ops.zeros_like(h))
         return (list(new_states) + [h] * write_outputs
@@ -126,22 +156,23 @@ def _backward_scan(cell, residuals, consts, mask, rmask, d_outputs,
     dtype = residuals[0].dtype
     widths = [cell.gates * cell.units] + list(cell.delta_widths())
     extra = [ops.zeros((batch, w), dtype) for w in widths]
-    xs = {"c": list(residuals[1:])}  # residuals[0]: h_in, for the weights
-    if d_outputs is not None:
-        xs["d"] = d_outputs
-    if mask is not None:
-        xs["m"] = mask
+    coeffs = list(residuals[1:])  # residuals[0]: h_in, for the weights
+    has_d = d_outputs is not None
+    xs, split = _pack(coeffs + [d_outputs] * has_d
+                      + ([] if mask is None else [mask]))
 
     def body(carry, x):
         d_states = carry[:n_s]
-        dh = d_states[0] + x["d"] if "d" in x else d_states[0]
+        x = split(x)
+        coeffs_t = x[:len(coeffs)]
+        dh = d_states[0] + x[len(coeffs)] if has_d else d_states[0]
         dp, dh_in, d_prev, step_deltas = cell.backward_step(
-            dh, list(d_states[1:]), list(x["c"]), consts)
+            dh, list(d_states[1:]), coeffs_t, consts)
         if rmask is not None:
             dh_in = dh_in * rmask
         d_prev = [d_prev[0] + dh_in] + list(d_prev[1:])
         if mask is not None:
-            m = x["m"]
+            m = x[-1]
             d_prev = [ops.where(m, n, o) for n, o in zip(d_prev, d_states)]
             dp = ops.where(m, dp, ops.zeros_like(dp))
             step_deltas = [
@@ -277,26 +308,30 @@ def scan(step, inputs, states, width, dtype, differentiable=True):
 
     - JAX: `ops.scan` (`lax.scan`, reverse-differentiable).
     - TensorFlow: `ops.while_loop` with `maximum_iterations` (its gradient
-      compiles under XLA) writing each step's output with `scatter_update`
+      compiles under XLA, which needs that bound; Keras' TensorFlow `scan`
+      sets none) writing each step's output with `scatter_update`
       (TensorScatterUpdate has a gradient; DynamicUpdateSlice has none).
-    - `export_mode()` or `differentiable=False`: a plain loop writing a
-      preallocated buffer (`export_mode.write_step`), builtin-only in
-      TFLite and standard ops in SavedModels.
+    - `differentiable=False` (e.g. Viterbi): `_scan`, O(1) per step with
+      or without XLA.
+    - `export_mode()`: a plain loop writing a preallocated buffer
+      (`export_mode.write_step`), builtin-only in TFLite and standard ops
+      in SavedModels.
     """
     steps = ops.shape(inputs)[0]
     batch = ops.shape(inputs)[1]
     states = list(states)
-    if differentiable and not export_mode.active() and (
-            backend.backend() == "jax"):
+    n_s = len(states)
+    exporting = export_mode.active()
+    if not exporting and (not differentiable or backend.backend() == "jax"):
         def body(carry, x):
-            y, new = step(x, list(carry))
-            return list(new), y
+            y, new = step(x, carry[:n_s])
+            return list(new) + [y]
 
-        final, outputs = ops.scan(body, states, inputs)
-        return outputs, list(final)
+        final, stacked = _scan(body, states + [ops.zeros((batch, width),
+                                                         dtype)], inputs)
+        return stacked[n_s], final[:n_s]
     buffer = ops.zeros((steps, batch, width), dtype)
-    write = (_write if not differentiable or export_mode.active()
-             else _scatter_write)
+    write = _write if exporting else _scatter_write
 
     def loop(t, states, buffer):
         y, new = step(inputs[t], states)
