@@ -156,7 +156,11 @@ def test_bad_input_gives_one_line(trained, data, tmp_path, capsys):
 @pytest.mark.parametrize("model", ["transformer", "seq2seq"])
 def test_other_models_train_and_evaluate(model, data, tmp_path, capsys):
     out = tmp_path / model
-    app.main(_train_args(data, out, model=model, epochs=2))
+    # the seq2seq run trains under --strategy mirrored (issue 15: the apps
+    # take a tf.distribute strategy), with the default --jit auto
+    extra = ["--strategy", "mirrored", "--jit", "auto"] * (
+        model == "seq2seq")
+    app.main(_train_args(data, out, model=model, epochs=2) + extra)
     code, text, err = _run(["evaluate", "--model", str(out), "--csv",
                             data["other"], "--baseline", "none"], capsys)
     assert code == 0, err

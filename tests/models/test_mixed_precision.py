@@ -43,6 +43,11 @@ class policy:
 
 @pytest.mark.parametrize("name", sorted(SAME_BARS))
 def test_same_bars_under_mixed_bfloat16(name):
+    # seeded: the bars are met with margin from most initialisations, not
+    # all (an unseeded run of the one-batch seq2seq reached 0.82 once;
+    # seeded, float32 and mixed_bfloat16 with and without XLA reach
+    # 0.98-0.99)
+    keras.utils.set_random_seed(0)
     with policy("mixed_bfloat16"):
         SAME_BARS[name]()
 
