@@ -33,7 +33,7 @@ import seqkeras  # noqa: E402
 from seqkeras import decoding  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import time_rounds  # noqa: E402
+from bench_utils import config_name, policy_scope, time_rounds  # noqa: E402,E501
 
 
 def ours_model(args):
@@ -42,15 +42,20 @@ def ours_model(args):
         hidden_dim=args.dim, intermediate_dim=4 * args.dim)
 
 
-def keras_hub_generate(args, prompt):
+def keras_hub_generate(args, prompt, policy="float32", jit="auto"):
     import keras_hub
 
+    with policy_scope(policy):
+        return _keras_hub_generate(args, prompt, jit, keras_hub)
+
+
+def _keras_hub_generate(args, prompt, jit, keras_hub):
     backbone = keras_hub.models.GPT2Backbone(
         vocabulary_size=args.vocab, num_layers=args.layers,
         num_heads=args.heads, hidden_dim=args.dim,
         intermediate_dim=4 * args.dim, max_sequence_length=args.length)
     lm = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
-    lm.compile(sampler="greedy")
+    lm.compile(sampler="greedy", jit_compile=jit)
     batch, plen = prompt.shape
     ids = np.zeros((batch, args.length), "int32")
     ids[:, :plen] = prompt
@@ -113,12 +118,28 @@ def main(argv=None):
             return np.asarray(out[0] if isinstance(out, tuple) else out)
         return run
 
+    with policy_scope("mixed_bfloat16"):
+        keras.utils.set_random_seed(0)
+        mixed = ours_model(args)
+
+    def ours_mixed():
+        return np.asarray(gen(mixed, prompt=prompt, max_length=args.length,
+                              eos_id=None))
+
     steps = {"ours greedy": ours(),
+             "ours greedy, bfloat16 projection": ours(
+                 projection_dtype="bfloat16"),
+             "ours greedy, mixed_bfloat16": ours_mixed,
              "ours top-k": ours(strategy="sample", top_k=10, seed=1),
              "ours greedy, no cache": uncached(model, prompt, args.length,
                                                {"eos_id": None})}
     if not args.no_keras_hub:
-        steps["keras-hub greedy"] = keras_hub_generate(args, prompt)
+        # keras-hub in what a user picks: its default compile ("auto": no
+        # XLA on CPUs), XLA on, and mixed_bfloat16 with either
+        for policy in ("float32", "mixed_bfloat16"):
+            for jit in ("auto", True):
+                steps[config_name("keras-hub greedy", policy, jit)] = (
+                    keras_hub_generate(args, prompt, policy, jit))
     for fn in steps.values():
         fn()  # compile
     t = time_rounds(steps, args.rounds, 1)
@@ -126,15 +147,21 @@ def main(argv=None):
           f"vocab={args.vocab} layers={args.layers} dim={args.dim} "
           f"heads={args.heads}; keras {keras.__version__}; "
           f"{os.cpu_count()} CPU cores")
-    header = f"{'generator':<26}{'tokens/s':>10}{'vs keras-hub':>14}"
+    header = (f"{'generator':<44}{'tokens/s':>10}"
+              f"{'vs keras-hub best':>14}")
     print(header)
     print("-" * len(header))
     rows = {}
-    hub = t.get("keras-hub greedy")
-    for name, seconds in t.items():
+    hubs = [s for k, s in t.items() if k.startswith("keras-hub")]
+    hub = min(hubs) if hubs else None
+    for name, seconds in sorted(t.items(), key=lambda kv: kv[1]):
         ratio = f"{hub / seconds:>13.2f}x" if hub else ""
-        print(f"{name:<26}{tokens / seconds:>10.0f}{ratio}")
+        print(f"{name:<44}{tokens / seconds:>10.0f}{ratio}")
         rows[name] = tokens / seconds
+    if hub:
+        best = min(s for k, s in t.items() if k.startswith("ours greedy")
+                   and "no cache" not in k)
+        print(f"ours-best greedy / keras-hub-best = {hub / best:.2f}x")
 
     # The cache's speedup against length.
     print("cache speedup (greedy, same model):")

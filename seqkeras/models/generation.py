@@ -24,6 +24,7 @@ from keras import ops
 from seqkeras import decoding
 from seqkeras.data.tokens import BOS, EOS, PAD
 from seqkeras.layers.validation import static_shape
+from seqkeras.models import steps
 from seqkeras.models.base import check_token_ids
 
 STRATEGIES = ("greedy", "beam", "sample")
@@ -59,7 +60,8 @@ def decoder_step(model):
 
 def generate(model, inputs=None, prompt=None, max_length=32,
              strategy="greedy", bos_id=BOS, eos_id=EOS, pad_id=PAD,
-             jit_compile=True, prompt_lengths=None, **kwargs):
+             jit_compile=True, prompt_lengths=None, projection_dtype=None,
+             **kwargs):
     """Generates token ids with a model from `seqkeras.models`.
 
     Args:
@@ -82,6 +84,12 @@ def generate(model, inputs=None, prompt=None, max_length=32,
         prompt_lengths: greedy and sample: int (batch,), each row's prompt
             length when prompts of different lengths are right-padded to
             one width (default: all the full width).
+        projection_dtype: the dtype the output projection (the tied
+            embedding or the logits layer's kernel) is cast to once, before
+            the decoding loop, and read in at every step. Default: the
+            model's compute dtype (`mixed_bfloat16` models: bfloat16, half
+            the bytes per step of float32). `"bfloat16"` on a float32
+            model trades logits exact to float32 for that speed.
         **kwargs: the strategy's options: `beam_width`,
             `length_penalty_alpha`, `return_all_beams` (beam);
             `temperature`, `top_k`, `top_p`, `seed` (sample).
@@ -146,7 +154,19 @@ def generate(model, inputs=None, prompt=None, max_length=32,
             f"model's {limit} learned positions")
     start, step = model.init_cache, model.call_with_cache
 
+    if projection_dtype is None:
+        projection_dtype = model.dtype_policy.compute_dtype
+    elif projection_dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(
+            "`generate` received an invalid value for `projection_dtype`: "
+            "expected None, \"float32\", \"bfloat16\" or \"float16\". "
+            f"Received: projection_dtype={projection_dtype!r}")
+
     def run(inputs, prompt, lengths):
+        with steps.projection_weights(model, projection_dtype):
+            return decode(inputs, prompt, lengths)
+
+    def decode(inputs, prompt, lengths):
         cache = start(inputs, ops.shape(prompt)[0], max_length)
         if strategy == "greedy":
             return decoding.greedy(step, prompt, cache, max_length, eos_id,
@@ -182,7 +202,8 @@ def generate(model, inputs=None, prompt=None, max_length=32,
                 f"{tuple(prompt.shape)}")
     if jit_compile and keras.backend.backend() == "tensorflow":
         run = _compiled(model, run, (max_length, strategy, eos_id,
-                                     pad_id, tuple(sorted(kwargs.items()))))
+                                     pad_id, projection_dtype,
+                                     tuple(sorted(kwargs.items()))))
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 

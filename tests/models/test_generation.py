@@ -155,3 +155,55 @@ def test_compiled_decoders_per_model_are_bounded():
     again = M.generate(model, prompt=prompt, max_length=4, strategy="sample",
                        seed=0)
     np.testing.assert_array_equal(np.asarray(again), first)
+
+
+@pytest.mark.parametrize("kind", ["transformer_lm", "seq2seq"])
+def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
+    """Inside `projection_weights`, the head computes with the output matrix
+    (tied embedding; the seq2seq's Dense kernel and bias) rounded to
+    bfloat16, as NumPy does with ml_dtypes; `generate` greedy with
+    `projection_dtype="bfloat16"` equals the step-by-step argmax of that
+    head."""
+    import ml_dtypes
+
+    from seqkeras.models import steps
+
+    model, inputs = build(kind)
+    h = np.random.default_rng(2).normal(size=(3, 8 if kind == "transformer_lm"
+                                              else 12)).astype("float32")
+    bf16 = ml_dtypes.bfloat16
+
+    def rounded(a):
+        return np.asarray(a).astype(bf16).astype("float32")
+
+    if kind == "transformer_lm":
+        head = steps.logits_head(None, model.part("embedding"))
+        expected = rounded(h) @ rounded(model.part("embedding").embeddings).T
+    else:
+        dense = model.part("logits")
+        head = steps.logits_head(dense)
+        expected = rounded(h) @ rounded(dense.kernel) + rounded(dense.bias)
+    exact = np.asarray(head(h))
+    with steps.projection_weights(model, "bfloat16"):
+        low = np.asarray(head(h))
+    # bfloat16 products, accumulated in bfloat16 or float32 by the kernel
+    np.testing.assert_allclose(low, expected, rtol=2e-2, atol=2e-2)
+    assert np.abs(low - exact).max() > 0  # it did round
+
+    prompt = np.full((2, 1), seqkeras.data.BOS, "int32")
+    if inputs is None:
+        prompt = np.array([[4, 5], [6, 7]], "int32")
+    out = np.asarray(M.generate(model, inputs, prompt=prompt, max_length=6,
+                                eos_id=None, projection_dtype="bfloat16"))
+    start, step = M.decoder_step(model)
+    with steps.projection_weights(model, "bfloat16"):
+        cache = start(inputs, 2, 6)
+        tokens = prompt
+        for t in range(5):
+            logits, cache = step(tokens[:, t], cache, t)
+            if t + 1 >= tokens.shape[1]:
+                nxt = np.argmax(np.asarray(logits), -1).astype("int32")
+                tokens = np.concatenate([tokens, nxt[:, None]], 1)
+    np.testing.assert_array_equal(out, tokens)
+    with pytest.raises(ValueError, match="`projection_dtype`.*'int8'"):
+        M.generate(model, inputs, prompt=prompt, projection_dtype="int8")
