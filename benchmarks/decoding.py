@@ -148,14 +148,14 @@ def main(argv=None):
           f"heads={args.heads}; keras {keras.__version__}; "
           f"{os.cpu_count()} CPU cores")
     header = (f"{'generator':<44}{'tokens/s':>10}"
-              f"{'vs keras-hub best':>14}")
+              f"{'vs keras-hub best':>19}")
     print(header)
     print("-" * len(header))
     rows = {}
     hubs = [s for k, s in t.items() if k.startswith("keras-hub")]
     hub = min(hubs) if hubs else None
     for name, seconds in sorted(t.items(), key=lambda kv: kv[1]):
-        ratio = f"{hub / seconds:>13.2f}x" if hub else ""
+        ratio = f"{hub / seconds:>18.2f}x" if hub else ""
         print(f"{name:<44}{tokens / seconds:>10.0f}{ratio}")
         rows[name] = tokens / seconds
     if hub:

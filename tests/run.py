@@ -46,11 +46,23 @@ def _chunks(files):
     return chunks + [current] * bool(current)
 
 
+ALONE_MARK = "RUN_ALONE = True"  # a test module that starts its own
+# processes (e.g. the multi-worker tf.distribute test: two TensorFlow
+# workers) runs in a group of its own with no other group beside it, so
+# the processes together stay inside the memory budget.
+
+
+def runs_alone(path):
+    with open(path, encoding="utf-8") as f:
+        return any(line.startswith(ALONE_MARK) for line in f)
+
+
 def groups():
     """The test files in groups of about CHUNK_BYTES of source, one
     directory per group at most, largest groups first (a rough stand-in
     for duration); the end-to-end `test_package.py` alone and first (it
-    holds the longest tests)."""
+    holds the longest tests). Modules marked `RUN_ALONE = True` are left
+    out: see `alone_groups`."""
     found = []
     for root, dirs, files in os.walk(TESTS):
         dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
@@ -58,12 +70,25 @@ def groups():
                  if f.startswith("test_") and f.endswith(".py")]
         package = [f for f in tests if f.endswith(os.sep + "test_package.py")
                    and root == TESTS]
-        tests = [f for f in tests if f not in package]
+        tests = [f for f in tests if f not in package
+                 and not runs_alone(f)]
         found += [package] * bool(package) + _chunks(tests)
     weight = {id(g): sum(os.path.getsize(f) for f in g) for g in found}
     found.sort(key=lambda g: (not g[0].endswith("test_package.py"),
                               -weight[id(g)]))
     return [[os.path.relpath(f, ROOT) for f in g] for g in found]
+
+
+def alone_groups():
+    """One group per module marked `RUN_ALONE = True`."""
+    found = []
+    for root, dirs, files in os.walk(TESTS):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        found += [[os.path.relpath(os.path.join(root, f), ROOT)]
+                  for f in sorted(files)
+                  if f.startswith("test_") and f.endswith(".py")
+                  and runs_alone(os.path.join(root, f))]
+    return found
 
 
 def _tree_rss_mb(root_pid):
@@ -133,9 +158,10 @@ def main(args):
     memory = PeakMemory()
     memory.start()
     lock = threading.Lock()
+    results = [run_group(g, args, lock) for g in alone_groups()]
     with ThreadPoolExecutor(PARALLEL) as pool:
-        results = list(pool.map(lambda g: run_group(g, args, lock),
-                                groups()))
+        results += list(pool.map(lambda g: run_group(g, args, lock),
+                                 groups()))
     memory.running = False
     wall = time.perf_counter() - start
     failed = [r for r in results if r[1] not in (0, NO_TESTS)]

@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # tests/jax would shadow the jax package Keras imports.
 WORKER = os.path.join(os.path.dirname(HERE), "distributed_worker.py")
 TIMEOUT = 240  # seconds for each group of processes
+RUN_ALONE = True  # tests/run.py: no other test process beside the workers
 
 
 def free_ports(n):
