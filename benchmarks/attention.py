@@ -99,6 +99,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--inference", action="store_true",
+                   help="time forward passes (predict_on_batch) of ours "
+                   "and the Keras peers instead of training steps")
     p.add_argument("--no-mha", action="store_true",
                    help="the encoder block only")
     p.add_argument("--memory", action="store_true")
@@ -128,19 +131,25 @@ def main(argv=None):
                         iters=args.iters, shape=dict(
                             batch=args.batch, steps=steps, dim=args.dim,
                             heads=args.heads, ffn=args.ffn))
-            use_torch = group == "encoder" and not args.no_torch
+            use_torch = (group == "encoder" and not args.no_torch
+                         and not args.inference)
             before = torch_times(spec) if use_torch else {}
             fns = keras_steps("ours", lambda: make_keras(
-                ours, args.dim, args.heads, args.ffn), x, y, OURS_CONFIGS)
+                ours, args.dim, args.heads, args.ffn), x, y, OURS_CONFIGS,
+                args.inference)
             fns.update(keras_steps(peer_name, lambda: make_keras(
-                peer, args.dim, args.heads, args.ffn), x, y, KERAS_CONFIGS))
+                peer, args.dim, args.heads, args.ffn), x, y, KERAS_CONFIGS,
+                args.inference))
             t = time_rounds(fns, args.rounds, args.iters)
             after = torch_times(spec) if use_torch else {}
             t = best_of(t, before, after)
             flops = train_flops_per_token(ours, steps, args.dim, args.ffn)
             peers = [peer_name] + (["torch"] if use_torch else [])
+            what = "inference" if args.inference else "train"
+            if args.inference:
+                flops /= 3  # forward only
             results[group, steps] = (t, report(
-                f"{group}, T={steps}: train tokens/s", tokens, t, peers,
+                f"{group}, T={steps}: {what} tokens/s", tokens, t, peers,
                 flops, peak))
             if args.memory:
                 for kind in (ours, peer):

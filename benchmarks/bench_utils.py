@@ -39,6 +39,21 @@ def keras_train_step(layer, x, y, jit_compile=True):
     return lambda: model.train_on_batch(x, y)
 
 
+def keras_infer_step(layer, x, jit_compile=True):
+    """A compiled Keras forward pass of `layer` (`predict_on_batch`) on a
+    fixed tensor, float32 outputs."""
+    import keras
+    import tensorflow as tf
+
+    x = tf.constant(x)
+    inp = keras.Input(x.shape[1:])
+    out = keras.layers.Activation("linear", dtype="float32")(layer(inp))
+    model = keras.Model(inp, out)
+    model.compile(jit_compile=jit_compile)
+    model.predict_on_batch(x)  # compile
+    return lambda: model.predict_on_batch(x)
+
+
 @contextlib.contextmanager
 def policy_scope(policy):
     """Layers made inside take `policy` ("float32", "mixed_bfloat16")."""
@@ -66,14 +81,16 @@ def config_name(who, policy, jit):
     return f"{who}, {policy}, {mode}"
 
 
-def keras_steps(who, make_layer, x, y, configs):
-    """{name: train step} of `make_layer()` in each (policy, jit) config."""
+def keras_steps(who, make_layer, x, y, configs, inference=False):
+    """{name: train step} of `make_layer()` in each (policy, jit) config;
+    with `inference`, forward passes instead."""
     steps = {}
     for policy, jit in configs:
         with policy_scope(policy):
             layer = make_layer()
-        steps[config_name(who, policy, jit)] = keras_train_step(
-            layer, x, y, jit_compile=jit)
+        steps[config_name(who, policy, jit)] = (
+            keras_infer_step(layer, x, jit_compile=jit) if inference
+            else keras_train_step(layer, x, y, jit_compile=jit))
     return steps
 
 

@@ -134,6 +134,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--inference", action="store_true",
+                   help="time forward passes (predict_on_batch) of ours "
+                   "and the Keras peers instead of training steps")
     p.add_argument("--no-keras", action="store_true",
                    help="time ours only (development)")
     p.add_argument("--breakdown", action="store_true",
@@ -162,20 +165,22 @@ def main(argv=None):
                      features=args.features, units=args.units)
         spec = dict(model=kind, shape=shape, rounds=args.rounds,
                     iters=args.iters)
-        no_torch = args.no_torch or args.no_keras
+        no_torch = args.no_torch or args.no_keras or args.inference
         before = {} if no_torch else torch_times(spec)
         steps = keras_steps("ours", lambda: ours(kind, args.units, True),
-                            x, y, OURS_CONFIGS)
+                            x, y, OURS_CONFIGS, args.inference)
         if not args.no_keras:
             steps.update(keras_steps(
                 "keras", lambda: keras_peer(kind, args.units, True), x, y,
-                KERAS_CONFIGS))
+                KERAS_CONFIGS, args.inference))
         t = time_rounds(steps, args.rounds, args.iters)
         after = {} if no_torch else torch_times(spec)
         t = best_of(t, before, after)
         flops = train_flops_per_token(kind, args.features, args.units)
+        what = "inference" if args.inference else "train"
+        flops = flops / 3 if args.inference else flops  # forward only
         results[kind] = (t, report(
-            f"{kind}: train tokens/s (% of the float32 XLA matmul peak)",
+            f"{kind}: {what} tokens/s (% of the float32 XLA matmul peak)",
             tokens, t, ["torch", "keras"], flops, peak["float32", True]))
     if args.breakdown:
         print("our training step, piece by piece (min of rounds):")

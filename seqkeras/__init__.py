@@ -4,7 +4,9 @@ Namespaces: `seqkeras.layers` (keras.ops only), `seqkeras.models`
 (functional builders and training conventions), `seqkeras.decoding`
 (greedy, beam search, sampling over a step function), `seqkeras.data` (synthetic
 tasks, vocabularies, readers), `seqkeras.export` (TensorFlow-specific: TFLite conversion and
-checks; imported on demand, as it loads TensorFlow and LiteRT).
+checks; imported on demand, as it loads TensorFlow and LiteRT),
+`seqkeras.distribute` (TensorFlow-specific: tf.distribute strategies by
+name, TF_CONFIG checks; imported on demand).
 """  # noqa: E501
 
 __version__ = "0.1.0"

@@ -263,7 +263,12 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
     def impl(proj, bias, *flat):
         weights, states = list(flat[:n_w]), list(flat[n_w:])
         consts = cell.loop_constants(weights)
-        outputs, final, residuals = _forward_scan(
+        # Training stacks its steps with `_scan` (O(1) per step without
+        # XLA); inference writes the preallocated buffer, so that a plain
+        # `model.export()` converts to TFLite with builtin ops only (a
+        # TensorArray becomes TensorList ops, which need Flex).
+        forward = _forward_scan if save_residuals else _forward
+        outputs, final, residuals = forward(
             cell, proj, bias, states, consts, mask, rmask,
             return_sequences, save_residuals,
         )
@@ -311,18 +316,17 @@ def scan(step, inputs, states, width, dtype, differentiable=True):
       compiles under XLA, which needs that bound; Keras' TensorFlow `scan`
       sets none) writing each step's output with `scatter_update`
       (TensorScatterUpdate has a gradient; DynamicUpdateSlice has none).
-    - `differentiable=False` (e.g. Viterbi): `_scan`, O(1) per step with
-      or without XLA.
-    - `export_mode()`: a plain loop writing a preallocated buffer
-      (`export_mode.write_step`), builtin-only in TFLite and standard ops
-      in SavedModels.
+    - `export_mode()` or `differentiable=False` (e.g. Viterbi, which
+      plain `model.export()` graphs carry): a plain loop writing a
+      preallocated buffer (`export_mode.write_step`), builtin-only in
+      TFLite and standard ops in SavedModels.
     """
     steps = ops.shape(inputs)[0]
     batch = ops.shape(inputs)[1]
     states = list(states)
     n_s = len(states)
     exporting = export_mode.active()
-    if not exporting and (not differentiable or backend.backend() == "jax"):
+    if not exporting and differentiable and backend.backend() == "jax":
         def body(carry, x):
             y, new = step(x, carry[:n_s])
             return list(new) + [y]
@@ -331,7 +335,7 @@ def scan(step, inputs, states, width, dtype, differentiable=True):
                                                          dtype)], inputs)
         return stacked[n_s], final[:n_s]
     buffer = ops.zeros((steps, batch, width), dtype)
-    write = _write if exporting else _scatter_write
+    write = _scatter_write if differentiable and not exporting else _write
 
     def loop(t, states, buffer):
         y, new = step(inputs[t], states)
