@@ -95,12 +95,10 @@ def callbacks(out, kill_env, monitor="val_loss", mode="min", target=None):
     environment variable `kill_env` set to N, a SIGKILL after epoch N (what
     the resume tests do to a run). A worker other than the chief of a
     multi-worker run writes all of these to a temporary directory."""
-    from seqkeras.distribute import is_chief
+    from seqkeras.distribute import worker_path
 
-    if not is_chief():
-        import tempfile
-
-        out = tempfile.mkdtemp(prefix="seqkeras-worker-")
+    out = worker_path(out)  # the chief's own; another worker's: a temp dir
+    os.makedirs(out, exist_ok=True)
     history = os.path.join(out, "history.csv")
     checkpoint = _Checkpoint(
         os.path.join(out, WEIGHTS), monitor=monitor, mode=mode,

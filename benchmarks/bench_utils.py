@@ -20,19 +20,26 @@ def time_rounds(steps, rounds, iters):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def _float32_model(layer, x):
+    """`layer` on an input shaped like `x`, with a float32 output layer (a
+    layer made under a mixed policy, see `policy_scope`, as the Keras mixed
+    precision guide advises)."""
+    import keras
+
+    inp = keras.Input(x.shape[1:])
+    out = keras.layers.Activation("linear", dtype="float32")(layer(inp))
+    return keras.Model(inp, out)
+
+
 def keras_train_step(layer, x, y, jit_compile=True):
     """A compiled Keras train step of `layer` on fixed tensors made once
-    (as the torch peers' are), MSE loss and SGD. A layer made under a
-    mixed policy (see `policy_scope`) gets a float32 output layer, as the
-    Keras mixed precision guide advises. `jit_compile`: True, False or
-    "auto" (Keras' default)."""
+    (as the torch peers' are), MSE loss and SGD. `jit_compile`: True,
+    False or "auto" (Keras' default)."""
     import keras
     import tensorflow as tf
 
     x, y = tf.constant(x), tf.constant(y)
-    inp = keras.Input(x.shape[1:])
-    out = keras.layers.Activation("linear", dtype="float32")(layer(inp))
-    model = keras.Model(inp, out)
+    model = _float32_model(layer, x)
     model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",
                   jit_compile=jit_compile)
     model.train_on_batch(x, y)  # compile
@@ -41,14 +48,11 @@ def keras_train_step(layer, x, y, jit_compile=True):
 
 def keras_infer_step(layer, x, jit_compile=True):
     """A compiled Keras forward pass of `layer` (`predict_on_batch`) on a
-    fixed tensor, float32 outputs."""
-    import keras
+    fixed tensor."""
     import tensorflow as tf
 
     x = tf.constant(x)
-    inp = keras.Input(x.shape[1:])
-    out = keras.layers.Activation("linear", dtype="float32")(layer(inp))
-    model = keras.Model(inp, out)
+    model = _float32_model(layer, x)
     model.compile(jit_compile=jit_compile)
     model.predict_on_batch(x)  # compile
     return lambda: model.predict_on_batch(x)

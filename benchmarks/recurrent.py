@@ -80,8 +80,9 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
     consts = cell.loop_constants(cell.recurrent_weights())
     init = cell.get_initial_state(batch)
 
-    def forward(save):
-        return lambda p: time_loop._forward(
+    def forward(save):  # training saves residuals, on the scan
+        loop = time_loop._forward_scan if save else time_loop._forward
+        return lambda p: loop(
             cell, p, bias, init, consts, None, None, True, save)
 
     proj = cell.project_inputs(x)
@@ -92,7 +93,7 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
         "forward loop, inference": (forward(False), (proj,)),
         "forward loop, saving residuals": (forward(True), (proj,)),
         "backward loop + weight GEMM": (
-            lambda r, d: time_loop._backward(
+            lambda r, d: time_loop._backward_scan(
                 cell, r, consts, None, None, d, [tf.zeros_like(s) for s in init]),  # noqa: E501
             (residuals, d_out)),
     }

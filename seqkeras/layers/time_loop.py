@@ -34,6 +34,34 @@ def _write(buffer, t, value):
     return export_mode.write_step(buffer, t, value)
 
 
+def _step(cell, p, bias, states, consts, m, rmask):
+    """One forward step of both loops: `(h, new_states, residuals)`; a row
+    masked by `m` keeps its states and outputs zeros."""
+    p = p if bias is None else p + bias
+    h_in = states[0] * rmask if rmask is not None else states[0]
+    h, new_states, res = cell.forward_step(p, states, consts, h_in)
+    if m is not None:
+        new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]
+        h = ops.where(m, h, ops.zeros_like(h))
+    return h, list(new_states), res
+
+
+def _back_step(cell, dh, d_states, coeffs, consts, m, rmask):
+    """One step of the backward loop: `(dp, d_prev_states, deltas)`; a row
+    masked by `m` passes its state gradients through unchanged."""
+    dp, dh_in, d_prev, step_deltas = cell.backward_step(
+        dh, list(d_states[1:]), list(coeffs), consts)
+    if rmask is not None:
+        dh_in = dh_in * rmask
+    d_prev = [d_prev[0] + dh_in] + list(d_prev[1:])
+    if m is not None:
+        d_prev = [ops.where(m, n, o) for n, o in zip(d_prev, d_states)]
+        dp = ops.where(m, dp, ops.zeros_like(dp))
+        step_deltas = [ops.where(m, d, ops.zeros_like(d))
+                       for d in step_deltas]
+    return dp, d_prev, list(step_deltas)
+
+
 def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
              save):
     """Runs the cell over time. Returns (outputs or None, states, residuals)."""
@@ -48,19 +76,14 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
         ]
 
     def body(t, states, buffers):
-        h_in = states[0] * rmask if rmask is not None else states[0]
         # Exported, a gather (TFLite GATHER, which XNNPACK runs with the
         # rest of the loop body) rather than a strided slice at a
         # loop-carried index (which it does not, splitting the body): 1.4x
         # faster in LiteRT (benchmarks/tflite_latency.py). Training keeps
         # XLA's dynamic slice.
         p = ops.take(proj, t, axis=0) if export else proj[t]
-        p = p if bias is None else p + bias
-        h, new_states, res = cell.forward_step(p, states, consts, h_in)
-        if mask is not None:
-            m = mask[t]
-            new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]  # noqa: E501
-            h = ops.where(m, h, ops.zeros_like(h))
+        h, new_states, res = _step(cell, p, bias, states, consts,
+                                   None if mask is None else mask[t], rmask)
         values = [h] * write_outputs + (list(res) if save else [])
         buffers = [_write(b, t, v) for b, v in zip(buffers, values)]
         return t + 1, list(new_states), buffers
@@ -124,7 +147,7 @@ def _pack(seqs):
 
 def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
                   write_outputs, save):
-    """`_forward` on `_scan` (the training and inference path; exported
+    """`_forward` on `_scan`: the training path (inference and exported
     graphs use `_forward`, whose buffer writes TFLite runs natively)."""
     n_s = len(states)
     batch = ops.shape(proj)[1]
@@ -135,16 +158,10 @@ def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
     xs, split = _pack([proj] + ([] if mask is None else [mask]))
 
     def body(carry, x):
-        states = carry[:n_s]
         x = split(x)
-        p = x[0] if bias is None else x[0] + bias
-        h_in = states[0] * rmask if rmask is not None else states[0]
-        h, new_states, res = cell.forward_step(p, states, consts, h_in)
-        if mask is not None:
-            m = x[1]
-            new_states = [ops.where(m, n, o) for n, o in zip(new_states, states)]  # noqa: E501
-            h = ops.where(m, h, ops.zeros_like(h))
-        return (list(new_states) + [h] * write_outputs
+        h, new_states, res = _step(cell, x[0], bias, carry[:n_s], consts,
+                                   x[1] if mask is not None else None, rmask)
+        return (new_states + [h] * write_outputs
                 + (list(res) if save else []))
 
     final, stacked = _scan(body, list(states) + extra, xs)
@@ -155,7 +172,8 @@ def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
 
 def _backward_scan(cell, residuals, consts, mask, rmask, d_outputs,
                    d_states):
-    """`_backward` on a reverse `_scan`."""
+    """The reverse loop, on `_scan`. Returns (d_proj, d_initial_states,
+    d_recurrent_weights)."""
     n_s = len(d_states)
     batch = ops.shape(residuals[0])[1]
     dtype = residuals[0].dtype
@@ -171,65 +189,15 @@ def _backward_scan(cell, residuals, consts, mask, rmask, d_outputs,
         x = split(x)
         coeffs_t = x[:len(coeffs)]
         dh = d_states[0] + x[len(coeffs)] if has_d else d_states[0]
-        dp, dh_in, d_prev, step_deltas = cell.backward_step(
-            dh, list(d_states[1:]), coeffs_t, consts)
-        if rmask is not None:
-            dh_in = dh_in * rmask
-        d_prev = [d_prev[0] + dh_in] + list(d_prev[1:])
-        if mask is not None:
-            m = x[-1]
-            d_prev = [ops.where(m, n, o) for n, o in zip(d_prev, d_states)]
-            dp = ops.where(m, dp, ops.zeros_like(dp))
-            step_deltas = [
-                ops.where(m, d, ops.zeros_like(d)) for d in step_deltas
-            ]
-        return list(d_prev) + [dp] + list(step_deltas)
+        dp, d_prev, step_deltas = _back_step(
+            cell, dh, d_states, coeffs_t, consts,
+            x[-1] if mask is not None else None, rmask)
+        return d_prev + [dp] + step_deltas
 
     final, stacked = _scan(body, list(d_states) + extra, xs, reverse=True)
     d_proj, deltas = stacked[n_s], stacked[n_s + 1:]
     return d_proj, final[:n_s], cell.recurrent_weight_grads(
         residuals, d_proj, deltas)
-
-
-def _backward(cell, residuals, consts, mask, rmask, d_outputs, d_states):
-    """Reverse loop. Returns (d_proj, d_initial_states, d_recurrent_weights)."""
-    steps = ops.shape(residuals[0])[0]
-    batch = ops.shape(residuals[0])[1]
-    dtype = residuals[0].dtype
-    d_proj = ops.zeros((steps, batch, cell.gates * cell.units), dtype)
-    deltas = [ops.zeros((steps, batch, w), dtype) for w in cell.delta_widths()]
-    coeffs = residuals[1:]  # residuals[0] is h_in, for the weight gradient
-
-    def body(k, d_states, d_proj, deltas):
-        t = steps - 1 - k
-        dh = d_states[0]
-        if d_outputs is not None:
-            dh = dh + d_outputs[t]
-        dp, dh_in, d_prev, step_deltas = cell.backward_step(
-            dh, d_states[1:], [c[t] for c in coeffs], consts
-        )
-        if rmask is not None:
-            dh_in = dh_in * rmask
-        d_prev = [d_prev[0] + dh_in] + list(d_prev[1:])
-        if mask is not None:
-            m = mask[t]
-            d_prev = [ops.where(m, n, o) for n, o in zip(d_prev, d_states)]
-            dp = ops.where(m, dp, ops.zeros_like(dp))
-            step_deltas = [
-                ops.where(m, d, ops.zeros_like(d)) for d in step_deltas
-            ]
-        d_proj = _write(d_proj, t, dp)
-        deltas = [_write(b, t, d) for b, d in zip(deltas, step_deltas)]
-        return k + 1, d_prev, d_proj, deltas
-
-    _, d_states, d_proj, deltas = ops.while_loop(
-        lambda k, *_: k < steps,
-        body,
-        (0, list(d_states), d_proj, deltas),
-    )
-    return d_proj, d_states, cell.recurrent_weight_grads(
-        residuals, d_proj, deltas
-    )
 
 
 def run(cell, proj, initial_states, mask=None, rmask=None,
