@@ -161,6 +161,21 @@ def matmul_peak(n=2048, repeats=10, dtype="float32", jit_compile=True):
     return best / 1e9
 
 
+def memory_bandwidth(mb=256, repeats=5):
+    """GB/s of a large NumPy copy (bytes read plus bytes written): what a
+    step that streams a matrix from memory can reach at best."""
+    import numpy as np
+
+    a = np.ones(mb * 2 ** 20 // 4, np.float32)
+    b = np.empty_like(a)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - start)
+    return 2 * a.nbytes / best / 1e9
+
+
 def peak_rss_mb(code):
     """Peak resident memory (MB) of a fresh Python process running `code`
     with the benchmarks directory importable; includes the framework

@@ -33,7 +33,8 @@ import seqkeras  # noqa: E402
 from seqkeras import decoding  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import config_name, policy_scope, time_rounds  # noqa: E402,E501
+from bench_utils import (config_name, matmul_peak,  # noqa: E402
+                         memory_bandwidth, policy_scope, time_rounds)
 
 
 def ours_model(args):
@@ -83,6 +84,31 @@ def uncached(model, prompt, max_length, strategy_kwargs):
                                **strategy_kwargs)
 
     return lambda: run(tf.constant(prompt)).numpy()
+
+
+def flops_per_token(args):
+    """Matmul FLOPs per generated token: each layer's projections and FFN,
+    attention over the cache (its mean length while generating), the
+    output projection."""
+    d, mean_len = args.dim, (args.prompt + args.length) / 2
+    layer = 2 * (4 * d * d + 2 * d * 4 * d) + 2 * 2 * mean_len * d
+    return args.layers * layer + 2 * d * args.vocab
+
+
+def ceiling(args, step_seconds, quick):
+    """Where ours-best's decoding step stands against this machine's
+    float32 matmul peak and the memory floor of the output projection."""
+    n = 256 if quick else 2048
+    peak = matmul_peak(n)
+    bandwidth = memory_bandwidth(16 if quick else 256)
+    flops = flops_per_token(args) * args.batch / step_seconds / 1e9
+    matrix = args.vocab * args.dim * 4 / 1e6  # MB, float32
+    print(f"ceiling: ours-best {step_seconds * 1e3:.2f} ms per step, "
+          f"{flops:.1f} GFLOP/s = {flops / peak:.0%} of the float32 XLA "
+          f"matmul peak ({peak:.0f}); the output matrix ({matrix:.1f} MB "
+          f"float32, {matrix / 2:.1f} MB bfloat16) read at this machine's "
+          f"{bandwidth:.0f} GB/s (NumPy copy) takes "
+          f"{matrix / bandwidth:.2f} / {matrix / 2 / bandwidth:.2f} ms")
 
 
 def main(argv=None):
@@ -158,10 +184,11 @@ def main(argv=None):
         ratio = f"{hub / seconds:>18.2f}x" if hub else ""
         print(f"{name:<44}{tokens / seconds:>10.0f}{ratio}")
         rows[name] = tokens / seconds
+    best = min(s for k, s in t.items() if k.startswith("ours greedy")
+               and "no cache" not in k)
     if hub:
-        best = min(s for k, s in t.items() if k.startswith("ours greedy")
-                   and "no cache" not in k)
         print(f"ours-best greedy / keras-hub-best = {hub / best:.2f}x")
+    ceiling(args, best / new, args.quick)
 
     # The cache's speedup against length.
     print("cache speedup (greedy, same model):")

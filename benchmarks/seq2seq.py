@@ -18,17 +18,21 @@ Peers, each in the configurations a user would pick:
 - torch float32 and `torch.autocast("cpu", torch.bfloat16)`, in its own
   process (TensorFlow's threads disturb it in one process).
 
-Prints target tokens per second for each and ours-best / torch-best.
+Prints target tokens per second for each (and as a fraction of the
+float32 XLA matmul peak) and ours-best / torch-best. The torch model lives
+in `torch_peers.py`, run in its own process before and after ours.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_utils import (OURS_CONFIGS, best_of, config_name,  # noqa: E402
+                         matmul_peak, report, time_rounds, torch_times)
 
 B, T, SRC_V, TGT_V = 128, 30, 7800, 5900
 EMB, ENC, DEC = 256, 256, 512
@@ -64,95 +68,20 @@ def seqkeras_step(policy, jit, batch_size, steps):
     return lambda: model.train_on_batch(x, tgt_out)
 
 
-TORCH = r'''
-import json, sys, time
-import numpy as np, torch, torch.nn as nn
-torch.set_num_threads(int(sys.argv[2]))
-B, T, SRC_V, TGT_V, EMB, ENC, DEC, rounds, iters = json.loads(sys.argv[1])
-
-class Encoder(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.emb = nn.Embedding(SRC_V, EMB, padding_idx=0)
-        s.rnn = nn.GRU(EMB, ENC, bidirectional=True, batch_first=True)
-        s.fc = nn.Linear(2 * ENC, DEC)
-    def forward(s, src):
-        out, h = s.rnn(s.emb(src))
-        return out, torch.tanh(s.fc(torch.cat([h[-2], h[-1]], 1)))
-
-class Attention(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.attn = nn.Linear(2 * ENC + DEC, DEC)
-        s.v = nn.Linear(DEC, 1, bias=False)
-    def forward(s, hidden, out, mask):
-        h = hidden.unsqueeze(1).expand(-1, out.shape[1], -1)
-        e = s.v(torch.tanh(s.attn(torch.cat([h, out], 2)))).squeeze(2)
-        return torch.softmax(e.masked_fill(~mask, -1e10), 1)
-
-class Decoder(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.emb = nn.Embedding(TGT_V, EMB, padding_idx=0)
-        s.attention = Attention()
-        s.rnn = nn.GRUCell(EMB + 2 * ENC, DEC)
-        s.fc = nn.Linear(DEC + 2 * ENC, TGT_V)
-    def forward(s, tokens, hidden, out, mask):
-        a = s.attention(hidden, out, mask)
-        context = torch.bmm(a.unsqueeze(1), out).squeeze(1)
-        hidden = s.rnn(torch.cat([s.emb(tokens), context], 1), hidden)
-        return s.fc(torch.cat([hidden, context], 1)), hidden
-
-class Seq2Seq(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.encoder, s.decoder = Encoder(), Decoder()
-    def forward(s, src, tgt_in):
-        out, hidden = s.encoder(src)
-        mask = src != 0
-        logits = []
-        for t in range(tgt_in.shape[1]):  # teacher forcing
-            y, hidden = s.decoder(tgt_in[:, t], hidden, out, mask)
-            logits.append(y)
-        return torch.stack(logits, 1)
-
-rng = np.random.default_rng(0)
-src = rng.integers(4, SRC_V, (B, T)); tgt = rng.integers(4, TGT_V, (B, T + 1))
-for rows, n in ((src, T), (tgt, T + 1)):
-    lengths = rng.integers(10, n + 1, B)
-    rows[np.arange(n)[None] >= lengths[:, None]] = 0
-tgt[:, 0] = 1
-src, tgt_in, tgt_out = (torch.tensor(a) for a in (src, tgt[:, :-1], tgt[:, 1:]))
-model = Seq2Seq()
-opt = torch.optim.Adam(model.parameters(), 1e-3)
-loss_fn = nn.CrossEntropyLoss(ignore_index=0)
-result = {}
-for name, bf16 in (("torch float32", False), ("torch bf16 autocast", True)):
-    def step():
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(src, tgt_in)
-        loss = loss_fn(logits.float().reshape(-1, TGT_V), tgt_out.reshape(-1))
-        loss.backward()
-        opt.step()
-    step()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(iters):
-            step()
-        times.append((time.perf_counter() - start) / iters)
-    result[name] = float(np.median(times))
-print(json.dumps(result))
-'''
-
-
-def torch_times(rounds, iters, batch_size, steps, threads):
-    args = json.dumps([batch_size, steps, SRC_V, TGT_V, EMB, ENC, DEC,
-                       rounds, iters])
-    out = subprocess.run([sys.executable, "-c", TORCH, args, str(threads)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def train_flops_per_token(steps=T):
+    """Matmul FLOPs of forward + backward (3x forward) per target position
+    in the computation ours runs (source and target lengths equal):
+    encoder GRUs, attention keys once per source position, the query and
+    the decoder GRU per step, logits from [state; context]. torch's model
+    projects [state; encoder output] at every (step, source position)
+    pair: its own count is higher; the ratio of tokens/s is what counts."""
+    enc = 2 * 3 * ENC * (EMB + ENC) * 2  # bidirectional GRU, per source
+    keys = 2 * ENC * DEC * 2
+    query = DEC * DEC * 2
+    attend = 2 * steps * 2 * ENC * 2  # additive scores and the context
+    dec = 3 * DEC * (EMB + 2 * ENC + DEC) * 2
+    logits = (DEC + 2 * ENC) * TGT_V * 2
+    return 3 * (enc + keys + query + attend + dec + logits)
 
 
 def main(argv=None):
@@ -165,36 +94,29 @@ def main(argv=None):
     args = p.parse_args(argv)
     batch_size, steps = (16, 12) if args.quick else (B, T)
     rounds, iters = (1, 1) if args.quick else (args.rounds, args.iters)
-    threads = len(os.sched_getaffinity(0))
-    from bench_utils import time_rounds
-
-    tokens = batch_size * steps
-    results = {}
-    if not args.no_torch:
-        results.update(torch_times(rounds, iters, batch_size, steps,
-                                   threads))
-    steps_fns = {
-        f"seqkeras {policy}, {'jit' if jit else 'no jit'}": seqkeras_step(
+    n = 256 if args.quick else 2048
+    peak = matmul_peak(n)
+    print(f"attention seq2seq training, batch {batch_size}, length {steps}, "
+          f"{len(os.sched_getaffinity(0))} threads; matmul peak, GFLOP/s "
+          f"({n}^2): float32 XLA {peak:.0f}, bfloat16 oneDNN "
+          f"{matmul_peak(n, dtype='bfloat16', jit_compile=False):.0f}")
+    spec = dict(model="seq2seq", rounds=rounds, iters=iters, shape=dict(
+        batch=batch_size, steps=steps, dims=dict(
+            src_vocab=SRC_V, tgt_vocab=TGT_V, emb=EMB, enc=ENC, dec=DEC)))
+    before = {} if args.no_torch else torch_times(spec)
+    ours = time_rounds({
+        config_name("ours", policy, jit): seqkeras_step(
             policy, jit, batch_size, steps)
-        for policy in ("float32", "mixed_bfloat16") for jit in (True, False)}
-    results.update(time_rounds(steps_fns, rounds, iters))
-    if not args.no_torch:  # torch again, after the Keras rounds
-        again = torch_times(rounds, iters, batch_size, steps, threads)
-        results = {k: min(v, again.get(k, v)) for k, v in results.items()}
-    print(f"attention seq2seq training, batch {batch_size}, length "
-          f"{steps}, {threads} threads; target tokens/s (median)")
-    for name, seconds in results.items():
-        print(f"  {name:28s} {tokens / seconds:10.0f}")
-    ours = max(tokens / s for k, s in results.items()
-               if k.startswith("seqkeras"))
-    peer = [tokens / s for k, s in results.items() if k.startswith("torch")]
-    if peer:
-        print(f"ours-best / torch-best = {ours / max(peer):.2f}x")
+        for policy, jit in OURS_CONFIGS}, rounds, iters)
+    after = {} if args.no_torch else torch_times(spec)
+    results = best_of(before, ours, after)
+    report("target tokens/s (median; % of the float32 XLA matmul peak, "
+           "FLOPs of our computation)", batch_size * steps, results,
+           ["torch"], train_flops_per_token(steps), peak)
     return results
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     start = time.perf_counter()
     main()
     print(f"wall {time.perf_counter() - start:.0f} s")

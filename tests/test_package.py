@@ -180,6 +180,42 @@ def test_baby_gpt_quick_from_outside_the_checkout(tmp_path):
     assert "SEQKERAS_DATA" in result.stderr and "`path`" in result.stderr
 
 
+def test_seq2seq_benchmark_smoke():
+    bench = _load(os.path.join(ROOT, "benchmarks", "seq2seq.py"), "s2sbench")
+    seconds = bench.main(["--quick", "--no-torch"])
+    assert sorted(seconds) == sorted(
+        f"ours, {p}, {j}" for p in ("float32", "mixed_bfloat16")
+        for j in ("jit", "no jit"))
+    assert all(s > 0 for s in seconds.values())
+    # the FLOPs count grows with the source length only through attention
+    assert (bench.train_flops_per_token(31) - bench.train_flops_per_token(30)
+            == 3 * 2 * 2 * bench.ENC * 2)
+
+
+def test_torch_seq2seq_peer_trains():
+    pytest.importorskip("torch", reason="torch (a benchmark peer) is not "
+                        "installed")
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        peers = _load(os.path.join(ROOT, "benchmarks", "torch_peers.py"),
+                      "torch_peers")
+        # seq2seq.py's batch: its vocabularies, lengths 10 to `steps`
+        net, forward, loss, optimizer = peers.build("seq2seq", dict(
+            batch=4, steps=12, dims=dict(src_vocab=7800, tgt_vocab=5900,
+                                         emb=8, enc=8, dec=16)))
+    finally:
+        sys.path.remove(os.path.join(ROOT, "benchmarks"))
+    out = forward()
+    assert tuple(out.shape) == (4, 12, 5900)
+    opt = optimizer(net.parameters(), lr=1e-2)
+    first = float(loss(out))
+    for _ in range(20):
+        opt.zero_grad()
+        loss(forward()).backward()
+        opt.step()
+    assert float(loss(forward())) < first
+
+
 def test_decoding_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "decoding.py"), "dbench")
     rows = bench.main(["--quick", "--no-keras-hub"])
