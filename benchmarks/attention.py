@@ -54,7 +54,7 @@ def make_keras(kind, d, heads, ffn):
             self.inner = layer
 
         def call(self, x):
-            # seqkeras' self-attention form is `mha(x)` (one fused QKV GEMM).
+            # seqkeras' self-attention form is `mha(x)`.
             return self.inner(x) if ours else self.inner(x, x)
 
     return SelfAttention()

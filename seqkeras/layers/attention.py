@@ -258,9 +258,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Call arguments:
         query: (batch, Tq, d_q); value: (batch, Tv, d_v), or None for
-            self-attention (query = key = value; the three projections run
-            as one GEMM, and the input's padding mask masks both queries and
-            keys); key: optional (batch, Tv, d_k), default `value`.
+            self-attention (query = key = value; the input's padding mask
+            masks both queries and keys); key: optional (batch, Tv, d_k),
+            default `value`.
         query_mask, value_mask, attention_mask, use_causal_mask,
         return_attention_scores, training: as `Attention`; returned weights
             are (batch, heads, Tq, Tk).
@@ -342,28 +342,6 @@ class MultiHeadAttention(keras.layers.Layer):
         y = ops.einsum("btd,dhk->bthk", x, kernel)  # (batch, time, heads, dim)
         return y if bias is None else y + bias
 
-    def _project_self(self, x):
-        """Self-attention: the three projections as one wider GEMM."""
-        kernels = [self.query_kernel, self.key_kernel, self.value_kernel]
-        widths = [self.key_dim, self.key_dim, self.value_dim]
-        h = self.num_heads
-        d = ops.shape(x)[-1]
-        kernel = ops.concatenate(
-            [ops.reshape(w, (d, h * n)) for w, n in zip(kernels, widths)], -1)
-        y = ops.matmul(x, kernel)  # (batch, time, h * (2 key_dim + value_dim))
-        if self.use_bias:
-            y = y + ops.concatenate(
-                [ops.reshape(b, (h * n,)) for b, n in
-                 zip([self.query_bias, self.key_bias, self.value_bias],
-                     widths)], -1)
-        batch, time = ops.shape(x)[0], ops.shape(x)[1]
-        out, start = [], 0
-        for n in widths:
-            out.append(ops.reshape(y[..., start:start + h * n],
-                                   (batch, time, h, n)))
-            start += h * n
-        return out
-
     def compute_cache(self, key, value=None):
         """Keys and values projected once, (batch, 2, Tk, heads, head_dim),
         for cross-attention while decoding: pass it as `cache` with no
@@ -388,8 +366,12 @@ class MultiHeadAttention(keras.layers.Layer):
              value_mask=None, attention_mask=None, use_causal_mask=False,
              return_attention_scores=False, training=None, cache=None,
              cache_index=None, mask=None):
-        # `value=None` is self-attention: one fused projection GEMM, and the
-        # input's Keras mask (filled into `mask`) masks queries and keys.
+        # `value=None` is self-attention: the input's Keras mask (filled
+        # into `mask`) masks queries and keys. Its projections stay three
+        # GEMMs: one fused (d, 3d) GEMM sliced into q, k, v equals them
+        # under XLA and is 8% (float32) to 15% (mixed_bfloat16) slower
+        # without it, where the slices' gradients are full-width copies
+        # (benchmarks/attention.py, encoder block training).
         self_attention = value is None
         if self_attention:
             value = query
@@ -415,9 +397,7 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"{kernel.shape[0]} features. Received: "
                     f"{arg}.shape={tuple(x.shape)}")
         static_cache = cache is not None and cache_index is None
-        if self_attention:
-            q, k, v = self._project_self(query)
-        elif static_cache:  # keys and values projected once, ahead
+        if static_cache:  # keys and values projected once, ahead
             q = self._project(query, self.query_kernel, self.query_bias)
             k, v = cache[:, 0], cache[:, 1]
         else:
