@@ -40,10 +40,7 @@ class ChunkedSelfAttention(seqkeras.layers.MultiHeadAttention):
         self.chunk, self.remat = chunk, remat
 
     def call(self, query, **kwargs):
-        q, k, v = (self._project(query, w, b) for w, b in (
-            (self.query_kernel, self.query_bias),
-            (self.key_kernel, self.key_bias),
-            (self.value_kernel, self.value_bias)))
+        q, k, v = self._project_qkv(query, query, query)
         q = ops.transpose(q * (self.key_dim ** -0.5), (0, 2, 1, 3))
         k = ops.transpose(k, (0, 2, 3, 1))
         v = ops.transpose(v, (0, 2, 1, 3))

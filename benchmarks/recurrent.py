@@ -81,9 +81,11 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
     init = cell.get_initial_state(batch)
 
     def forward(save):  # training saves residuals, on the scan
-        loop = time_loop._forward_scan if save else time_loop._forward
-        return lambda p: loop(
-            cell, p, bias, init, consts, None, None, True, save)
+        if save:
+            return lambda p: time_loop._forward_scan(
+                cell, p, bias, init, consts, None, None, True, True)
+        return lambda p: time_loop._forward(
+            cell, p, bias, init, consts, None, None, True)
 
     proj = cell.project_inputs(x)
     _, final, residuals = tf.function(forward(True), jit_compile=True)(proj)

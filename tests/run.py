@@ -57,6 +57,15 @@ def runs_alone(path):
         return any(line.startswith(ALONE_MARK) for line in f)
 
 
+def _test_files():
+    """(directory, its test files) for every directory under tests/, in a
+    fixed order."""
+    for root, dirs, files in os.walk(TESTS):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        yield root, [os.path.join(root, f) for f in sorted(files)
+                     if f.startswith("test_") and f.endswith(".py")]
+
+
 def groups():
     """The test files in groups of about CHUNK_BYTES of source, one
     directory per group at most, largest groups first (a rough stand-in
@@ -64,10 +73,7 @@ def groups():
     holds the longest tests). Modules marked `RUN_ALONE = True` are left
     out: see `alone_groups`."""
     found = []
-    for root, dirs, files in os.walk(TESTS):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        tests = [os.path.join(root, f) for f in sorted(files)
-                 if f.startswith("test_") and f.endswith(".py")]
+    for root, tests in _test_files():
         package = [f for f in tests if f.endswith(os.sep + "test_package.py")
                    and root == TESTS]
         tests = [f for f in tests if f not in package
@@ -81,14 +87,8 @@ def groups():
 
 def alone_groups():
     """One group per module marked `RUN_ALONE = True`."""
-    found = []
-    for root, dirs, files in os.walk(TESTS):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        found += [[os.path.relpath(os.path.join(root, f), ROOT)]
-                  for f in sorted(files)
-                  if f.startswith("test_") and f.endswith(".py")
-                  and runs_alone(os.path.join(root, f))]
-    return found
+    return [[os.path.relpath(f, ROOT)] for _, tests in _test_files()
+            for f in tests if runs_alone(f)]
 
 
 def _tree_rss_mb(root_pid):

@@ -342,6 +342,12 @@ class MultiHeadAttention(keras.layers.Layer):
         y = ops.einsum("btd,dhk->bthk", x, kernel)  # (batch, time, heads, dim)
         return y if bias is None else y + bias
 
+    def _project_qkv(self, query, key, value):
+        """q, k, v, each (batch, time, heads, dim)."""
+        return (self._project(query, self.query_kernel, self.query_bias),
+                self._project(key, self.key_kernel, self.key_bias),
+                self._project(value, self.value_kernel, self.value_bias))
+
     def compute_cache(self, key, value=None):
         """Keys and values projected once, (batch, 2, Tk, heads, head_dim),
         for cross-attention while decoding: pass it as `cache` with no
@@ -401,9 +407,7 @@ class MultiHeadAttention(keras.layers.Layer):
             q = self._project(query, self.query_kernel, self.query_bias)
             k, v = cache[:, 0], cache[:, 1]
         else:
-            q = self._project(query, self.query_kernel, self.query_bias)
-            k = self._project(key, self.key_kernel, self.key_bias)
-            v = self._project(value, self.value_kernel, self.value_bias)
+            q, k, v = self._project_qkv(query, key, value)
         q_len = ops.shape(q)[1]
         offset = 0
         if cache is not None and not static_cache:

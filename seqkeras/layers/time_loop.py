@@ -62,18 +62,15 @@ def _back_step(cell, dh, d_states, coeffs, consts, m, rmask):
     return dp, d_prev, list(step_deltas)
 
 
-def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
-             save):
-    """Runs the cell over time. Returns (outputs or None, states, residuals)."""
+def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs):
+    """Runs the cell over time saving nothing for a gradient (inference and
+    export; training runs `_forward_scan`). Returns (outputs or None, final
+    states)."""
     steps = ops.shape(proj)[0]
     batch = ops.shape(proj)[1]
     dtype = proj.dtype
     export = export_mode.active()
     buffers = [ops.zeros((steps, batch, cell.units), dtype)] * write_outputs
-    if save:
-        buffers += [
-            ops.zeros((steps, batch, w), dtype) for w in cell.residual_widths()
-        ]
 
     def body(t, states, buffers):
         # Exported, a gather (TFLite GATHER, which XNNPACK runs with the
@@ -82,17 +79,14 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs,
         # faster in LiteRT (benchmarks/tflite_latency.py). Training keeps
         # XLA's dynamic slice.
         p = ops.take(proj, t, axis=0) if export else proj[t]
-        h, new_states, res = _step(cell, p, bias, states, consts,
-                                   None if mask is None else mask[t], rmask)
-        values = [h] * write_outputs + (list(res) if save else [])
-        buffers = [_write(b, t, v) for b, v in zip(buffers, values)]
-        return t + 1, list(new_states), buffers
+        h, new_states, _ = _step(cell, p, bias, states, consts,
+                                 None if mask is None else mask[t], rmask)
+        return t + 1, list(new_states), [_write(b, t, h) for b in buffers]
 
     _, states, buffers = ops.while_loop(
         lambda t, *_: t < steps, body, (0, list(states), buffers)
     )
-    outputs = buffers.pop(0) if write_outputs else None
-    return outputs, states, buffers
+    return (buffers[0] if write_outputs else None), states
 
 
 def _scan(body, carry, xs, reverse=False):
@@ -227,10 +221,9 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
     if export_mode.active():
         # An inference graph: no gradient, and the bias added once to all
         # steps outside the loop (one op less per step in a TFLite WHILE).
-        outputs, final, _ = _forward(
+        outputs, final = _forward(
             cell, proj + cell.loop_input_bias(), None, list(initial_states),
-            cell.loop_constants(weights), mask, rmask, return_sequences,
-            False)
+            cell.loop_constants(weights), mask, rmask, return_sequences)
         return outputs, list(final)
 
     def impl(proj, bias, *flat):
@@ -240,11 +233,14 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
         # XLA); inference writes the preallocated buffer, so that a plain
         # `model.export()` converts to TFLite with builtin ops only (a
         # TensorArray becomes TensorList ops, which need Flex).
-        forward = _forward_scan if save_residuals else _forward
-        outputs, final, residuals = forward(
-            cell, proj, bias, states, consts, mask, rmask,
-            return_sequences, save_residuals,
-        )
+        residuals = None
+        if save_residuals:
+            outputs, final, residuals = _forward_scan(
+                cell, proj, bias, states, consts, mask, rmask,
+                return_sequences, True)
+        else:
+            outputs, final = _forward(cell, proj, bias, states, consts, mask,
+                                      rmask, return_sequences)
 
         def grad(*upstream, **unused_kwargs):
             upstream = _cotangents(upstream)
