@@ -1,7 +1,26 @@
-"""What every app in `apps/` shares: the one-line error, the training
-callbacks (progress bar, TensorBoard, `BackupAndRestore`, best checkpoint
-kept across a resume, history CSV, epoch times), the curves PNG, the
-`config.json` of a model directory, and `main`'s error handling.
+"""What every app in `apps/` shares: the one training workflow and the
+model directory it writes, the one-line error and `main`'s error handling.
+
+The workflow of `train`:
+
+1. `begin_training(args)`: the output directory, the precision policy
+   (`--precision`) and the seed (`--seed`).
+2. `preset(...)`: the model, as a `(builder, arguments)` pair from the
+   app's presets (`--model`), shrunk by `--tiny`, overridden by options.
+3. `build_and_compile(args, config, ...)`: inside `--strategy`'s scope,
+   `seqkeras.models.<builder>(**sizes, **arguments)` compiled by
+   `seqkeras.models.compile_model` with `--jit` (and a
+   `cosine_schedule`).
+4. `write_config(out, config)`: `config.json`, the layout every app
+   shares: `{"builder", "arguments", "sizes"}` (what rebuilds the model:
+   `build(config)`), the app's own keys, `parameters`, `precision`,
+   `weights` and the `training` options.
+5. `fit_and_report(...)`: the callbacks (progress bar, TensorBoard,
+   `BackupAndRestore`, best checkpoint kept across a resume, history CSV,
+   epoch times), a timed `fit`, the curves PNG.
+
+`load(directory)` rebuilds the model of a model directory with its best
+weights.
 
 The apps import it as `common` (their own directory is on `sys.path` when
 they run as scripts; the tests load them the same way)."""
@@ -30,6 +49,25 @@ def shared_file(*parts):
     return None if root is None else os.path.join(root, *parts)
 
 
+def read_data(reader, *args, what=None, **kwargs):
+    """`reader(*args, **kwargs)` (a `seqkeras.data` reader); its
+    ValueError or missing file is an AppError (prefixed with `what`)."""
+    try:
+        return reader(*args, **kwargs)
+    except (ValueError, OSError) as error:
+        raise AppError(f"{what}: {error}" if what else str(error)) from None
+
+
+def counted(data):
+    """`(data, steps)`: a finite `tf.data` dataset with its number of
+    batches counted once and asserted (Keras then shows the progress bar
+    and the cosine schedule knows its length from the first epoch)."""
+    import tensorflow as tf
+
+    steps = sum(1 for _ in data)
+    return data.apply(tf.data.experimental.assert_cardinality(steps)), steps
+
+
 def read_config(directory):
     """The `config.json` of a trained model directory (AppError if it is
     not one)."""
@@ -50,6 +88,251 @@ def read_config(directory):
 def write_config(directory, config):
     with open(os.path.join(directory, CONFIG), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, default=str)
+
+
+def build(config):
+    """`seqkeras.models.<builder>(**sizes, **arguments)` of a config."""
+    import seqkeras
+
+    builder = getattr(seqkeras.models, config["builder"])
+    return builder(**config["sizes"], **config["arguments"])
+
+
+def load(directory):
+    """`(model, config)`: the model of a `train` output directory, rebuilt
+    from its `config.json` with its best weights (AppError if it is not
+    one or cannot be rebuilt)."""
+    config = read_config(directory)
+    try:
+        model = build(config)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise AppError(f"--model {directory}: unreadable {CONFIG} "
+                       f"({error})") from None
+    return load_weights(model, directory), config
+
+
+def preset(presets, name, tiny=False, small=None, overrides=None):
+    """`(builder, arguments)` of the preset `name` (`presets` maps a name
+    to a `(builder, arguments)` pair): with `tiny`, the arguments that
+    `small` names are replaced by its values (a smoke-run model); then
+    `overrides` (options given on the command line, None: not given).
+    An override of an argument the preset does not take is an
+    AppError."""
+    builder, arguments = presets[name]
+    arguments = dict(arguments)
+    if tiny:
+        arguments.update({k: v for k, v in (small or {}).items()
+                          if k in arguments})
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in arguments:
+            raise AppError(f"--{key.replace('_', '-')} does not apply to "
+                           f"--model {name}")
+        arguments[key] = value
+    return builder, arguments
+
+
+def begin_training(args):
+    """The start of every `train`: `args.out` made, the `--precision`
+    policy set, the `--seed` set. Returns the output directory."""
+    os.makedirs(args.out, exist_ok=True)
+    if args.precision != "float32":
+        keras.mixed_precision.set_global_policy(args.precision)
+    keras.utils.set_random_seed(args.seed)
+    return args.out
+
+
+def model_config(args, builder, arguments, sizes, **extra):
+    """The `config.json` of a training run: `builder`, `arguments`,
+    `sizes`, the app's `extra` keys, the weights file, the precision and
+    the training options."""
+    return {"builder": builder, "arguments": arguments, "sizes": sizes,
+            **extra, "weights": WEIGHTS, "precision": args.precision,
+            "training": {k: v for k, v in vars(args).items()
+                         if k != "func"}}
+
+
+def cosine_schedule(peak, steps, warmup=0, alpha=0.05):
+    """Cosine decay from `peak` to `alpha * peak` over `steps` steps,
+    after a linear warm-up over the first `warmup` steps (if any)."""
+    if warmup:
+        return keras.optimizers.schedules.CosineDecay(
+            0.0, max(1, steps - warmup), alpha=alpha, warmup_target=peak,
+            warmup_steps=warmup)
+    return keras.optimizers.schedules.CosineDecay(peak, steps, alpha=alpha)
+
+
+def build_and_compile(args, config, options=None, trainer=None):
+    """`(model, fitted)`: inside `--strategy`'s scope, the model of
+    `config` (a ValueError from its builder is an AppError) and the model
+    to fit (`trainer(model)`, e.g. a teacher-forcing graph; default the
+    model itself), compiled by `seqkeras.models.compile_model` with
+    `--jit` and `options(model)` (a dict of its arguments, made inside
+    the scope: a learning rate, schedule or optimizer, a loss). The
+    config gets the model's parameter count."""
+    import seqkeras
+
+    with strategy_scope(args):
+        try:
+            model = build(config)
+        except ValueError as error:
+            raise AppError(str(error)) from None
+        fitted = model if trainer is None else trainer(model)
+        seqkeras.models.compile_model(
+            fitted, jit_compile=jit_option(args),
+            **(options(model) if options else {}))
+    config["parameters"] = int(model.count_params())
+    return model, fitted
+
+
+def fit_and_report(model, args, data, kill_env, curves, validation=None,
+                   monitor="val_loss", mode="min", extra_callbacks=(),
+                   target=None, **fit_options):
+    """Fits `model` on `data` for `--epochs` with the callbacks of
+    `callbacks` (the `extra_callbacks` run after `BackupAndRestore` and
+    before the checkpoint, so the metrics they add to the logs are
+    checkpointed and written), times it and plots `curves` (the
+    `plot_curves` arguments after the paths) from the history. Prints
+    and returns `(seconds, best monitored value)`."""
+    out = args.out
+    callbacks_, checkpoint = callbacks(out, kill_env, monitor, mode, target)
+    callbacks_[1:1] = list(extra_callbacks)
+    start = time.perf_counter()
+    model.fit(data, validation_data=validation, epochs=args.epochs,
+              callbacks=callbacks_, verbose=args.verbose, **fit_options)
+    seconds = time.perf_counter() - start
+    png = plot_curves(os.path.join(out, "history.csv"),
+                      os.path.join(out, "curves.png"), *curves)
+    print(f"trained in {seconds:.0f} s (this process); best {monitor} "
+          f"{checkpoint.best:.4f}; curves: {png}")
+    return seconds, checkpoint.best
+
+
+def export(model, args, name, signatures, check, samples, beside=(),
+           **verify):
+    """What every app's `export` does, into `--out` (default
+    `MODEL/export`): the SavedModel with the app's `signatures` at the
+    next version of `out/name` (TF Serving's layout); `check(path)`, the
+    app's comparison of a signature with Keras in a process without
+    seqkeras (a dict for the report; it raises on a difference); the
+    servability audit (`seqkeras.export.assert_servable`); the forward
+    pass written and verified in every format
+    (`seqkeras.export.export_and_verify(model, name + "-forward",
+    samples, **verify)`); the files `beside` (paths, or `(path, new
+    name)`) copied next to the TFLite file; `report.json`. Returns the
+    report."""
+    import shutil
+
+    from seqkeras.export import (assert_servable, export_and_verify,
+                                 next_version, saved_model)
+
+    out = args.out or os.path.join(args.model, "export")
+    version = next_version(os.path.join(out, name))
+    path = saved_model(model, os.path.join(out, name, str(version)),
+                       signatures=signatures)
+    names = ", ".join(["serving_default"] + [n for s in signatures
+                                             for n in s.names])
+    print(f"SavedModel: {path} (signatures {names})")
+    checked = check(path)
+    audit = assert_servable(path)
+    print(f"serving audit: {len(audit['ops'])} ops, XLA-only: "
+          f"{audit['xla'] or 'none'}, TF Text ops: "
+          f"{audit['tf_text'] or 'none'}, ops without a CPU kernel: "
+          f"{audit['no_kernel'] or 'none'}")
+    report = export_and_verify(model, name + "-forward", samples, out,
+                               **verify)
+    report.update({f"{name}_savedmodel": path, **checked,
+                   "serving_ops": len(audit["ops"])})
+    directory = os.path.dirname(report["tflite"])
+    for item in beside:
+        source, new = item if isinstance(item, tuple) else (item, None)
+        shutil.copy(source, os.path.join(directory, new or
+                                         os.path.basename(source)))
+    write_report(report, out)
+    return report
+
+
+def length_batches(rows, batch, limit=None, fill=0, dtype="int32"):
+    """`(indices, x)` per batch: `rows` (lists) sorted by length (stable),
+    `batch` at a time, each batch right-padded with `fill` to a multiple
+    of 8 (at least 8; at most `limit`): few padded shapes, so few
+    compiled programs, and little padding."""
+    import numpy as np
+
+    order = np.argsort([len(r) for r in rows], kind="stable")
+    for start in range(0, len(rows), batch):
+        chunk = order[start:start + batch]
+        width = max(8, -(-max(len(rows[i]) for i in chunk) // 8) * 8)
+        width = width if limit is None else min(limit, width)
+        x = np.full((len(chunk), width), fill, dtype)
+        for j, i in enumerate(chunk):
+            x[j, :len(rows[i])] = rows[i]
+        yield chunk, x
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no screen needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+    return path
+
+
+def plot_by_length(path, bins, scores, counts, xlabel, ylabel, title):
+    """One line per model (`scores`: label -> a score per length bin) over
+    the length `bins` ((low, high) pairs; 99: no upper end), each bin
+    labelled with its count."""
+    fig, ax = pyplot().subplots(figsize=(7, 4))
+    for label, values in scores.items():
+        ax.plot(range(len(bins)), values, "o-", label=label)
+    ax.set_xticks(range(len(bins)), [
+        f"{lo}-{hi}\n({n})" if hi < 99 else f"{lo}+\n({n})"
+        for (lo, hi), n in zip(bins, counts)])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return save_figure(fig, path)
+
+
+def plot_weights(path, weights, columns, rows=None, title="", xlabel="",
+                 ylabel=""):
+    """A heatmap of attention `weights` (len(rows) x len(columns); one row
+    without `rows`), each cell a weight, the axes labelled with the
+    tokens."""
+    weights = weights if rows is not None else weights[None]
+    width = max(5, 0.5 * len(columns))
+    height = max(4, 0.35 * len(rows)) if rows is not None else 1.8
+    fig, ax = pyplot().subplots(figsize=(width, height))
+    ax.imshow(weights, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(columns)), columns, rotation=60, ha="right")
+    ax.set_yticks(range(len(rows)) if rows is not None else [],
+                  rows if rows is not None else [])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return save_figure(fig, path)
+
+
+def subcommand(sub, name, help, func, model=True, **model_options):
+    """A subcommand parser running `func`, with `--model` (required; a
+    model directory) unless `model` is False."""
+    parser = sub.add_parser(name, help=help)
+    if model:
+        parser.add_argument("--model", required=True, **model_options)
+    parser.set_defaults(func=func)
+    return parser
 
 
 def load_weights(model, directory):
@@ -118,40 +401,37 @@ def callbacks(out, kill_env, monitor="val_loss", mode="min", target=None):
     return result, checkpoint
 
 
-def plot_curves(history, path, title, loss_label, metric,
-                metric_label):
+def plot_curves(history, path, title, loss_label, metric=None,
+                metric_label=None, log=False):
     """Loss and `metric` per epoch (train and validation) from a
-    history.csv, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    history.csv, as a PNG (the loss alone without `metric`; `log`: a
+    logarithmic loss axis)."""
+    plt = pyplot()
     with open(history, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
         return None
     epochs = [int(r["epoch"]) + 1 for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    for key, style in (("loss", "-"), ("val_loss", "--")):
-        if key in rows[0]:
-            axes[0].plot(epochs, [float(r[key]) for r in rows], style,
-                         label=key)
-    axes[0].set_ylabel(loss_label)
-    for key, style in ((metric, "-"), ("val_" + metric, "--")):
-        if key in rows[0]:
-            axes[1].plot(epochs, [float(r[key]) for r in rows], style,
-                         label=key)
-    axes[1].set_ylabel(metric_label)
+    fig, axes = plt.subplots(1, 2 if metric else 1,
+                             figsize=(9, 3.5) if metric else (5, 3.5))
+    axes = list(axes) if metric else [axes]
+    panels = [("loss", loss_label)] + ([(metric, metric_label)] if metric
+                                       else [])
+    for ax, (key, label) in zip(axes, panels):
+        for name, style in ((key, "-"), ("val_" + key, "--")):
+            if name in rows[0]:
+                ax.plot(epochs, [float(r[name]) for r in rows], style,
+                        label=name)
+        ax.set_ylabel(label)
+    if log:
+        axes[0].set_yscale("log")
     for ax in axes:
         ax.set_xlabel("epoch")
         ax.legend()
         ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
 
 
 class EpochTimer(keras.callbacks.Callback):

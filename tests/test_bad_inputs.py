@@ -396,10 +396,12 @@ def _export_cases():
     tagger = lambda: M.tagger(10, 3, units=4, embedding_dim=4)  # noqa: E731
     case("saved_model", "target", lambda: E.saved_model(
         tagger(), "/tmp/never", target="tpu"))
-    case("saved_model", "vocabulary", lambda: E.saved_model(
-        tagger(), "/tmp/never", vocabulary=["ab", "c"]))
-    case("saved_model", "vocabulary", lambda: E.saved_model(
-        tagger(), "/tmp/never", vocabulary=42))
+    case("ServeText", "vocabulary", lambda: E.signatures.ServeText(
+        vocabulary=["ab", "c"]))
+    case("ServeText", "vocabulary", lambda: E.signatures.ServeText(
+        vocabulary=42))
+    case("saved_model", "signatures", lambda: E.saved_model(
+        tagger(), "/tmp/never", signatures=["generate"]))
     case("saved_model", "stateful", lambda: E.saved_model(
         M.rnn_language_model(10, 4, stateful=True, batch_size=2),
         "/tmp/never"))

@@ -13,6 +13,8 @@ from seqkeras.data.synthetic import adding_problem
 from seqkeras.data.synthetic import copy_task
 from seqkeras.data.synthetic import dates
 from seqkeras.data.synthetic import multi_seasonal_series
+from seqkeras.data.checks import check_token_dataset
+from seqkeras.data.checks import check_token_ids
 from seqkeras.data.conll import read_conll
 from seqkeras.data.pipelines import classification_dataset
 from seqkeras.data.pipelines import read_lines
@@ -31,7 +33,8 @@ from seqkeras.data.words import WordTokenizer
 
 __all__ = [
     "BOS", "CharVocabulary", "EOS", "PAD", "SubwordTokenizer", "UNK",
-    "WordFeatures", "WordTokenizer", "adding_problem", "classification_dataset",
+    "WordFeatures", "WordTokenizer", "adding_problem", "check_token_dataset",
+    "check_token_ids", "classification_dataset",
     "copy_task", "dates", "forecast_windows", "multi_seasonal_series",
     "read_conll", "read_labeled_tsv", "read_lines", "read_parallel",
     "read_series_csv", "read_text",

@@ -1,5 +1,8 @@
-"""Token-id checks for `tf.data` pipelines and serving graphs (TensorFlow
-code; the NumPy check is `seqkeras.models.check_token_ids`).
+"""Token-id checks: on concrete arrays (`check_token_ids`, NumPy), in
+`tf.data` pipelines (`check_token_dataset`) and in serving graphs
+(`token_id_asserts`, `checked_inputs`). Models import them from here
+(`seqkeras.models.SequenceModel` checks its inputs with them); nothing
+here imports a model.
 
 Under XLA an out-of-range id is not an error (the gather clamps it or
 reads zeros), and XLA drops `Assert` ops, so the check must run outside
@@ -8,9 +11,73 @@ functions in its own runtime, where asserts hold) and in the exported
 serving signatures (plain TensorFlow graphs, no XLA).
 """
 
+import numpy as np
 import tensorflow as tf
 
-from seqkeras.models.base import MARKER
+from seqkeras.layers import validation
+
+#: Marks our messages inside errors raised by input pipelines, so that
+#: `fit`/`evaluate`/`predict` can re-raise them as a plain ValueError.
+MARKER = "seqkeras token-id check: "
+
+
+def check_token_ids(where, name, ids, vocab_size):
+    """Raises a clear error unless `ids` are integer token ids in
+    `[0, vocab_size)`. Symbolic tensors pass unchecked.
+
+    Args:
+        where: the function or layer named in the message.
+        name: the input's name.
+        ids: an array-like of token ids.
+        vocab_size: the input's vocabulary size.
+
+    Raises:
+        TypeError: strings, booleans, or non-integer values.
+        ValueError: ids below 0 or at least `vocab_size`.
+
+    Example:
+
+    >>> from seqkeras.data import check_token_ids
+    >>> check_token_ids("predict", "token_ids", [[1, 2, 0]], 10)
+    >>> try:
+    ...     check_token_ids("predict", "token_ids", [[1, 25]], 10)
+    ... except ValueError as e:
+    ...     print(str(e)[:60])
+    `predict`: input `token_ids` has token id 25, outside [0, 10
+    """
+    array = validation.concrete_values(ids)
+    if array is None:
+        return
+    kind = array.dtype.kind
+    if kind in "USO":
+        raise TypeError(
+            f"`{where}`: input `{name}` must hold integer token ids; "
+            f"received {array.dtype} values (e.g. {array.flat[0]!r}). "
+            "Encode text to ids first (e.g. with the model's vocabulary) "
+            "or export with a raw-string signature.")
+    if kind == "b" or kind == "c":
+        raise TypeError(
+            f"`{where}`: input `{name}` must hold integer token ids. "
+            f"Received dtype {array.dtype}.")
+    if array.size == 0:
+        return
+    if kind == "f":
+        finite = np.isfinite(array)
+        integral = finite & (np.floor(array) == array)
+        if not integral.all():
+            bad = array[~integral].flat[0]
+            raise TypeError(
+                f"`{where}`: input `{name}` must hold integer token ids. "
+                f"Received the non-integer value {bad!r} "
+                f"(dtype {array.dtype}).")
+    low, high = array.min(), array.max()
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"`{where}`: input `{name}` has token id {int(bad)}, outside "
+            f"[0, {vocab_size}) (the vocabulary size is {vocab_size}; "
+            "0 is padding).")
+
 
 
 def token_id_asserts(where, name, ids, vocab_size):

@@ -10,9 +10,10 @@ from that tag's kernel sources (`kOpName` / `REGISTER_OP`) for the targets
 `ops_lib` depends on.
 
 `audit_serving(path)` lists a SavedModel's ops and sorts out the ones the
-server would refuse; `fresh_translate(path, texts)` runs a `translate`
-signature in a new Python process where `seqkeras` cannot be imported (what
-a server has).
+server would refuse; `assert_servable(path)` raises unless there are none
+(the one servability rule apps and tests use); `fresh_signature(path,
+name, **inputs)` runs a signature in a new Python process where `seqkeras`
+cannot be imported (what a server has).
 """
 
 import json
@@ -82,6 +83,7 @@ def audit_serving(path):
             import tensorflow_text  # noqa: F401
         except ImportError:
             pass
+    # TensorFlow has no public API that lists an op's registered kernels
     from tensorflow.python.framework import kernels
 
     def has_cpu_kernel(op):
@@ -102,18 +104,59 @@ def audit_serving(path):
     }
 
 
+
+class NotServable(ValueError):
+    """A SavedModel the TF Serving binary would refuse."""
+
+
+def assert_servable(path):
+    """The audit of `path` (`audit_serving`) when the TF Serving binary
+    can load it: no XLA-only op, no TF Text op the server does not
+    register, a CPU kernel for every other op. Otherwise raises
+    `NotServable` (a ValueError) naming the offending ops. The one
+    servability rule: the exporters' callers, the apps and the tests
+    check with it.
+
+    Example:
+
+    >>> import tempfile, keras
+    >>> from seqkeras.export import assert_servable, saved_model
+    >>> x = keras.Input((3,), name="x")
+    >>> model = keras.Model(x, keras.layers.Dense(2, name="y")(x))
+    >>> report = assert_servable(saved_model(model, tempfile.mkdtemp()
+    ...                                      + "/m/1"))
+    >>> "MatMul" in report["ops"]
+    True
+    """
+    report = audit_serving(path)
+    problems = {key: report[key] for key in
+                ("xla", "tf_text_unsupported", "no_kernel") if report[key]}
+    if problems:
+        what = {"xla": "XLA-only ops",
+                "tf_text_unsupported": "TF Text ops TF Serving does not "
+                "register",
+                "no_kernel": "ops without a CPU kernel"}
+        raise NotServable(
+            f"`assert_servable`: the TF Serving binary cannot load {path}: "
+            + "; ".join(f"{what[k]} {v}" for k, v in problems.items()))
+    return report
+
+
 _FRESH = """
 import json, sys, time
 sys.modules["seqkeras"] = None  # a server has no seqkeras
+import numpy as np
 import tensorflow as tf
 try:
     import tensorflow_text  # noqa: F401  (registers the TF Text ops)
 except ImportError:
     pass
-texts = json.loads(sys.stdin.read())
+given = json.loads(sys.stdin.read())
+inputs = {k: tf.constant(np.asarray(v["values"], v["dtype"]) if v["dtype"]
+                         else v["values"]) for k, v in given.items()}
 fn = tf.saved_model.load(sys.argv[1]).signatures[sys.argv[2]]
 start = time.perf_counter()
-out = fn(text=tf.constant(texts))
+out = fn(**inputs)
 seconds = time.perf_counter() - start
 def plain(x):
     x = x.numpy()
@@ -126,15 +169,45 @@ print(json.dumps([{k: plain(v) for k, v in out.items()}, seconds]))
 """
 
 
-def fresh_signature(path, signature, texts):
-    """`(outputs, seconds)`: the SavedModel's signature `signature`, whose
-    input is `text` (strings), called on `texts` in a new Python process
+def _json_input(name, value):
+    """`{"values": nested lists, "dtype": numpy dtype or None}` (None:
+    strings) for the fresh process."""
+    import numpy as np
+
+    array = np.asarray(value)
+    if array.dtype.kind in "USO":
+        return {"values": array.astype(str).tolist(), "dtype": None}
+    if array.dtype.kind not in "biuf":
+        raise TypeError(
+            f"`fresh_signature`: input `{name}` must be strings or numbers. "
+            f"Received dtype {array.dtype}")
+    return {"values": array.tolist(), "dtype": array.dtype.name}
+
+
+def fresh_signature(path, signature, **inputs):
+    """`(outputs, seconds)`: the SavedModel's signature `signature` called
+    on the named `inputs` (lists or arrays of strings or numbers, e.g.
+    `text=["a sentence"]` or `series=windows`) in a new Python process
     where `seqkeras` is not importable (TensorFlow and, if installed, TF
     Text only, as on a model server). `outputs` maps each output name to
-    nested lists (strings decoded); seconds of the call, after loading."""
+    nested lists (strings decoded); seconds of the call, after loading.
+
+    Example:
+
+    >>> import tempfile, keras, numpy as np
+    >>> from seqkeras.export import fresh_signature, saved_model
+    >>> x = keras.Input((3,), name="x")
+    >>> model = keras.Model(x, keras.layers.Dense(2, name="y")(x))
+    >>> path = saved_model(model, tempfile.mkdtemp() + "/m/1")
+    >>> out, _ = fresh_signature(path, "serving_default",
+    ...                          x=np.ones((1, 3), "float32"))
+    >>> np.allclose(out["y"], model(np.ones((1, 3))), atol=1e-6)
+    True
+    """
+    given = {k: _json_input(k, v) for k, v in inputs.items()}
     result = subprocess.run(
         [sys.executable, "-c", _FRESH, str(path), signature],
-        input=json.dumps(list(texts)), capture_output=True, text=True,
+        input=json.dumps(given), capture_output=True, text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     if result.returncode:
         raise RuntimeError(
@@ -148,9 +221,10 @@ def fresh_translate(path, texts):
     """`(strings, seconds)`: the SavedModel's `translate` signature on
     `texts` in a new Python process where `seqkeras` is not importable;
     seconds of the call (after loading)."""
-    outputs, seconds = fresh_signature(path, "translate", texts)
+    outputs, seconds = fresh_signature(path, "translate", text=list(texts))
     return outputs["text"], seconds
 
 
-__all__ = ["TF_SERVING_TF_TEXT_OPS", "audit_serving", "fresh_signature",
-           "fresh_translate", "serving_ops"]
+__all__ = ["NotServable", "TF_SERVING_TF_TEXT_OPS", "assert_servable",
+           "audit_serving", "fresh_signature", "fresh_translate",
+           "serving_ops"]

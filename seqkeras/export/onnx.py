@@ -19,7 +19,9 @@ from tf2onnx import utils
 from tf2onnx.graph_builder import GraphBuilder
 from tf2onnx.handler import tf_op
 
-from seqkeras.export.saved_model import check_target, saved_model
+from seqkeras.export.files import check_target
+from seqkeras.export.refusals import refuse_text_layers
+from seqkeras.export.saved_model import saved_model
 
 OPSET = 17
 
@@ -116,8 +118,6 @@ def onnx(model, path, opset=OPSET, overwrite=False):
     import onnx as onnx_lib
     import onnxruntime
     import tf2onnx
-
-    from seqkeras.export.saved_model import refuse_text_layers
 
     newest = onnx_lib.defs.onnx_opset_version()
     if isinstance(opset, bool) or not isinstance(

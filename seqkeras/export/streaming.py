@@ -33,7 +33,8 @@ import keras
 import tensorflow as tf
 from keras import ops, tree
 
-from seqkeras.export.saved_model import check_target
+from seqkeras.export.files import check_target
+from seqkeras.export.refusals import call_model
 from seqkeras.export.tflite import convert_builtin, tflite_runner
 from seqkeras.layers.export_mode import export_mode
 
@@ -178,8 +179,6 @@ def verify_streaming(model, flatbuffer, sample):
     import time
 
     import numpy as np
-
-    from seqkeras.export.saved_model import call_model
 
     row = {k: np.asarray(v)[:1] for k, v in sample.items()}
     for key in ("token_ids", "target_ids"):

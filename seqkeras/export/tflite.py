@@ -157,8 +157,9 @@ def tflite(model, path, quantize=None, overwrite=False):
     import os
     import shutil
 
-    from seqkeras.export.saved_model import (check_target,
-                                             refuse_text_layers, saved_model)
+    from seqkeras.export.files import check_target
+    from seqkeras.export.refusals import refuse_text_layers
+    from seqkeras.export.saved_model import saved_model
 
     refuse_text_layers("tflite", model)
     path = check_target("tflite", path, overwrite)

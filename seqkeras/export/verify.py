@@ -9,7 +9,10 @@ import numpy as np
 import tensorflow as tf
 
 from seqkeras.export.onnx import onnx, onnx_runner
-from seqkeras.export.saved_model import call_model, saved_model
+from seqkeras.export import signatures as S
+from seqkeras.export.files import next_version
+from seqkeras.export.refusals import call_model
+from seqkeras.export.saved_model import saved_model
 from seqkeras.export.streaming import streaming_tflite, verify_streaming
 from seqkeras.export.tflite import (convert_builtin, op_names,
                                     run_tflite_signature, tflite_runner)
@@ -17,11 +20,19 @@ from seqkeras.export.tflite import (convert_builtin, op_names,
 FORMATS = ("savedmodel", "tflite", "onnx")
 
 
-def next_version(base):
-    """1 + the largest numeric version directory under `base`."""
-    versions = ([int(d) for d in os.listdir(base) if d.isdigit()]
-                if os.path.isdir(base) else [])
-    return max(versions, default=0) + 1
+def _signatures(model, generate, vocabulary):
+    """The signatures `export_and_verify` writes beside `serving_default`:
+    `serve_text` (with `vocabulary`, for a model over `token_ids`), the
+    generate signatures (with `generate` options; `generate_text` too with
+    `vocabulary`)."""
+    found = []
+    if vocabulary is not None and S.TEXT_INPUT in [
+            t.name for t in model.inputs]:
+        found.append(S.ServeText(vocabulary=vocabulary))
+    if generate is not None:
+        text = vocabulary if S.GenerateText.applies(model) else None
+        found += S.generation(vocabulary=text, **generate)
+    return found
 
 
 def _as_dict(model, inputs):
@@ -195,9 +206,11 @@ def export_and_verify(model, name, samples, out_dir="saved_models",
 def _export_and_verify(scratch, model, name, samples, out_dir, tolerance,
                        formats, generate, vocabulary, texts, quantize,
                        metric):
+    if vocabulary is not None:
+        vocabulary = S.as_char_vocabulary("export_and_verify", vocabulary)
     version = next_version(os.path.join(out_dir, name))
     path = saved_model(model, os.path.join(out_dir, name, str(version)),
-                       generate=generate, vocabulary=vocabulary)
+                       signatures=_signatures(model, generate, vocabulary))
     reloaded = tf.saved_model.load(path)
     serve = reloaded.signatures["serving_default"]
     output = model.output_names[0]

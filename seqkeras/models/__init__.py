@@ -4,7 +4,7 @@
 streaming contract."""
 
 from seqkeras.models.base import SequenceModel
-from seqkeras.models.base import check_token_ids
+from seqkeras.data.checks import check_token_ids
 from seqkeras.models.classification import CRFTagger
 from seqkeras.models.classification import Classifier
 from seqkeras.models.classification import Tagger
@@ -24,6 +24,7 @@ from seqkeras.models.forecasting import forecaster
 from seqkeras.models.forecasting import seq2seq_forecaster
 from seqkeras.models.generation import decoder_step
 from seqkeras.models.generation import generate
+from seqkeras.models.generation import translate_texts
 from seqkeras.models.language_models import LanguageModel
 from seqkeras.models.language_models import RecurrentLanguageModel
 from seqkeras.models.language_models import TransformerLanguageModel
@@ -54,5 +55,5 @@ __all__ = [
     "classifier", "compile_model", "conditioned_decoder", "decoder_step",
     "forecaster", "generate", "infer_task", "masked_loss", "reset_states",
     "rnn_language_model", "seq2seq", "seq2seq_forecaster", "tagger",
-    "transformer_language_model", "transformer_seq2seq",
+    "transformer_language_model", "transformer_seq2seq", "translate_texts",
 ]

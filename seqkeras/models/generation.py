@@ -25,7 +25,7 @@ from seqkeras import decoding
 from seqkeras.data.tokens import BOS, EOS, PAD
 from seqkeras.layers.validation import static_shape
 from seqkeras.models import steps
-from seqkeras.models.base import check_token_ids
+from seqkeras.data.checks import check_token_ids
 
 STRATEGIES = ("greedy", "beam", "sample")
 
@@ -258,3 +258,63 @@ def _compiled(model, run, key):
         while len(cache) > COMPILED_CACHE_SIZE:
             cache.popitem(last=False)
     return cache[key]
+
+
+def translate_texts(model, texts, source_tokenizer, target_tokenizer,
+                    max_length, source_length=None, beam_width=1,
+                    length_penalty_alpha=0.0, batch_size=64):
+    """Strings in, strings out, in order: `texts` encoded by
+    `source_tokenizer` (EOS added; cut at `source_length` tokens), sorted
+    by length and decoded `batch_size` at a time (each batch padded to
+    `batch_size` rows and a multiple of 8 tokens: few compiled shapes) by
+    `generate` (greedy, or beam search when `beam_width` > 1), then
+    detokenized by `target_tokenizer`. The tokenizers are objects with
+    `encode(strings, add_eos=...)` (ragged ids) and `decode(ids)` (e.g.
+    `seqkeras.data.SubwordTokenizer`).
+
+    Returns:
+        `(strings, cut)`: the translations, and how many sources were
+        longer than `source_length` tokens (cut there).
+
+    Example:
+
+    >>> import seqkeras
+    >>> from seqkeras.data import SubwordTokenizer
+    >>> tok = SubwordTokenizer.train(["ein hund", "a dog"], 40)
+    >>> model = seqkeras.models.seq2seq(tok.vocabulary_size,
+    ...                                 tok.vocabulary_size, units=8)
+    >>> out, cut = seqkeras.models.translate_texts(
+    ...     model, ["ein hund", "hund"], tok, tok, max_length=5)
+    >>> len(out), all(isinstance(s, str) for s in out), cut
+    (2, True, 0)
+    """
+    import numpy as np
+
+    rows = [list(r) for r in source_tokenizer.encode(
+        list(texts), add_eos=True).numpy()]
+    cut = 0
+    if source_length is not None:
+        cut = sum(len(r) > source_length for r in rows)
+        rows = [r[:source_length] for r in rows]
+    order = np.argsort([len(r) for r in rows], kind="stable")
+    out = [None] * len(rows)
+    for start in range(0, len(rows), batch_size):
+        chunk = order[start:start + batch_size]
+        width = max(8, -(-max(len(rows[i]) for i in chunk) // 8) * 8)
+        if source_length is not None:
+            width = min(source_length, width)
+        x = np.full((batch_size, width), PAD, "int32")
+        x[:, 0] = EOS  # padding rows: an empty sentence
+        for j, i in enumerate(chunk):
+            x[j, :len(rows[i])] = rows[i]
+        if beam_width > 1:
+            y, _ = generate(model, x, max_length=max_length,
+                            strategy="beam", beam_width=beam_width,
+                            length_penalty_alpha=length_penalty_alpha)
+        else:
+            y = generate(model, x, max_length=max_length)
+        strings = target_tokenizer.decode(
+            np.asarray(y)[:len(chunk), 1:]).numpy()  # no BOS
+        for j, i in enumerate(chunk):
+            out[i] = strings[j].decode("utf-8")
+    return out, cut

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from seqkeras.data.entities import entity_scores, entity_spans
-from seqkeras.export.saved_model import graph_entity_spans
+from seqkeras.export.signatures import graph_entity_spans
 
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
 

@@ -14,9 +14,11 @@ import sys
 import numpy as np
 
 import seqkeras
+from seqkeras.export import signatures as S
 from seqkeras.export import (convert_builtin, onnx, run_onnx,
                              run_tflite_signature, saved_model)
-from tests.export.export_checks import assert_builtin_only, assert_servable
+from seqkeras.export import assert_servable
+from tests.export.export_checks import assert_builtin_only
 
 M = seqkeras.models
 V = 12
@@ -81,9 +83,15 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
     for name, build in builders().items():
         model = build()
         generative = model.generates
+        signatures = []
+        if "token_ids" in [t.name for t in model.inputs]:
+            signatures.append(S.ServeText(vocabulary=VOCAB))
+        if generative:
+            text = S.GenerateText.applies(model)
+            signatures += S.generation(max_length=6,
+                                       vocabulary=VOCAB if text else None)
         path = saved_model(model, tmp_path / name / "1",
-                           generate={"max_length": 6} if generative else None,
-                           vocabulary=VOCAB)
+                           signatures=signatures)
         assert_servable(path)  # every signature: TF Serving runs it
         flatbuffer = convert_builtin(path)
         assert_builtin_only(flatbuffer)

@@ -6,7 +6,7 @@ import numpy as np
 
 from seqkeras.export import export_and_verify
 from seqkeras.layers import CRF
-from tests.export.export_checks import assert_servable
+from seqkeras.export import assert_servable
 
 
 def test_viterbi_paths_identical_in_every_runtime(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import seqkeras
+from seqkeras.export import signatures as S
 from seqkeras.export import (convert_builtin, run_tflite_signature,
                              saved_model)
 from seqkeras.layers.export_mode import export_mode
@@ -165,7 +166,7 @@ def test_saved_model_cli_lists_the_signatures(tmp_path):
     model = seqkeras.models.seq2seq(12, 12, units=8, attention="dot",
                                     bidirectional=False)
     path = saved_model(model, tmp_path / "s" / "1",
-                       generate={"max_length": 5})
+                       signatures=S.generation(max_length=5))
     cli = shutil.which("saved_model_cli") or os.path.join(
         os.path.dirname(sys.executable), "saved_model_cli")
     out = subprocess.run([cli, "show", "--dir", path, "--all"],
@@ -181,7 +182,8 @@ def test_export_bad_inputs(tmp_path):
     model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
     with pytest.raises(ValueError, match="generate signatures need a "
                                          "generative model"):
-        saved_model(model, tmp_path / "c" / "1", generate={"max_length": 4})
+        saved_model(model, tmp_path / "c" / "1",
+                    signatures=[S.Generate(max_length=4)])
     assert not os.path.exists(tmp_path / "c" / "1")
     with pytest.raises(ValueError, match="formats"):
         export_and_verify(model, "c", [], str(tmp_path), formats=("pb",))

@@ -10,8 +10,10 @@ import pytest
 import tensorflow as tf
 
 import seqkeras
+from seqkeras.export import signatures as S
 from seqkeras.export import onnx, saved_model, tflite
-from tests.export.export_checks import assert_servable, serving_ops
+from seqkeras.export.audit import serving_ops
+from seqkeras.export import NotServable, assert_servable
 
 M = seqkeras.models
 
@@ -21,12 +23,15 @@ def test_recurrent_saved_model_has_no_xla_ops(tmp_path):
     # (from keras.ops.slice_update), which TF Serving does not run.
     model = M.rnn_language_model(10, 4, units=4, cell="lstm")
     path = saved_model(model, tmp_path / "lm" / "1",
-                       generate={"max_length": 5})
-    ops = assert_servable(path)
+                       signatures=S.generation(max_length=5))
+    ops = assert_servable(path)["ops"]
     assert "TensorScatterUpdate" in ops and "While" in ops
     # the TFLite flavour keeps DynamicUpdateSlice for the converter
     tflite_graph = saved_model(model, tmp_path / "t" / "1", target="tflite")
     assert "XlaDynamicUpdateSlice" in serving_ops(tflite_graph)
+    with pytest.raises(NotServable, match="XLA-only ops.*"
+                       "XlaDynamicUpdateSlice"):
+        assert_servable(tflite_graph)
 
 
 def test_served_graph_refuses_out_of_range_token_ids(tmp_path):
@@ -47,7 +52,7 @@ def test_served_graph_refuses_out_of_range_token_ids(tmp_path):
 def test_generate_signature_refuses_out_of_range_prompts(tmp_path):
     model = M.rnn_language_model(10, 4, cell="gru")
     path = saved_model(model, tmp_path / "lm" / "1",
-                       generate={"max_length": 5})
+                       signatures=S.generation(max_length=5))
     generate = tf.saved_model.load(path).signatures["generate"]
     with pytest.raises(tf.errors.InvalidArgumentError, match="prompt_ids"):
         generate(prompt_ids=tf.constant([[4, 12]]))
@@ -61,7 +66,7 @@ def test_vocabulary_as_a_plain_list(tmp_path):
     expected = np.asarray(model(vocab.encode(["abc", "dx"])))
     for given in (list("abcd"), vocab.tokens):  # with or without reserved
         path = saved_model(model, tmp_path / str(len(given)) / "1",
-                           vocabulary=given)
+                           signatures=[S.ServeText(vocabulary=given)])
         served = tf.saved_model.load(path).signatures["serve_text"](
             text=tf.constant(["abc", "dx"]))["logits"]
         np.testing.assert_allclose(served, expected, atol=1e-5)
@@ -93,6 +98,34 @@ def test_text_layers_export_to_saved_model_and_refuse_tflite_onnx(tmp_path):
             export(model, target)
         assert not os.path.exists(target)
     assert sorted(os.listdir(tmp_path)) == ["text"]  # no temporary dirs
+
+
+def test_a_layer_that_declares_lookup_tables_is_refused(tmp_path):
+    # Refusal by the layer's declaration, not by its class name: a layer
+    # of any name that declares `uses_lookup_tables` is refused; the same
+    # layer declaring False exports.
+    class Vocab(keras.layers.Layer):
+        uses_lookup_tables = True
+
+        def call(self, x):
+            return x * 2.0
+
+    inp = keras.Input((3,), name="x")
+    model = keras.Model(inp, Vocab(name="vocab")(inp))
+    with pytest.raises(ValueError, match="Vocab 'vocab' needs string ops"):
+        tflite(model, tmp_path / "m.tflite")
+    Vocab.uses_lookup_tables = False
+    path = tflite(model, tmp_path / "m.tflite")
+    assert os.path.isfile(path)
+
+
+def test_two_signatures_of_one_name_are_refused(tmp_path):
+    model = M.rnn_language_model(10, 4, units=4)
+    with pytest.raises(ValueError, match=r"two signatures are named "
+                       r"\['generate'\]"):
+        saved_model(model, tmp_path / "lm" / "1", signatures=[
+            S.Generate(max_length=4), S.Generate(max_length=5)])
+    assert not os.path.exists(tmp_path / "lm" / "1")
 
 
 def test_onnx_fails_with_tf2onnx_message_for_unsupported_ops(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import seqkeras
 from seqkeras.data import WordFeatures, WordTokenizer
 from seqkeras.data.entities import entity_spans
+from seqkeras.export import signatures as S
 from seqkeras.export import audit_serving, fresh_signature, saved_model
 
 TEXTS = ["a good film", "a BAD , dull plot", "unseen", ""]
@@ -19,8 +20,9 @@ def test_classifier_serve_text(tmp_path):
     model = seqkeras.models.classifier(tok.vocabulary_size, 2,
                                        backbone="gru",
                                        pooling="attention")
-    path = saved_model(model, str(tmp_path / "m" / "1"), tokenizer=tok)
-    served, _ = fresh_signature(path, "serve_text", TEXTS)
+    path = saved_model(model, str(tmp_path / "m" / "1"),
+                       signatures=[S.ServeText(tokenizer=tok)])
+    served, _ = fresh_signature(path, "serve_text", text=TEXTS)
     ids = tok.encode(TEXTS).to_tensor(0).numpy()
     ids = np.pad(ids, ((0, 0), (0, 1)))  # the empty text: one padded step
     logits = np.asarray(model(ids))
@@ -44,9 +46,9 @@ def test_crf_tagger_tag_signature(tmp_path):
     crf.set_weights([rng.normal(0, 2, w.shape) for w in crf.get_weights()])
     texts = ["EU rejects German call", "Peter Blackburn visits Paris now",
              "x"]
-    path = saved_model(model, str(tmp_path / "t" / "1"), tagging={
-        "features": features, "tag_vocabulary": tags})
-    served, _ = fresh_signature(path, "tag", texts)
+    path = saved_model(model, str(tmp_path / "t" / "1"),
+                       signatures=[S.Tag(features, tags)])
+    served, _ = fresh_signature(path, "tag", text=texts)
     for i, text in enumerate(texts):
         words = text.split()
         feats = {k: v.numpy() for k, v in features(

@@ -13,8 +13,9 @@ import tensorflow as tf
 
 import seqkeras
 from seqkeras.data import SubwordTokenizer
+from seqkeras.export import signatures as S
 from seqkeras.export import saved_model
-from tests.export.export_checks import assert_servable
+from seqkeras.export import NotServable, assert_servable
 
 DE = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee!",
       "Eine Frau fährt ein rotes Auto.", "Ein Kind spielt im Park."] * 3
@@ -30,9 +31,8 @@ def exported(tmp_path_factory):
                                     tgt.vocabulary_size, embedding_dim=8,
                                     units=16, attention="additive")
     path = saved_model(model, tmp_path_factory.mktemp("t") / "1",
-                       translate={"source_tokenizer": src,
-                                  "target_tokenizer": tgt,
-                                  "max_length": 12, "beam_width": 3})
+                       signatures=[S.Translate(src, tgt, max_length=12,
+                                               beam_width=3)])
     return model, src, tgt, path
 
 
@@ -66,11 +66,11 @@ def test_translate_graph_is_servable(exported):
     from seqkeras.export.audit import TF_SERVING_TF_TEXT_OPS, audit_serving
 
     _, _, _, path = exported
-    ops = assert_servable(path)
+    ops = assert_servable(path)["ops"]
     assert any(op.startswith("FastWordpiece") for op in ops)
     assert not any(op.startswith("Xla") for op in ops)
     report = audit_serving(path)
-    assert set(report["ops"]) == ops
+    assert report["ops"] == ops
     assert report["tf_text"] == ["FastWordpieceTokenizeWithOffsets",
                                  "TFText>FastWordpieceDetokenize"]
     assert set(report["tf_text"]) <= TF_SERVING_TF_TEXT_OPS
@@ -97,6 +97,9 @@ def test_audit_flags_tf_text_ops_the_model_server_lacks(tmp_path):
         "serving_default": trim.get_concrete_function()})
     report = audit_serving(tmp_path)
     assert report["tf_text_unsupported"] == ["TFText>RoundRobinTrim"]
+    with pytest.raises(NotServable, match="TF Text ops TF Serving does not "
+                       "register .*RoundRobinTrim"):
+        assert_servable(tmp_path)
 
 
 def test_translate_refuses_tokenizers_of_another_size(exported, tmp_path):
@@ -104,16 +107,14 @@ def test_translate_refuses_tokenizers_of_another_size(exported, tmp_path):
     small = SubwordTokenizer.train(EN[:2], vocabulary_size=30)
     with pytest.raises(ValueError, match="the tokenizer for `target_ids`"):
         saved_model(model, tmp_path / "x" / "1",
-                    translate={"source_tokenizer": src,
-                               "target_tokenizer": small, "max_length": 8})
+                    signatures=[S.Translate(src, small, max_length=8)])
 
 
 def test_greedy_translate_signature(exported, tmp_path):
     model, src, tgt, _ = exported
     path = saved_model(model, tmp_path / "g" / "1",
-                       translate={"source_tokenizer": src,
-                                  "target_tokenizer": tgt, "max_length": 12,
-                                  "beam_width": 1})
+                       signatures=[S.Translate(src, tgt, max_length=12,
+                                               beam_width=1)])
     served = tf.saved_model.load(path).signatures["translate"](
         text=tf.constant(DE[:3]))["text"].numpy()
     ids = src.encode(DE[:3], add_eos=True).to_tensor(0)

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import seqkeras
 from seqkeras import layers as sk
+from seqkeras.export import signatures as S
 from seqkeras.export import saved_model
 from seqkeras.export.streaming import streaming_tflite
 from seqkeras.export.tflite import run_tflite_signature
@@ -80,7 +81,8 @@ def test_user_model_generates_like_a_builtin_one():
 
 def test_user_model_exports_generate_signatures(tmp_path):
     model = build()
-    path = saved_model(model, tmp_path / "1", generate={"max_length": 7})
+    path = saved_model(model, tmp_path / "1",
+                       signatures=S.generation(max_length=7))
     served = tf.saved_model.load(path).signatures["generate"](
         prompt_ids=tf.constant(PROMPT))["ids"].numpy()
     np.testing.assert_array_equal(
@@ -123,7 +125,8 @@ def test_a_model_without_the_contract_is_refused(tmp_path):
     with pytest.raises(ValueError, match="generation contract"):
         seqkeras.models.generate(plain, prompt=PROMPT)
     with pytest.raises(ValueError, match="generation contract"):
-        saved_model(plain, tmp_path / "1", generate={"max_length": 4})
+        saved_model(plain, tmp_path / "1",
+                    signatures=[S.Generate(max_length=4)])
     with pytest.raises(ValueError, match="streaming contract"):
         streaming_tflite(plain, tmp_path / "s.tflite")
     functional = keras.Model(ids, keras.layers.Dense(V)(x))

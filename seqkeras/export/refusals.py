@@ -1,0 +1,92 @@
+"""What an exporter refuses, decided by what the layers declare.
+
+A layer that needs string ops or lookup tables declares
+`uses_lookup_tables = True` (Keras' own lookup layers, which declare
+nothing, are recognised by type); a layer that carries state from one
+call to the next declares `stateful = True`. Exporters call these checks
+before writing anything.
+"""
+
+import keras
+
+#: Keras' preprocessing layers that hold lookup tables or hash strings
+#: (they declare no property of their own).
+KERAS_LOOKUP_LAYERS = (
+    keras.layers.TextVectorization,
+    keras.layers.StringLookup,
+    keras.layers.IntegerLookup,
+    keras.layers.Hashing,
+)
+
+
+def all_layers(model):
+    """Every layer of `model`, nested models included."""
+    for layer in getattr(model, "layers", []):
+        yield layer
+        if hasattr(layer, "layers"):
+            yield from all_layers(layer)
+
+
+def uses_lookup_tables(layer):
+    """Whether `layer` runs string ops or lookup tables: its own
+    `uses_lookup_tables` declaration, else whether it is one of Keras'
+    lookup layers."""
+    declared = getattr(layer, "uses_lookup_tables", None)
+    if declared is not None:
+        return bool(declared)
+    return isinstance(layer, KERAS_LOOKUP_LAYERS)
+
+
+def refuse_text_layers(name, model):
+    """Raises a clear ValueError when `model` takes strings or holds a
+    layer that uses lookup tables (string ops and hash tables, which
+    builtin TFLite and ONNX do not run)."""
+    found = [
+        f"{type(layer).__name__} {layer.name!r}"
+        for layer in all_layers(model)
+        if uses_lookup_tables(layer)
+    ]
+    strings = [t.name for t in model.inputs if t.dtype == "string"]
+    if found or strings:
+        what = (
+            f"the layer {found[0]}"
+            if found
+            else f"the string input {strings[0]!r}"
+        )
+        raise ValueError(
+            f"`{name}` cannot export model {model.name!r}: {what} needs "
+            "string ops and lookup tables, which builtin TFLite and ONNX "
+            "do not run. Export the model that takes token ids (the layers "
+            "after the lookup) and ship the vocabulary beside the file "
+            "(e.g. `layer.get_vocabulary()`); `saved_model` keeps the "
+            "lookup in the graph."
+        )
+
+
+def refuse_stateful(name, model):
+    """Raises a clear ValueError for a model with stateful layers: served,
+    it would carry its states from one request to the next."""
+    stateful = [
+        layer.name
+        for layer in all_layers(model)
+        if getattr(layer, "stateful", False) is True
+    ]
+    if stateful:
+        raise ValueError(
+            f"`{name}` refuses model {model.name!r}: its layers "
+            f"{stateful} are stateful, so a served model would carry its "
+            "states from one request to the next. Build the same model "
+            "with stateful=False, copy the weights "
+            "(`new.set_weights(model.get_weights())`) and export that; "
+            "for token-by-token serving export the streaming step model "
+            "(`seqkeras.export.streaming_tflite`), which takes and returns "
+            "the states."
+        )
+
+
+def call_model(model, inputs, **kwargs):
+    """Calls `model` on a dict of its named inputs (a single-input model
+    takes the bare tensor)."""
+    if len(inputs) > 1:
+        return model(inputs, **kwargs)
+    return model(next(iter(inputs.values())), **kwargs)

@@ -1,0 +1,518 @@
+"""SavedModel signatures as objects: what `saved_model(model, path,
+signatures=[...])` writes.
+
+Each signature object holds its options (checked when it is made) and,
+called as `signature(model, check=True)`, returns a `Functions`: a dict
+`{signature name: tf.function}` whose `resources` are the lookup tables
+and tokenizers the functions use (the writer tracks them). A new model
+family adds a signature class here and touches nothing else.
+
+- `Forward()`: `serving_default`, the model's named inputs to its named
+  outputs.
+- `Generate(max_length)`, `GenerateBeam(max_length, beam_width)`:
+  `generate` and `generate_beam`, token ids in, the decoding loop in the
+  graph (`generation(...)` gives both, and `GenerateText` with a
+  vocabulary).
+- `GenerateText(vocabulary, max_length)`: `generate_text`, strings in,
+  decoded strings out (a translation, or each prompt's continuation).
+- `ServeText(vocabulary=... | tokenizer=...)`: `serve_text`, strings in,
+  the outputs of a model over `token_ids` out (a classifier's
+  `probabilities` too).
+- `Tag(features, tag_vocabulary)`: `tag`, sentences in, words, tags and
+  entity spans out.
+- `Translate(source_tokenizer, target_tokenizer, max_length)`:
+  `translate`, strings in and out, beam search in the graph.
+
+`check`: in-graph token-id asserts (off for a TFLite-bound graph: TFLite
+has no Assert op).
+"""
+
+import tensorflow as tf
+
+from seqkeras.data.checks import checked_inputs
+from seqkeras.data.tokens import EOS, FIRST_ID, PAD, RESERVED, UNK
+
+TEXT_INPUT = "token_ids"
+_TEXT_SIGNATURE = {"text": tf.TensorSpec((None,), tf.string, name="text")}
+
+
+class Functions(dict):
+    """`{signature name: tf.function}`, and in `resources` the trackable
+    objects (lookup tables, tokenizers) the functions use."""
+
+    def __init__(self, functions, resources=()):
+        super().__init__(functions)
+        self.resources = list(resources)
+
+
+class Signature:
+    """A group of named serving functions, built for a model when the
+    SavedModel is written. Subclasses set `names` (the signature names
+    they add) and implement `build(model, check)`."""
+
+    names = ()
+
+    def __call__(self, model, check=True):
+        return self.build(model, check)
+
+    def build(self, model, check):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(self.names)})"
+
+
+# -- the model's own inputs and outputs ------------------------------------
+
+
+class Forward(Signature):
+    """`serving_default`: a dict of the model's named inputs (dynamic
+    batch and time) to a dict of its named outputs. With `check`, token
+    ids outside a `SequenceModel`'s vocabulary fail the request
+    (InvalidArgument naming the input, the vocabulary size and the id)
+    instead of being used silently."""
+
+    names = ("serving_default",)
+
+    def build(self, model, check=True):
+        from seqkeras.export.refusals import call_model
+
+        specs = {
+            t.name: tf.TensorSpec(t.shape, t.dtype, name=t.name)
+            for t in model.inputs
+        }
+        names = list(model.output_names)
+
+        @tf.function(input_signature=[specs])
+        def serve(inputs):
+            if check:
+                inputs = checked_inputs(model, inputs, "serving_default")
+            outputs = call_model(model, inputs, training=False)
+            if isinstance(outputs, dict):  # a model with named outputs
+                return dict(outputs)
+            if not isinstance(outputs, (list, tuple)):
+                outputs = [outputs]
+            return dict(zip(names, outputs))
+
+        return Functions({"serving_default": serve})
+
+
+def serving_function(model, check=True):
+    """The `serving_default` `tf.function` of `model` (`Forward`)."""
+    return Forward()(model, check)["serving_default"]
+
+
+# -- generation over token ids ---------------------------------------------
+
+
+def _generation_input(model):
+    """`(name, TensorSpec)` of the generate signatures' input: the
+    conditioning input, or `prompt_ids` for a language model."""
+    conditioning = getattr(model, "conditioning_input", None)
+    if conditioning is None:
+        return "prompt_ids", tf.TensorSpec((None, None), tf.int32,
+                                           name="prompt_ids")
+    spec = [t for t in model.inputs if t.name == conditioning][0]
+    return conditioning, tf.TensorSpec(spec.shape, spec.dtype,
+                                       name=conditioning)
+
+
+def _decoder(model, max_length, eos_id):
+    """`decode(inputs, strategy, **options)`: `seqkeras.models.generate`
+    on the conditioning input, or continuing a prompt."""
+    from seqkeras.models.generation import generate
+
+    conditioned = getattr(model, "conditioning_input", None) is not None
+
+    def decode(inputs, strategy, **kwargs):
+        if conditioned:
+            return generate(model, inputs, max_length=max_length,
+                            strategy=strategy, eos_id=eos_id,
+                            jit_compile=False, **kwargs)
+        return generate(model, prompt=inputs, max_length=max_length,
+                        strategy=strategy, eos_id=eos_id,
+                        jit_compile=False, **kwargs)
+
+    return decode
+
+
+class _Generation(Signature):
+    where = "saved_model"
+
+    def __init__(self, max_length, eos_id=None):
+        self.max_length = max_length
+        self.eos_id = EOS if eos_id is None else eos_id
+
+    def _prepare(self, model):
+        from seqkeras.models.generation import check_generative
+
+        check_generative(self.where, model,
+                         "generate signatures need a generative model: "
+                         "one that implements")
+        return _generation_input(model), _decoder(model, self.max_length,
+                                                  self.eos_id)
+
+
+class Generate(_Generation):
+    """`generate`: greedy decoding, ids in (`source_ids` or
+    `prompt_ids`), `ids` out, the decoding loop in the graph."""
+
+    names = ("generate",)
+
+    def build(self, model, check=True):
+        (name, spec), decode = self._prepare(model)
+        fed = {"prompt_ids": model.prompt_input}
+
+        @tf.function(input_signature=[{name: spec}])
+        def greedy(inputs):
+            if check:
+                inputs = checked_inputs(model, inputs, "generate", fed)
+            return {"ids": decode(inputs[name], "greedy")}
+
+        return Functions({"generate": greedy})
+
+
+class GenerateBeam(_Generation):
+    """`generate_beam`: beam search, ids in, `ids` and `scores` out."""
+
+    names = ("generate_beam",)
+
+    def __init__(self, max_length, beam_width=4, length_penalty_alpha=0.0,
+                 eos_id=None):
+        super().__init__(max_length, eos_id)
+        self.beam_width = beam_width
+        self.length_penalty_alpha = length_penalty_alpha
+
+    def build(self, model, check=True):
+        (name, spec), decode = self._prepare(model)
+        fed = {"prompt_ids": model.prompt_input}
+
+        @tf.function(input_signature=[{name: spec}])
+        def beam(inputs):
+            if check:
+                inputs = checked_inputs(model, inputs, "generate_beam", fed)
+            ids, scores = decode(
+                inputs[name], "beam", beam_width=self.beam_width,
+                length_penalty_alpha=self.length_penalty_alpha)
+            return {"ids": ids, "scores": scores}
+
+        return Functions({"generate_beam": beam})
+
+
+class GenerateText(_Generation):
+    """`generate_text`: strings in, decoded strings out, with the
+    `CharVocabulary` `vocabulary` in the graph: the translation of a
+    conditioned model, the continuation of each prompt for a language
+    model."""
+
+    names = ("generate_text",)
+
+    def __init__(self, vocabulary, max_length, eos_id=None):
+        super().__init__(max_length, eos_id)
+        self.vocabulary = as_char_vocabulary("GenerateText", vocabulary)
+
+    @staticmethod
+    def applies(model):
+        """Whether `model` generates from token ids (a prompt, or a
+        conditioning input of ids), which text can be encoded into."""
+        return _generation_input(model)[1].dtype.is_integer
+
+    def build(self, model, check=True):
+        (_, spec), decode = self._prepare(model)
+        if not spec.dtype.is_integer:
+            raise ValueError(
+                "`GenerateText` needs a model conditioned on token ids or "
+                f"continuing a prompt; model {model.name!r} is conditioned "
+                f"on {spec.dtype.name} values")
+        conditioned = getattr(model, "conditioning_input", None) is not None
+        encode, table = _text_encoder(self.vocabulary)
+        # as `CharVocabulary.decode`: PAD, BOS -> "", UNK -> "?"
+        tokens = tf.constant(self.vocabulary.decode_table())
+        eos_id = self.eos_id
+
+        @tf.function(input_signature=[_TEXT_SIGNATURE])
+        def text(inputs):
+            ids, lengths = encode(inputs["text"])
+            if conditioned:  # e.g. a translation
+                out = decode(ids, "greedy")[:, 1:]  # drop BOS
+                first = tf.zeros_like(lengths)
+            else:  # a language model continues each prompt
+                out = decode(ids, "greedy", prompt_lengths=lengths)
+                first = lengths
+            steps = tf.range(tf.shape(out)[1])[None]
+            new = steps >= first[:, None]
+            ended = tf.cumsum(tf.cast(tf.logical_and(
+                new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
+            keep = tf.logical_and(new, tf.logical_not(ended))
+            pieces = tf.where(keep, tf.gather(tokens, out), "")
+            return {"text": tf.strings.reduce_join(pieces, axis=1)}
+
+        return Functions({"generate_text": text}, [table])
+
+
+def generation(max_length, beam_width=4, length_penalty_alpha=0.0,
+               eos_id=None, vocabulary=None):
+    """`[Generate, GenerateBeam]`, and `GenerateText` when `vocabulary` (a
+    `CharVocabulary`) is given: the generate signatures of a generative
+    model (`GenerateText.applies(model)` tells whether it takes text)."""
+    found = [Generate(max_length, eos_id),
+             GenerateBeam(max_length, beam_width, length_penalty_alpha,
+                          eos_id)]
+    if vocabulary is not None:
+        found.append(GenerateText(vocabulary, max_length, eos_id))
+    return found
+
+
+# -- raw strings in --------------------------------------------------------
+
+
+def as_char_vocabulary(name, vocabulary):
+    """A `CharVocabulary` from one, or from a plain list of its characters
+    (in id order from 4; a list that starts with the reserved tokens
+    `<pad>, <bos>, <eos>, <unk>` may include them)."""
+    from seqkeras.data.text import CharVocabulary
+
+    if isinstance(vocabulary, CharVocabulary):
+        return vocabulary
+    if isinstance(vocabulary, (list, tuple)) or hasattr(vocabulary,
+                                                        "tolist"):
+        tokens = [str(t) for t in list(vocabulary)]
+        if tuple(tokens[:len(RESERVED)]) == RESERVED:
+            tokens = tokens[len(RESERVED):]
+        try:
+            return CharVocabulary(tokens)
+        except ValueError as error:
+            raise ValueError(
+                f"`{name}` received a `vocabulary` list it cannot use: "
+                f"{error}. The raw-string signatures split text into "
+                "characters; give the characters in id order from 4."
+            ) from None
+    raise TypeError(
+        f"`{name}` expects `vocabulary` to be a "
+        "`seqkeras.data.CharVocabulary` or a list of its characters. "
+        f"Received: {type(vocabulary).__name__}")
+
+
+def _text_encoder(vocabulary):
+    """`(encode, table)`: `encode(strings)` gives the ids (batch, time)
+    int32, right-padded with 0, and each string's length, as
+    `CharVocabulary.encode` does, in graph ops (`tf.strings` unicode
+    splitting and a static hash table; unknown characters are UNK)."""
+    characters = tf.constant(list(vocabulary.characters))
+    ids = tf.range(FIRST_ID, FIRST_ID + len(vocabulary.characters),
+                   dtype=tf.int64)
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(characters, ids),
+        default_value=UNK)
+
+    def encode(strings):
+        chars = tf.strings.unicode_split(strings, "UTF-8")
+        ids = tf.cast(table.lookup(chars), tf.int32)
+        return ids.to_tensor(0), tf.cast(ids.row_lengths(), tf.int32)
+
+    return encode, table
+
+
+def _one_step_at_least(x, padding):
+    """Dense (batch, time) `x` widened to one padded column when `time`
+    is 0 (every string of the batch empty): an empty text is one padded
+    step, which the models mask."""
+    short = tf.maximum(1 - tf.shape(x)[1], 0)
+    return tf.pad(x, [[0, 0], [0, short]], constant_values=padding)
+
+
+def _tokenizer_encoder(tokenizer):
+    """`encode(strings)` -> ids (batch, time) int32 right-padded with 0
+    (at least one column) from an object with a graph-op
+    `encode(strings)` giving ragged ids."""
+
+    def encode(strings):
+        ids = tf.cast(tokenizer.encode(strings), tf.int32).to_tensor(0)
+        return _one_step_at_least(ids, 0), None
+
+    return encode
+
+
+class ServeText(Signature):
+    """`serve_text` of a model whose one input is `token_ids`
+    (classifier, tagger, language models): raw strings `text` (batch,)
+    in, the model's named outputs out (padding masked as for padded ids),
+    and for a model whose `task` is `"classes"` also `probabilities` (the
+    softmax of its logits). The strings are split into characters of the
+    `CharVocabulary` `vocabulary`, or encoded by `tokenizer` (an object
+    with graph-op `encode(strings)` giving ragged ids, e.g.
+    `seqkeras.data.WordTokenizer`)."""
+
+    names = ("serve_text",)
+
+    def __init__(self, vocabulary=None, tokenizer=None):
+        if (vocabulary is None) == (tokenizer is None):
+            raise ValueError(
+                "`ServeText` needs one of `vocabulary` (characters) or "
+                "`tokenizer` (an object with graph-op `encode`). Received: "
+                f"vocabulary={vocabulary!r}, tokenizer={tokenizer!r}")
+        if vocabulary is not None:
+            vocabulary = as_char_vocabulary("ServeText", vocabulary)
+        self.vocabulary, self.tokenizer = vocabulary, tokenizer
+
+    def build(self, model, check=True):
+        from seqkeras.models.training import infer_task
+
+        if [t.name for t in model.inputs] != [TEXT_INPUT]:
+            raise ValueError(
+                "`ServeText`: a raw-string signature needs a model whose "
+                f"one input is `{TEXT_INPUT}`. Received inputs: "
+                f"{[t.name for t in model.inputs]}")
+        if self.tokenizer is not None:
+            encode = _tokenizer_encoder(self.tokenizer)
+            resource = self.tokenizer
+        else:
+            encode, resource = _text_encoder(self.vocabulary)
+        names = list(model.output_names)
+        classes = infer_task(model) == "classes"
+
+        @tf.function(input_signature=[_TEXT_SIGNATURE])
+        def serve(inputs):
+            ids, _ = encode(inputs["text"])
+            outputs = model(ids, training=False)
+            if not isinstance(outputs, (list, tuple, dict)):
+                outputs = [outputs]
+            result = (dict(outputs) if isinstance(outputs, dict)
+                      else dict(zip(names, outputs)))
+            if classes:
+                result["probabilities"] = tf.nn.softmax(
+                    tf.cast(result[names[0]], tf.float32))
+            return result
+
+        return Functions({"serve_text": serve}, [resource])
+
+
+def graph_entity_spans(tags):
+    """`(types, starts, ends)` of the entities in string IOB `tags`
+    (batch, time; "" or "<pad>" at padding), (batch, entities) each,
+    padded with "" / -1; ends exclusive. The rules of
+    `seqkeras.data.entities.entity_spans` (conlleval's), in graph ops."""
+    tags = tf.where(tf.equal(tags, "<pad>"), "", tags)
+    entity = tf.strings.regex_full_match(tags, "[BI]-.+")
+    prefix = tf.where(entity, tf.strings.substr(tags, 0, 2), "")
+    kind = tf.where(entity, tf.strings.regex_replace(tags, "^[BI]-", ""),
+                    "")
+    batch = tf.shape(tags)[0]
+    prev_entity = tf.concat([tf.zeros([batch, 1], tf.bool),
+                             entity[:, :-1]], axis=1)
+    prev_kind = tf.concat([tf.fill([batch, 1], ""), kind[:, :-1]], axis=1)
+    continues = tf.logical_and(
+        tf.logical_and(tf.equal(prefix, "I-"), prev_entity),
+        tf.equal(kind, prev_kind))
+    starts = tf.logical_and(entity, tf.logical_not(continues))
+    next_continues = tf.concat([continues[:, 1:],
+                                tf.zeros([batch, 1], tf.bool)], axis=1)
+    ends = tf.logical_and(entity, tf.logical_not(next_continues))
+    position = tf.broadcast_to(tf.range(tf.shape(tags)[1]), tf.shape(tags))
+    return (tf.ragged.boolean_mask(kind, starts).to_tensor(""),
+            tf.ragged.boolean_mask(position, starts).to_tensor(-1),
+            tf.ragged.boolean_mask(position + 1, ends).to_tensor(-1))
+
+
+class Tag(Signature):
+    """`tag` of a tagger over word features: raw sentences `text` (batch,)
+    in (split into words by `features.split`); out `words` and `tags`
+    (batch, time) strings ("" at padding), and the entities:
+    `entity_types` (batch, entities) strings, `entity_starts`,
+    `entity_ends` (word indices, end exclusive; -1 padding). `features`
+    is a `seqkeras.data.WordFeatures`, `tag_vocabulary` the tags in id
+    order. A `CRFTagger`'s tags are its Viterbi path."""
+
+    names = ("tag",)
+
+    def __init__(self, features, tag_vocabulary):
+        self.features = features
+        self.tag_vocabulary = list(tag_vocabulary)
+
+    def build(self, model, check=True):
+        features = self.features
+        names = [t.name for t in model.inputs]
+        table = tf.constant(self.tag_vocabulary)
+
+        @tf.function(input_signature=[_TEXT_SIGNATURE])
+        def tag(inputs):
+            words = _one_step_at_least(
+                features.split(inputs["text"]).to_tensor(""), "")
+            feats = features(words)
+            outputs = model({k: feats[k] for k in names}, training=False)
+            if isinstance(outputs, dict) and "tags" in outputs:
+                ids = outputs["tags"]
+            else:
+                logits = (outputs["logits"] if isinstance(outputs, dict)
+                          else outputs)
+                ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            tags = tf.gather(table, ids)
+            tags = tf.where(tf.equal(words, ""), "", tags)
+            types, starts, ends = graph_entity_spans(tags)
+            return {"words": words, "tags": tags, "entity_types": types,
+                    "entity_starts": starts, "entity_ends": ends}
+
+        return Functions({"tag": tag}, [features])
+
+
+class Translate(Signature):
+    """`translate` of a seq2seq model: raw source strings `text` (batch,)
+    in, target strings `text` out, with the source tokenizer, beam search
+    (greedy when `beam_width` is 1) and the target detokenizer all in the
+    graph. The tokenizers are objects with graph-op `encode(strings,
+    add_eos=...)` (ragged ids) and `decode(ids)`, e.g.
+    `seqkeras.data.SubwordTokenizer`s whose vocabulary sizes are the
+    model's."""
+
+    names = ("translate",)
+
+    def __init__(self, source_tokenizer, target_tokenizer, max_length,
+                 beam_width=4, length_penalty_alpha=0.0, eos_id=None):
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_length = max_length
+        self.beam_width = beam_width
+        self.length_penalty_alpha = length_penalty_alpha
+        self.eos_id = EOS if eos_id is None else eos_id
+
+    def build(self, model, check=True):
+        from seqkeras.models.generation import check_generative, generate
+
+        check_generative("saved_model (translate)", model)
+        key = getattr(model, "conditioning_input", None)
+        sizes = getattr(model, "vocabulary_sizes", {})
+        source, target = self.source_tokenizer, self.target_tokenizer
+        for tokenizer, name in ((source, key),
+                                (target, model.prompt_input)):
+            size = getattr(tokenizer, "vocabulary_size", None)
+            if name not in sizes or size != sizes[name]:
+                raise ValueError(
+                    "`saved_model` (translate): the tokenizer for "
+                    f"`{name}` has {size} tokens, the model "
+                    f"{sizes.get(name)}; export the tokenizers the model "
+                    "was trained with")
+        max_length, beam_width = self.max_length, self.beam_width
+        alpha, eos_id = self.length_penalty_alpha, self.eos_id
+
+        @tf.function(input_signature=[_TEXT_SIGNATURE])
+        def translate(inputs):
+            ids = source.encode(inputs["text"], add_eos=True)
+            ids = ids.to_tensor(PAD)
+            if beam_width > 1:
+                out, _ = generate(model, ids, max_length=max_length,
+                                  strategy="beam", beam_width=beam_width,
+                                  length_penalty_alpha=alpha,
+                                  eos_id=eos_id, jit_compile=False)
+            else:
+                out = generate(model, ids, max_length=max_length,
+                               eos_id=eos_id, jit_compile=False)
+            return {"text": target.decode(out[:, 1:])}  # no BOS
+
+        return Functions({"translate": translate})
+
+
+__all__ = [
+    "Forward", "Functions", "Generate", "GenerateBeam", "GenerateText",
+    "ServeText", "Signature", "Tag", "Translate", "as_char_vocabulary",
+    "generation", "graph_entity_spans", "serving_function",
+]
