@@ -75,14 +75,14 @@ def read_config(directory):
     if not os.path.isdir(directory):
         raise AppError(f"--model {directory}: no such directory")
     if not os.path.isfile(path):
-        raise AppError(f"--model {directory} is not a trained model "
-                       f"directory (no {CONFIG}; run `train` first)")
+        raise AppError(
+            f"--model {directory} is not a trained model directory (no {CONFIG}; run `train` first)"
+        )
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (ValueError, OSError) as error:
-        raise AppError(f"--model {directory}: unreadable {CONFIG} "
-                       f"({error})") from None
+        raise AppError(f"--model {directory}: unreadable {CONFIG} ({error})") from None
 
 
 def write_config(directory, config):
@@ -106,8 +106,7 @@ def load(directory):
     try:
         model = build(config)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise AppError(f"--model {directory}: unreadable {CONFIG} "
-                       f"({error})") from None
+        raise AppError(f"--model {directory}: unreadable {CONFIG} ({error})") from None
     return load_weights(model, directory), config
 
 
@@ -121,14 +120,12 @@ def preset(presets, name, tiny=False, small=None, overrides=None):
     builder, arguments = presets[name]
     arguments = dict(arguments)
     if tiny:
-        arguments.update({k: v for k, v in (small or {}).items()
-                          if k in arguments})
+        arguments.update({k: v for k, v in (small or {}).items() if k in arguments})
     for key, value in (overrides or {}).items():
         if value is None:
             continue
         if key not in arguments:
-            raise AppError(f"--{key.replace('_', '-')} does not apply to "
-                           f"--model {name}")
+            raise AppError(f"--{key.replace('_', '-')} does not apply to --model {name}")
         arguments[key] = value
     return builder, arguments
 
@@ -147,10 +144,15 @@ def model_config(args, builder, arguments, sizes, **extra):
     """The `config.json` of a training run: `builder`, `arguments`,
     `sizes`, the app's `extra` keys, the weights file, the precision and
     the training options."""
-    return {"builder": builder, "arguments": arguments, "sizes": sizes,
-            **extra, "weights": WEIGHTS, "precision": args.precision,
-            "training": {k: v for k, v in vars(args).items()
-                         if k != "func"}}
+    return {
+        "builder": builder,
+        "arguments": arguments,
+        "sizes": sizes,
+        **extra,
+        "weights": WEIGHTS,
+        "precision": args.precision,
+        "training": {k: v for k, v in vars(args).items() if k != "func"},
+    }
 
 
 def cosine_schedule(peak, steps, warmup=0, alpha=0.05):
@@ -158,8 +160,8 @@ def cosine_schedule(peak, steps, warmup=0, alpha=0.05):
     after a linear warm-up over the first `warmup` steps (if any)."""
     if warmup:
         return keras.optimizers.schedules.CosineDecay(
-            0.0, max(1, steps - warmup), alpha=alpha, warmup_target=peak,
-            warmup_steps=warmup)
+            0.0, max(1, steps - warmup), alpha=alpha, warmup_target=peak, warmup_steps=warmup
+        )
     return keras.optimizers.schedules.CosineDecay(peak, steps, alpha=alpha)
 
 
@@ -180,15 +182,25 @@ def build_and_compile(args, config, options=None, trainer=None):
             raise AppError(str(error)) from None
         fitted = model if trainer is None else trainer(model)
         seqkeras.models.compile_model(
-            fitted, jit_compile=jit_option(args),
-            **(options(model) if options else {}))
+            fitted, jit_compile=jit_option(args), **(options(model) if options else {})
+        )
     config["parameters"] = int(model.count_params())
     return model, fitted
 
 
-def fit_and_report(model, args, data, kill_env, curves, validation=None,
-                   monitor="val_loss", mode="min", extra_callbacks=(),
-                   target=None, **fit_options):
+def fit_and_report(
+    model,
+    args,
+    data,
+    kill_env,
+    curves,
+    validation=None,
+    monitor="val_loss",
+    mode="min",
+    extra_callbacks=(),
+    target=None,
+    **fit_options,
+):
     """Fits `model` on `data` for `--epochs` with the callbacks of
     `callbacks` (the `extra_callbacks` run after `BackupAndRestore` and
     before the checkpoint, so the metrics they add to the logs are
@@ -199,18 +211,24 @@ def fit_and_report(model, args, data, kill_env, curves, validation=None,
     callbacks_, checkpoint = callbacks(out, kill_env, monitor, mode, target)
     callbacks_[1:1] = list(extra_callbacks)
     start = time.perf_counter()
-    model.fit(data, validation_data=validation, epochs=args.epochs,
-              callbacks=callbacks_, verbose=args.verbose, **fit_options)
+    model.fit(
+        data,
+        validation_data=validation,
+        epochs=args.epochs,
+        callbacks=callbacks_,
+        verbose=args.verbose,
+        **fit_options,
+    )
     seconds = time.perf_counter() - start
-    png = plot_curves(os.path.join(out, "history.csv"),
-                      os.path.join(out, "curves.png"), *curves)
-    print(f"trained in {seconds:.0f} s (this process); best {monitor} "
-          f"{checkpoint.best:.4f}; curves: {png}")
+    png = plot_curves(os.path.join(out, "history.csv"), os.path.join(out, "curves.png"), *curves)
+    print(
+        f"trained in {seconds:.0f} s (this process); best {monitor} "
+        f"{checkpoint.best:.4f}; curves: {png}"
+    )
     return seconds, checkpoint.best
 
 
-def export(model, args, name, signatures, check, samples, beside=(),
-           **verify):
+def export(model, args, name, signatures, check, samples, beside=(), **verify):
     """What every app's `export` does, into `--out` (default
     `MODEL/export`): the SavedModel with the app's `signatures` at the
     next version of `out/name` (TF Serving's layout); `check(path)`, the
@@ -224,31 +242,27 @@ def export(model, args, name, signatures, check, samples, beside=(),
     report."""
     import shutil
 
-    from seqkeras.export import (assert_servable, export_and_verify,
-                                 next_version, saved_model)
+    from seqkeras.export import assert_servable, export_and_verify, next_version, saved_model
 
     out = args.out or os.path.join(args.model, "export")
     version = next_version(os.path.join(out, name))
-    path = saved_model(model, os.path.join(out, name, str(version)),
-                       signatures=signatures)
-    names = ", ".join(["serving_default"] + [n for s in signatures
-                                             for n in s.names])
+    path = saved_model(model, os.path.join(out, name, str(version)), signatures=signatures)
+    names = ", ".join(["serving_default"] + [n for s in signatures for n in s.names])
     print(f"SavedModel: {path} (signatures {names})")
     checked = check(path)
     audit = assert_servable(path)
-    print(f"serving audit: {len(audit['ops'])} ops, XLA-only: "
-          f"{audit['xla'] or 'none'}, TF Text ops: "
-          f"{audit['tf_text'] or 'none'}, ops without a CPU kernel: "
-          f"{audit['no_kernel'] or 'none'}")
-    report = export_and_verify(model, name + "-forward", samples, out,
-                               **verify)
-    report.update({f"{name}_savedmodel": path, **checked,
-                   "serving_ops": len(audit["ops"])})
+    print(
+        f"serving audit: {len(audit['ops'])} ops, XLA-only: "
+        f"{audit['xla'] or 'none'}, TF Text ops: "
+        f"{audit['tf_text'] or 'none'}, ops without a CPU kernel: "
+        f"{audit['no_kernel'] or 'none'}"
+    )
+    report = export_and_verify(model, name + "-forward", samples, out, **verify)
+    report.update({f"{name}_savedmodel": path, **checked, "serving_ops": len(audit["ops"])})
     directory = os.path.dirname(report["tflite"])
     for item in beside:
         source, new = item if isinstance(item, tuple) else (item, None)
-        shutil.copy(source, os.path.join(directory, new or
-                                         os.path.basename(source)))
+        shutil.copy(source, os.path.join(directory, new or os.path.basename(source)))
     write_report(report, out)
     return report
 
@@ -262,12 +276,12 @@ def length_batches(rows, batch, limit=None, fill=0, dtype="int32"):
 
     order = np.argsort([len(r) for r in rows], kind="stable")
     for start in range(0, len(rows), batch):
-        chunk = order[start:start + batch]
+        chunk = order[start : start + batch]
         width = max(8, -(-max(len(rows[i]) for i in chunk) // 8) * 8)
         width = width if limit is None else min(limit, width)
         x = np.full((len(chunk), width), fill, dtype)
         for j, i in enumerate(chunk):
-            x[j, :len(rows[i])] = rows[i]
+            x[j, : len(rows[i])] = rows[i]
         yield chunk, x
 
 
@@ -295,9 +309,10 @@ def plot_by_length(path, bins, scores, counts, xlabel, ylabel, title):
     fig, ax = pyplot().subplots(figsize=(7, 4))
     for label, values in scores.items():
         ax.plot(range(len(bins)), values, "o-", label=label)
-    ax.set_xticks(range(len(bins)), [
-        f"{lo}-{hi}\n({n})" if hi < 99 else f"{lo}+\n({n})"
-        for (lo, hi), n in zip(bins, counts)])
+    ax.set_xticks(
+        range(len(bins)),
+        [f"{lo}-{hi}\n({n})" if hi < 99 else f"{lo}+\n({n})" for (lo, hi), n in zip(bins, counts)],
+    )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -306,8 +321,7 @@ def plot_by_length(path, bins, scores, counts, xlabel, ylabel, title):
     return save_figure(fig, path)
 
 
-def plot_weights(path, weights, columns, rows=None, title="", xlabel="",
-                 ylabel=""):
+def plot_weights(path, weights, columns, rows=None, title="", xlabel="", ylabel=""):
     """A heatmap of attention `weights` (len(rows) x len(columns); one row
     without `rows`), each cell a weight, the axes labelled with the
     tokens."""
@@ -317,8 +331,7 @@ def plot_weights(path, weights, columns, rows=None, title="", xlabel="",
     fig, ax = pyplot().subplots(figsize=(width, height))
     ax.imshow(weights, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(columns)), columns, rotation=60, ha="right")
-    ax.set_yticks(range(len(rows)) if rows is not None else [],
-                  rows if rows is not None else [])
+    ax.set_yticks(range(len(rows)) if rows is not None else [], rows if rows is not None else [])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -338,8 +351,9 @@ def subcommand(sub, name, help, func, model=True, **model_options):
 def load_weights(model, directory):
     weights = os.path.join(directory, WEIGHTS)
     if not os.path.isfile(weights):
-        raise AppError(f"--model {directory} has no {WEIGHTS} (training "
-                       "has not finished an epoch yet)")
+        raise AppError(
+            f"--model {directory} has no {WEIGHTS} (training has not finished an epoch yet)"
+        )
     model.load_weights(weights)
     return model
 
@@ -350,8 +364,7 @@ def best_so_far(history, monitor="val_loss", mode="min"):
     if not os.path.isfile(history):
         return None
     with open(history, newline="") as f:
-        values = [float(r[monitor]) for r in csv.DictReader(f)
-                  if r.get(monitor)]
+        values = [float(r[monitor]) for r in csv.DictReader(f) if r.get(monitor)]
     if not values:
         return None
     return min(values) if mode == "min" else max(values)
@@ -384,8 +397,13 @@ def callbacks(out, kill_env, monitor="val_loss", mode="min", target=None):
     os.makedirs(out, exist_ok=True)
     history = os.path.join(out, "history.csv")
     checkpoint = _Checkpoint(
-        os.path.join(out, WEIGHTS), monitor=monitor, mode=mode,
-        save_best_only=True, save_weights_only=True, target=target)
+        os.path.join(out, WEIGHTS),
+        monitor=monitor,
+        mode=mode,
+        save_best_only=True,
+        save_weights_only=True,
+        target=target,
+    )
     best = best_so_far(history, monitor, mode)
     if best is not None:
         checkpoint.best = best
@@ -401,8 +419,7 @@ def callbacks(out, kill_env, monitor="val_loss", mode="min", target=None):
     return result, checkpoint
 
 
-def plot_curves(history, path, title, loss_label, metric=None,
-                metric_label=None, log=False):
+def plot_curves(history, path, title, loss_label, metric=None, metric_label=None, log=False):
     """Loss and `metric` per epoch (train and validation) from a
     history.csv, as a PNG (the loss alone without `metric`; `log`: a
     logarithmic loss axis)."""
@@ -412,16 +429,13 @@ def plot_curves(history, path, title, loss_label, metric=None,
     if not rows:
         return None
     epochs = [int(r["epoch"]) + 1 for r in rows]
-    fig, axes = plt.subplots(1, 2 if metric else 1,
-                             figsize=(9, 3.5) if metric else (5, 3.5))
+    fig, axes = plt.subplots(1, 2 if metric else 1, figsize=(9, 3.5) if metric else (5, 3.5))
     axes = list(axes) if metric else [axes]
-    panels = [("loss", loss_label)] + ([(metric, metric_label)] if metric
-                                       else [])
+    panels = [("loss", loss_label)] + ([(metric, metric_label)] if metric else [])
     for ax, (key, label) in zip(axes, panels):
         for name, style in ((key, "-"), ("val_" + key, "--")):
             if name in rows[0]:
-                ax.plot(epochs, [float(r[name]) for r in rows], style,
-                        label=name)
+                ax.plot(epochs, [float(r[name]) for r in rows], style, label=name)
         ax.set_ylabel(label)
     if log:
         axes[0].set_yscale("log")
@@ -473,21 +487,28 @@ def add_training_options(parser):
     --strategy, --seed, --tiny, --verbose."""
     from seqkeras.distribute import STRATEGIES
 
-    parser.add_argument("--precision", default="float32",
-                        choices=("float32", "mixed_bfloat16"))
-    parser.add_argument("--jit", default="auto", choices=("auto", "on", "off"),
-                        help="XLA: auto (default) lets compile_model choose "
-                        "by device, strategy and precision")
-    parser.add_argument("--strategy", default="default", choices=STRATEGIES,
-                        help="tf.distribute strategy: mirrored (all local "
-                        "GPUs), multiworker (the cluster in TF_CONFIG; "
-                        "worker 0 writes the outputs), tpu (untested)")
+    parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"))
+    parser.add_argument(
+        "--jit",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="XLA: auto (default) lets compile_model choose by device, strategy and precision",
+    )
+    parser.add_argument(
+        "--strategy",
+        default="default",
+        choices=STRATEGIES,
+        help="tf.distribute strategy: mirrored (all local "
+        "GPUs), multiworker (the cluster in TF_CONFIG; "
+        "worker 0 writes the outputs), tpu (untested)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tiny", action="store_true",
-                        help="a model of a few thousand parameters (smoke "
-                        "runs)")
-    parser.add_argument("--verbose", type=int, default=1,
-                        help="Keras fit verbosity (1: progress bar)")
+    parser.add_argument(
+        "--tiny", action="store_true", help="a model of a few thousand parameters (smoke runs)"
+    )
+    parser.add_argument(
+        "--verbose", type=int, default=1, help="Keras fit verbosity (1: progress bar)"
+    )
 
 
 def jit_option(args):
@@ -512,8 +533,7 @@ def write_report(report, out):
         json.dump(report, f, indent=2, default=str)
     print("export report:")
     for key, value in report.items():
-        print(f"  {key}: {value:.3g}" if isinstance(value, float)
-              else f"  {key}: {value}")
+        print(f"  {key}: {value:.3g}" if isinstance(value, float) else f"  {key}: {value}")
 
 
 def stdin_lines(prog):
@@ -522,8 +542,7 @@ def stdin_lines(prog):
     from seqkeras.data.pipelines import text_lines
 
     try:
-        return text_lines(sys.stdin.buffer.read(), "stdin", name=prog,
-                          allow_empty_input=True)
+        return text_lines(sys.stdin.buffer.read(), "stdin", name=prog, allow_empty_input=True)
     except ValueError as error:
         raise AppError(str(error)) from None
 
@@ -535,8 +554,9 @@ def run(prog, parser, argv, required=()):
     args = parser.parse_args(argv)
     for key in required:
         if hasattr(args, key) and getattr(args, key) is None:
-            raise SystemExit(f"{prog}: error: --{key.replace('_', '-')} "
-                             "is needed (no ../shared/data here)")
+            raise SystemExit(
+                f"{prog}: error: --{key.replace('_', '-')} is needed (no ../shared/data here)"
+            )
     try:
         args.func(args)
     except AppError as error:

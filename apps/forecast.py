@@ -89,8 +89,7 @@ def season_of(dates, given=None):
         return 12
     if all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", d) for d in dates[:3]):
         return 365
-    raise AppError(f"cannot tell the season from dates like {dates[0]!r}; "
-                   "give --season")
+    raise AppError(f"cannot tell the season from dates like {dates[0]!r}; give --season")
 
 
 def held_back_start(n):
@@ -104,11 +103,21 @@ def build(config):
     a = config["arguments"]
     if config["model"] == "seq2seq":
         return seqkeras.models.seq2seq_forecaster(
-            config["window"], config["horizon"], cell="lstm",
-            quantiles=config["quantiles"], scaling="window", **a)
+            config["window"],
+            config["horizon"],
+            cell="lstm",
+            quantiles=config["quantiles"],
+            scaling="window",
+            **a,
+        )
     return seqkeras.models.forecaster(
-        config["window"], config["horizon"], backbone=config["model"],
-        quantiles=config["quantiles"], scaling="window", **a)
+        config["window"],
+        config["horizon"],
+        backbone=config["model"],
+        quantiles=config["quantiles"],
+        scaling="window",
+        **a,
+    )
 
 
 def load(directory):
@@ -116,8 +125,7 @@ def load(directory):
     try:
         model = build(config)
     except (ValueError, KeyError, TypeError) as error:
-        raise AppError(f"--model {directory}: unreadable {common.CONFIG} "
-                       f"({error})") from None
+        raise AppError(f"--model {directory}: unreadable {common.CONFIG} ({error})") from None
     return common.load_weights(model, directory), config
 
 
@@ -125,13 +133,13 @@ def windows(values, window, horizon, first=None, last=None, what="series"):
     from seqkeras.data.series import rolling_windows
 
     try:
-        return rolling_windows(values, window, horizon, first, last,
-                               name=PROG)
+        return rolling_windows(values, window, horizon, first, last, name=PROG)
     except ValueError as error:
         raise AppError(f"{what}: {error}") from None
 
 
 # -- train -----------------------------------------------------------------
+
 
 def train(args):
     import seqkeras
@@ -140,34 +148,47 @@ def train(args):
     season = season_of(dates, args.season)
     window, horizon = WINDOWS.get(season, (2 * season, season))
     window, horizon = args.window or window, args.horizon or horizon
-    quantiles = [float(q) for q in args.quantiles.split(",")] \
-        if args.quantiles else None
+    quantiles = [float(q) for q in args.quantiles.split(",")] if args.quantiles else None
     end = held_back_start(len(values))
     split = end - max(2 * horizon, int(round(args.validation * end)))
-    x, y, _ = windows(values, window, horizon, last=split - horizon,
-                      what=f"--csv {args.csv} (training part, the rows "
-                      f"before {split})")
-    vx, vy, _ = windows(values, window, horizon, first=split,
-                        last=end - horizon, what=f"--csv {args.csv} "
-                        f"(validation part, rows {split}-{end})")
+    x, y, _ = windows(
+        values,
+        window,
+        horizon,
+        last=split - horizon,
+        what=f"--csv {args.csv} (training part, the rows before {split})",
+    )
+    vx, vy, _ = windows(
+        values,
+        window,
+        horizon,
+        first=split,
+        last=end - horizon,
+        what=f"--csv {args.csv} (validation part, rows {split}-{end})",
+    )
     out = args.out
     os.makedirs(out, exist_ok=True)
     if args.precision != "float32":
         keras.mixed_precision.set_global_policy(args.precision)
     keras.utils.set_random_seed(args.seed)
-    arguments = {"units": args.units, "num_layers": args.num_layers,
-                 "dropout": args.dropout}
+    arguments = {"units": args.units, "num_layers": args.num_layers, "dropout": args.dropout}
     if args.model == "transformer":
         arguments["num_heads"] = args.num_heads
     if args.tiny:
         arguments["units"] = 8
-    config = {"model": args.model, "arguments": arguments,
-              "window": window, "horizon": horizon, "season": season,
-              "quantiles": quantiles, "weights": common.WEIGHTS,
-              "training_rows": split, "validation_rows": [split, end],
-              "held_back_from": end,
-              "training": {k: v for k, v in vars(args).items()
-                           if k != "func"}}
+    config = {
+        "model": args.model,
+        "arguments": arguments,
+        "window": window,
+        "horizon": horizon,
+        "season": season,
+        "quantiles": quantiles,
+        "weights": common.WEIGHTS,
+        "training_rows": split,
+        "validation_rows": [split, end],
+        "held_back_from": end,
+        "training": {k: v for k, v in vars(args).items() if k != "func"},
+    }
     with common.strategy_scope(args):  # build, compile
         try:
             model = build(config)
@@ -176,29 +197,39 @@ def train(args):
         trainer, fit_x, val_x = model, x, vx
         if args.model == "seq2seq":
             trainer = model.teacher_forcing_model()
-            fit_x, val_x = {"series": x, "future": y}, {"series": vx,
-                                                        "future": vy}
-        loss = (seqkeras.models.PinballLoss(quantiles) if quantiles
-                else "mae")
+            fit_x, val_x = {"series": x, "future": y}, {"series": vx, "future": vy}
+        loss = seqkeras.models.PinballLoss(quantiles) if quantiles else "mae"
         seqkeras.models.compile_model(
-            trainer, task="regression", learning_rate=args.lr,
-            jit_compile=common.jit_option(args), loss=loss, metrics=[])
+            trainer,
+            task="regression",
+            learning_rate=args.lr,
+            jit_compile=common.jit_option(args),
+            loss=loss,
+            metrics=[],
+        )
     config["parameters"] = int(model.count_params())
     common.write_config(out, config)
-    print(f"{args.model} forecaster: {model.count_params():,} parameters; "
-          f"window {window}, horizon {horizon}, season {season}; "
-          f"{len(x)} training windows (rows < {split}), {len(vx)} "
-          f"validation windows (targets in rows {split}-{end - 1}), rows "
-          f"from {end} held back")
+    print(
+        f"{args.model} forecaster: {model.count_params():,} parameters; "
+        f"window {window}, horizon {horizon}, season {season}; "
+        f"{len(x)} training windows (rows < {split}), {len(vx)} "
+        f"validation windows (targets in rows {split}-{end - 1}), rows "
+        f"from {end} held back"
+    )
     callbacks, checkpoint = common.callbacks(out, KILL_ENV, target=model)
     start = time.perf_counter()
-    trainer.fit(fit_x, y, validation_data=(val_x, vy), epochs=args.epochs,
-                batch_size=args.batch, callbacks=callbacks,
-                verbose=args.verbose)
+    trainer.fit(
+        fit_x,
+        y,
+        validation_data=(val_x, vy),
+        epochs=args.epochs,
+        batch_size=args.batch,
+        callbacks=callbacks,
+        verbose=args.verbose,
+    )
     seconds = time.perf_counter() - start
     png = plot_history(out)
-    print(f"trained in {seconds:.0f} s; best validation loss "
-          f"{checkpoint.best:.4f}; curves: {png}")
+    print(f"trained in {seconds:.0f} s; best validation loss {checkpoint.best:.4f}; curves: {png}")
 
 
 def plot_history(out):
@@ -215,8 +246,7 @@ def plot_history(out):
         return None
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for key in ("loss", "val_loss"):
-        ax.plot([int(r["epoch"]) + 1 for r in rows],
-                [float(r[key]) for r in rows], label=key)
+        ax.plot([int(r["epoch"]) + 1 for r in rows], [float(r[key]) for r in rows], label=key)
     ax.set_xlabel("epoch")
     ax.set_ylabel("pinball loss (raw units)")
     ax.set_yscale("log")
@@ -230,6 +260,7 @@ def plot_history(out):
 
 
 # -- evaluate --------------------------------------------------------------
+
 
 def model_forecasts(model, config, x):
     """`(median, low, high)` (n, horizon, 1) of the model from windows
@@ -264,19 +295,18 @@ def sarima(values, end, origins, horizon, season, level=0.8):
     else:
         t = np.arange(len(values))[:, None]
         k = np.arange(1, 4)[None]
-        exog = np.concatenate([np.sin(2 * np.pi * k * t / season),
-                               np.cos(2 * np.pi * k * t / season)], 1)
+        exog = np.concatenate(
+            [np.sin(2 * np.pi * k * t / season), np.cos(2 * np.pi * k * t / season)], 1
+        )
         spec = dict(order=(2, 0, 1), trend="c")
         name = f"ARIMA(2,0,1) + Fourier(3, {season})"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fitted = SARIMAX(y[:end], exog=None if exog is None else exog[:end],
-                         **spec).fit(disp=False)
+        fitted = SARIMAX(y[:end], exog=None if exog is None else exog[:end], **spec).fit(disp=False)
         full = fitted.apply(y, exog=exog)
         mean, low, high = [], [], []
         for t in origins:
-            p = full.get_prediction(start=int(t), end=int(t) + horizon - 1,
-                                    dynamic=True)
+            p = full.get_prediction(start=int(t), end=int(t) + horizon - 1, dynamic=True)
             band = np.asarray(p.conf_int(alpha=1 - level))
             mean.append(np.asarray(p.predicted_mean))
             low.append(band[:, 0])
@@ -288,8 +318,7 @@ def sarima(values, end, origins, horizon, season, level=0.8):
 
 
 def evaluate(args):
-    from seqkeras.data.series import (coverage, forecast_errors,
-                                      seasonal_naive)
+    from seqkeras.data.series import coverage, forecast_errors, seasonal_naive
 
     model, config = load(args.model)
     dates, values = read(args.csv)
@@ -301,45 +330,59 @@ def evaluate(args):
             f"--csv {args.csv}: {len(values)} rows hold back the last "
             f"{len(values) - end} for evaluation, leaving {end} before "
             f"them; the model's window ({window}) and the season "
-            f"({season}) need at least {max(window, season)}")
-    x, y, origins = windows(values, window, horizon, first=end,
-                            what=f"--csv {args.csv} (held-back part from "
-                            f"row {end})")
+            f"({season}) need at least {max(window, season)}"
+        )
+    x, y, origins = windows(
+        values, window, horizon, first=end, what=f"--csv {args.csv} (held-back part from row {end})"
+    )
     start = time.perf_counter()
     median, low, high = model_forecasts(model, config, x)
     seconds = time.perf_counter() - start
     naive = seasonal_naive(values, origins, horizon, season)
-    rows = [(f"{config['model']} (seqkeras)", median, low, high),
-            ("seasonal naive", naive, None, None)]
+    rows = [
+        (f"{config['model']} (seqkeras)", median, low, high),
+        ("seasonal naive", naive, None, None),
+    ]
     if args.baseline == "sarima":
         start_fit = time.perf_counter()
-        name, mean, blow, bhigh = sarima(values, end, origins, horizon,
-                                         season)
+        name, mean, blow, bhigh = sarima(values, end, origins, horizon, season)
         rows.append((f"{name} (statsmodels)", mean, blow, bhigh))
         fit_seconds = time.perf_counter() - start_fit
-    print(f"{args.csv}: {len(values)} rows, held back from row {end} "
-          f"({dates[end]}); {len(origins)} forecast origins x {horizon} "
-          f"steps; window {window}, season {season}; model "
-          f"{len(x) / seconds:,.0f} windows/s")
+    print(
+        f"{args.csv}: {len(values)} rows, held back from row {end} "
+        f"({dates[end]}); {len(origins)} forecast origins x {horizon} "
+        f"steps; window {window}, season {season}; model "
+        f"{len(x) / seconds:,.0f} windows/s"
+    )
     if args.baseline == "sarima":
-        print(f"statsmodels baseline fitted and rolled in "
-              f"{fit_seconds:.1f} s")
-    print(f"{'forecast':<40} {'MAE':>9} {'RMSE':>9} {'MASE':>7} "
-          f"{'10-90% coverage':>16}")
+        print(f"statsmodels baseline fitted and rolled in {fit_seconds:.1f} s")
+    print(f"{'forecast':<40} {'MAE':>9} {'RMSE':>9} {'MASE':>7} {'10-90% coverage':>16}")
     errors = [forecast_errors(y, f, naive) for _, f, _, _ in rows]
     for (name, f, lo, hi), e in zip(rows, errors):
         cover = "" if lo is None else f"{100 * coverage(y, lo, hi):.1f}%"
-        print(f"{name:<40} {e['mae']:9.3f} {e['rmse']:9.3f} "
-              f"{e['mase']:7.3f} {cover:>16}")
+        print(f"{name:<40} {e['mae']:9.3f} {e['rmse']:9.3f} {e['mase']:7.3f} {cover:>16}")
     if args.plot:
-        plot_forecast(args.plot, dates, values, end, origins, horizon,
-                      median, low, high, config, rows, args.history)
+        plot_forecast(
+            args.plot,
+            dates,
+            values,
+            end,
+            origins,
+            horizon,
+            median,
+            low,
+            high,
+            config,
+            rows,
+            args.history,
+        )
         print(f"plot: {args.plot}")
     print(f"MASE = {errors[0]['mase']:.4f}")
 
 
-def plot_forecast(path, dates, values, end, origins, horizon, median, low,
-                  high, config, rows, history):
+def plot_forecast(
+    path, dates, values, end, origins, horizon, median, low, high, config, rows, history
+):
     """History, truth, the forecast stitched from origins `end`, `end +
     horizon`, ... (the last block from the last origin) and its band."""
     import matplotlib
@@ -349,27 +392,32 @@ def plot_forecast(path, dates, values, end, origins, horizon, median, low,
 
     n = len(values)
     steps = np.arange(end, n)
-    block = np.minimum((steps - end) // horizon * horizon + end,
-                       origins[-1])
+    block = np.minimum((steps - end) // horizon * horizon + end, origins[-1])
     index = block - origins[0]
     k = steps - block
     fig, ax = plt.subplots(figsize=(10, 4))
     first = max(0, end - history)
-    ax.plot(np.arange(first, n), values[first:n], color="0.3", lw=1,
-            label="history and truth")
-    ax.plot(steps, median[index, k, 0], color="C0", lw=1.5,
-            label=f"{config['model']} median forecast")
+    ax.plot(np.arange(first, n), values[first:n], color="0.3", lw=1, label="history and truth")
+    ax.plot(
+        steps, median[index, k, 0], color="C0", lw=1.5, label=f"{config['model']} median forecast"
+    )
     if low is not None:
-        ax.fill_between(steps, low[index, k, 0], high[index, k, 0],
-                        color="C0", alpha=0.25, label="10-90% interval")
+        ax.fill_between(
+            steps,
+            low[index, k, 0],
+            high[index, k, 0],
+            color="C0",
+            alpha=0.25,
+            label="10-90% interval",
+        )
     if len(rows) > 2:
-        ax.plot(steps, rows[2][1][index, k, 0], color="C3", lw=1,
-                ls="--", label=rows[2][0])
+        ax.plot(steps, rows[2][1][index, k, 0], color="C3", lw=1, ls="--", label=rows[2][0])
     ax.axvline(end, color="k", ls=":", lw=1)
     ticks = np.linspace(first, n - 1, 6).astype(int)
     ax.set_xticks(ticks, [dates[i] for i in ticks])
-    ax.set_title(f"held back from {dates[end]}: forecasts of "
-                 f"{horizon} steps from origins {horizon} apart")
+    ax.set_title(
+        f"held back from {dates[end]}: forecasts of {horizon} steps from origins {horizon} apart"
+    )
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -378,6 +426,7 @@ def plot_forecast(path, dates, values, end, origins, horizon, median, low,
 
 
 # -- export ----------------------------------------------------------------
+
 
 def export(args):
     from seqkeras.export import export_and_verify
@@ -393,14 +442,15 @@ def export(args):
         values = 100 + np.cumsum(rng.normal(size=config["window"] + 8))
     x, _, _ = windows(values, config["window"], 1)
     samples = [x[:1], x[-8:]]
-    report = export_and_verify(model, "forecast", samples, out,
-                               tolerance=1e-4)
+    report = export_and_verify(model, "forecast", samples, out, tolerance=1e-4)
     fresh = fresh_forecast(report["savedmodel"], samples[1])
     keras_out = np.asarray(model.predict(samples[1], verbose=0))
     diff = float(np.max(np.abs(fresh - keras_out)))
-    print(f"SavedModel in a process without seqkeras, raw values in and "
-          f"out: max |diff| to Keras {diff:.2g} (forecasts up to "
-          f"{np.abs(keras_out).max():.1f})")
+    print(
+        f"SavedModel in a process without seqkeras, raw values in and "
+        f"out: max |diff| to Keras {diff:.2g} (forecasts up to "
+        f"{np.abs(keras_out).max():.1f})"
+    )
     if diff > 1e-3 * max(1.0, float(np.abs(keras_out).max())):
         raise RuntimeError("the exported forecaster differs from Keras")
     report.update(fresh_process_max_diff=diff)
@@ -426,19 +476,23 @@ def fresh_forecast(path, x):
 
     result = subprocess.run(
         [sys.executable, "-c", _FRESH, str(path)],
-        input=json.dumps(np.asarray(x).tolist()), capture_output=True,
-        text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        input=json.dumps(np.asarray(x).tolist()),
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
     if result.returncode:
-        raise RuntimeError(f"the SavedModel failed in a new process: "
-                           f"{result.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(
+            f"the SavedModel failed in a new process: {result.stderr.strip().splitlines()[-1:]}"
+        )
     return np.asarray(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
 # -- command line ----------------------------------------------------------
 
+
 def parser():
-    p = argparse.ArgumentParser(prog=PROG,
-                                description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a forecaster")
     t.add_argument("--out", required=True, help="the model directory")
@@ -447,10 +501,12 @@ def parser():
     t.add_argument("--season", type=int)
     t.add_argument("--window", type=int)
     t.add_argument("--horizon", type=int)
-    t.add_argument("--quantiles", default="0.1,0.5,0.9",
-                   help="comma-separated levels ('' for one value, MAE)")
-    t.add_argument("--validation", type=float, default=0.15,
-                   help="share of the training rows for validation")
+    t.add_argument(
+        "--quantiles", default="0.1,0.5,0.9", help="comma-separated levels ('' for one value, MAE)"
+    )
+    t.add_argument(
+        "--validation", type=float, default=0.15, help="share of the training rows for validation"
+    )
     t.add_argument("--units", type=int, default=32)
     t.add_argument("--num-layers", type=int, default=1)
     t.add_argument("--num-heads", type=int, default=4)
@@ -463,14 +519,12 @@ def parser():
     e = sub.add_parser("evaluate", help="MAE, RMSE, MASE on the last 20%%")
     e.add_argument("--model", required=True)
     e.add_argument("--csv", required=True)
-    e.add_argument("--season", type=int,
-                   help="default: the model's (its training data's)")
-    e.add_argument("--baseline", default="sarima",
-                   choices=("sarima", "none"))
+    e.add_argument("--season", type=int, help="default: the model's (its training data's)")
+    e.add_argument("--baseline", default="sarima", choices=("sarima", "none"))
     e.add_argument("--plot", help="write the forecast plot (PNG) here")
-    e.add_argument("--history", type=int, default=96,
-                   help="steps of history before the held-back part to "
-                   "plot")
+    e.add_argument(
+        "--history", type=int, default=96, help="steps of history before the held-back part to plot"
+    )
     e.set_defaults(func=evaluate)
     x = sub.add_parser("export", help="SavedModel, TFLite, ONNX, verified")
     x.add_argument("--model", required=True)

@@ -72,40 +72,47 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cells", nargs="+", default=list(CELLS),
-                   choices=list(CELLS))
+    p.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
     p.add_argument("--out", default="saved_models")
     args = p.parse_args(argv)
 
-    data = (adding_problem(args.train, args.steps, seed=args.seed),
-            adding_problem(args.val, args.steps, seed=args.seed + 1))
+    data = (
+        adding_problem(args.train, args.steps, seed=args.seed),
+        adding_problem(args.val, args.steps, seed=args.seed + 1),
+    )
     yv = data[1][1]
     baseline = float(np.mean((yv - data[0][1].mean()) ** 2))
-    print(f"adding problem, T={args.steps}: {args.train} train / {args.val} "
-          f"validation sequences, {args.epochs} epochs, {args.units} units; "
-          f"baseline MSE (predict the mean) {baseline:.4f}")
-    header = (f"{'cell':<10}{'params':>8}{'train tok/s':>13}{'val MSE':>10}"
-              f"{'val acc':>9}")
+    print(
+        f"adding problem, T={args.steps}: {args.train} train / {args.val} "
+        f"validation sequences, {args.epochs} epochs, {args.units} units; "
+        f"baseline MSE (predict the mean) {baseline:.4f}"
+    )
+    header = f"{'cell':<10}{'params':>8}{'train tok/s':>13}{'val MSE':>10}{'val acc':>9}"
     print(header)
     print("-" * len(header))
     results = {}
     for kind in args.cells:
         model, r = train(kind, args, data)
         results[kind] = (model, r)
-        print(f"{kind:<10}{r['params']:>8}{r['tokens_per_s']:>13.0f}"
-              f"{r['val_mse']:>10.4f}{r['val_acc']:>8.1%}")
+        print(
+            f"{kind:<10}{r['params']:>8}{r['tokens_per_s']:>13.0f}"
+            f"{r['val_mse']:>10.4f}{r['val_acc']:>8.1%}"
+        )
     best = min(results, key=lambda k: results[k][1]["val_mse"])
-    print(f"best: {best} (validation accuracy = share of predictions within "
-          f"{TOLERANCE} of the target)")
+    print(
+        f"best: {best} (validation accuracy = share of predictions within "
+        f"{TOLERANCE} of the target)"
+    )
     xv = data[1][0]
-    samples = [np.concatenate([xv[:n]] * reps, axis=1)  # also 2x longer
-               for n in (1, 4) for reps in (1, 2)]
-    report = export_and_verify(results[best][0], "long_range", samples,
-                               args.out)
+    samples = [
+        np.concatenate([xv[:n]] * reps, axis=1)  # also 2x longer
+        for n in (1, 4)
+        for reps in (1, 2)
+    ]
+    report = export_and_verify(results[best][0], "long_range", samples, args.out)
     print("export report:")
     for key, value in report.items():
-        print(f"  {key}: {value:.3g}" if isinstance(value, float)
-              else f"  {key}: {value}")
+        print(f"  {key}: {value:.3g}" if isinstance(value, float) else f"  {key}: {value}")
     return results, report
 
 

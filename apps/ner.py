@@ -48,12 +48,18 @@ import common  # noqa: E402
 from common import AppError  # noqa: E402
 
 ARGUMENTS = {  # `seqkeras.models.tagger` arguments (vocabularies added)
-    "backbone": "lstm", "bidirectional": True, "embedding_dim": 100,
-    "units": 200, "dropout": 0.5, "word_dropout": 0.05, "crf": True,
-    "char_embedding_dim": 30, "char_filters": 50, "casing": True,
+    "backbone": "lstm",
+    "bidirectional": True,
+    "embedding_dim": 100,
+    "units": 200,
+    "dropout": 0.5,
+    "word_dropout": 0.05,
+    "crf": True,
+    "char_embedding_dim": 30,
+    "char_filters": 50,
+    "casing": True,
 }
-TINY = {"embedding_dim": 16, "units": 16, "char_embedding_dim": 8,
-        "char_filters": 8}
+TINY = {"embedding_dim": 16, "units": 16, "char_embedding_dim": 8, "char_filters": 8}
 KILL_ENV = "NER_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 PROG = "ner.py"
 TAGS = "tags.txt"
@@ -84,16 +90,20 @@ def load(directory):
         with open(os.path.join(directory, TAGS), encoding="utf-8") as f:
             tags = [line.rstrip("\n") for line in f]
         model = seqkeras.models.tagger(
-            features.sizes["token_ids"], len(tags),
+            features.sizes["token_ids"],
+            len(tags),
             char_vocab_size=features.sizes["char_ids"],
-            **config["arguments"])
+            **config["arguments"],
+        )
     except (ValueError, KeyError, TypeError, OSError) as error:
-        raise AppError(f"--model {directory}: unreadable {common.CONFIG} "
-                       f"or vocabularies ({error})") from None
+        raise AppError(
+            f"--model {directory}: unreadable {common.CONFIG} or vocabularies ({error})"
+        ) from None
     return common.load_weights(model, directory), features, tags, config
 
 
 # -- tagging ---------------------------------------------------------------
+
 
 def _width(n):
     """Batch widths are rounded up to a multiple of 8 (few compiled
@@ -108,15 +118,15 @@ def predict_tags(model, features, tag_vocabulary, sentences, batch=128):
     order = np.argsort([len(s) for s in sentences], kind="stable")
     out = [None] * len(sentences)
     for start in range(0, len(sentences), batch):
-        chunk = order[start:start + batch]
+        chunk = order[start : start + batch]
         width = _width(max(len(sentences[i]) for i in chunk))
         words = np.full((len(chunk), width), "", object)
         for j, i in enumerate(chunk):
-            words[j, :len(sentences[i])] = sentences[i]
+            words[j, : len(sentences[i])] = sentences[i]
         feats = {k: v.numpy() for k, v in features(words).items()}
         ids = np.asarray(model.predict_on_batch(feats)["tags"])
         for j, i in enumerate(chunk):
-            out[i] = [tag_vocabulary[k] for k in ids[j, :len(sentences[i])]]
+            out[i] = [tag_vocabulary[k] for k in ids[j, : len(sentences[i])]]
     return out
 
 
@@ -133,8 +143,7 @@ class EntityF1(keras.callbacks.Callback):
         from seqkeras.data.entities import entity_scores
 
         features, vocabulary, sentences = self.args
-        predicted = predict_tags(self.model, features, vocabulary,
-                                 sentences)
+        predicted = predict_tags(self.model, features, vocabulary, sentences)
         f1 = entity_scores(self.tags, predicted)["micro"]["f1"]
         if logs is not None:
             logs["val_f1"] = f1
@@ -142,6 +151,7 @@ class EntityF1(keras.callbacks.Callback):
 
 
 # -- train -----------------------------------------------------------------
+
 
 def train(args):
     import tensorflow as tf
@@ -162,24 +172,30 @@ def train(args):
         with open(os.path.join(out, TAGS), encoding="utf-8") as f:
             vocabulary = [line.rstrip("\n") for line in f]
     else:
-        features = WordFeatures.train(sentences, min_count=args.min_count,
-                                      max_chars=args.max_chars)
+        features = WordFeatures.train(sentences, min_count=args.min_count, max_chars=args.max_chars)
         features.save(out)
         seen = sorted({t for s in tags for t in s} - {"O"})
-        vocabulary = ["<pad>", "O"] + sorted(seen, key=lambda t: (t[2:],
-                                                                  t))
+        vocabulary = ["<pad>", "O"] + sorted(seen, key=lambda t: (t[2:], t))
         with open(os.path.join(out, TAGS), "w", encoding="utf-8") as f:
             f.write("".join(t + "\n" for t in vocabulary))
     try:
-        data = tagging_dataset(sentences, tags, features, vocabulary,
-                               batch_size=args.batch,
-                               max_length=args.max_length, seed=args.seed,
-                               name=PROG)
-        tagging_dataset(val_sentences, val_tags, features, vocabulary,
-                        name=PROG)  # checks the validation tags
+        data = tagging_dataset(
+            sentences,
+            tags,
+            features,
+            vocabulary,
+            batch_size=args.batch,
+            max_length=args.max_length,
+            seed=args.seed,
+            name=PROG,
+        )
+        tagging_dataset(
+            val_sentences, val_tags, features, vocabulary, name=PROG
+        )  # checks the validation tags
     except ValueError as error:
-        raise AppError(f"{error} (training file {args.train}, validation "
-                       f"file {args.validation})") from None
+        raise AppError(
+            f"{error} (training file {args.train}, validation file {args.validation})"
+        ) from None
     steps = sum(1 for _ in data)
     data = data.apply(tf.data.experimental.assert_cardinality(steps))
     arguments = dict(ARGUMENTS)
@@ -187,47 +203,61 @@ def train(args):
         arguments.update(TINY)
     with common.strategy_scope(args):  # build, compile
         model = seqkeras.models.tagger(
-            features.sizes["token_ids"], len(vocabulary),
-            char_vocab_size=features.sizes["char_ids"], **arguments)
-        schedule = keras.optimizers.schedules.CosineDecay(
-            args.lr, steps * args.epochs, alpha=0.05)
-        seqkeras.models.compile_model(model, learning_rate=schedule,
-                                      jit_compile=common.jit_option(args),
-                                      clipnorm=args.clipnorm)
+            features.sizes["token_ids"],
+            len(vocabulary),
+            char_vocab_size=features.sizes["char_ids"],
+            **arguments,
+        )
+        schedule = keras.optimizers.schedules.CosineDecay(args.lr, steps * args.epochs, alpha=0.05)
+        seqkeras.models.compile_model(
+            model,
+            learning_rate=schedule,
+            jit_compile=common.jit_option(args),
+            clipnorm=args.clipnorm,
+        )
     config = {
-        "builder": "tagger", "arguments": arguments,
-        "max_chars": args.max_chars, "tags": TAGS,
-        "vocabularies": ["words/vocabulary.txt",
-                         "characters/vocabulary.txt"],
-        "weights": common.WEIGHTS, "precision": args.precision,
+        "builder": "tagger",
+        "arguments": arguments,
+        "max_chars": args.max_chars,
+        "tags": TAGS,
+        "vocabularies": ["words/vocabulary.txt", "characters/vocabulary.txt"],
+        "weights": common.WEIGHTS,
+        "precision": args.precision,
         "training": {k: v for k, v in vars(args).items() if k != "func"},
         "parameters": int(model.count_params()),
-        "sizes": features.sizes, "steps_per_epoch": steps,
+        "sizes": features.sizes,
+        "steps_per_epoch": steps,
     }
     common.write_config(out, config)
-    print(f"BiLSTM-CRF: {model.count_params():,} parameters, "
-          f"{features.sizes['token_ids']:,} words, "
-          f"{features.sizes['char_ids']:,} characters, "
-          f"{len(vocabulary) - 1} tags, {len(sentences):,} sentences, "
-          f"{steps} batches per epoch, {args.epochs} epochs")
-    callbacks, checkpoint = common.callbacks(out, KILL_ENV,
-                                             monitor="val_f1", mode="max")
+    print(
+        f"BiLSTM-CRF: {model.count_params():,} parameters, "
+        f"{features.sizes['token_ids']:,} words, "
+        f"{features.sizes['char_ids']:,} characters, "
+        f"{len(vocabulary) - 1} tags, {len(sentences):,} sentences, "
+        f"{steps} batches per epoch, {args.epochs} epochs"
+    )
+    callbacks, checkpoint = common.callbacks(out, KILL_ENV, monitor="val_f1", mode="max")
     # val_f1 must be in the logs before the checkpoint and the CSV read it
-    callbacks.insert(1, EntityF1(features, vocabulary, val_sentences,
-                                 val_tags))
+    callbacks.insert(1, EntityF1(features, vocabulary, val_sentences, val_tags))
     start = time.perf_counter()
-    model.fit(data, epochs=args.epochs, callbacks=callbacks,
-              verbose=args.verbose, shuffle=False)
+    model.fit(data, epochs=args.epochs, callbacks=callbacks, verbose=args.verbose, shuffle=False)
     seconds = time.perf_counter() - start
     png = common.plot_curves(
-        os.path.join(out, "history.csv"), os.path.join(out, "curves.png"),
-        "BiLSTM-CRF on CoNLL-2003", "CRF negative log-likelihood", "val_f1",
-        "validation entity F1 (%)")
-    print(f"trained in {seconds:.0f} s (this process); best val F1 "
-          f"{checkpoint.best:.2f}; curves: {png}")
+        os.path.join(out, "history.csv"),
+        os.path.join(out, "curves.png"),
+        "BiLSTM-CRF on CoNLL-2003",
+        "CRF negative log-likelihood",
+        "val_f1",
+        "validation entity F1 (%)",
+    )
+    print(
+        f"trained in {seconds:.0f} s (this process); best val F1 "
+        f"{checkpoint.best:.2f}; curves: {png}"
+    )
 
 
 # -- evaluate / tag --------------------------------------------------------
+
 
 def evaluate(args):
     from seqkeras.data.entities import entity_scores
@@ -236,8 +266,10 @@ def evaluate(args):
     sentences, tags = read(args.data)
     unknown = sorted({t for s in tags for t in s} - set(vocabulary[1:]))
     if unknown:
-        raise AppError(f"{args.data} has tags the model does not know: "
-                       f"{unknown[:5]} (it knows {vocabulary[1:]})")
+        raise AppError(
+            f"{args.data} has tags the model does not know: "
+            f"{unknown[:5]} (it knows {vocabulary[1:]})"
+        )
     predict_tags(model, features, vocabulary, sentences[:8])  # compiles
     start = time.perf_counter()
     predicted = predict_tags(model, features, vocabulary, sentences)
@@ -247,13 +279,15 @@ def evaluate(args):
     except ValueError as error:
         raise AppError(f"{args.data}: {error}") from None
     words = sum(len(s) for s in sentences)
-    print(f"{args.data}: {len(sentences)} sentences, {words} words, "
-          f"{len(sentences) / seconds:.0f} sentences/s")
-    print(f"{'type':>8} {'precision':>9} {'recall':>7} {'F1':>6} "
-          f"{'support':>7}")
+    print(
+        f"{args.data}: {len(sentences)} sentences, {words} words, "
+        f"{len(sentences) / seconds:.0f} sentences/s"
+    )
+    print(f"{'type':>8} {'precision':>9} {'recall':>7} {'F1':>6} {'support':>7}")
     for kind, s in scores.items():
-        print(f"{kind:>8} {s['precision']:9.2f} {s['recall']:7.2f} "
-              f"{s['f1']:6.2f} {s['support']:7d}")
+        print(
+            f"{kind:>8} {s['precision']:9.2f} {s['recall']:7.2f} {s['f1']:6.2f} {s['support']:7d}"
+        )
     print(f"F1 = {scores['micro']['f1']:.2f}")
 
 
@@ -266,12 +300,11 @@ def split_words(line):
     words = []
     for token in line.split():
         lead = re.match(r"^[(\"'\[]*", token).group()
-        tail = re.search(r"[)\"'\],.;:!?]*$", token[len(lead):]).group()
-        core = token[len(lead):len(token) - len(tail)]
+        tail = re.search(r"[)\"'\],.;:!?]*$", token[len(lead) :]).group()
+        core = token[len(lead) : len(token) - len(tail)]
         if core.endswith("'s") and tail == "" and len(core) > 2:
             core, tail = core[:-2], "'s"
-        words += list(lead) + ([core] if core else []) + (
-            [tail] if tail == "'s" else list(tail))
+        words += list(lead) + ([core] if core else []) + ([tail] if tail == "'s" else list(tail))
     return words
 
 
@@ -283,14 +316,13 @@ def tag(args):
     if not lines:
         return
     sentences = [split_words(line) for line in lines]
-    for words, tags in zip(sentences, predict_tags(model, features,
-                                                   vocabulary, sentences)):
+    for words, tags in zip(sentences, predict_tags(model, features, vocabulary, sentences)):
         spans = entity_spans(tags)
-        print("\t".join(f"{kind}: {' '.join(words[a:b])}"
-                        for kind, a, b in spans) or "(no entity)")
+        print("\t".join(f"{kind}: {' '.join(words[a:b])}" for kind, a, b in spans) or "(no entity)")
 
 
 # -- export ----------------------------------------------------------------
+
 
 def export(args):
     from seqkeras.data.entities import entity_spans
@@ -300,62 +332,72 @@ def export(args):
     model, features, vocabulary, config = load(args.model)
     out = args.out or os.path.join(args.model, "export")
     sentences, _ = read(args.data)
-    sentences = sentences[:args.check]
+    sentences = sentences[: args.check]
     name = "ner"
-    path = saved_model(model, os.path.join(
-        out, name, str(next_version(os.path.join(out, name)))),
-        tagging={"features": features, "tag_vocabulary": vocabulary})
+    path = saved_model(
+        model,
+        os.path.join(out, name, str(next_version(os.path.join(out, name)))),
+        tagging={"features": features, "tag_vocabulary": vocabulary},
+    )
     print(f"SavedModel: {path} (signatures serving_default, tag)")
     expected = predict_tags(model, features, vocabulary, sentences)
-    served, seconds = fresh_signature(path, "tag",
-                                      [" ".join(s) for s in sentences])
+    served, seconds = fresh_signature(path, "tag", [" ".join(s) for s in sentences])
     same_tags = same_spans = 0
     for i, (words, tags) in enumerate(zip(sentences, expected)):
         n = len(words)
         got = served["tags"][i][:n]
-        same_tags += got == tags and all(
-            t == "" for t in served["tags"][i][n:])
-        spans = [(k, a, b) for k, a, b in zip(
-            served["entity_types"][i], served["entity_starts"][i],
-            served["entity_ends"][i]) if a >= 0]
+        same_tags += got == tags and all(t == "" for t in served["tags"][i][n:])
+        spans = [
+            (k, a, b)
+            for k, a, b in zip(
+                served["entity_types"][i], served["entity_starts"][i], served["entity_ends"][i]
+            )
+            if a >= 0
+        ]
         same_spans += spans == entity_spans(tags)
-    print(f"tag signature in a process without seqkeras: {same_tags}/"
-          f"{len(sentences)} tag sequences (Viterbi) and {same_spans}/"
-          f"{len(sentences)} entity span lists equal to Keras")
+    print(
+        f"tag signature in a process without seqkeras: {same_tags}/"
+        f"{len(sentences)} tag sequences (Viterbi) and {same_spans}/"
+        f"{len(sentences)} entity span lists equal to Keras"
+    )
     if same_tags != len(sentences) or same_spans != len(sentences):
         raise RuntimeError("the exported tag signature differs from Keras")
     audit = audit_serving(path)
-    print(f"serving audit: {len(audit['ops'])} ops, XLA-only: "
-          f"{audit['xla'] or 'none'}, ops without a CPU kernel: "
-          f"{audit['no_kernel'] or 'none'}")
+    print(
+        f"serving audit: {len(audit['ops'])} ops, XLA-only: "
+        f"{audit['xla'] or 'none'}, ops without a CPU kernel: "
+        f"{audit['no_kernel'] or 'none'}"
+    )
     if audit["xla"] or audit["tf_text_unsupported"] or audit["no_kernel"]:
         raise RuntimeError(f"not servable by TF Serving: {audit}")
     batch = sentences[:8]
     width = max(len(s) for s in batch)
     words = np.array([s + [""] * (width - len(s)) for s in batch], object)
     feats = {k: v.numpy() for k, v in features(words).items()}
-    samples = [{k: v[:1, :len(batch[0])] for k, v in feats.items()},
-               feats]
-    report = export_and_verify(model, name + "-forward", samples, out,
-                               tolerance=1e-4)
-    report.update(tag_savedmodel=path,
-                  tag_equal=f"{same_tags}/{len(sentences)}",
-                  spans_equal=f"{same_spans}/{len(sentences)}",
-                  tag_fresh_process_s=seconds,
-                  serving_ops=len(audit["ops"]))
+    samples = [{k: v[:1, : len(batch[0])] for k, v in feats.items()}, feats]
+    report = export_and_verify(model, name + "-forward", samples, out, tolerance=1e-4)
+    report.update(
+        tag_savedmodel=path,
+        tag_equal=f"{same_tags}/{len(sentences)}",
+        spans_equal=f"{same_spans}/{len(sentences)}",
+        tag_fresh_process_s=seconds,
+        serving_ops=len(audit["ops"]),
+    )
     tflite_dir = os.path.dirname(report["tflite"])
     for part in ("words", "characters"):
-        shutil.copy(os.path.join(args.model, part, "vocabulary.txt"),
-                    os.path.join(tflite_dir, f"{part}_vocabulary.txt"))
+        shutil.copy(
+            os.path.join(args.model, part, "vocabulary.txt"),
+            os.path.join(tflite_dir, f"{part}_vocabulary.txt"),
+        )
     shutil.copy(os.path.join(args.model, TAGS), tflite_dir)
     common.write_report(report, out)
 
 
 # -- command line ----------------------------------------------------------
 
+
 def parser():
-    p = argparse.ArgumentParser(prog=PROG,
-                                description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train the BiLSTM-CRF tagger")
     t.add_argument("--out", required=True, help="the model directory")
@@ -380,16 +422,14 @@ def parser():
     x = sub.add_parser("export", help="SavedModel, TFLite, ONNX, verified")
     x.add_argument("--model", required=True)
     x.add_argument("--out", help="default: MODEL/export")
-    x.add_argument("--data", default=conll("valid.txt"),
-                   help="sentences the export is checked on")
+    x.add_argument("--data", default=conll("valid.txt"), help="sentences the export is checked on")
     x.add_argument("--check", type=int, default=128)
     x.set_defaults(func=export)
     return p
 
 
 def main(argv=None):
-    common.run(PROG, parser(), argv,
-               required=("train", "validation", "data"))
+    common.run(PROG, parser(), argv, required=("train", "validation", "data"))
 
 
 if __name__ == "__main__":

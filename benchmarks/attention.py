@@ -32,9 +32,18 @@ import numpy as np  # noqa: E402
 import seqkeras  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import (KERAS_CONFIGS, OURS_CONFIGS, best_of,  # noqa: E402,E501
-                         keras_steps, keras_train_step, matmul_peak,
-                         peak_rss_mb, report, time_rounds, torch_times)
+from bench_utils import (
+    KERAS_CONFIGS,
+    OURS_CONFIGS,
+    best_of,  # noqa: E402
+    keras_steps,
+    keras_train_step,
+    matmul_peak,
+    peak_rss_mb,
+    report,
+    time_rounds,
+    torch_times,
+)
 
 
 def make_keras(kind, d, heads, ffn):
@@ -45,8 +54,9 @@ def make_keras(kind, d, heads, ffn):
 
         return keras_hub.layers.TransformerEncoder(ffn, heads)
     ours = kind == "ours_mha"
-    layer = (seqkeras.layers.MultiHeadAttention if ours
-             else keras.layers.MultiHeadAttention)(heads, d // heads)
+    layer = (seqkeras.layers.MultiHeadAttention if ours else keras.layers.MultiHeadAttention)(
+        heads, d // heads
+    )
 
     class SelfAttention(keras.layers.Layer):
         def __init__(self):
@@ -58,8 +68,6 @@ def make_keras(kind, d, heads, ffn):
             return self.inner(x) if ours else self.inner(x, x)
 
     return SelfAttention()
-
-
 
 
 def train_flops_per_token(kind, steps, d, ffn):
@@ -86,7 +94,8 @@ def peak_memory_mb(kind, batch, steps, d, heads, ffn):
         "import attention as b, numpy as np\n"
         f"x=np.zeros(({batch},{steps},{d}),'float32')\n"
         f"s=b.make_step({kind!r},x,x,{d},{heads},{ffn})\n"
-        "[s() for _ in range(3)]")
+        "[s() for _ in range(3)]"
+    )
 
 
 def main(argv=None):
@@ -99,47 +108,67 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--no-torch", action="store_true")
-    p.add_argument("--inference", action="store_true",
-                   help="time forward passes (predict_on_batch) of ours "
-                   "and the Keras peers instead of training steps")
-    p.add_argument("--no-mha", action="store_true",
-                   help="the encoder block only")
+    p.add_argument(
+        "--inference",
+        action="store_true",
+        help="time forward passes (predict_on_batch) of ours "
+        "and the Keras peers instead of training steps",
+    )
+    p.add_argument("--no-mha", action="store_true", help="the encoder block only")
     p.add_argument("--memory", action="store_true")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, [8], 16, 2, 32  # noqa: E501
+        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, [8], 16, 2, 32
         args.rounds, args.iters = 1, 1
-    print(f"B={args.batch} d={args.dim} heads={args.heads} ffn={args.ffn}; "
-          f"keras {keras.__version__}; {len(os.sched_getaffinity(0))} CPU "
-          "cores")
+    print(
+        f"B={args.batch} d={args.dim} heads={args.heads} ffn={args.ffn}; "
+        f"keras {keras.__version__}; {len(os.sched_getaffinity(0))} CPU "
+        "cores"
+    )
     peak = matmul_peak(256 if args.quick else 2048)
-    print(f"float32 XLA matmul peak: {peak:.0f} GFLOP/s; % of peak counts "
-          "matmul FLOPs of forward + backward (3x forward)")
+    print(
+        f"float32 XLA matmul peak: {peak:.0f} GFLOP/s; % of peak counts "
+        "matmul FLOPs of forward + backward (3x forward)"
+    )
     results = {}
     rng = np.random.default_rng(0)
     for steps in args.steps:
         x = rng.normal(size=(args.batch, steps, args.dim)).astype("float32")
         y = rng.normal(size=x.shape).astype("float32")
         tokens = args.batch * steps
-        groups = [("encoder", "ours_encoder", "keras_hub_encoder",
-                   "keras-hub")]
+        groups = [("encoder", "ours_encoder", "keras_hub_encoder", "keras-hub")]
         if not args.no_mha:
             groups.append(("mha", "ours_mha", "keras_mha", "keras"))
         for group, ours, peer, peer_name in groups:
-            spec = dict(model="encoder", rounds=args.rounds,
-                        iters=args.iters, shape=dict(
-                            batch=args.batch, steps=steps, dim=args.dim,
-                            heads=args.heads, ffn=args.ffn))
-            use_torch = (group == "encoder" and not args.no_torch
-                         and not args.inference)
+            spec = dict(
+                model="encoder",
+                rounds=args.rounds,
+                iters=args.iters,
+                shape=dict(
+                    batch=args.batch, steps=steps, dim=args.dim, heads=args.heads, ffn=args.ffn
+                ),
+            )
+            use_torch = group == "encoder" and not args.no_torch and not args.inference
             before = torch_times(spec) if use_torch else {}
-            fns = keras_steps("ours", lambda: make_keras(
-                ours, args.dim, args.heads, args.ffn), x, y, OURS_CONFIGS,
-                args.inference)
-            fns.update(keras_steps(peer_name, lambda: make_keras(
-                peer, args.dim, args.heads, args.ffn), x, y, KERAS_CONFIGS,
-                args.inference))
+            fns = keras_steps(
+                "ours",
+                lambda: make_keras(ours, args.dim, args.heads, args.ffn),
+                x,
+                y,
+                OURS_CONFIGS,
+                args.inference,
+            )
+            fns.update(
+                keras_steps(
+                    peer_name,
+                    lambda: make_keras(peer, args.dim, args.heads, args.ffn),
+                    x,
+                    y,
+                    KERAS_CONFIGS,
+                    args.inference,
+                )
+            )
             t = time_rounds(fns, args.rounds, args.iters)
             after = torch_times(spec) if use_torch else {}
             t = best_of(t, before, after)
@@ -148,13 +177,13 @@ def main(argv=None):
             what = "inference" if args.inference else "train"
             if args.inference:
                 flops /= 3  # forward only
-            results[group, steps] = (t, report(
-                f"{group}, T={steps}: {what} tokens/s", tokens, t, peers,
-                flops, peak))
+            results[group, steps] = (
+                t,
+                report(f"{group}, T={steps}: {what} tokens/s", tokens, t, peers, flops, peak),
+            )
             if args.memory:
                 for kind in (ours, peer):
-                    mb = peak_memory_mb(kind, args.batch, steps, args.dim,
-                                        args.heads, args.ffn)
+                    mb = peak_memory_mb(kind, args.batch, steps, args.dim, args.heads, args.ffn)
                     print(f"  peak RSS {kind:<20}{mb:>8.0f} MB")
     return results
 

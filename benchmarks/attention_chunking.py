@@ -28,8 +28,11 @@ import seqkeras  # noqa: E402
 from seqkeras.layers import masking  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import (keras_train_step, peak_rss_mb,  # noqa: E402
-                         time_rounds)
+from bench_utils import (
+    keras_train_step,
+    peak_rss_mb,  # noqa: E402
+    time_rounds,
+)
 
 
 class ChunkedSelfAttention(seqkeras.layers.MultiHeadAttention):
@@ -41,7 +44,7 @@ class ChunkedSelfAttention(seqkeras.layers.MultiHeadAttention):
 
     def call(self, query, **kwargs):
         q, k, v = self._project_qkv(query, query, query)
-        q = ops.transpose(q * (self.key_dim ** -0.5), (0, 2, 1, 3))
+        q = ops.transpose(q * (self.key_dim**-0.5), (0, 2, 1, 3))
         k = ops.transpose(k, (0, 2, 3, 1))
         v = ops.transpose(v, (0, 2, 1, 3))
 
@@ -50,8 +53,7 @@ class ChunkedSelfAttention(seqkeras.layers.MultiHeadAttention):
 
         f = keras.remat(block) if self.remat else block
         steps = q.shape[2]
-        parts = [f(q[:, :, s:s + self.chunk], k, v)
-                 for s in range(0, steps, self.chunk)]
+        parts = [f(q[:, :, s : s + self.chunk], k, v) for s in range(0, steps, self.chunk)]
         context = ops.transpose(ops.concatenate(parts, 2), (0, 2, 1, 3))
         out = ops.einsum("bqhd,hdo->bqo", context, self.output_kernel)
         return out + self.output_bias
@@ -63,8 +65,9 @@ class ChunkedEncoderBlock(seqkeras.layers.TransformerEncoderBlock):
         self.chunk, self.remat = chunk, remat
 
     def _attention(self, name, key_dim):
-        return ChunkedSelfAttention(self.num_heads, key_dim, name=name,
-                                    chunk=self.chunk, remat=self.remat)
+        return ChunkedSelfAttention(
+            self.num_heads, key_dim, name=name, chunk=self.chunk, remat=self.remat
+        )
 
 
 def variants(chunks):
@@ -87,7 +90,8 @@ def peak_memory_mb(chunk, remat, batch, steps, d, heads, ffn):
         "import attention_chunking as b, bench_utils as u\n"
         f"x=np.zeros(({batch},{steps},{d}),'float32')\n"
         f"s=u.keras_train_step(b.make_block({chunk},{remat},{heads},{ffn}),"
-        "x,x)\n[s() for _ in range(3)]")
+        "x,x)\n[s() for _ in range(3)]"
+    )
 
 
 def main(argv=None):
@@ -104,29 +108,33 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, 16, 16, 2, 32  # noqa: E501
+        args.batch, args.steps, args.dim, args.heads, args.ffn = 2, 16, 16, 2, 32
         args.chunks, args.rounds, args.iters = [8], 1, 1
-    print(f"B={args.batch} T={args.steps} d={args.dim} heads={args.heads} "
-          f"ffn={args.ffn}; keras {keras.__version__}, jit_compile=True; "
-          f"{os.cpu_count()} CPU cores")
+    print(
+        f"B={args.batch} T={args.steps} d={args.dim} heads={args.heads} "
+        f"ffn={args.ffn}; keras {keras.__version__}, jit_compile=True; "
+        f"{os.cpu_count()} CPU cores"
+    )
     rng = np.random.default_rng(0)
     x = rng.normal(size=(args.batch, args.steps, args.dim)).astype("float32")
     y = rng.normal(size=x.shape).astype("float32")
     kinds = variants(args.chunks)
-    fns = {name: keras_train_step(make_block(c, r, args.heads, args.ffn),
-                                  x, y)
-           for name, (c, r) in kinds.items()}
+    fns = {
+        name: keras_train_step(make_block(c, r, args.heads, args.ffn), x, y)
+        for name, (c, r) in kinds.items()
+    }
     t = time_rounds(fns, args.rounds, args.iters)
     tokens = args.batch * args.steps
-    print(f"{'variant':<20}{'tok/s':>9}{'vs one_shot':>13}"
-          + (f"{'peak RSS':>11}" if args.memory else ""))
+    print(
+        f"{'variant':<20}{'tok/s':>9}{'vs one_shot':>13}"
+        + (f"{'peak RSS':>11}" if args.memory else "")
+    )
     results = {}
     for name, (c, r) in kinds.items():
         rate = tokens / t[name]
         line = f"{name:<20}{rate:>9.0f}{rate * t['one_shot'] / tokens:>12.2f}x"
         if args.memory:
-            mb = peak_memory_mb(c, r, args.batch, args.steps, args.dim,
-                                args.heads, args.ffn)
+            mb = peak_memory_mb(c, r, args.batch, args.steps, args.dim, args.heads, args.ffn)
             line += f"{mb:>8.0f} MB"
         print(line)
         results[name] = rate

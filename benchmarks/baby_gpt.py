@@ -44,19 +44,29 @@ def windows(ids, n, block, rng):
 
 def build(vocab_size, args):
     model = seqkeras.models.transformer_language_model(
-        vocab_size, args.block, num_layers=args.layers, num_heads=args.heads,
-        hidden_dim=args.dim, dropout=0.0)
+        vocab_size,
+        args.block,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        hidden_dim=args.dim,
+        dropout=0.0,
+    )
     schedule = keras.optimizers.schedules.CosineDecay(
-        0.0, args.iters - args.warmup, alpha=args.min_lr / args.lr,
-        warmup_target=args.lr, warmup_steps=args.warmup)
+        0.0,
+        args.iters - args.warmup,
+        alpha=args.min_lr / args.lr,
+        warmup_target=args.lr,
+        warmup_steps=args.warmup,
+    )
     optimizer = keras.optimizers.AdamW(
-        schedule, weight_decay=0.1, beta_1=0.9, beta_2=0.99,
-        global_clipnorm=1.0)
+        schedule, weight_decay=0.1, beta_1=0.9, beta_2=0.99, global_clipnorm=1.0
+    )
     # nanoGPT decays matrices only: not biases, LayerNorm or positions'
     # 1-D parameters.
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    seqkeras.models.compile_model(model, optimizer=optimizer,
-                                  steps_per_execution=args.steps_per_call)
+    seqkeras.models.compile_model(
+        model, optimizer=optimizer, steps_per_execution=args.steps_per_call
+    )
     return model
 
 
@@ -75,11 +85,13 @@ def main(argv=None):
     p.add_argument("--eval-batches", type=int, default=200)
     p.add_argument("--steps-per-call", type=int, default=50)
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--prompt", default="ROMEO:\n",
-                   help="generate from this prompt with each strategy")
+    p.add_argument(
+        "--prompt", default="ROMEO:\n", help="generate from this prompt with each strategy"
+    )
     p.add_argument("--new-tokens", type=int, default=48)
-    p.add_argument("--quick", action="store_true",
-                   help="a smoke run: 20 iterations, 1 layer, 3 new tokens")
+    p.add_argument(
+        "--quick", action="store_true", help="a smoke run: 20 iterations, 1 layer, 3 new tokens"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.iters, args.eval_batches, args.layers = 20, 2, 1
@@ -94,31 +106,37 @@ def main(argv=None):
     xv, yv = windows(val, args.eval_batches * args.batch, args.block, rng)
     model = build(len(vocab), args)
     start = time.perf_counter()
-    model.fit(x, y, batch_size=args.batch, epochs=1, shuffle=False,
-              verbose=0)
+    model.fit(x, y, batch_size=args.batch, epochs=1, shuffle=False, verbose=0)
     train_s = time.perf_counter() - start
-    val_loss = model.evaluate(xv, yv, batch_size=args.batch * 10, verbose=0,
-                              return_dict=True)["loss"]
+    val_loss = model.evaluate(xv, yv, batch_size=args.batch * 10, verbose=0, return_dict=True)[
+        "loss"
+    ]
     total_s = time.perf_counter() - START
-    print(f"baby GPT ({args.layers} layers, {args.heads} heads, {args.dim} "
-          f"dims, context {args.block}, batch {args.batch}, {args.iters} "
-          f"iterations), {model.count_params()} parameters, vocabulary "
-          f"{len(vocab)}; {os.cpu_count()} CPU cores")
+    print(
+        f"baby GPT ({args.layers} layers, {args.heads} heads, {args.dim} "
+        f"dims, context {args.block}, batch {args.batch}, {args.iters} "
+        f"iterations), {model.count_params()} parameters, vocabulary "
+        f"{len(vocab)}; {os.cpu_count()} CPU cores"
+    )
     print(f"{'':12}{'val loss':>10}{'train s':>10}{'total s':>10}")
     print(f"{'seqkeras':12}{val_loss:>10.3f}{train_s:>10.1f}{total_s:>10.1f}")
-    print(f"{'nanoGPT':12}{NANOGPT_VAL_LOSS:>10.3f}{'':>10}"
-          f"{NANOGPT_SECONDS:>10.1f}")
+    print(f"{'nanoGPT':12}{NANOGPT_VAL_LOSS:>10.3f}{'':>10}{NANOGPT_SECONDS:>10.1f}")
     samples = {}
     if args.prompt and args.new_tokens > 0:
         samples = generate_samples(model, vocab, args)
-    return {"val_loss": val_loss, "train_s": train_s, "total_s": total_s,
-            "model": model, "vocab": vocab, "samples": samples}
+    return {
+        "val_loss": val_loss,
+        "train_s": train_s,
+        "total_s": total_s,
+        "model": model,
+        "vocab": vocab,
+        "samples": samples,
+    }
 
 
 STRATEGIES = {
     "greedy": {"strategy": "greedy"},
-    "beam (4, alpha 0.6)": {"strategy": "beam", "beam_width": 4,
-                            "length_penalty_alpha": 0.6},
+    "beam (4, alpha 0.6)": {"strategy": "beam", "beam_width": 4, "length_penalty_alpha": 0.6},
     "top-k 10": {"strategy": "sample", "top_k": 10, "seed": 1},
     "top-p 0.9": {"strategy": "sample", "top_p": 0.9, "seed": 1},
     "temperature 0.7": {"strategy": "sample", "temperature": 0.7, "seed": 1},
@@ -130,15 +148,14 @@ def generate_samples(model, vocab, args):
     the model's `block` positions, so prompt + new tokens must fit)."""
     prompt = vocab.encode_text(args.prompt)[None]
     length = min(args.block, prompt.shape[1] + args.new_tokens)
-    print(f"generated from {args.prompt!r} ({length - prompt.shape[1]} new "
-          "characters):")
+    print(f"generated from {args.prompt!r} ({length - prompt.shape[1]} new characters):")
     samples = {}
     for name, kwargs in STRATEGIES.items():
-        out = seqkeras.models.generate(model, prompt=prompt,
-                                       max_length=length, eos_id=None,
-                                       **kwargs)
+        out = seqkeras.models.generate(
+            model, prompt=prompt, max_length=length, eos_id=None, **kwargs
+        )
         ids = np.asarray(out[0] if isinstance(out, tuple) else out)[0]
-        text = "".join(vocab.tokens[i] for i in ids[prompt.shape[1]:])
+        text = "".join(vocab.tokens[i] for i in ids[prompt.shape[1] :])
         samples[name] = text
         print(f"--- {name}\n{args.prompt}{text}")
     return samples

@@ -40,8 +40,7 @@ def keras_train_step(layer, x, y, jit_compile=True):
 
     x, y = tf.constant(x), tf.constant(y)
     model = _float32_model(layer, x)
-    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse",
-                  jit_compile=jit_compile)
+    model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse", jit_compile=jit_compile)
     model.train_on_batch(x, y)  # compile
     return lambda: model.train_on_batch(x, y)
 
@@ -73,11 +72,19 @@ def policy_scope(policy):
 
 # What a user picks: Keras' default compile (jit_compile="auto"), XLA on,
 # and mixed precision (with the default compile and with XLA).
-KERAS_CONFIGS = (("float32", "auto"), ("float32", True),
-                 ("mixed_bfloat16", "auto"), ("mixed_bfloat16", True))
+KERAS_CONFIGS = (
+    ("float32", "auto"),
+    ("float32", True),
+    ("mixed_bfloat16", "auto"),
+    ("mixed_bfloat16", True),
+)
 # Ours: each policy with and without XLA (compile_model's choice is one).
-OURS_CONFIGS = (("float32", True), ("float32", False),
-                ("mixed_bfloat16", True), ("mixed_bfloat16", False))
+OURS_CONFIGS = (
+    ("float32", True),
+    ("float32", False),
+    ("mixed_bfloat16", True),
+    ("mixed_bfloat16", False),
+)
 
 
 def config_name(who, policy, jit):
@@ -93,8 +100,10 @@ def keras_steps(who, make_layer, x, y, configs, inference=False):
         with policy_scope(policy):
             layer = make_layer()
         steps[config_name(who, policy, jit)] = (
-            keras_infer_step(layer, x, jit_compile=jit) if inference
-            else keras_train_step(layer, x, y, jit_compile=jit))
+            keras_infer_step(layer, x, jit_compile=jit)
+            if inference
+            else keras_train_step(layer, x, y, jit_compile=jit)
+        )
     return steps
 
 
@@ -110,8 +119,11 @@ def torch_times(spec):
         return {}
     here = os.path.dirname(os.path.abspath(__file__))
     out = subprocess.run(
-        [sys.executable, os.path.join(here, "torch_peers.py"),
-         json.dumps(spec)], capture_output=True, text=True, check=True)
+        [sys.executable, os.path.join(here, "torch_peers.py"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -131,8 +143,7 @@ def report(title, tokens, seconds, peers, flops_per_token=None, peak=None):
     rows = sorted(seconds.items(), key=lambda kv: kv[1])
     for name, s in rows:
         tps = tokens / s
-        frac = ("" if not flops_per_token else
-                f"{tps * flops_per_token / peak / 1e9:>8.0%} of peak")
+        frac = "" if not flops_per_token else f"{tps * flops_per_token / peak / 1e9:>8.0%} of peak"
         print(f"  {name:<44}{tps:>10.0f} tok/s{frac}")
     ours = max(tokens / s for k, s in seconds.items() if k.startswith("ours"))
     ratios = {}
@@ -157,7 +168,7 @@ def matmul_peak(n=2048, repeats=10, dtype="float32", jit_compile=True):
         start = time.perf_counter()
         for _ in range(repeats):
             f(a).numpy()
-        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - start))
+        best = max(best, 2 * n**3 * repeats / (time.perf_counter() - start))
     return best / 1e9
 
 
@@ -166,7 +177,7 @@ def memory_bandwidth(mb=256, repeats=5):
     step that streams a matrix from memory can reach at best."""
     import numpy as np
 
-    a = np.ones(mb * 2 ** 20 // 4, np.float32)
+    a = np.ones(mb * 2**20 // 4, np.float32)
     b = np.empty_like(a)
     best = float("inf")
     for _ in range(repeats):
@@ -185,10 +196,15 @@ def peak_rss_mb(code):
 
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the (large)
     # parent through fork and exec.
-    code += ("\nprint([int(l.split()[1]) for l in open('/proc/self/status')"
-             " if l.startswith('VmHWM')][0])")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.abspath(__file__))] + sys.path))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                         text=True, env=env, check=True).stdout
+    code += (
+        "\nprint([int(l.split()[1]) for l in open('/proc/self/status')"
+        " if l.startswith('VmHWM')][0])"
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__))] + sys.path),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout
     return int(out.strip().splitlines()[-1]) / 1024

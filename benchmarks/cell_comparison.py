@@ -17,8 +17,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "apps"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
 import long_range  # noqa: E402
 
 from seqkeras.data import adding_problem  # noqa: E402
@@ -35,8 +34,9 @@ def plot(rows, cells, path):
         pts = [(t, r["val_acc"]) for t, k, r in rows if k == kind]
         ax.plot(*zip(*pts), marker="o", label=kind)
     ax.set_xscale("log", base=2)
-    ax.set_xticks([t for t, k, _ in rows if k == cells[0]],
-                  [str(t) for t, k, _ in rows if k == cells[0]])
+    ax.set_xticks(
+        [t for t, k, _ in rows if k == cells[0]], [str(t) for t, k, _ in rows if k == cells[0]]
+    )
     ax.set_xlabel("sequence length T")
     ax.set_ylabel("validation accuracy (|error| < 0.04)")
     ax.set_ylim(0, 1.02)
@@ -60,25 +60,31 @@ def main(argv=None):
     p.add_argument("--cells", nargs="+", default=list(long_range.CELLS))
     p.add_argument("--plot", default="benchmarks/cell_comparison.png")
     args = p.parse_args(argv)
-    print(f"adding problem: {args.train} train / {args.val} validation "
-          f"sequences, {args.epochs} epochs, {args.units} units, batch "
-          f"{args.batch}, Adam {args.lr} with clipnorm 1; {os.cpu_count()} "
-          "CPU cores")
-    header = (f"{'T':>5}  {'cell':<10}{'params':>8}{'train tok/s':>13}"
-              f"{'val MSE':>10}{'val acc':>9}")
+    print(
+        f"adding problem: {args.train} train / {args.val} validation "
+        f"sequences, {args.epochs} epochs, {args.units} units, batch "
+        f"{args.batch}, Adam {args.lr} with clipnorm 1; {os.cpu_count()} "
+        "CPU cores"
+    )
+    header = f"{'T':>5}  {'cell':<10}{'params':>8}{'train tok/s':>13}{'val MSE':>10}{'val acc':>9}"
     print(header)
     print("-" * len(header))
     rows = []
     for steps in args.steps:
-        data = (adding_problem(args.train, steps, seed=args.seed),
-                adding_problem(args.val, steps, seed=args.seed + 1))
+        data = (
+            adding_problem(args.train, steps, seed=args.seed),
+            adding_problem(args.val, steps, seed=args.seed + 1),
+        )
         args.steps_now = steps
         for kind in args.cells:
             _, r = long_range.train(kind, args, data)
             rows.append((steps, kind, r))
-            print(f"{steps:>5}  {kind:<10}{r['params']:>8}"
-                  f"{r['tokens_per_s']:>13.0f}{r['val_mse']:>10.4f}"
-                  f"{r['val_acc']:>8.1%}", flush=True)
+            print(
+                f"{steps:>5}  {kind:<10}{r['params']:>8}"
+                f"{r['tokens_per_s']:>13.0f}{r['val_mse']:>10.4f}"
+                f"{r['val_acc']:>8.1%}",
+                flush=True,
+            )
     if args.plot:
         plot(rows, args.cells, args.plot)
         print(f"plot: {args.plot}")

@@ -26,9 +26,9 @@ from seqkeras.data import copy_task, teacher_forcing  # noqa: E402
 
 
 def by_length(model, src, tgt, buckets):
-    logits = model.predict({"source_ids": src,
-                            "target_ids": teacher_forcing(tgt)},
-                           batch_size=256, verbose=0)
+    logits = model.predict(
+        {"source_ids": src, "target_ids": teacher_forcing(tgt)}, batch_size=256, verbose=0
+    )
     pred = np.argmax(logits, -1)
     valid = tgt != 0
     lengths = (src != 0).sum(1)
@@ -75,41 +75,49 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", default="benchmarks/context_bottleneck.png")
     args = p.parse_args(argv)
-    src, tgt = copy_task(args.train, args.min_length, args.max_length,
-                         args.symbols, reverse=True, seed=args.seed)
-    vsrc, vtgt = copy_task(args.val, args.min_length, args.max_length,
-                           args.symbols, reverse=True, seed=args.seed + 1)
+    src, tgt = copy_task(
+        args.train, args.min_length, args.max_length, args.symbols, reverse=True, seed=args.seed
+    )
+    vsrc, vtgt = copy_task(
+        args.val, args.min_length, args.max_length, args.symbols, reverse=True, seed=args.seed + 1
+    )
     vocab = args.symbols + 4
     step = max(1, (args.max_length - args.min_length + 1) // 7)
-    buckets = [(lo, min(lo + step - 1, args.max_length))
-               for lo in range(args.min_length, args.max_length + 1, step)]
-    print(f"reversal: {args.train} train / {args.val} held-out pairs, "
-          f"source length {args.min_length}-{args.max_length}, "
-          f"{args.symbols} symbols; bidirectional GRU encoder, GRU decoder, "
-          f"{args.units} units, {args.epochs} epochs; {os.cpu_count()} CPU "
-          "cores")
+    buckets = [
+        (lo, min(lo + step - 1, args.max_length))
+        for lo in range(args.min_length, args.max_length + 1, step)
+    ]
+    print(
+        f"reversal: {args.train} train / {args.val} held-out pairs, "
+        f"source length {args.min_length}-{args.max_length}, "
+        f"{args.symbols} symbols; bidirectional GRU encoder, GRU decoder, "
+        f"{args.units} units, {args.epochs} epochs; {os.cpu_count()} CPU "
+        "cores"
+    )
     results = {}
-    for name, attention in (("no attention", None),
-                            ("additive attention", "additive")):
+    for name, attention in (("no attention", None), ("additive attention", "additive")):
         keras.utils.set_random_seed(args.seed)
-        model = seqkeras.models.seq2seq(vocab, vocab, embedding_dim=32,
-                                        units=args.units, cell="gru",
-                                        attention=attention)
+        model = seqkeras.models.seq2seq(
+            vocab, vocab, embedding_dim=32, units=args.units, cell="gru", attention=attention
+        )
         schedule = keras.optimizers.schedules.CosineDecay(
-            args.lr, args.epochs * (args.train // args.batch), alpha=0.05)
+            args.lr, args.epochs * (args.train // args.batch), alpha=0.05
+        )
         seqkeras.models.compile_model(model, learning_rate=schedule)
-        model.fit({"source_ids": src, "target_ids": teacher_forcing(tgt)},
-                  tgt, batch_size=args.batch, epochs=args.epochs, verbose=0)
+        model.fit(
+            {"source_ids": src, "target_ids": teacher_forcing(tgt)},
+            tgt,
+            batch_size=args.batch,
+            epochs=args.epochs,
+            verbose=0,
+        )
         results[name] = by_length(model, vsrc, vtgt, buckets)
-        print(f"  trained {name}: {model.count_params()} parameters",
-              flush=True)
-    header = f"{'source length':<15}" + "".join(
-        f"{name + ' tok/seq':>30}" for name in results)
+        print(f"  trained {name}: {model.count_params()} parameters", flush=True)
+    header = f"{'source length':<15}" + "".join(f"{name + ' tok/seq':>30}" for name in results)
     print(header)
     print("-" * len(header))
     for i, (lo, hi) in enumerate(buckets):
-        cells = "".join(f"{rows[i][2]:>21.1%} /{rows[i][3]:>6.1%}"
-                        for rows in results.values())
+        cells = "".join(f"{rows[i][2]:>21.1%} /{rows[i][3]:>6.1%}" for rows in results.values())
         print(f"{f'{lo}-{hi}':<15}{cells}")
     if args.plot:
         plot(results, args.plot)

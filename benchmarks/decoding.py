@@ -33,14 +33,24 @@ import seqkeras  # noqa: E402
 from seqkeras import decoding  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import (config_name, matmul_peak,  # noqa: E402
-                         memory_bandwidth, policy_scope, time_rounds)
+from bench_utils import (
+    config_name,
+    matmul_peak,  # noqa: E402
+    memory_bandwidth,
+    policy_scope,
+    time_rounds,
+)
 
 
 def ours_model(args):
     return seqkeras.models.transformer_language_model(
-        args.vocab, args.length, num_layers=args.layers, num_heads=args.heads,
-        hidden_dim=args.dim, intermediate_dim=4 * args.dim)
+        args.vocab,
+        args.length,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        hidden_dim=args.dim,
+        intermediate_dim=4 * args.dim,
+    )
 
 
 def keras_hub_generate(args, prompt, policy="float32", jit="auto"):
@@ -52,9 +62,13 @@ def keras_hub_generate(args, prompt, policy="float32", jit="auto"):
 
 def _keras_hub_generate(args, prompt, jit, keras_hub):
     backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=args.vocab, num_layers=args.layers,
-        num_heads=args.heads, hidden_dim=args.dim,
-        intermediate_dim=4 * args.dim, max_sequence_length=args.length)
+        vocabulary_size=args.vocab,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        hidden_dim=args.dim,
+        intermediate_dim=4 * args.dim,
+        max_sequence_length=args.length,
+    )
     lm = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
     lm.compile(sampler="greedy", jit_compile=jit)
     batch, plen = prompt.shape
@@ -69,19 +83,18 @@ def _keras_hub_generate(args, prompt, jit, keras_hub):
 def uncached(model, prompt, max_length, strategy_kwargs):
     """Decoding without a cache: every step reruns the whole model on the
     (fixed-shape) token buffer and reads the logits at `index`."""
+
     @tf.function(jit_compile=True)
     def run(prompt):
         batch = ops.shape(prompt)[0]
         buffer = ops.zeros((batch, max_length), "int32")
 
         def step(tokens, buffer, index):
-            buffer = ops.slice_update(buffer, (0, index),
-                                      ops.expand_dims(tokens, 1))
+            buffer = ops.slice_update(buffer, (0, index), ops.expand_dims(tokens, 1))
             logits = model(buffer, training=False)
             return ops.take(logits, index, axis=1), buffer
 
-        return decoding.greedy(step, prompt, buffer, max_length,
-                               **strategy_kwargs)
+        return decoding.greedy(step, prompt, buffer, max_length, **strategy_kwargs)
 
     return lambda: run(tf.constant(prompt)).numpy()
 
@@ -103,12 +116,14 @@ def ceiling(args, step_seconds, quick):
     bandwidth = memory_bandwidth(16 if quick else 256)
     flops = flops_per_token(args) * args.batch / step_seconds / 1e9
     matrix = args.vocab * args.dim * 4 / 1e6  # MB, float32
-    print(f"ceiling: ours-best {step_seconds * 1e3:.2f} ms per step, "
-          f"{flops:.1f} GFLOP/s = {flops / peak:.0%} of the float32 XLA "
-          f"matmul peak ({peak:.0f}); the output matrix ({matrix:.1f} MB "
-          f"float32, {matrix / 2:.1f} MB bfloat16) read at this machine's "
-          f"{bandwidth:.0f} GB/s (NumPy copy) takes "
-          f"{matrix / bandwidth:.2f} / {matrix / 2 / bandwidth:.2f} ms")
+    print(
+        f"ceiling: ours-best {step_seconds * 1e3:.2f} ms per step, "
+        f"{flops:.1f} GFLOP/s = {flops / peak:.0%} of the float32 XLA "
+        f"matmul peak ({peak:.0f}); the output matrix ({matrix:.1f} MB "
+        f"float32, {matrix / 2:.1f} MB bfloat16) read at this machine's "
+        f"{bandwidth:.0f} GB/s (NumPy copy) takes "
+        f"{matrix / bandwidth:.2f} / {matrix / 2 / bandwidth:.2f} ms"
+    )
 
 
 def main(argv=None):
@@ -139,9 +154,9 @@ def main(argv=None):
 
     def ours(**kw):
         def run():
-            out = gen(model, prompt=prompt, max_length=args.length,
-                      eos_id=None, **kw)
+            out = gen(model, prompt=prompt, max_length=args.length, eos_id=None, **kw)
             return np.asarray(out[0] if isinstance(out, tuple) else out)
+
         return run
 
     with policy_scope("mixed_bfloat16"):
@@ -149,32 +164,33 @@ def main(argv=None):
         mixed = ours_model(args)
 
     def ours_mixed():
-        return np.asarray(gen(mixed, prompt=prompt, max_length=args.length,
-                              eos_id=None))
+        return np.asarray(gen(mixed, prompt=prompt, max_length=args.length, eos_id=None))
 
-    steps = {"ours greedy": ours(),
-             "ours greedy, bfloat16 projection": ours(
-                 projection_dtype="bfloat16"),
-             "ours greedy, mixed_bfloat16": ours_mixed,
-             "ours top-k": ours(strategy="sample", top_k=10, seed=1),
-             "ours greedy, no cache": uncached(model, prompt, args.length,
-                                               {"eos_id": None})}
+    steps = {
+        "ours greedy": ours(),
+        "ours greedy, bfloat16 projection": ours(projection_dtype="bfloat16"),
+        "ours greedy, mixed_bfloat16": ours_mixed,
+        "ours top-k": ours(strategy="sample", top_k=10, seed=1),
+        "ours greedy, no cache": uncached(model, prompt, args.length, {"eos_id": None}),
+    }
     if not args.no_keras_hub:
         # keras-hub in what a user picks: its default compile ("auto": no
         # XLA on CPUs), XLA on, and mixed_bfloat16 with either
         for policy in ("float32", "mixed_bfloat16"):
             for jit in ("auto", True):
-                steps[config_name("keras-hub greedy", policy, jit)] = (
-                    keras_hub_generate(args, prompt, policy, jit))
+                steps[config_name("keras-hub greedy", policy, jit)] = keras_hub_generate(
+                    args, prompt, policy, jit
+                )
     for fn in steps.values():
         fn()  # compile
     t = time_rounds(steps, args.rounds, 1)
-    print(f"B={args.batch} prompt={args.prompt} new tokens={new} "
-          f"vocab={args.vocab} layers={args.layers} dim={args.dim} "
-          f"heads={args.heads}; keras {keras.__version__}; "
-          f"{os.cpu_count()} CPU cores")
-    header = (f"{'generator':<44}{'tokens/s':>10}"
-              f"{'vs keras-hub best':>19}")
+    print(
+        f"B={args.batch} prompt={args.prompt} new tokens={new} "
+        f"vocab={args.vocab} layers={args.layers} dim={args.dim} "
+        f"heads={args.heads}; keras {keras.__version__}; "
+        f"{os.cpu_count()} CPU cores"
+    )
+    header = f"{'generator':<44}{'tokens/s':>10}{'vs keras-hub best':>19}"
     print(header)
     print("-" * len(header))
     rows = {}
@@ -184,28 +200,35 @@ def main(argv=None):
         ratio = f"{hub / seconds:>18.2f}x" if hub else ""
         print(f"{name:<44}{tokens / seconds:>10.0f}{ratio}")
         rows[name] = tokens / seconds
-    best = min(s for k, s in t.items() if k.startswith("ours greedy")
-               and "no cache" not in k)
+    best = min(s for k, s in t.items() if k.startswith("ours greedy") and "no cache" not in k)
     if hub:
         print(f"ours-best greedy / keras-hub-best = {hub / best:.2f}x")
     ceiling(args, best / new, args.quick)
 
     # The cache's speedup against length.
     print("cache speedup (greedy, same model):")
-    lengths = sorted({max(args.prompt + 2, args.length // 4),
-                      max(args.prompt + 2, args.length // 2), args.length})
+    lengths = sorted(
+        {
+            max(args.prompt + 2, args.length // 4),
+            max(args.prompt + 2, args.length // 2),
+            args.length,
+        }
+    )
     for length in lengths:
         pair = {
-            "cached": lambda length=length: np.asarray(gen(
-                model, prompt=prompt, max_length=length, eos_id=None)),
+            "cached": lambda length=length: np.asarray(
+                gen(model, prompt=prompt, max_length=length, eos_id=None)
+            ),
             "uncached": uncached(model, prompt, length, {"eos_id": None}),
         }
         for fn in pair.values():
             fn()
         tt = time_rounds(pair, args.rounds, 1)
-        print(f"  max_length {length:>4}: cached {tt['cached'] * 1e3:8.1f} "
-              f"ms, uncached {tt['uncached'] * 1e3:8.1f} ms, speedup "
-              f"{tt['uncached'] / tt['cached']:.1f}x")
+        print(
+            f"  max_length {length:>4}: cached {tt['cached'] * 1e3:8.1f} "
+            f"ms, uncached {tt['uncached'] * 1e3:8.1f} ms, speedup "
+            f"{tt['uncached'] / tt['cached']:.1f}x"
+        )
         rows[f"speedup {length}"] = tt["uncached"] / tt["cached"]
 
     print("beam search (cached):")
@@ -216,9 +239,11 @@ def main(argv=None):
         seconds = time_rounds({"b": fn}, args.rounds, 1)["b"]
         per = seconds / (new * width) * 1e3
         base = base or seconds
-        print(f"  beam {width:>2}: {seconds * 1e3:8.1f} ms per batch, "
-              f"{per:.3f} ms per step and beam, {seconds / base:.2f}x "
-              "beam 1's time")
+        print(
+            f"  beam {width:>2}: {seconds * 1e3:8.1f} ms per batch, "
+            f"{per:.3f} ms per step and beam, {seconds / base:.2f}x "
+            "beam 1's time"
+        )
         rows[f"beam {width}"] = seconds
     return rows
 

@@ -32,9 +32,16 @@ import numpy as np  # noqa: E402
 import seqkeras  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import (KERAS_CONFIGS, OURS_CONFIGS, best_of,  # noqa: E402
-                         keras_steps, matmul_peak, report, time_rounds,
-                         torch_times)
+from bench_utils import (
+    KERAS_CONFIGS,
+    OURS_CONFIGS,
+    best_of,  # noqa: E402
+    keras_steps,
+    matmul_peak,
+    report,
+    time_rounds,
+    torch_times,
+)
 
 L = seqkeras.layers
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -52,12 +59,9 @@ def ours(kind, units, reset_after):
 def keras_peer(kind, units, reset_after):
     return {
         "lstm": lambda: keras.layers.LSTM(units, return_sequences=True),
-        "gru": lambda: keras.layers.GRU(
-            units, reset_after=reset_after, return_sequences=True),
+        "gru": lambda: keras.layers.GRU(units, reset_after=reset_after, return_sequences=True),
         "rnn": lambda: keras.layers.SimpleRNN(units, return_sequences=True),
     }[kind]()
-
-
 
 
 def train_flops_per_token(kind, features, units):
@@ -83,9 +87,9 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
     def forward(save):  # training saves residuals, on the scan
         if save:
             return lambda p: time_loop._forward_scan(
-                cell, p, bias, init, consts, None, None, True, True)
-        return lambda p: time_loop._forward(
-            cell, p, bias, init, consts, None, None, True)
+                cell, p, bias, init, consts, None, None, True, True
+            )
+        return lambda p: time_loop._forward(cell, p, bias, init, consts, None, None, True)
 
     proj = cell.project_inputs(x)
     _, final, residuals = tf.function(forward(True), jit_compile=True)(proj)
@@ -96,8 +100,10 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
         "forward loop, saving residuals": (forward(True), (proj,)),
         "backward loop + weight GEMM": (
             lambda r, d: time_loop._backward_scan(
-                cell, r, consts, None, None, d, [tf.zeros_like(s) for s in init]),  # noqa: E501
-            (residuals, d_out)),
+                cell, r, consts, None, None, d, [tf.zeros_like(s) for s in init]
+            ),
+            (residuals, d_out),
+        ),
     }
     for name, (fn, args) in pieces.items():
         f = tf.function(fn, jit_compile=True)
@@ -111,19 +117,22 @@ def breakdown(kind, batch, steps, features, units, repeats=5):
         print(f"  {kind:<5}{name:<34}{1e6 * best / steps:>8.0f} us/step")
 
 
-
 def peaks(quick):
     """GFLOP/s of one large matmul: float32 and bfloat16, XLA and
     TensorFlow's oneDNN kernels."""
     n = 256 if quick else 2048
-    return {(dtype, jit): matmul_peak(n, dtype=dtype, jit_compile=jit)
-            for dtype in ("float32", "bfloat16") for jit in (True, False)}
+    return {
+        (dtype, jit): matmul_peak(n, dtype=dtype, jit_compile=jit)
+        for dtype in ("float32", "bfloat16")
+        for jit in (True, False)
+    }
 
 
 def print_peaks(peak):
-    print("matmul peak, GFLOP/s (2048^2): " + ", ".join(
-        f"{d} {'XLA' if j else 'oneDNN'} {v:.0f}"
-        for (d, j), v in peak.items()))
+    print(
+        "matmul peak, GFLOP/s (2048^2): "
+        + ", ".join(f"{d} {'XLA' if j else 'oneDNN'} {v:.0f}" for (d, j), v in peak.items())
+    )
 
 
 def main(argv=None):
@@ -132,20 +141,21 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--features", type=int, default=128)
     p.add_argument("--units", type=int, default=256)
-    p.add_argument("--cells", nargs="+", default=["lstm", "gru", "rnn"],
-                   choices=sorted(GATES))
+    p.add_argument("--cells", nargs="+", default=["lstm", "gru", "rnn"], choices=sorted(GATES))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--no-torch", action="store_true")
-    p.add_argument("--inference", action="store_true",
-                   help="time forward passes (predict_on_batch) of ours "
-                   "and the Keras peers instead of training steps")
-    p.add_argument("--no-keras", action="store_true",
-                   help="time ours only (development)")
-    p.add_argument("--breakdown", action="store_true",
-                   help="also time the pieces of our training step")
-    p.add_argument("--quick", action="store_true",
-                   help="tiny shapes, one round: a smoke test")
+    p.add_argument(
+        "--inference",
+        action="store_true",
+        help="time forward passes (predict_on_batch) of ours "
+        "and the Keras peers instead of training steps",
+    )
+    p.add_argument("--no-keras", action="store_true", help="time ours only (development)")
+    p.add_argument(
+        "--breakdown", action="store_true", help="also time the pieces of our training step"
+    )
+    p.add_argument("--quick", action="store_true", help="tiny shapes, one round: a smoke test")
     args = p.parse_args(argv)
     if args.quick:
         args.batch, args.steps, args.features, args.units = 4, 6, 8, 8
@@ -155,36 +165,52 @@ def main(argv=None):
     x = x.astype("float32")
     y = rng.normal(size=(args.batch, args.steps, args.units)).astype("float32")
     tokens = args.batch * args.steps
-    print(f"shape: B={args.batch} T={args.steps} features={args.features} "
-          f"units={args.units}; keras {keras.__version__}, backend "
-          f"{keras.backend.backend()}; {len(os.sched_getaffinity(0))} CPU "
-          "cores")
+    print(
+        f"shape: B={args.batch} T={args.steps} features={args.features} "
+        f"units={args.units}; keras {keras.__version__}, backend "
+        f"{keras.backend.backend()}; {len(os.sched_getaffinity(0))} CPU "
+        "cores"
+    )
     peak = peaks(args.quick)
     print_peaks(peak)
     results = {}
     for kind in args.cells:
         # GRU: reset_after=True, the variant torch and cuDNN implement.
-        shape = dict(batch=args.batch, steps=args.steps,
-                     features=args.features, units=args.units)
-        spec = dict(model=kind, shape=shape, rounds=args.rounds,
-                    iters=args.iters)
+        shape = dict(batch=args.batch, steps=args.steps, features=args.features, units=args.units)
+        spec = dict(model=kind, shape=shape, rounds=args.rounds, iters=args.iters)
         no_torch = args.no_torch or args.no_keras or args.inference
         before = {} if no_torch else torch_times(spec)
-        steps = keras_steps("ours", lambda: ours(kind, args.units, True),
-                            x, y, OURS_CONFIGS, args.inference)
+        steps = keras_steps(
+            "ours", lambda: ours(kind, args.units, True), x, y, OURS_CONFIGS, args.inference
+        )
         if not args.no_keras:
-            steps.update(keras_steps(
-                "keras", lambda: keras_peer(kind, args.units, True), x, y,
-                KERAS_CONFIGS, args.inference))
+            steps.update(
+                keras_steps(
+                    "keras",
+                    lambda: keras_peer(kind, args.units, True),
+                    x,
+                    y,
+                    KERAS_CONFIGS,
+                    args.inference,
+                )
+            )
         t = time_rounds(steps, args.rounds, args.iters)
         after = {} if no_torch else torch_times(spec)
         t = best_of(t, before, after)
         flops = train_flops_per_token(kind, args.features, args.units)
         what = "inference" if args.inference else "train"
         flops = flops / 3 if args.inference else flops  # forward only
-        results[kind] = (t, report(
-            f"{kind}: {what} tokens/s (% of the float32 XLA matmul peak)",
-            tokens, t, ["torch", "keras"], flops, peak["float32", True]))
+        results[kind] = (
+            t,
+            report(
+                f"{kind}: {what} tokens/s (% of the float32 XLA matmul peak)",
+                tokens,
+                t,
+                ["torch", "keras"],
+                flops,
+                peak["float32", True],
+            ),
+        )
     if args.breakdown:
         print("our training step, piece by piece (min of rounds):")
         for kind in args.cells:

@@ -31,8 +31,15 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_utils import (OURS_CONFIGS, best_of, config_name,  # noqa: E402
-                         matmul_peak, report, time_rounds, torch_times)
+from bench_utils import (
+    OURS_CONFIGS,
+    best_of,
+    config_name,  # noqa: E402
+    matmul_peak,
+    report,
+    time_rounds,
+    torch_times,
+)
 
 B, T, SRC_V, TGT_V = 128, 30, 7800, 5900
 EMB, ENC, DEC = 256, 256, 512
@@ -56,11 +63,17 @@ def seqkeras_step(policy, jit, batch_size, steps):
 
     keras.mixed_precision.set_global_policy(policy)
     model = seqkeras.models.seq2seq(
-        SRC_V, TGT_V, embedding_dim=EMB, units=DEC, encoder_units=ENC,
-        cell="gru", attention="additive", attention_units=DEC,
-        bidirectional=True)
-    seqkeras.models.compile_model(model, optimizer=keras.optimizers.Adam(
-        1e-3), jit_compile=jit)
+        SRC_V,
+        TGT_V,
+        embedding_dim=EMB,
+        units=DEC,
+        encoder_units=ENC,
+        cell="gru",
+        attention="additive",
+        attention_units=DEC,
+        bidirectional=True,
+    )
+    seqkeras.models.compile_model(model, optimizer=keras.optimizers.Adam(1e-3), jit_compile=jit)
     src, tgt_in, tgt_out = batch(0, batch_size, steps)
     x = {"source_ids": src, "target_ids": tgt_in}
     model.train_on_batch(x, tgt_out)  # compile
@@ -86,8 +99,9 @@ def train_flops_per_token(steps=T):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true",
-                   help="batch 16, length 12, 1 round: checks that it runs")
+    p.add_argument(
+        "--quick", action="store_true", help="batch 16, length 12, 1 round: checks that it runs"
+    )
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--no-torch", action="store_true")
@@ -96,23 +110,41 @@ def main(argv=None):
     rounds, iters = (1, 1) if args.quick else (args.rounds, args.iters)
     n = 256 if args.quick else 2048
     peak = matmul_peak(n)
-    print(f"attention seq2seq training, batch {batch_size}, length {steps}, "
-          f"{len(os.sched_getaffinity(0))} threads; matmul peak, GFLOP/s "
-          f"({n}^2): float32 XLA {peak:.0f}, bfloat16 oneDNN "
-          f"{matmul_peak(n, dtype='bfloat16', jit_compile=False):.0f}")
-    spec = dict(model="seq2seq", rounds=rounds, iters=iters, shape=dict(
-        batch=batch_size, steps=steps, dims=dict(
-            src_vocab=SRC_V, tgt_vocab=TGT_V, emb=EMB, enc=ENC, dec=DEC)))
+    print(
+        f"attention seq2seq training, batch {batch_size}, length {steps}, "
+        f"{len(os.sched_getaffinity(0))} threads; matmul peak, GFLOP/s "
+        f"({n}^2): float32 XLA {peak:.0f}, bfloat16 oneDNN "
+        f"{matmul_peak(n, dtype='bfloat16', jit_compile=False):.0f}"
+    )
+    spec = dict(
+        model="seq2seq",
+        rounds=rounds,
+        iters=iters,
+        shape=dict(
+            batch=batch_size,
+            steps=steps,
+            dims=dict(src_vocab=SRC_V, tgt_vocab=TGT_V, emb=EMB, enc=ENC, dec=DEC),
+        ),
+    )
     before = {} if args.no_torch else torch_times(spec)
-    ours = time_rounds({
-        config_name("ours", policy, jit): seqkeras_step(
-            policy, jit, batch_size, steps)
-        for policy, jit in OURS_CONFIGS}, rounds, iters)
+    ours = time_rounds(
+        {
+            config_name("ours", policy, jit): seqkeras_step(policy, jit, batch_size, steps)
+            for policy, jit in OURS_CONFIGS
+        },
+        rounds,
+        iters,
+    )
     after = {} if args.no_torch else torch_times(spec)
     results = best_of(before, ours, after)
-    report("target tokens/s (median; % of the float32 XLA matmul peak, "
-           "FLOPs of our computation)", batch_size * steps, results,
-           ["torch"], train_flops_per_token(steps), peak)
+    report(
+        "target tokens/s (median; % of the float32 XLA matmul peak, FLOPs of our computation)",
+        batch_size * steps,
+        results,
+        ["torch"],
+        train_flops_per_token(steps),
+        peak,
+    )
     return results
 
 

@@ -14,7 +14,7 @@ without seqkeras, as a model server would run it.
    memory (VmRSS) is flat after the warm-up: sampled every 10 s, first and
    last sample and the largest printed. Printed: p50/p99 latency,
    sentences/s, errors, mismatches.
-"""  # noqa: E501
+"""
 
 import argparse
 import json
@@ -42,8 +42,7 @@ def rss_mb():
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("savedmodel")
-    p.add_argument("--sentences", required=True,
-                   help="a UTF-8 file, one source sentence per line")
+    p.add_argument("--sentences", required=True, help="a UTF-8 file, one source sentence per line")
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--json", help="write the numbers here too")
@@ -54,21 +53,20 @@ def main(argv=None):
     fn = tf.saved_model.load(args.savedmodel).signatures["translate"]
 
     def call(texts):
-        return [t.decode("utf-8") for t in
-                fn(text=tf.constant(texts))["text"].numpy()]
+        return [t.decode("utf-8") for t in fn(text=tf.constant(texts))["text"].numpy()]
 
-    result = {"savedmodel": args.savedmodel, "threads": args.threads,
-              "seconds": args.seconds}
+    result = {"savedmodel": args.savedmodel, "threads": args.threads, "seconds": args.seconds}
     for batch in (1, 32):  # decoding speed, one thread
         call(sentences[:batch])  # warm-up (traces nothing: graph is fixed)
         n = min(len(sentences), 256 if batch == 1 else 1024)
         start = time.perf_counter()
         for i in range(0, n, batch):
-            call(sentences[i:i + batch])
+            call(sentences[i : i + batch])
         speed = n / (time.perf_counter() - start)
         result[f"sentences_per_s_batch{batch}"] = speed
-        print(f"translate signature, batch {batch}: {speed:.1f} "
-              "sentences/s (one thread)", flush=True)
+        print(
+            f"translate signature, batch {batch}: {speed:.1f} sentences/s (one thread)", flush=True
+        )
 
     answers, lock = {}, threading.Lock()
     latencies, errors, mismatches = [], [], []
@@ -100,38 +98,47 @@ def main(argv=None):
             time.sleep(min(10, max(0, stop - time.perf_counter())))
             memory.append((time.perf_counter() - begin, rss_mb()))
 
-    threads = [threading.Thread(target=worker, args=(k,))
-               for k in range(args.threads)] + [threading.Thread(
-                   target=sampler)]
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(args.threads)] + [
+        threading.Thread(target=sampler)
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - begin
     lat = np.array(latencies) * 1000
-    result.update({
-        "requests": len(latencies), "errors": len(errors),
-        "mismatches": len(mismatches), "distinct_sentences": len(answers),
-        "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
-        "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None,
-        "sentences_per_s": len(latencies) / wall,
-        "rss_mb_start": memory[1][1] if len(memory) > 1 else memory[0][1],
-        "rss_mb_end": memory[-1][1],
-        "rss_mb_max": max(m for _, m in memory[1:] or memory),
-        "rss_mb_before_load_test": memory[0][1],
-    })
-    print(f"{args.threads} threads, {wall:.0f} s: {len(latencies)} "
-          f"requests, {len(answers)} distinct sentences, "
-          f"{len(errors)} errors, {len(mismatches)} answers that differed "
-          "from the first answer to the same sentence")
-    print(f"latency p50 {result['p50_ms']:.1f} ms, p99 "
-          f"{result['p99_ms']:.1f} ms; {result['sentences_per_s']:.1f} "
-          "sentences/s")
-    print(f"resident memory: {result['rss_mb_start']:.0f} MB after 10 s, "
-          f"{result['rss_mb_end']:.0f} MB at the end, "
-          f"{result['rss_mb_max']:.0f} MB at most")
-    print("memory samples (s, MB): " + ", ".join(
-        f"({t:.0f}, {m:.0f})" for t, m in memory))
+    result.update(
+        {
+            "requests": len(latencies),
+            "errors": len(errors),
+            "mismatches": len(mismatches),
+            "distinct_sentences": len(answers),
+            "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
+            "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None,
+            "sentences_per_s": len(latencies) / wall,
+            "rss_mb_start": memory[1][1] if len(memory) > 1 else memory[0][1],
+            "rss_mb_end": memory[-1][1],
+            "rss_mb_max": max(m for _, m in memory[1:] or memory),
+            "rss_mb_before_load_test": memory[0][1],
+        }
+    )
+    print(
+        f"{args.threads} threads, {wall:.0f} s: {len(latencies)} "
+        f"requests, {len(answers)} distinct sentences, "
+        f"{len(errors)} errors, {len(mismatches)} answers that differed "
+        "from the first answer to the same sentence"
+    )
+    print(
+        f"latency p50 {result['p50_ms']:.1f} ms, p99 "
+        f"{result['p99_ms']:.1f} ms; {result['sentences_per_s']:.1f} "
+        "sentences/s"
+    )
+    print(
+        f"resident memory: {result['rss_mb_start']:.0f} MB after 10 s, "
+        f"{result['rss_mb_end']:.0f} MB at the end, "
+        f"{result['rss_mb_max']:.0f} MB at most"
+    )
+    print("memory samples (s, MB): " + ", ".join(f"({t:.0f}, {m:.0f})" for t, m in memory))
     for e in errors[:3]:
         print("error:", e)
     for m in mismatches[:3]:

@@ -36,16 +36,15 @@ def build(model, shape):
         return lambda out: torch.mean((out.float() - y) ** 2)
 
     if model in ("lstm", "gru", "rnn"):
-        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU,
-               "rnn": torch.nn.RNN}[model]
+        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[model]
         net = cls(shape["features"], shape["units"], batch_first=True)
         x = normal(shape["batch"], shape["steps"], shape["features"])
         y = normal(shape["batch"], shape["steps"], shape["units"])
         return net, (lambda: net(x)[0]), mse(y), torch.optim.SGD
     if model == "encoder":
         net = torch.nn.TransformerEncoderLayer(
-            shape["dim"], shape["heads"], shape["ffn"], dropout=0.0,
-            batch_first=True)
+            shape["dim"], shape["heads"], shape["ffn"], dropout=0.0, batch_first=True
+        )
         x = normal(shape["batch"], shape["steps"], shape["dim"])
         y = normal(shape["batch"], shape["steps"], shape["dim"])
         return net, (lambda: net(x)), mse(y), torch.optim.SGD
@@ -53,13 +52,17 @@ def build(model, shape):
         from seq2seq import batch  # the batch ours trains on
 
         net = seq2seq_model(**shape["dims"])
-        src, tgt_in, tgt_out = (torch.from_numpy(a).long() for a in batch(
-            0, shape["batch"], shape["steps"]))
+        src, tgt_in, tgt_out = (
+            torch.from_numpy(a).long() for a in batch(0, shape["batch"], shape["steps"])
+        )
         ce = torch.nn.CrossEntropyLoss(ignore_index=0)
         vocab = shape["dims"]["tgt_vocab"]
-        return (net, (lambda: net(src, tgt_in)),
-                (lambda out: ce(out.float().reshape(-1, vocab),
-                                tgt_out.reshape(-1))), torch.optim.Adam)
+        return (
+            net,
+            (lambda: net(src, tgt_in)),
+            (lambda out: ce(out.float().reshape(-1, vocab), tgt_out.reshape(-1))),
+            torch.optim.Adam,
+        )
     raise ValueError(f"unknown model {model!r}")
 
 
@@ -129,8 +132,8 @@ def main(spec):
     net, forward, loss, optimizer = build(spec["model"], spec["shape"])
     opt = optimizer(net.parameters(), lr=1e-3)
     result = {}
-    for name, bf16 in (("torch float32", False),
-                       ("torch bf16 autocast", True)):
+    for name, bf16 in (("torch float32", False), ("torch bf16 autocast", True)):
+
         def step():
             opt.zero_grad()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):

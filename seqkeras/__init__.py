@@ -7,7 +7,7 @@ tasks, vocabularies, readers), `seqkeras.export` (TensorFlow-specific: TFLite co
 checks; imported on demand, as it loads TensorFlow and LiteRT),
 `seqkeras.distribute` (TensorFlow-specific: tf.distribute strategies by
 name, TF_CONFIG checks; imported on demand).
-"""  # noqa: E501
+"""
 
 __version__ = "0.1.0"
 

@@ -44,15 +44,16 @@ from seqkeras.layers import export_mode
 
 def _is_int(value):
     """A Python or NumPy integer (not a bool)."""
-    return isinstance(value, numbers.Integral) and not isinstance(
-        value, (bool, np.bool_))
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_finite(value):
     """A finite Python or NumPy real number (not a bool, NaN or inf)."""
-    return (isinstance(value, numbers.Real)
-            and not isinstance(value, (bool, np.bool_))
-            and math.isfinite(value))
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+    )
 
 
 def check_prompt(name, prompt, max_length):
@@ -61,62 +62,68 @@ def check_prompt(name, prompt, max_length):
     if len(shape) != 2:
         raise ValueError(
             f"`{name}` expects `prompt` of shape (batch, prompt_length). "
-            f"Received: prompt.shape={shape}")
+            f"Received: prompt.shape={shape}"
+        )
     if not _is_int(max_length) or max_length <= 0:
         raise ValueError(
             f"`{name}` received an invalid value for `max_length`: expected "
-            f"a positive integer. Received: max_length={max_length!r}")
+            f"a positive integer. Received: max_length={max_length!r}"
+        )
     if shape[1] is not None and shape[1] > max_length:
         raise ValueError(
-            f"`{name}`: the prompt ({shape[1]} tokens) is longer than "
-            f"max_length={max_length}")
+            f"`{name}`: the prompt ({shape[1]} tokens) is longer than max_length={max_length}"
+        )
     if shape[1] is not None and shape[1] == 0:
-        raise ValueError(f"`{name}` needs at least one prompt token "
-                         "(e.g. BOS)")
+        raise ValueError(f"`{name}` needs at least one prompt token (e.g. BOS)")
     if shape[0] is not None and shape[0] == 0:
-        raise ValueError(f"`{name}` needs at least one prompt row. "
-                         f"Received: prompt.shape={shape}")
+        raise ValueError(f"`{name}` needs at least one prompt row. Received: prompt.shape={shape}")
 
 
-def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0,
-                   name="sample"):
+def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0, name="sample"):
     """Raises a clear ValueError for bad sampling arguments (the message
     names the function `name`)."""
     if not _is_finite(temperature) or temperature < 0:
         raise ValueError(
             f"`{name}` received an invalid value for `temperature`: expected "
-            f"a finite number >= 0. Received: temperature={temperature!r}")
+            f"a finite number >= 0. Received: temperature={temperature!r}"
+        )
     if top_k is not None and (not _is_int(top_k) or top_k <= 0):
         raise ValueError(
             f"`{name}` received an invalid value for `top_k`: expected a "
-            f"positive integer or None. Received: top_k={top_k!r}")
+            f"positive integer or None. Received: top_k={top_k!r}"
+        )
     if top_p is not None and (not _is_finite(top_p) or not 0 < top_p <= 1):
         raise ValueError(
             f"`{name}` received an invalid value for `top_p`: expected a "
-            f"number in (0, 1] or None. Received: top_p={top_p!r}")
+            f"number in (0, 1] or None. Received: top_p={top_p!r}"
+        )
     if not _is_int(seed):
-        raise ValueError(f"`{name}` received an invalid value for `seed`: "
-                         f"expected an integer. Received: seed={seed!r}")
+        raise ValueError(
+            f"`{name}` received an invalid value for `seed`: "
+            f"expected an integer. Received: seed={seed!r}"
+        )
 
 
-def check_beam(beam_width=4, length_penalty_alpha=0.0,
-               return_all_beams=False, name="beam_search"):
+def check_beam(beam_width=4, length_penalty_alpha=0.0, return_all_beams=False, name="beam_search"):
     """Raises a clear ValueError for bad beam-search arguments (the message
     names the function `name`)."""
     if not _is_int(beam_width) or beam_width <= 0:
         raise ValueError(
             f"`{name}` received an invalid value for `beam_width`: "
             "expected a positive integer. Received: "
-            f"beam_width={beam_width!r}")
+            f"beam_width={beam_width!r}"
+        )
     if not _is_finite(length_penalty_alpha) or length_penalty_alpha < 0:
         raise ValueError(
             f"`{name}` received an invalid value for "
             "`length_penalty_alpha`: expected a finite number >= 0. "
-            f"Received: length_penalty_alpha={length_penalty_alpha!r}")
+            f"Received: length_penalty_alpha={length_penalty_alpha!r}"
+        )
     if not isinstance(return_all_beams, (bool, np.bool_)):
         raise ValueError(
             f"`{name}` received an invalid value for `return_all_beams`: "
-            f"expected a bool. Received: return_all_beams={return_all_beams!r}")
+            f"expected a bool. Received: return_all_beams={return_all_beams!r}"
+        )
 
 
 #: The options each strategy takes (anything else is refused by `generate`).
@@ -133,30 +140,28 @@ def check_strategy_options(name, strategy, options):
     allowed = STRATEGY_OPTIONS[strategy]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        owners = [s for s, keys in STRATEGY_OPTIONS.items()
-                  if unknown[0] in keys]
-        hint = (f"; `{unknown[0]}` is an option of strategy="
-                f"{owners[0]!r}" if owners else "")
+        owners = [s for s, keys in STRATEGY_OPTIONS.items() if unknown[0] in keys]
+        hint = f"; `{unknown[0]}` is an option of strategy={owners[0]!r}" if owners else ""
         raise ValueError(
             f"`{name}` with strategy={strategy!r} takes "
             f"{', '.join(allowed) if allowed else 'no options'}. Received: "
-            f"{', '.join(f'{k}={options[k]!r}' for k in unknown)}{hint}")
+            f"{', '.join(f'{k}={options[k]!r}' for k in unknown)}{hint}"
+        )
 
 
 def _buffer(prompt, max_length, pad_id):
     batch, length = ops.shape(prompt)[0], ops.shape(prompt)[1]
     tokens = ops.full((batch, max_length), pad_id, "int32")
-    return export_mode.slice_update(tokens, (0, 0),
-                                    ops.cast(prompt, "int32")), length
+    return export_mode.slice_update(tokens, (0, 0), ops.cast(prompt, "int32")), length
 
 
 def _write(tokens, index, values):
-    return export_mode.slice_update(tokens, (0, index),
-                                    ops.expand_dims(values, 1))
+    return export_mode.slice_update(tokens, (0, index), ops.expand_dims(values, 1))
 
 
-def _decode(name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose,
-            extra, prompt_lengths=None):
+def _decode(
+    name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose, extra, prompt_lengths=None
+):
     """The loop shared by greedy decoding and sampling; `choose(logits,
     index, extra) -> (next_tokens, extra)`."""
     prompt = ops.convert_to_tensor(prompt)
@@ -164,34 +169,32 @@ def _decode(name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose,
     tokens, prompt_length = _buffer(prompt, max_length, pad_id)
     if prompt_lengths is not None:  # per row: (batch,)
         prompt_length = ops.maximum(
-            ops.minimum(ops.cast(prompt_lengths, "int32"), prompt_length), 1)
+            ops.minimum(ops.cast(prompt_lengths, "int32"), prompt_length), 1
+        )
     done = ops.zeros((ops.shape(tokens)[0],), "bool")
     if max_length == 1:
         return tokens
 
     def cond(index, tokens, cache, done, extra):
-        return ops.logical_and(index < max_length - 1,
-                               ops.logical_not(ops.all(done)))
+        return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(done)))
 
     def body(index, tokens, cache, done, extra):
         logits, cache = step_fn(ops.take(tokens, index, axis=1), cache, index)
         chosen, extra = choose(ops.cast(logits, "float32"), index, extra)
         in_prompt = index + 1 < prompt_length
-        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1),
-                          axis=1)
+        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1), axis=1)
         nxt = ops.where(in_prompt, forced, ops.where(done, pad_id, chosen))
         if eos_id is not None:
-            done = ops.logical_or(done, ops.logical_and(
-                ops.logical_not(in_prompt), ops.equal(nxt, eos_id)))
+            done = ops.logical_or(
+                done, ops.logical_and(ops.logical_not(in_prompt), ops.equal(nxt, eos_id))
+            )
         return index + 1, _write(tokens, index + 1, nxt), cache, done, extra
 
-    _, tokens, _, _, _ = ops.while_loop(
-        cond, body, (0, tokens, cache, done, extra))
+    _, tokens, _, _, _ = ops.while_loop(cond, body, (0, tokens, cache, done, extra))
     return tokens
 
 
-def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0,
-           prompt_lengths=None):
+def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0, prompt_lengths=None):
     """Greedy decoding: `y_t = argmax_y P(y | y_<t)`.
 
     Args:
@@ -220,11 +223,22 @@ def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0,
     ...                            eos_id=4)).tolist()
     [[1, 2, 3, 4, 0]]
     """
+
     def choose(logits, index, extra):
         return ops.cast(ops.argmax(logits, axis=-1), "int32"), extra
 
-    return _decode("greedy", step_fn, prompt, cache, max_length, eos_id,
-                   pad_id, choose, ops.zeros((), "int32"), prompt_lengths)
+    return _decode(
+        "greedy",
+        step_fn,
+        prompt,
+        cache,
+        max_length,
+        eos_id,
+        pad_id,
+        choose,
+        ops.zeros((), "int32"),
+        prompt_lengths,
+    )
 
 
 _CHUNK = 64  # vocabulary chunk for the two-level top-k
@@ -251,16 +265,15 @@ def _top_k_candidates(logits, k):
     maxima), with the logits below the k-th largest set to -inf."""
     batch, vocab = ops.shape(logits)[0], logits.shape[-1]
     n = -(-vocab // _CHUNK)
-    padded = ops.pad(logits, ((0, 0), (0, n * _CHUNK - vocab)),
-                     constant_values=-float("inf"))
+    padded = ops.pad(logits, ((0, 0), (0, n * _CHUNK - vocab)), constant_values=-float("inf"))
     chunks = ops.reshape(padded, (batch, n, _CHUNK))
     best = _largest(ops.max(chunks, axis=-1), k)  # (batch, k) chunk ids
     rows = ops.expand_dims(ops.arange(batch) * n, 1)
     flat = ops.reshape(best + rows, (-1,))
-    values = ops.reshape(ops.take(ops.reshape(chunks, (-1, _CHUNK)), flat,
-                                  axis=0), (batch, k * _CHUNK))
-    ids = ops.reshape(ops.expand_dims(best, -1) * _CHUNK
-                      + ops.arange(_CHUNK), (batch, k * _CHUNK))
+    values = ops.reshape(
+        ops.take(ops.reshape(chunks, (-1, _CHUNK)), flat, axis=0), (batch, k * _CHUNK)
+    )
+    ids = ops.reshape(ops.expand_dims(best, -1) * _CHUNK + ops.arange(_CHUNK), (batch, k * _CHUNK))
     kth = ops.take_along_axis(values, _largest(values, k)[:, -1:], axis=1)
     values = ops.where(values < kth, -float("inf"), values)
     return values, ids
@@ -275,8 +288,7 @@ def _top_p_filter(logits, top_p):
     hi = ops.max(probs, axis=-1, keepdims=True)
     for _ in range(_BISECTIONS):
         mid = (lo + hi) / 2
-        mass = ops.sum(ops.where(probs >= mid, probs, 0.0), axis=-1,
-                       keepdims=True)
+        mass = ops.sum(ops.where(probs >= mid, probs, 0.0), axis=-1, keepdims=True)
         ok = mass >= top_p
         lo, hi = ops.where(ok, mid, lo), ops.where(ok, hi, mid)
     return ops.where(probs >= lo, logits, -float("inf"))
@@ -300,8 +312,19 @@ def _choose_sample(logits, top_k, top_p, seed, step):
     return ops.cast(pick, "int32")
 
 
-def sample(step_fn, prompt, cache, max_length, temperature=1.0, top_k=None,
-           top_p=None, seed=0, eos_id=None, pad_id=0, prompt_lengths=None):
+def sample(
+    step_fn,
+    prompt,
+    cache,
+    max_length,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=0,
+    eos_id=None,
+    pad_id=0,
+    prompt_lengths=None,
+):
     """Random sampling with temperature, top-k and top-p (nucleus).
 
     The logits are divided by `temperature`, filtered to the `top_k` most
@@ -336,21 +359,29 @@ def sample(step_fn, prompt, cache, max_length, temperature=1.0, top_k=None,
     """
     check_sampling(temperature, top_k, top_p, seed)
     if temperature == 0:
-        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id,
-                      prompt_lengths)
+        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths)
 
     def choose(logits, index, seed_base):
-        return _choose_sample(logits / temperature, top_k, top_p, seed_base,
-                              index), seed_base
+        return _choose_sample(logits / temperature, top_k, top_p, seed_base, index), seed_base
 
-    return _decode("sample", step_fn, prompt, cache, max_length, eos_id,
-                   pad_id, choose, ops.convert_to_tensor(seed, "int32"),
-                   prompt_lengths)
+    return _decode(
+        "sample",
+        step_fn,
+        prompt,
+        cache,
+        max_length,
+        eos_id,
+        pad_id,
+        choose,
+        ops.convert_to_tensor(seed, "int32"),
+        prompt_lengths,
+    )
 
 
 def _mix(x):
     """lowbias32 (C. Wellons), an integer hash, in wrapping int32
     arithmetic with logical right shifts."""
+
     def shr(v, k):
         return ops.bitwise_and(ops.right_shift(v, k), (1 << (32 - k)) - 1)
 
@@ -369,8 +400,10 @@ def _uniform(shape, seed, step):
     draws for the same seed everywhere."""
     rows = ops.expand_dims(ops.arange(shape[0], dtype="int32"), 1)
     cols = ops.expand_dims(ops.arange(shape[1], dtype="int32"), 0)
-    key = _mix(ops.cast(seed, "int32") * -0x61C88647  # golden ratio
-               + ops.cast(step, "int32") * 0x27D4EB2F)
+    key = _mix(
+        ops.cast(seed, "int32") * -0x61C88647  # golden ratio
+        + ops.cast(step, "int32") * 0x27D4EB2F
+    )
     x = _mix(rows * 0x165667B1 + cols + key)  # one hash per element
     bits = ops.bitwise_and(ops.right_shift(x, 8), 0xFFFFFF)  # 24 bits
     return (ops.cast(bits, "float32") + 0.5) / float(1 << 24)
@@ -381,9 +414,17 @@ def length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
-def beam_search(step_fn, prompt, cache, max_length, beam_width=4,
-                length_penalty_alpha=0.0, eos_id=None, pad_id=0,
-                return_all_beams=False):
+def beam_search(
+    step_fn,
+    prompt,
+    cache,
+    max_length,
+    beam_width=4,
+    length_penalty_alpha=0.0,
+    eos_id=None,
+    pad_id=0,
+    return_all_beams=False,
+):
     """Beam search with GNMT's length penalty.
 
     Keeps the `beam_width` most probable prefixes (by total log-probability)
@@ -428,8 +469,7 @@ def beam_search(step_fn, prompt, cache, max_length, beam_width=4,
     cache = tree.map_structure(lambda c: ops.repeat(c, k, axis=0), cache)
     # Only beam 0 is live at first, so the k copies do not fill the beam
     # with duplicates.
-    scores = ops.tile(ops.concatenate(
-        [ops.zeros((1,)), ops.full((k - 1,), -1e9)]), [batch])
+    scores = ops.tile(ops.concatenate([ops.zeros((1,)), ops.full((k - 1,), -1e9)]), [batch])
     done = ops.zeros((batch * k,), "bool")
     lengths = ops.zeros((batch * k,), "int32")  # generated tokens
 
@@ -442,8 +482,7 @@ def beam_search(step_fn, prompt, cache, max_length, beam_width=4,
         # A finished beam extends only with padding, at no cost.
         pad_row = ops.where(ops.arange(vocab) == pad_id, 0.0, -1e9)
         logp = ops.where(ops.expand_dims(done, 1), pad_row[None], logp)
-        total = ops.reshape(ops.expand_dims(scores, 1) + logp,
-                            (batch, k * vocab))
+        total = ops.reshape(ops.expand_dims(scores, 1) + logp, (batch, k * vocab))
         best, flat = ops.top_k(total, k)  # (batch, k)
         parent = flat // vocab + ops.expand_dims(ops.arange(batch) * k, 1)
         parent = ops.reshape(parent, (-1,))
@@ -451,34 +490,33 @@ def beam_search(step_fn, prompt, cache, max_length, beam_width=4,
         # Inside the prompt, keep every beam and force the prompt token.
         identity = ops.arange(batch * k)
         parent = ops.where(in_prompt, identity, parent)
-        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1),
-                          axis=1)
+        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1), axis=1)
         new_scores = ops.where(in_prompt, scores, ops.reshape(best, (-1,)))
         tokens = ops.take(tokens, parent, axis=0)
-        cache = tree.map_structure(lambda c: ops.take(c, parent, axis=0),
-                                   cache)
+        cache = tree.map_structure(lambda c: ops.take(c, parent, axis=0), cache)
         done = ops.take(done, parent, axis=0)
         lengths = ops.take(lengths, parent, axis=0)
         nxt = ops.where(in_prompt, forced, ops.where(done, pad_id, chosen))
-        lengths = lengths + ops.cast(ops.logical_and(
-            ops.logical_not(in_prompt), ops.logical_not(done)), "int32")
+        lengths = lengths + ops.cast(
+            ops.logical_and(ops.logical_not(in_prompt), ops.logical_not(done)), "int32"
+        )
         if eos_id is not None:
-            done = ops.logical_or(done, ops.logical_and(
-                ops.logical_not(in_prompt), ops.equal(nxt, eos_id)))
-        return (index + 1, _write(tokens, index + 1, nxt), cache, new_scores,
-                done, lengths)
+            done = ops.logical_or(
+                done, ops.logical_and(ops.logical_not(in_prompt), ops.equal(nxt, eos_id))
+            )
+        return (index + 1, _write(tokens, index + 1, nxt), cache, new_scores, done, lengths)
 
     if max_length > 1:
+
         def cond(index, tokens, cache, scores, done, lengths):
-            return ops.logical_and(index < max_length - 1,
-                                   ops.logical_not(ops.all(done)))
+            return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(done)))
 
         _, tokens, _, scores, done, lengths = ops.while_loop(
-            cond, body, (0, tokens, cache, scores, done, lengths))
+            cond, body, (0, tokens, cache, scores, done, lengths)
+        )
     final = scores
     if length_penalty_alpha:
-        final = scores / length_penalty(ops.maximum(lengths, 1),
-                                        length_penalty_alpha)
+        final = scores / length_penalty(ops.maximum(lengths, 1), length_penalty_alpha)
     final = ops.reshape(final, (batch, k))
     order = ops.argsort(-final, axis=-1)  # best first
     tokens = ops.reshape(tokens, (batch, k, max_length))

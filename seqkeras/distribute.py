@@ -43,7 +43,8 @@ def _tf():
         raise ValueError(
             "`seqkeras.distribute` needs the TensorFlow backend (tf.distribute"
             "); with JAX use `keras.distribution`. Received: backend="
-            f"{keras.backend.backend()!r}")
+            f"{keras.backend.backend()!r}"
+        )
     import tensorflow as tf
 
     return tf
@@ -65,23 +66,24 @@ def cluster_spec(environ=None):
     except json.JSONDecodeError as e:
         raise ValueError(
             "`seqkeras.distribute`: the environment variable `TF_CONFIG` is "
-            f"not valid JSON ({e.msg}). Received: TF_CONFIG={raw!r}") from None
+            f"not valid JSON ({e.msg}). Received: TF_CONFIG={raw!r}"
+        ) from None
     cluster = config.get("cluster") if isinstance(config, dict) else None
     task = config.get("task", {}) if isinstance(config, dict) else {}
-    workers = (cluster or {}).get("chief", []) + (cluster or {}).get(
-        "worker", [])
+    workers = (cluster or {}).get("chief", []) + (cluster or {}).get("worker", [])
     if not isinstance(cluster, dict) or not workers:
         raise ValueError(
             "`seqkeras.distribute`: `TF_CONFIG` must hold a `cluster` with a "
-            "`worker` list of \"host:port\" addresses. Received: "
-            f"TF_CONFIG={raw!r}")
+            '`worker` list of "host:port" addresses. Received: '
+            f"TF_CONFIG={raw!r}"
+        )
     kind, index = task.get("type"), task.get("index")
-    if kind not in cluster or not isinstance(index, int) or not (
-            0 <= index < len(cluster[kind])):
+    if kind not in cluster or not isinstance(index, int) or not (0 <= index < len(cluster[kind])):
         raise ValueError(
             "`seqkeras.distribute`: the `task` in `TF_CONFIG` must name one "
-            "of the cluster's tasks, e.g. {\"type\": \"worker\", \"index\": "
-            f"0}}. Received: task={task!r}, cluster={cluster!r}")
+            'of the cluster\'s tasks, e.g. {"type": "worker", "index": '
+            f"0}}. Received: task={task!r}, cluster={cluster!r}"
+        )
     return config
 
 
@@ -109,7 +111,8 @@ def get_strategy(name="default"):
     if name not in STRATEGIES:
         raise ValueError(
             "`get_strategy` received an invalid value for `name`: expected "
-            f"one of {STRATEGIES}. Received: name={name!r}")
+            f"one of {STRATEGIES}. Received: name={name!r}"
+        )
     tf = _tf()
     if name == "default":
         return tf.distribute.get_strategy()
@@ -118,10 +121,11 @@ def get_strategy(name="default"):
     if name == "multiworker":
         if cluster_spec() is None:
             raise ValueError(
-                "`get_strategy(\"multiworker\")` needs the cluster in the "
+                '`get_strategy("multiworker")` needs the cluster in the '
                 "`TF_CONFIG` environment variable (see "
                 "`seqkeras.distribute`'s documentation). Received: TF_CONFIG "
-                "is not set")
+                "is not set"
+            )
         return _multi_worker_strategy_class()()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
     tf.config.experimental_connect_to_cluster(resolver)
@@ -147,13 +151,11 @@ def _multi_worker_strategy_class():
     """
     import tensorflow as tf
 
-    class NestReducingMultiWorkerMirroredStrategy(
-            tf.distribute.MultiWorkerMirroredStrategy):
+    class NestReducingMultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
         def reduce(self, reduce_op, value, axis):
             base = super(NestReducingMultiWorkerMirroredStrategy, self)
             if tf.nest.is_nested(value):
-                return tf.nest.map_structure(
-                    lambda v: self.reduce(reduce_op, v, axis), value)
+                return tf.nest.map_structure(lambda v: self.reduce(reduce_op, v, axis), value)
             local = self.experimental_local_results(value)
             if axis is not None and local and local[0].shape.rank == 0:
                 axis = None
@@ -170,8 +172,8 @@ def is_chief(environ=None):
         return True
     task = config["task"]
     return task["type"] == "chief" or (
-        task["type"] == "worker" and task["index"] == 0
-        and "chief" not in config["cluster"])
+        task["type"] == "worker" and task["index"] == 0 and "chief" not in config["cluster"]
+    )
 
 
 def worker_path(path, environ=None):
@@ -180,8 +182,7 @@ def worker_path(path, environ=None):
     kept)."""
     if is_chief(environ):
         return path
-    return os.path.join(tempfile.mkdtemp(prefix="seqkeras-worker-"),
-                        os.path.basename(path))
+    return os.path.join(tempfile.mkdtemp(prefix="seqkeras-worker-"), os.path.basename(path))
 
 
 def distributes(strategy=None):
@@ -190,4 +191,5 @@ def distributes(strategy=None):
     tf = _tf()
     strategy = strategy or tf.distribute.get_strategy()
     return strategy.num_replicas_in_sync > 1 or isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    )

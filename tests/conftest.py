@@ -13,14 +13,13 @@ def _import_installed_seqkeras():
     that pytest puts on the path for the `tests` package. An editable
     install resolves to the checkout, as it should."""
     saved = list(sys.path)
-    sys.path[:] = [p for p in sys.path
-                   if os.path.abspath(p or os.getcwd()) != ROOT]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != ROOT]
     try:
         import seqkeras  # noqa: F401
     except ImportError as error:
         raise ImportError(
-            "the tests exercise the installed package: run `pip install "
-            "\".[test]\"` first") from error
+            'the tests exercise the installed package: run `pip install ".[test]"` first'
+        ) from error
     finally:
         sys.path[:] = saved
 

@@ -46,30 +46,30 @@ def data():
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("out_dir")
-    p.add_argument("--strategy", default="default",
-                   choices=dist.STRATEGIES)
+    p.add_argument("--strategy", default="default", choices=dist.STRATEGIES)
     args = p.parse_args(argv)
     strategy = dist.get_strategy(args.strategy)
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = seqkeras.models.tagger(VOCAB, TAGS + 1, backbone="gru",
-                                       embedding_dim=16, units=16)
+        model = seqkeras.models.tagger(VOCAB, TAGS + 1, backbone="gru", embedding_dim=16, units=16)
         seqkeras.models.compile_model(model, learning_rate=1e-2)
     x, y = data()
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     dataset = dataset.with_options(options).repeat()
-    history = model.fit(dataset, epochs=STEPS, steps_per_epoch=1,
-                        verbose=0)
+    history = model.fit(dataset, epochs=STEPS, steps_per_epoch=1, verbose=0)
     config = dist.cluster_spec()
-    task = "single" if config is None else (
-        f"{config['task']['type']}{config['task']['index']}")
+    task = "single" if config is None else (f"{config['task']['type']}{config['task']['index']}")
     with open(os.path.join(args.out_dir, f"losses-{task}.json"), "w") as f:
-        json.dump({"loss": history.history["loss"],
-                   "jit_compile": bool(model.jit_compile),
-                   "replicas": strategy.num_replicas_in_sync}, f)
+        json.dump(
+            {
+                "loss": history.history["loss"],
+                "jit_compile": bool(model.jit_compile),
+                "replicas": strategy.num_replicas_in_sync,
+            },
+            f,
+        )
     model.save(dist.worker_path(os.path.join(args.out_dir, "model.keras")))
     return 0
 

@@ -33,8 +33,9 @@ def _dims_agree(symbolic, eager, exact):
         assert s == e or (s is None and not exact), (symbolic, eager)
 
 
-def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
-                   mixed_precision=True, fit=True):
+def run_layer_test(
+    make_layer, inputs, call_kwargs=None, num_weights=None, mixed_precision=True, fit=True
+):
     """The one layer-test helper (like Keras' and keras-hub's
     `run_layer_test`): every layer test calls it.
 
@@ -55,8 +56,7 @@ def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
         call_kwargs: keyword arguments of every call.
         num_weights: `(trainable, non_trainable)` weight counts.
     """
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (
-        inputs,)
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     call_kwargs = dict(call_kwargs or {})
     layer = make_layer()
     config = layer.get_config()
@@ -65,8 +65,9 @@ def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
 
     eager = _as_list(layer(*inputs, **call_kwargs))
     if num_weights is not None:
-        assert (len(layer.trainable_weights),
-                len(layer.non_trainable_weights)) == tuple(num_weights)
+        assert (len(layer.trainable_weights), len(layer.non_trainable_weights)) == tuple(
+            num_weights
+        )
     try:
         expected = layer.compute_output_shape(*[x.shape for x in inputs])
     except (NotImplementedError, TypeError):
@@ -75,12 +76,15 @@ def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
         expected = expected if isinstance(expected, list) else [expected]
         if not isinstance(expected[0], (list, tuple)):
             expected = [expected]
-        assert _shapes(eager)[:len(expected)] == [tuple(e)
-                                                  for e in expected]
+        assert _shapes(eager)[: len(expected)] == [tuple(e) for e in expected]
     for batch_size, dynamic in ((inputs[0].shape[0], False), (None, True)):
-        symbolic_in = [keras.Input(
-            (None,) * (x.ndim - 2) + x.shape[-1:] if dynamic
-            else x.shape[1:], batch_size=batch_size) for x in inputs]
+        symbolic_in = [
+            keras.Input(
+                (None,) * (x.ndim - 2) + x.shape[-1:] if dynamic else x.shape[1:],
+                batch_size=batch_size,
+            )
+            for x in inputs
+        ]
         symbolic = _as_list(make_layer()(*symbolic_in, **call_kwargs))
         assert len(symbolic) == len(eager)
         for s, e in zip(symbolic, eager):
@@ -98,7 +102,8 @@ def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
     symbolic_in = [keras.Input(x.shape[1:]) for x in inputs]
     model = keras.Model(
         symbolic_in if len(inputs) > 1 else symbolic_in[0],
-        make_layer()(*symbolic_in, **call_kwargs))
+        make_layer()(*symbolic_in, **call_kwargs),
+    )
     feed = list(inputs) if len(inputs) > 1 else inputs[0]
     before = [np.asarray(t) for t in _as_list(model(feed))]
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,9 +117,7 @@ def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
     if fit:
         model.compile(optimizer="adam", loss="mse", jit_compile=True)
         targets = [np.zeros_like(a) for a in before]
-        history = model.fit(
-            feed, targets if len(targets) > 1 else targets[0], epochs=2,
-            verbose=0)
+        history = model.fit(feed, targets if len(targets) > 1 else targets[0], epochs=2, verbose=0)
         assert np.all(np.isfinite(history.history["loss"]))
 
     if mixed_precision:
@@ -126,22 +129,19 @@ def run_layer_test(make_layer, inputs, call_kwargs=None, num_weights=None,
                 for w in layer.weights:
                     if "seed_generator" in w.path:
                         continue
-                    assert keras.backend.standardize_dtype(w.dtype) in (
-                        "float32",), w.path
+                    assert keras.backend.standardize_dtype(w.dtype) in ("float32",), w.path
                 for sub in _sublayers(layer):
                     assert sub.dtype_policy.name == policy, sub.name
                 compute = policy.split("_")[1]
                 for o in out:
                     if keras.backend.is_float_dtype(o.dtype):
-                        assert keras.backend.standardize_dtype(
-                            o.dtype) == compute
+                        assert keras.backend.standardize_dtype(o.dtype) == compute
                     assert np.all(np.isfinite(np.asarray(o, "float32")))
             finally:
                 keras.config.set_dtype_policy("float32")
 
 
-def check_gradients_numerically(loss, variables, rng=None, entries=None,
-                                eps=1e-6, tol=1e-6):
+def check_gradients_numerically(loss, variables, rng=None, entries=None, eps=1e-6, tol=1e-6):
     """Compares tape gradients of `loss()` (float64) with central finite
     differences on every entry of `variables`, or on `entries` random ones
     per variable (with `rng`)."""
@@ -150,8 +150,11 @@ def check_gradients_numerically(loss, variables, rng=None, entries=None,
     grads = tape.gradient(value, variables)
     for var, grad in zip(variables, grads):
         flat = var.numpy().reshape(-1)
-        idx = range(flat.size) if entries is None else rng.choice(
-            flat.size, size=min(flat.size, entries), replace=False)
+        idx = (
+            range(flat.size)
+            if entries is None
+            else rng.choice(flat.size, size=min(flat.size, entries), replace=False)
+        )
         for j in idx:
             orig = flat[j]
             values = []
@@ -164,5 +167,9 @@ def check_gradients_numerically(loss, variables, rng=None, entries=None,
             numeric = (values[0] - values[1]) / (2 * eps)
             analytic = np.asarray(grad).reshape(-1)[j]
             assert abs(numeric - analytic) <= tol * max(1.0, abs(numeric)), (
-                var.name, j, numeric, analytic)
+                var.name,
+                j,
+                numeric,
+                analytic,
+            )
     return value

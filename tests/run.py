@@ -62,8 +62,14 @@ def _test_files():
     fixed order."""
     for root, dirs, files in os.walk(TESTS):
         dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        yield root, [os.path.join(root, f) for f in sorted(files)
-                     if f.startswith("test_") and f.endswith(".py")]
+        yield (
+            root,
+            [
+                os.path.join(root, f)
+                for f in sorted(files)
+                if f.startswith("test_") and f.endswith(".py")
+            ],
+        )
 
 
 def groups():
@@ -74,21 +80,19 @@ def groups():
     out: see `alone_groups`."""
     found = []
     for root, tests in _test_files():
-        package = [f for f in tests if f.endswith(os.sep + "test_package.py")
-                   and root == TESTS]
-        tests = [f for f in tests if f not in package
-                 and not runs_alone(f)]
+        package = [f for f in tests if f.endswith(os.sep + "test_package.py") and root == TESTS]
+        tests = [f for f in tests if f not in package and not runs_alone(f)]
         found += [package] * bool(package) + _chunks(tests)
     weight = {id(g): sum(os.path.getsize(f) for f in g) for g in found}
-    found.sort(key=lambda g: (not g[0].endswith("test_package.py"),
-                              -weight[id(g)]))
+    found.sort(key=lambda g: (not g[0].endswith("test_package.py"), -weight[id(g)]))
     return [[os.path.relpath(f, ROOT) for f in g] for g in found]
 
 
 def alone_groups():
     """One group per module marked `RUN_ALONE = True`."""
-    return [[os.path.relpath(f, ROOT)] for _, tests in _test_files()
-            for f in tests if runs_alone(f)]
+    return [
+        [os.path.relpath(f, ROOT)] for _, tests in _test_files() for f in tests if runs_alone(f)
+    ]
 
 
 def _tree_rss_mb(root_pid):
@@ -98,8 +102,7 @@ def _tree_rss_mb(root_pid):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1]
-                                              .split()[1])
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 pass
     family, grew = {root_pid}, True
@@ -141,14 +144,17 @@ def run_group(paths, args, lock):
         env["KERAS_BACKEND"] = "jax"
     with tempfile.TemporaryFile("w+") as out:
         status = subprocess.call(
-            [sys.executable, "-m", "pytest", *paths, *args], cwd=ROOT,
-            stdout=out, stderr=subprocess.STDOUT, env=env)
+            [sys.executable, "-m", "pytest", *paths, *args],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         out.seek(0)
         text = out.read()
     seconds = time.perf_counter() - start
     with lock:
-        print(f"===== {' '.join(paths)}: exit {status}, {seconds:.0f} s "
-              "=====", flush=True)
+        print(f"===== {' '.join(paths)}: exit {status}, {seconds:.0f} s =====", flush=True)
         print(text, flush=True)
     return paths, status, seconds
 
@@ -160,18 +166,20 @@ def main(args):
     lock = threading.Lock()
     results = [run_group(g, args, lock) for g in alone_groups()]
     with ThreadPoolExecutor(PARALLEL) as pool:
-        results += list(pool.map(lambda g: run_group(g, args, lock),
-                                 groups()))
+        results += list(pool.map(lambda g: run_group(g, args, lock), groups()))
     memory.running = False
     wall = time.perf_counter() - start
     failed = [r for r in results if r[1] not in (0, NO_TESTS)]
     print("===== summary =====")
     for paths, status, seconds in results:
-        print(f"{'ok  ' if status in (0, NO_TESTS) else 'FAIL'} "
-              f"{seconds:6.0f} s  {' '.join(paths)}")
-    print(f"test suite: {len(results)} pytest processes, {PARALLEL} at a "
-          f"time; wall {wall:.0f} s; peak memory of the test processes "
-          f"together {memory.peak_mb / 1024:.2f} GB")
+        print(
+            f"{'ok  ' if status in (0, NO_TESTS) else 'FAIL'} {seconds:6.0f} s  {' '.join(paths)}"
+        )
+    print(
+        f"test suite: {len(results)} pytest processes, {PARALLEL} at a "
+        f"time; wall {wall:.0f} s; peak memory of the test processes "
+        f"together {memory.peak_mb / 1024:.2f} GB"
+    )
     return 1 if failed else 0
 
 

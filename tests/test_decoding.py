@@ -14,8 +14,7 @@ V, L = 5, 6
 
 def table_step(seed=0, vocab=V, length=L):
     """Logits depend on (position, previous token): a fixed random table."""
-    table = np.random.default_rng(seed).normal(
-        size=(length, vocab, vocab)).astype("float32") * 2
+    table = np.random.default_rng(seed).normal(size=(length, vocab, vocab)).astype("float32") * 2
 
     def step(tokens, cache, index):
         logits = ops.take(ops.take(table, index, axis=0), tokens, axis=0)
@@ -45,8 +44,7 @@ def test_beam_width_one_top_k_one_and_zero_temperature_equal_greedy():
     top1 = decoding.sample(step, prompts(), cache, L, top_k=1, seed=5)
     np.testing.assert_array_equal(np.asarray(top1), greedy)
     for temperature in (0, 1e-4):
-        cold = decoding.sample(step, prompts(), cache, L,
-                               temperature=temperature, seed=5)
+        cold = decoding.sample(step, prompts(), cache, L, temperature=temperature, seed=5)
         np.testing.assert_array_equal(np.asarray(cold), greedy)
 
 
@@ -60,17 +58,15 @@ def test_beam_search_finds_the_exact_best_sequence():
         if score > best_score:
             best, best_score = seq, score
     # width 9 = every 2-token prefix: exact at the last step
-    seqs, scores = decoding.beam_search(step, prompts(1), ops.zeros((1,)), 4,
-                                        beam_width=9)
+    seqs, scores = decoding.beam_search(step, prompts(1), ops.zeros((1,)), 4, beam_width=9)
     assert tuple(np.asarray(seqs)[0]) == best
     np.testing.assert_allclose(np.asarray(scores)[0], best_score, rtol=1e-5)
-    greedy = tuple(np.asarray(decoding.greedy(step, prompts(1),
-                                              ops.zeros((1,)), 4))[0])
+    greedy = tuple(np.asarray(decoding.greedy(step, prompts(1), ops.zeros((1,)), 4))[0])
     greedy_score = sum(logp[t, greedy[t], greedy[t + 1]] for t in range(3))
     assert best_score >= greedy_score
     all_seqs, all_scores = decoding.beam_search(
-        step, prompts(1), ops.zeros((1,)), 4, beam_width=9,
-        return_all_beams=True)
+        step, prompts(1), ops.zeros((1,)), 4, beam_width=9, return_all_beams=True
+    )
     assert np.all(np.diff(np.asarray(all_scores)[0]) <= 1e-6)  # best first
 
 
@@ -80,16 +76,22 @@ def test_length_penalty_prefers_longer_hypotheses():
     # = -0.47 beats -0.92 / 1 once alpha = 3.
     def step(tokens, cache, index):
         eos_now = ops.where(index == 0, 0.4, 0.3)
-        probs = ops.stack([ops.full((1,), 0.0), ops.full((1,), 0.0),
-                           ops.full((1,), eos_now),
-                           ops.full((1,), 1 - eos_now)], -1)
+        probs = ops.stack(
+            [
+                ops.full((1,), 0.0),
+                ops.full((1,), 0.0),
+                ops.full((1,), eos_now),
+                ops.full((1,), 1 - eos_now),
+            ],
+            -1,
+        )
         return ops.log(probs + 1e-9), cache
 
-    raw, _ = decoding.beam_search(step, prompts(1), (), 5, beam_width=4,
-                                  eos_id=2)
+    raw, _ = decoding.beam_search(step, prompts(1), (), 5, beam_width=4, eos_id=2)
     assert np.asarray(raw)[0].tolist() == [1, 2, 0, 0, 0]
-    long, _ = decoding.beam_search(step, prompts(1), (), 5, beam_width=4,
-                                   eos_id=2, length_penalty_alpha=3.0)
+    long, _ = decoding.beam_search(
+        step, prompts(1), (), 5, beam_width=4, eos_id=2, length_penalty_alpha=3.0
+    )
     assert np.asarray(long)[0].tolist()[:2] == [1, 3]
 
 
@@ -97,11 +99,9 @@ def test_top_p_never_leaves_the_nucleus():
     probs = np.array([0.5, 0.2, 0.15, 0.1, 0.05], "float32")
 
     def step(tokens, cache, index):
-        return ops.log(ops.tile(probs[None], (ops.shape(tokens)[0], 1))), \
-            cache
+        return ops.log(ops.tile(probs[None], (ops.shape(tokens)[0], 1))), cache
 
-    out = np.asarray(decoding.sample(step, prompts(400), (), 4, top_p=0.8,
-                                     seed=1))
+    out = np.asarray(decoding.sample(step, prompts(400), (), 4, top_p=0.8, seed=1))
     drawn = set(out[:, 1:].ravel().tolist())
     assert drawn == {0, 1, 2}  # 0.5 + 0.2 < 0.8 <= 0.5 + 0.2 + 0.15
 
@@ -112,8 +112,7 @@ def test_sampling_frequencies_match_the_tempered_softmax():
     def step(tokens, cache, index):
         return ops.tile(logits[None], (ops.shape(tokens)[0], 1)), cache
 
-    out = np.asarray(decoding.sample(step, prompts(4000), (), 3,
-                                     temperature=2.0, seed=7))[:, 1:]
+    out = np.asarray(decoding.sample(step, prompts(4000), (), 3, temperature=2.0, seed=7))[:, 1:]
     freq = np.bincount(out.ravel(), minlength=4) / out.size
     expected = np.exp(logits / 2) / np.exp(logits / 2).sum()
     np.testing.assert_allclose(freq, expected, atol=0.02)
@@ -121,12 +120,9 @@ def test_sampling_frequencies_match_the_tempered_softmax():
 
 def test_same_seed_same_samples_other_seed_other_samples():
     step, _ = table_step(3)
-    a = np.asarray(decoding.sample(step, prompts(8), ops.zeros((8,)), L,
-                                   seed=11))
-    b = np.asarray(decoding.sample(step, prompts(8), ops.zeros((8,)), L,
-                                   seed=11))
-    c = np.asarray(decoding.sample(step, prompts(8), ops.zeros((8,)), L,
-                                   seed=12))
+    a = np.asarray(decoding.sample(step, prompts(8), ops.zeros((8,)), L, seed=11))
+    b = np.asarray(decoding.sample(step, prompts(8), ops.zeros((8,)), L, seed=11))
+    c = np.asarray(decoding.sample(step, prompts(8), ops.zeros((8,)), L, seed=12))
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
 
@@ -142,10 +138,8 @@ def test_eos_stops_and_pads(strategy):
     elif strategy == "sample":
         out = decoding.sample(step, prompt, (), 7, top_k=1, eos_id=4)
     else:
-        out, _ = decoding.beam_search(step, prompt, (), 7, beam_width=3,
-                                      eos_id=4)
-    assert np.asarray(out).tolist() == [[1, 2, 3, 4, 0, 0, 0],
-                                        [2, 3, 4, 0, 0, 0, 0]]
+        out, _ = decoding.beam_search(step, prompt, (), 7, beam_width=3, eos_id=4)
+    assert np.asarray(out).tolist() == [[1, 2, 3, 4, 0, 0, 0], [2, 3, 4, 0, 0, 0, 0]]
 
 
 def test_prompt_tokens_are_kept_and_generation_follows_them():
@@ -153,43 +147,43 @@ def test_prompt_tokens_are_kept_and_generation_follows_them():
         return ops.one_hot(ops.minimum(tokens + 1, 9), 10), cache + tokens
 
     prompt = np.array([[3, 7, 1]], "int32")
-    out = np.asarray(decoding.greedy(step, prompt, ops.zeros((1,), "int32"),
-                                     5))
+    out = np.asarray(decoding.greedy(step, prompt, ops.zeros((1,), "int32"), 5))
     assert out.tolist() == [[3, 7, 1, 2, 3]]
 
 
 def test_the_loop_compiles_with_xla():
     step, _ = table_step(4)
-    eager = np.asarray(decoding.beam_search(step, prompts(), ops.zeros((3,)),
-                                            L, beam_width=3)[0])
+    eager = np.asarray(decoding.beam_search(step, prompts(), ops.zeros((3,)), L, beam_width=3)[0])
 
     @tf.function(jit_compile=True)
     def run(prompt):
-        return (decoding.beam_search(step, prompt, ops.zeros((3,)), L,
-                                     beam_width=3)[0],
-                decoding.sample(step, prompt, ops.zeros((3,)), L, top_p=0.9,
-                                top_k=3, seed=2))
+        return (
+            decoding.beam_search(step, prompt, ops.zeros((3,)), L, beam_width=3)[0],
+            decoding.sample(step, prompt, ops.zeros((3,)), L, top_p=0.9, top_k=3, seed=2),
+        )
 
     compiled, sampled = run(tf.constant(prompts()))
     np.testing.assert_array_equal(compiled.numpy(), eager)
     np.testing.assert_array_equal(
-        sampled.numpy(), np.asarray(decoding.sample(
-            step, prompts(), ops.zeros((3,)), L, top_p=0.9, top_k=3,
-            seed=2)))
+        sampled.numpy(),
+        np.asarray(
+            decoding.sample(step, prompts(), ops.zeros((3,)), L, top_p=0.9, top_k=3, seed=2)
+        ),
+    )
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda s: decoding.beam_search(s, prompts(), (), 4, beam_width=0),
-     "beam_width"),
-    (lambda s: decoding.greedy(s, prompts(), (), 0), "max_length"),
-    (lambda s: decoding.sample(s, prompts(), (), 4, top_p=0.0), "top_p"),
-    (lambda s: decoding.sample(s, prompts(), (), 4, top_p=1.5), "top_p"),
-    (lambda s: decoding.sample(s, prompts(), (), 4, temperature=-1),
-     "temperature"),
-    (lambda s: decoding.sample(s, prompts(), (), 4, top_k=0), "top_k"),
-    (lambda s: decoding.greedy(s, np.ones((2, 6), "int32"), (), 4),
-     "longer than max_length=4"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda s: decoding.beam_search(s, prompts(), (), 4, beam_width=0), "beam_width"),
+        (lambda s: decoding.greedy(s, prompts(), (), 0), "max_length"),
+        (lambda s: decoding.sample(s, prompts(), (), 4, top_p=0.0), "top_p"),
+        (lambda s: decoding.sample(s, prompts(), (), 4, top_p=1.5), "top_p"),
+        (lambda s: decoding.sample(s, prompts(), (), 4, temperature=-1), "temperature"),
+        (lambda s: decoding.sample(s, prompts(), (), 4, top_k=0), "top_k"),
+        (lambda s: decoding.greedy(s, np.ones((2, 6), "int32"), (), 4), "longer than max_length=4"),
+    ],
+)
 def test_bad_arguments(call, match):
     step, _ = table_step()
     with pytest.raises(ValueError, match=match):
@@ -206,15 +200,16 @@ def test_top_k_and_top_p_over_a_large_vocabulary(top_k, top_p):
     def step(tokens, cache, index):
         return ops.tile(logits[None], (ops.shape(tokens)[0], 1)), cache
 
-    out = np.asarray(decoding.sample(step, prompts(3000), (), 2, top_k=top_k,
-                                     top_p=top_p, seed=3))[:, 1]
+    out = np.asarray(decoding.sample(step, prompts(3000), (), 2, top_k=top_k, top_p=top_p, seed=3))[
+        :, 1
+    ]
     order = np.argsort(-logits)
     p = np.exp(logits - logits.max())
     p /= p.sum()
     keep = order[:top_k] if top_k else order
     if top_p:
         mass = np.cumsum(p[keep] / p[keep].sum())
-        keep = keep[:np.searchsorted(mass, top_p) + 1]
+        keep = keep[: np.searchsorted(mass, top_p) + 1]
     assert set(out.tolist()) <= set(keep.tolist())
     expected = p[keep] / p[keep].sum()
     freq = np.array([(out == t).mean() for t in keep])

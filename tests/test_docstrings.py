@@ -6,13 +6,16 @@ import pkgutil
 
 import pytest
 
+
 def _modules():
     """Every module of the installed package, found by walking it."""
     import seqkeras
 
-    names = [info.name for info in pkgutil.walk_packages(
-        seqkeras.__path__, "seqkeras.") if not info.name.endswith(
-            "__main__")]
+    names = [
+        info.name
+        for info in pkgutil.walk_packages(seqkeras.__path__, "seqkeras.")
+        if not info.name.endswith("__main__")
+    ]
     return sorted(names)
 
 
@@ -20,14 +23,17 @@ MODULES = _modules()
 
 
 def test_the_walk_finds_the_modules():
-    for name in ("seqkeras.models.generation", "seqkeras.export.streaming",
-                 "seqkeras.data.tokens", "seqkeras.layers.cells"):
+    for name in (
+        "seqkeras.models.generation",
+        "seqkeras.export.streaming",
+        "seqkeras.data.tokens",
+        "seqkeras.layers.cells",
+    ):
         assert name in MODULES
 
 
 def _has_examples(module):
-    return any(test.examples for test in doctest.DocTestFinder().find(
-        module))
+    return any(test.examples for test in doctest.DocTestFinder().find(module))
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -55,14 +55,16 @@ def import_graph():
             tree = ast.parse(f.read())
         edges = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and (
-                    node.module.split(".")[0] == "seqkeras"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and (node.module.split(".")[0] == "seqkeras")
+            ):
                 for alias in node.names:
                     full = f"{node.module}.{alias.name}"
                     edges.add(full if full in mods else resolve(node.module))
             elif isinstance(node, ast.Import):
-                edges |= {resolve(a.name) for a in node.names
-                          if a.name.split(".")[0] == "seqkeras"}
+                edges |= {resolve(a.name) for a in node.names if a.name.split(".")[0] == "seqkeras"}
         edges.discard(name)
         graph[name] = edges
     return graph
@@ -149,8 +151,10 @@ def test_each_module_imports_alone_in_a_fresh_process():
     names = sorted(n for n in modules() if not n.endswith("__main__"))
     result = subprocess.run(
         [sys.executable, "-c", _ALONE, json.dumps(names)],
-        capture_output=True, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     failed = json.loads(result.stdout.strip().splitlines()[-1])
     assert failed == {}, failed

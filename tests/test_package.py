@@ -39,10 +39,10 @@ def _outside(tmp_path, *command, env=None):
     PYTHONPATH): only the installed package can be imported."""
     env = {**os.environ, **(env or {})}
     env.pop("PYTHONPATH", None)
-    result = subprocess.run([sys.executable, *command], cwd=tmp_path,
-                            env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[
-        -3000:]
+    result = subprocess.run(
+        [sys.executable, *command], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout
 
 
@@ -53,30 +53,44 @@ def test_tests_and_scripts_use_the_installed_package(tmp_path):
 
     # (the checkout's own seqkeras.egg-info has no direct_url.json)
     editable = any(
-        json.loads(d.read_text("direct_url.json") or "{}").get(
-            "dir_info", {}).get("editable", False)
-        for d in importlib.metadata.distributions(name="seqkeras"))
+        json.loads(d.read_text("direct_url.json") or "{}")
+        .get("dir_info", {})
+        .get("editable", False)
+        for d in importlib.metadata.distributions(name="seqkeras")
+    )
     if not editable:
         # a regular install: the package is not the source tree
-        assert not os.path.abspath(seqkeras.__file__).startswith(
-            os.path.join(ROOT, "seqkeras"))
+        assert not os.path.abspath(seqkeras.__file__).startswith(os.path.join(ROOT, "seqkeras"))
 
 
 def test_main_job_small_run_from_outside_the_checkout(tmp_path):
     # the README's main job (apps/dates.py), run as a user runs it, from
     # another directory, with the installed package
-    out = _outside(tmp_path, os.path.join(ROOT, "apps", "dates.py"),
-                   "--epochs", "1", "--train", "512", "--val", "64",
-                   "--units", "16", "--out", str(tmp_path / "models"))
+    out = _outside(
+        tmp_path,
+        os.path.join(ROOT, "apps", "dates.py"),
+        "--epochs",
+        "1",
+        "--train",
+        "512",
+        "--val",
+        "64",
+        "--units",
+        "16",
+        "--out",
+        str(tmp_path / "models"),
+    )
     assert "held-out exact match" in out
-    report = dict(line.strip().split(": ", 1) for line in out.splitlines()
-                  if line.startswith("  ") and ": " in line)
+    report = dict(
+        line.strip().split(": ", 1)
+        for line in out.splitlines()
+        if line.startswith("  ") and ": " in line
+    )
     scale = max(1.0, float(report["max_abs_output"]))  # the app's rule
     assert float(report["savedmodel_max_abs_diff"]) <= 1e-5 * scale
     assert float(report["tflite_max_abs_diff"]) <= 1e-5 * scale
     assert "Flex" not in report["tflite_ops"]
-    assert os.path.exists(tmp_path / "models" / "dates" / "1" /
-                          "saved_model.pb")
+    assert os.path.exists(tmp_path / "models" / "dates" / "1" / "saved_model.pb")
     assert os.path.exists(tmp_path / "models" / "dates-attention.png")
 
 
@@ -84,17 +98,29 @@ def test_long_range_app_small_run_and_versioned_exports(tmp_path):
     from seqkeras.export import export_and_verify
 
     app = _load(os.path.join(ROOT, "apps", "long_range.py"), "long_range")
-    results, report = app.main([
-        "--cells", "GRU", "--epochs", "1", "--train", "256", "--val", "64",
-        "--steps", "12", "--out", str(tmp_path),
-    ])
+    results, report = app.main(
+        [
+            "--cells",
+            "GRU",
+            "--epochs",
+            "1",
+            "--train",
+            "256",
+            "--val",
+            "64",
+            "--steps",
+            "12",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert np.isfinite(results["GRU"][1]["val_mse"])
     assert report["savedmodel_max_abs_diff"] <= 1e-5
     assert report["tflite_max_abs_diff"] <= 1e-5
     # A second export goes to the next version, never over the first.
-    report2 = export_and_verify(results["GRU"][0], "long_range",
-                                [np.zeros((2, 12, 2), "float32")],
-                                str(tmp_path))
+    report2 = export_and_verify(
+        results["GRU"][0], "long_range", [np.zeros((2, 12, 2), "float32")], str(tmp_path)
+    )
     assert report2["savedmodel"].endswith(os.path.join("long_range", "2"))
 
 
@@ -117,19 +143,16 @@ def test_attention_benchmark_smoke():
 
 
 def test_tflite_latency_benchmark_smoke():
-    bench = _load(os.path.join(ROOT, "benchmarks", "tflite_latency.py"),
-                  "tflite_latency")
+    bench = _load(os.path.join(ROOT, "benchmarks", "tflite_latency.py"), "tflite_latency")
     rows = bench.main(["--quick"])
     assert [r["threads"] for r in rows] == [1]
     # the three whole-sequence models carry the same weights
     assert rows[0]["max_abs_diff"] < 1e-5
-    assert all(rows[0][k] > 0 for k in ("keras_ms", "ours_ms", "fused_ms",
-                                        "step_ms"))
+    assert all(rows[0][k] > 0 for k in ("keras_ms", "ours_ms", "fused_ms", "step_ms"))
 
 
 def test_attention_chunking_experiment_computes_the_same_block():
-    bench = _load(os.path.join(ROOT, "benchmarks", "attention_chunking.py"),
-                  "chunking")
+    bench = _load(os.path.join(ROOT, "benchmarks", "attention_chunking.py"), "chunking")
     x = np.random.default_rng(0).normal(size=(2, 20, 16)).astype("float32")
     one_shot = bench.make_block(None, False, 2, 32)
     want = np.asarray(one_shot(x))
@@ -143,19 +166,44 @@ def test_attention_chunking_experiment_computes_the_same_block():
 
 
 def test_reproduction_scripts_smoke(tmp_path):
-    cells = _load(os.path.join(ROOT, "benchmarks", "cell_comparison.py"),
-                  "cell_comparison")
-    rows = cells.main(["--steps", "8", "--train", "128", "--val", "32",
-                       "--epochs", "1", "--cells", "GRU", "--plot",
-                       str(tmp_path / "cells.png")])
+    cells = _load(os.path.join(ROOT, "benchmarks", "cell_comparison.py"), "cell_comparison")
+    rows = cells.main(
+        [
+            "--steps",
+            "8",
+            "--train",
+            "128",
+            "--val",
+            "32",
+            "--epochs",
+            "1",
+            "--cells",
+            "GRU",
+            "--plot",
+            str(tmp_path / "cells.png"),
+        ]
+    )
     assert [(r[0], r[1]) for r in rows] == [(8, "GRU")]
     assert os.path.exists(tmp_path / "cells.png")
-    bottleneck = _load(os.path.join(ROOT, "benchmarks",
-                                    "context_bottleneck.py"),
-                       "context_bottleneck")
-    results = bottleneck.main(["--train", "256", "--val", "64", "--epochs",
-                               "1", "--max-length", "10", "--units", "16",
-                               "--plot", str(tmp_path / "b.png")])
+    bottleneck = _load(
+        os.path.join(ROOT, "benchmarks", "context_bottleneck.py"), "context_bottleneck"
+    )
+    results = bottleneck.main(
+        [
+            "--train",
+            "256",
+            "--val",
+            "64",
+            "--epochs",
+            "1",
+            "--max-length",
+            "10",
+            "--units",
+            "16",
+            "--plot",
+            str(tmp_path / "b.png"),
+        ]
+    )
     assert set(results) == {"no attention", "additive attention"}
     assert os.path.exists(tmp_path / "b.png")
 
@@ -163,19 +211,27 @@ def test_reproduction_scripts_smoke(tmp_path):
 def test_baby_gpt_quick_from_outside_the_checkout(tmp_path):
     data = seqkeras.data.shared_data_dir()
     if data is None:
-        pytest.skip("the shared data directory (tiny-shakespeare) is not "
-                    "present: set SEQKERAS_DATA or place it at ../shared/data")
-    out = _outside(tmp_path, os.path.join(ROOT, "benchmarks", "baby_gpt.py"),
-                   "--quick", env={"SEQKERAS_DATA": data})
+        pytest.skip(
+            "the shared data directory (tiny-shakespeare) is not "
+            "present: set SEQKERAS_DATA or place it at ../shared/data"
+        )
+    out = _outside(
+        tmp_path,
+        os.path.join(ROOT, "benchmarks", "baby_gpt.py"),
+        "--quick",
+        env={"SEQKERAS_DATA": data},
+    )
     assert "val loss" in out
-    for name in ("greedy", "beam (4, alpha 0.6)", "top-k 10", "top-p 0.9",
-                 "temperature 0.7"):
+    for name in ("greedy", "beam (4, alpha 0.6)", "top-k 10", "top-p 0.9", "temperature 0.7"):
         assert f"--- {name}" in out
     # without the data: a clear error naming both ways to give it
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "baby_gpt.py"),
-         "--quick"], cwd=tmp_path, capture_output=True, text=True,
-        env={**os.environ, "SEQKERAS_DATA": str(tmp_path / "none")})
+        [sys.executable, os.path.join(ROOT, "benchmarks", "baby_gpt.py"), "--quick"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SEQKERAS_DATA": str(tmp_path / "none")},
+    )
     assert result.returncode != 0
     assert "SEQKERAS_DATA" in result.stderr and "`path`" in result.stderr
 
@@ -184,25 +240,28 @@ def test_seq2seq_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "seq2seq.py"), "s2sbench")
     seconds = bench.main(["--quick", "--no-torch"])
     assert sorted(seconds) == sorted(
-        f"ours, {p}, {j}" for p in ("float32", "mixed_bfloat16")
-        for j in ("jit", "no jit"))
+        f"ours, {p}, {j}" for p in ("float32", "mixed_bfloat16") for j in ("jit", "no jit")
+    )
     assert all(s > 0 for s in seconds.values())
     # the FLOPs count grows with the source length only through attention
-    assert (bench.train_flops_per_token(31) - bench.train_flops_per_token(30)
-            == 3 * 2 * 2 * bench.ENC * 2)
+    assert (
+        bench.train_flops_per_token(31) - bench.train_flops_per_token(30)
+        == 3 * 2 * 2 * bench.ENC * 2
+    )
 
 
 def test_torch_seq2seq_peer_trains():
-    pytest.importorskip("torch", reason="torch (a benchmark peer) is not "
-                        "installed")
+    pytest.importorskip("torch", reason="torch (a benchmark peer) is not installed")
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
-        peers = _load(os.path.join(ROOT, "benchmarks", "torch_peers.py"),
-                      "torch_peers")
+        peers = _load(os.path.join(ROOT, "benchmarks", "torch_peers.py"), "torch_peers")
         # seq2seq.py's batch: its vocabularies, lengths 10 to `steps`
-        net, forward, loss, optimizer = peers.build("seq2seq", dict(
-            batch=4, steps=12, dims=dict(src_vocab=7800, tgt_vocab=5900,
-                                         emb=8, enc=8, dec=16)))
+        net, forward, loss, optimizer = peers.build(
+            "seq2seq",
+            dict(
+                batch=4, steps=12, dims=dict(src_vocab=7800, tgt_vocab=5900, emb=8, enc=8, dec=16)
+            ),
+        )
     finally:
         sys.path.remove(os.path.join(ROOT, "benchmarks"))
     out = forward()
@@ -227,9 +286,11 @@ def test_main_job_default_run_reaches_99_percent(tmp_path):
     """The README's main job as shipped: >= 99% exact match on held-out
     dates, and verified exports."""
     out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "apps", "dates.py"),
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        [sys.executable, os.path.join(ROOT, "apps", "dates.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     ).stdout
     line = [x for x in out.splitlines() if "exact match" in x][0]
     assert float(line.rsplit(" ", 1)[1].rstrip("%")) >= 99.0, line
@@ -241,12 +302,17 @@ def test_long_range_default_run_shows_gated_cells_win(tmp_path):
     """Gated cells solve the adding problem at T=50, the vanilla RNN does
     not."""
     out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "apps", "long_range.py"),
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        [sys.executable, os.path.join(ROOT, "apps", "long_range.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     ).stdout
-    rows = {line.split()[0]: line.split() for line in out.splitlines()
-            if line.split() and line.split()[0] in ("SimpleRNN", "GRU", "LSTM")}
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.split() and line.split()[0] in ("SimpleRNN", "GRU", "LSTM")
+    }
     assert float(rows["GRU"][3]) < 0.01 and float(rows["LSTM"][3]) < 0.01
     assert float(rows["SimpleRNN"][3]) > 0.1
     assert "tflite_max_abs_diff" in out

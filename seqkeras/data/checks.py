@@ -54,11 +54,12 @@ def check_token_ids(where, name, ids, vocab_size):
             f"`{where}`: input `{name}` must hold integer token ids; "
             f"received {array.dtype} values (e.g. {array.flat[0]!r}). "
             "Encode text to ids first (e.g. with the model's vocabulary) "
-            "or export with a raw-string signature.")
+            "or export with a raw-string signature."
+        )
     if kind == "b" or kind == "c":
         raise TypeError(
-            f"`{where}`: input `{name}` must hold integer token ids. "
-            f"Received dtype {array.dtype}.")
+            f"`{where}`: input `{name}` must hold integer token ids. Received dtype {array.dtype}."
+        )
     if array.size == 0:
         return
     if kind == "f":
@@ -69,15 +70,16 @@ def check_token_ids(where, name, ids, vocab_size):
             raise TypeError(
                 f"`{where}`: input `{name}` must hold integer token ids. "
                 f"Received the non-integer value {bad!r} "
-                f"(dtype {array.dtype}).")
+                f"(dtype {array.dtype})."
+            )
     low, high = array.min(), array.max()
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
         raise ValueError(
             f"`{where}`: input `{name}` has token id {int(bad)}, outside "
             f"[0, {vocab_size}) (the vocabulary size is {vocab_size}; "
-            "0 is padding).")
-
+            "0 is padding)."
+        )
 
 
 def token_id_asserts(where, name, ids, vocab_size):
@@ -87,26 +89,37 @@ def token_id_asserts(where, name, ids, vocab_size):
     if ids.dtype == tf.string or ids.dtype == tf.bool:
         raise TypeError(
             f"`{where}`: input `{name}` must hold integer token ids. "
-            f"Received dtype {ids.dtype.name}.")
+            f"Received dtype {ids.dtype.name}."
+        )
     checks = []
     if ids.dtype.is_floating:
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(tf.equal(tf.floor(ids), ids)),
-            [f"{MARKER}`{where}`: input `{name}` must hold integer token "
-             "ids. Received non-integer values, e.g.",
-             tf.boolean_mask(ids, tf.not_equal(tf.floor(ids), ids))[:1]],
-            name="token_ids_integral"))
-    low = tf.reduce_min(tf.concat([tf.reshape(ids, [-1]),
-                                   tf.zeros([1], ids.dtype)], 0))
-    high = tf.reduce_max(tf.concat([tf.reshape(ids, [-1]),
-                                    tf.zeros([1], ids.dtype)], 0))
+        checks.append(
+            tf.debugging.Assert(
+                tf.reduce_all(tf.equal(tf.floor(ids), ids)),
+                [
+                    f"{MARKER}`{where}`: input `{name}` must hold integer token "
+                    "ids. Received non-integer values, e.g.",
+                    tf.boolean_mask(ids, tf.not_equal(tf.floor(ids), ids))[:1],
+                ],
+                name="token_ids_integral",
+            )
+        )
+    low = tf.reduce_min(tf.concat([tf.reshape(ids, [-1]), tf.zeros([1], ids.dtype)], 0))
+    high = tf.reduce_max(tf.concat([tf.reshape(ids, [-1]), tf.zeros([1], ids.dtype)], 0))
     bad = tf.where(low < 0, low, high)
-    checks.append(tf.debugging.Assert(
-        tf.logical_and(low >= 0, high < vocab_size),
-        [f"{MARKER}`{where}`: input `{name}` has a token id outside "
-         f"[0, {vocab_size}) (the vocabulary size is {vocab_size}; 0 is "
-         "padding). Offending id:", bad], summarize=1,
-        name="token_ids_in_range"))
+    checks.append(
+        tf.debugging.Assert(
+            tf.logical_and(low >= 0, high < vocab_size),
+            [
+                f"{MARKER}`{where}`: input `{name}` has a token id outside "
+                f"[0, {vocab_size}) (the vocabulary size is {vocab_size}; 0 is "
+                "padding). Offending id:",
+                bad,
+            ],
+            summarize=1,
+            name="token_ids_in_range",
+        )
+    )
     with tf.control_dependencies(checks):
         return tf.identity(ids)
 
@@ -118,10 +131,12 @@ def checked_inputs(model, inputs, where, feeds=None):
     signature's `prompt_ids` feeds `token_ids`)."""
     sizes = getattr(model, "vocabulary_sizes", {})
     feeds = feeds or {}
-    return {key: token_id_asserts(where, key, value,
-                                  sizes[feeds.get(key, key)])
-            if feeds.get(key, key) in sizes else value
-            for key, value in inputs.items()}
+    return {
+        key: token_id_asserts(where, key, value, sizes[feeds.get(key, key)])
+        if feeds.get(key, key) in sizes
+        else value
+        for key, value in inputs.items()
+    }
 
 
 def check_token_dataset(dataset, model, where="fit"):
@@ -136,11 +151,14 @@ def check_token_dataset(dataset, model, where="fit"):
             return checked_inputs(model, x, where)
         if isinstance(x, (list, tuple)):
             checked = checked_inputs(model, dict(zip(names, x)), where)
-            return type(x)(checked[name] for name in names[:len(x)])
+            return type(x)(checked[name] for name in names[: len(x)])
         return checked_inputs(model, {names[0]: x}, where)[names[0]]
 
     spec = dataset.element_spec
-    if isinstance(spec, tuple) and len(spec) in (2, 3) and not (
-            len(names) > 1 and not isinstance(spec[0], (dict, tuple))):
+    if (
+        isinstance(spec, tuple)
+        and len(spec) in (2, 3)
+        and not (len(names) > 1 and not isinstance(spec[0], (dict, tuple)))
+    ):
         return dataset.map(lambda x, *rest: (check_x(x),) + tuple(rest))
     return dataset.map(check_x)

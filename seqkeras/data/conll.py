@@ -49,12 +49,14 @@ def read_conll(path, tag_column=-1, name="read_conll"):
             if columns < 2:
                 raise ValueError(
                     f"`{name}`: {path} line {number}: expected a token and "
-                    f"its tag separated by whitespace, got {line.strip()!r}")
+                    f"its tag separated by whitespace, got {line.strip()!r}"
+                )
         if len(fields) != columns:
             raise ValueError(
                 f"`{name}`: {path} line {number}: expected {columns} "
                 f"columns as in the file's first token line, got "
-                f"{len(fields)}: {line.strip()!r}")
+                f"{len(fields)}: {line.strip()!r}"
+            )
         words.append(fields[0])
         labels.append(fields[tag_column])
     if words:

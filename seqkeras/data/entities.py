@@ -19,8 +19,7 @@ def _split(tag):
         return "O", ""
     if len(tag) > 2 and tag[1] == "-" and tag[0] in "BI":
         return tag[0], tag[2:]
-    raise ValueError(f"entity tags must be O, B-<type> or I-<type>. "
-                     f"Received: {tag!r}")
+    raise ValueError(f"entity tags must be O, B-<type> or I-<type>. Received: {tag!r}")
 
 
 def entity_spans(tags):
@@ -35,8 +34,7 @@ def entity_spans(tags):
     spans, current = [], None
     for i, tag in enumerate(tags):
         prefix, kind = _split(tag)
-        continues = (current is not None and prefix == "I"
-                     and kind == current[0])
+        continues = current is not None and prefix == "I" and kind == current[0]
         if continues:
             continue
         if current is not None:
@@ -68,13 +66,14 @@ def entity_scores(true_tags, predicted_tags):
     if len(true_tags) != len(predicted_tags):
         raise ValueError(
             "`entity_scores` needs as many predicted sentences as true "
-            f"ones. Received {len(predicted_tags)} and {len(true_tags)}")
+            f"ones. Received {len(predicted_tags)} and {len(true_tags)}"
+        )
     true_n, pred_n, hit = (collections.Counter() for _ in range(3))
     for n, (t, p) in enumerate(zip(true_tags, predicted_tags)):
         if len(t) != len(p):
             raise ValueError(
-                f"`entity_scores`: sentence {n} has {len(t)} true tags and "
-                f"{len(p)} predicted")
+                f"`entity_scores`: sentence {n} has {len(t)} true tags and {len(p)} predicted"
+            )
         ts, ps = set(entity_spans(t)), set(entity_spans(p))
         true_n.update(s[0] for s in ts)
         pred_n.update(s[0] for s in ps)
@@ -83,13 +82,10 @@ def entity_scores(true_tags, predicted_tags):
     def score(h, p, t):
         precision = 100.0 * h / p if p else 0.0
         recall = 100.0 * h / t if t else 0.0
-        f1 = (2 * precision * recall / (precision + recall)
-              if precision + recall else 0.0)
-        return {"precision": precision, "recall": recall, "f1": f1,
-                "support": t}
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return {"precision": precision, "recall": recall, "f1": f1, "support": t}
 
-    result = {"micro": score(sum(hit.values()), sum(pred_n.values()),
-                             sum(true_n.values()))}
+    result = {"micro": score(sum(hit.values()), sum(pred_n.values()), sum(true_n.values()))}
     for kind in sorted(set(true_n) | set(pred_n)):
         result[kind] = score(hit[kind], pred_n[kind], true_n[kind])
     return result

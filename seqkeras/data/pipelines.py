@@ -21,9 +21,10 @@ def _decode(raw, source, name):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = raw[:error.start].count(b"\n") + 1
-        raise ValueError(f"`{name}`: {source} line {line} is not UTF-8 text "
-                         f"(byte {raw[error.start]:#04x})") from None
+        line = raw[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"`{name}`: {source} line {line} is not UTF-8 text (byte {raw[error.start]:#04x})"
+        ) from None
     return text.replace("\r\n", "\n")
 
 
@@ -36,8 +37,7 @@ def _read_bytes(path, name):
     except FileNotFoundError:
         raise FileNotFoundError(f"`{name}`: no such file: {path}") from None
     except IsADirectoryError:
-        raise ValueError(f"`{name}`: {path} is a directory, not a text "
-                         "file") from None
+        raise ValueError(f"`{name}`: {path} is a directory, not a text file") from None
     return raw
 
 
@@ -57,7 +57,6 @@ def read_text(path, name="read_text"):
     'to be\\nor not'
     """
     return _decode(_read_bytes(path, name), path, name)
-
 
 
 def text_lines(raw, source, name="text_lines", allow_empty_input=False):
@@ -98,7 +97,8 @@ def read_parallel(source_path, target_path, name="read_parallel"):
     if len(sources) != len(targets):
         raise ValueError(
             f"`{name}`: the files are not line-aligned: {source_path} has "
-            f"{len(sources)} lines, {target_path} {len(targets)}")
+            f"{len(sources)} lines, {target_path} {len(targets)}"
+        )
     return sources, targets
 
 
@@ -108,11 +108,20 @@ def _tokenized(texts, tokenizer, **kwargs):
     return data.map(lambda s: tokenizer.encode(s, **kwargs)).unbatch()
 
 
-def translation_dataset(sources, targets, source_tokenizer,
-                        target_tokenizer, batch_size=64, max_length=64,
-                        boundaries=(8, 12, 16, 20, 24, 32, 48), shuffle=True,
-                        seed=0, verbose=True, pad_to_bucket=False,
-                        drop_remainder=False):
+def translation_dataset(
+    sources,
+    targets,
+    source_tokenizer,
+    target_tokenizer,
+    batch_size=64,
+    max_length=64,
+    boundaries=(8, 12, 16, 20, 24, 32, 48),
+    shuffle=True,
+    seed=0,
+    verbose=True,
+    pad_to_bucket=False,
+    drop_remainder=False,
+):
     """Teacher-forcing batches for a seq2seq model.
 
     Args:
@@ -142,25 +151,26 @@ def translation_dataset(sources, targets, source_tokenizer,
     if len(sources) != len(targets):
         raise ValueError(
             "`translation_dataset` needs aligned sources and targets. "
-            f"Received {len(sources)} sources and {len(targets)} targets")
+            f"Received {len(sources)} sources and {len(targets)} targets"
+        )
     src = _tokenized(sources, source_tokenizer, add_eos=True)
     tgt = _tokenized(targets, target_tokenizer, add_bos=True, add_eos=True)
     pairs = tf.data.Dataset.zip(src, tgt)
 
     def fits(s, t):
-        return tf.logical_and(tf.size(s) <= max_length,
-                              tf.size(t) <= max_length)
+        return tf.logical_and(tf.size(s) <= max_length, tf.size(t) <= max_length)
 
     pairs = pairs.filter(fits).cache()
     kept = int(pairs.reduce(0, lambda n, _: n + 1))
     if verbose:
-        print(f"translation_dataset: {len(sources)} pairs, {kept} kept, "
-              f"{len(sources) - kept} dropped (longer than {max_length} "
-              "tokens)")
+        print(
+            f"translation_dataset: {len(sources)} pairs, {kept} kept, "
+            f"{len(sources) - kept} dropped (longer than {max_length} "
+            "tokens)"
+        )
     if shuffle:
         pairs = pairs.shuffle(kept, seed=seed, reshuffle_each_iteration=True)
-    pairs = pairs.map(lambda s, t: ({"source_ids": s,
-                                     "target_ids": t[:-1]}, t[1:]))
+    pairs = pairs.map(lambda s, t: ({"source_ids": s, "target_ids": t[:-1]}, t[1:]))
     edges = [b + 1 for b in boundaries if b < max_length]
     if pad_to_bucket:  # the last bucket pads to max_length
         edges.append(max_length + 1)
@@ -169,13 +179,24 @@ def translation_dataset(sources, targets, source_tokenizer,
         bucket_boundaries=edges,
         bucket_batch_sizes=[batch_size] * (len(edges) + 1),
         padding_values=({"source_ids": PAD, "target_ids": PAD}, PAD),
-        pad_to_bucket_boundary=pad_to_bucket, drop_remainder=drop_remainder)
+        pad_to_bucket_boundary=pad_to_bucket,
+        drop_remainder=drop_remainder,
+    )
     return data.prefetch(tf.data.AUTOTUNE), kept
 
 
-def _shuffled_buckets(data, size, shuffle, seed, boundaries, max_length,
-                      batch_size, padding_values, pad_to_bucket,
-                      drop_remainder):
+def _shuffled_buckets(
+    data,
+    size,
+    shuffle,
+    seed,
+    boundaries,
+    max_length,
+    batch_size,
+    padding_values,
+    pad_to_bucket,
+    drop_remainder,
+):
     """`(sequence, labels)` examples shuffled (a buffer of all `size`)
     and batched by the sequence's length into buckets, each batch padded
     to its bucket's edge (`pad_to_bucket`, the last to `max_length`) or to
@@ -186,16 +207,27 @@ def _shuffled_buckets(data, size, shuffle, seed, boundaries, max_length,
     if pad_to_bucket:
         edges.append(max_length + 1)
     return data.bucket_by_sequence_length(
-        lambda x, y: tf.size(x), bucket_boundaries=edges,
+        lambda x, y: tf.size(x),
+        bucket_boundaries=edges,
         bucket_batch_sizes=[batch_size] * (len(edges) + 1),
-        padding_values=padding_values, pad_to_bucket_boundary=pad_to_bucket,
-        drop_remainder=drop_remainder)
+        padding_values=padding_values,
+        pad_to_bucket_boundary=pad_to_bucket,
+        drop_remainder=drop_remainder,
+    )
 
 
-def classification_dataset(texts, labels, tokenizer, batch_size=64,
-                           max_length=128, boundaries=(8, 16, 24, 32, 48),
-                           shuffle=True, seed=0, pad_to_bucket=True,
-                           drop_remainder=False):
+def classification_dataset(
+    texts,
+    labels,
+    tokenizer,
+    batch_size=64,
+    max_length=128,
+    boundaries=(8, 16, 24, 32, 48),
+    shuffle=True,
+    seed=0,
+    pad_to_bucket=True,
+    drop_remainder=False,
+):
     """Batches of `(token_ids, labels)` for a classifier.
 
     Args:
@@ -220,24 +252,43 @@ def classification_dataset(texts, labels, tokenizer, batch_size=64,
     if len(texts) != len(labels):
         raise ValueError(
             "`classification_dataset` needs aligned texts and labels. "
-            f"Received {len(texts)} texts and {len(labels)} labels")
+            f"Received {len(texts)} texts and {len(labels)} labels"
+        )
     if not texts:
         raise ValueError("`classification_dataset` received no text")
     ids = _tokenized(texts, tokenizer).map(lambda x: x[:max_length])
     data = tf.data.Dataset.zip(
-        ids, tf.data.Dataset.from_tensor_slices(
-            tf.constant(labels, tf.int32))).cache()
-    data = _shuffled_buckets(data, len(texts), shuffle, seed, boundaries,
-                             max_length, batch_size, (PAD, 0),
-                             pad_to_bucket, drop_remainder)
+        ids, tf.data.Dataset.from_tensor_slices(tf.constant(labels, tf.int32))
+    ).cache()
+    data = _shuffled_buckets(
+        data,
+        len(texts),
+        shuffle,
+        seed,
+        boundaries,
+        max_length,
+        batch_size,
+        (PAD, 0),
+        pad_to_bucket,
+        drop_remainder,
+    )
     return data.prefetch(tf.data.AUTOTUNE)
 
 
-def tagging_dataset(sentences, tags, features, tag_vocabulary,
-                    batch_size=32, max_length=128,
-                    boundaries=(8, 16, 24, 32, 48, 64), shuffle=True,
-                    seed=0, pad_to_bucket=True, drop_remainder=False,
-                    name="tagging_dataset"):
+def tagging_dataset(
+    sentences,
+    tags,
+    features,
+    tag_vocabulary,
+    batch_size=32,
+    max_length=128,
+    boundaries=(8, 16, 24, 32, 48, 64),
+    shuffle=True,
+    seed=0,
+    pad_to_bucket=True,
+    drop_remainder=False,
+    name="tagging_dataset",
+):
     """Batches of `(features, tag ids)` for a tagger over word features.
 
     Args:
@@ -257,7 +308,8 @@ def tagging_dataset(sentences, tags, features, tag_vocabulary,
     if len(sentences) != len(tags):
         raise ValueError(
             f"`{name}` needs aligned sentences and tags. Received "
-            f"{len(sentences)} sentences and {len(tags)} tag lists")
+            f"{len(sentences)} sentences and {len(tags)} tag lists"
+        )
     if not sentences:
         raise ValueError(f"`{name}` received no sentence")
     index = {t: i for i, t in enumerate(tag_vocabulary)}
@@ -265,14 +317,15 @@ def tagging_dataset(sentences, tags, features, tag_vocabulary,
     for n, (words, labels) in enumerate(zip(sentences, tags)):
         if len(words) != len(labels) or not words:
             raise ValueError(
-                f"`{name}`: sentence {n} has {len(words)} words and "
-                f"{len(labels)} tags")
+                f"`{name}`: sentence {n} has {len(words)} words and {len(labels)} tags"
+            )
         unknown = [t for t in labels if t not in index or index[t] == 0]
         if unknown:
             raise ValueError(
                 f"`{name}`: sentence {n} has the tag {unknown[0]!r}, not "
                 f"one of the {len(tag_vocabulary) - 1} known tags "
-                f"{list(tag_vocabulary)[1:]}")
+                f"{list(tag_vocabulary)[1:]}"
+            )
         tag_ids.append([index[t] for t in labels[:max_length]])
     cut = [s[:max_length] for s in sentences]
     flat_words = tf.constant([w for s in cut for w in s], tf.string)
@@ -284,8 +337,16 @@ def tagging_dataset(sentences, tags, features, tag_vocabulary,
         return flat_words[a:b], flat_tags[a:b]
 
     data = tf.data.Dataset.range(len(cut)).map(example).cache()
-    data = _shuffled_buckets(data, len(sentences), shuffle, seed,
-                             boundaries, max_length, batch_size, ("", 0),
-                             pad_to_bucket, drop_remainder)
-    return data.map(lambda w, t: (features(w), t)).prefetch(
-        tf.data.AUTOTUNE)
+    data = _shuffled_buckets(
+        data,
+        len(sentences),
+        shuffle,
+        seed,
+        boundaries,
+        max_length,
+        batch_size,
+        ("", 0),
+        pad_to_bucket,
+        drop_remainder,
+    )
+    return data.map(lambda w, t: (features(w), t)).prefetch(tf.data.AUTOTUNE)

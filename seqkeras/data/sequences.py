@@ -30,8 +30,10 @@ def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):
     """
     targets = np.asarray(targets)
     if targets.ndim != 2:
-        raise ValueError("`teacher_forcing` expects `targets` of shape "
-                         f"(batch, time). Received: shape={targets.shape}")
+        raise ValueError(
+            "`teacher_forcing` expects `targets` of shape "
+            f"(batch, time). Received: shape={targets.shape}"
+        )
     inputs = np.full(targets.shape, pad_id, "int32")
     inputs[:, 0] = bos_id
     inputs[:, 1:] = targets[:, :-1]
@@ -68,20 +70,21 @@ def tbptt_windows(ids, batch_size, window):
     """
     ids = np.asarray(ids)
     if batch_size <= 0 or window <= 0:
-        raise ValueError("`tbptt_windows` needs batch_size > 0 and window "
-                         f"> 0. Received: batch_size={batch_size}, "
-                         f"window={window}")
+        raise ValueError(
+            "`tbptt_windows` needs batch_size > 0 and window "
+            f"> 0. Received: batch_size={batch_size}, "
+            f"window={window}"
+        )
     lane = (len(ids) - 1) // batch_size
     num_windows = lane // window
     if num_windows == 0:
         raise ValueError(
             f"`tbptt_windows`: a corpus of {len(ids)} tokens is too short "
-            f"for batch_size={batch_size} and window={window}")
+            f"for batch_size={batch_size} and window={window}"
+        )
     used = num_windows * window
-    lanes_x = np.stack([ids[i * lane:i * lane + used]
-                        for i in range(batch_size)])
-    lanes_y = np.stack([ids[i * lane + 1:i * lane + used + 1]
-                        for i in range(batch_size)])
+    lanes_x = np.stack([ids[i * lane : i * lane + used] for i in range(batch_size)])
+    lanes_y = np.stack([ids[i * lane + 1 : i * lane + used + 1] for i in range(batch_size)])
 
     def order(lanes):  # (batch, windows, window) -> (windows * batch, window)
         w = lanes.reshape(batch_size, num_windows, window)
@@ -118,14 +121,15 @@ def forecast_windows(series, input_steps, horizon, stride=1):
         raise ValueError(
             "`forecast_windows` needs input_steps, horizon and stride > 0. "
             f"Received: input_steps={input_steps}, horizon={horizon}, "
-            f"stride={stride}")
+            f"stride={stride}"
+        )
     n = (len(series) - input_steps - horizon) // stride + 1
     if n <= 0:
         raise ValueError(
             f"`forecast_windows`: a series of {len(series)} steps is too "
-            f"short for input_steps={input_steps} and horizon={horizon}")
+            f"short for input_steps={input_steps} and horizon={horizon}"
+        )
     starts = np.arange(n) * stride
-    x = np.stack([series[s:s + input_steps] for s in starts])
-    y = np.stack([series[s + input_steps:s + input_steps + horizon]
-                  for s in starts])
+    x = np.stack([series[s : s + input_steps] for s in starts])
+    y = np.stack([series[s + input_steps : s + input_steps + horizon] for s in starts])
     return x, y

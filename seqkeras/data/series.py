@@ -36,26 +36,30 @@ def read_series_csv(path, name="read_series_csv"):
     while rows and not any(cell.strip() for cell in rows[-1]):
         rows.pop()
     if not rows:
-        raise ValueError(f"`{name}`: {path} is empty (expected a header "
-                         "line `date,value` and one row per time step)")
+        raise ValueError(
+            f"`{name}`: {path} is empty (expected a header "
+            "line `date,value` and one row per time step)"
+        )
     dates, values = [], []
     for number, row in enumerate(rows[1:], start=2):
         if len(row) != 2:
             raise ValueError(
                 f"`{name}`: {path} line {number}: expected 2 columns (a "
-                f"date and a value), got {len(row)}: {','.join(row)[:80]!r}")
+                f"date and a value), got {len(row)}: {','.join(row)[:80]!r}"
+            )
         date, cell = row[0].strip(), row[1].strip()
         if not cell:
-            raise ValueError(f"`{name}`: {path} line {number}: the value "
-                             f"of {date!r} is missing")
+            raise ValueError(f"`{name}`: {path} line {number}: the value of {date!r} is missing")
         try:
             value = float(cell)
         except ValueError:
             value = None
         if value is None or not math.isfinite(value):
-            raise ValueError(f"`{name}`: {path} line {number}: the value "
-                             f"of {date!r} is not a finite number: "
-                             f"{cell[:40]!r}")
+            raise ValueError(
+                f"`{name}`: {path} line {number}: the value "
+                f"of {date!r} is not a finite number: "
+                f"{cell[:40]!r}"
+            )
         dates.append(date)
         values.append(value)
     if not values:
@@ -63,8 +67,9 @@ def read_series_csv(path, name="read_series_csv"):
     return dates, np.asarray(values, "float32")
 
 
-def rolling_windows(values, input_steps, horizon, first_origin=None,
-                    last_origin=None, name="rolling_windows"):
+def rolling_windows(
+    values, input_steps, horizon, first_origin=None, last_origin=None, name="rolling_windows"
+):
     """The windows of a rolling-origin evaluation: for each origin `t` (the
     first forecast step) from `first_origin` to `last_origin` (default:
     every origin with a full window before it and a full horizon after),
@@ -83,19 +88,18 @@ def rolling_windows(values, input_steps, horizon, first_origin=None,
     ([6, 7, 8], [2.0, 3.0, 4.0, 5.0], [8.0, 9.0])
     """
     values = np.asarray(values, "float32").reshape(-1)
-    low = input_steps if first_origin is None else max(first_origin,
-                                                       input_steps)
-    high = len(values) - horizon if last_origin is None else min(
-        last_origin, len(values) - horizon)
+    low = input_steps if first_origin is None else max(first_origin, input_steps)
+    high = len(values) - horizon if last_origin is None else min(last_origin, len(values) - horizon)
     if high < low:
         raise ValueError(
             f"`{name}`: a series of {len(values)} steps has no window of "
             f"{input_steps} steps followed by {horizon} forecast steps "
             f"with origins from {low} (it needs at least "
-            f"{low + horizon} steps)")
+            f"{low + horizon} steps)"
+        )
     origins = np.arange(low, high + 1)
-    x = np.stack([values[t - input_steps:t] for t in origins])[..., None]
-    y = np.stack([values[t:t + horizon] for t in origins])[..., None]
+    x = np.stack([values[t - input_steps : t] for t in origins])[..., None]
+    y = np.stack([values[t : t + horizon] for t in origins])[..., None]
     return x, y, origins
 
 
@@ -122,7 +126,8 @@ def seasonal_naive(values, origins, horizon, season):
     if index.min() < 0:
         raise ValueError(
             f"`seasonal_naive` needs a full season ({season} steps) before "
-            f"the first origin; it is {int(np.min(origins))}")
+            f"the first origin; it is {int(np.min(origins))}"
+        )
     return values[index][..., None]
 
 
@@ -133,8 +138,11 @@ def forecast_errors(y, forecast, naive):
     than "same as last season")."""
     y, f, n = (np.asarray(a, "float64") for a in (y, forecast, naive))
     mae = float(np.mean(np.abs(y - f)))
-    return {"mae": mae, "rmse": float(np.sqrt(np.mean((y - f) ** 2))),
-            "mase": mae / float(np.mean(np.abs(y - n)))}
+    return {
+        "mae": mae,
+        "rmse": float(np.sqrt(np.mean((y - f) ** 2))),
+        "mase": mae / float(np.mean(np.abs(y - n))),
+    }
 
 
 def coverage(y, low, high):

@@ -36,7 +36,8 @@ def _text_extra(module):
     except ImportError as error:  # pragma: no cover - depends on extras
         raise ImportError(
             f"`seqkeras.data.SubwordTokenizer` needs {module}: pip install "
-            "\"seqkeras[text]\" (keras-hub and tensorflow-text)") from error
+            '"seqkeras[text]" (keras-hub and tensorflow-text)'
+        ) from error
 
 
 def _words(strings):
@@ -64,22 +65,26 @@ class SubwordTokenizer:
 
     def __init__(self, vocabulary):
         vocabulary = [str(t) for t in vocabulary]
-        if tuple(vocabulary[:len(RESERVED)]) != RESERVED:
+        if tuple(vocabulary[: len(RESERVED)]) != RESERVED:
             raise ValueError(
                 "`SubwordTokenizer` expects a vocabulary that starts with "
                 f"the reserved tokens {list(RESERVED)}. Received: "
-                f"{vocabulary[:len(RESERVED)]}")
+                f"{vocabulary[: len(RESERVED)]}"
+            )
         if len(set(vocabulary)) != len(vocabulary):
-            raise ValueError("`SubwordTokenizer` received a vocabulary with "
-                             "duplicate tokens")
+            raise ValueError("`SubwordTokenizer` received a vocabulary with duplicate tokens")
         self.vocabulary = vocabulary
         # TF Text's tokenizer directly (keras-hub's WordPieceTokenizer wraps
         # the same one, but returns Python lists when called eagerly).
         tf_text = _text_extra("tensorflow_text")
         self._tokenizer = tf_text.FastWordpieceTokenizer(
-            vocab=vocabulary, suffix_indicator="##",
-            unknown_token=RESERVED[3], no_pretokenization=True,
-            support_detokenization=True, token_out_type=tf.int32)
+            vocab=vocabulary,
+            suffix_indicator="##",
+            unknown_token=RESERVED[3],
+            no_pretokenization=True,
+            support_detokenization=True,
+            token_out_type=tf.int32,
+        )
 
     @property
     def vocabulary_size(self):
@@ -91,11 +96,11 @@ class SubwordTokenizer:
         tokens (the reserved four included) from `texts`: a list of
         strings, or a `tf.data.Dataset` of strings (e.g.
         `tf.data.TextLineDataset(path)`)."""
-        if not isinstance(vocabulary_size, int) or vocabulary_size <= len(
-                RESERVED):
+        if not isinstance(vocabulary_size, int) or vocabulary_size <= len(RESERVED):
             raise ValueError(
                 "`SubwordTokenizer.train` expects an int `vocabulary_size` "
-                f"above {len(RESERVED)}. Received: {vocabulary_size!r}")
+                f"above {len(RESERVED)}. Received: {vocabulary_size!r}"
+            )
         data = texts
         if not isinstance(texts, tf.data.Dataset):
             texts = list(texts)
@@ -105,9 +110,13 @@ class SubwordTokenizer:
         tokenizers = _text_extra("keras_hub").tokenizers
         learn = tokenizers.compute_word_piece_vocabulary
         vocabulary = learn(
-            data.batch(1024).map(_words), vocabulary_size, split=False,
-            lowercase=False, strip_accents=False,
-            reserved_tokens=list(RESERVED))
+            data.batch(1024).map(_words),
+            vocabulary_size,
+            split=False,
+            lowercase=False,
+            strip_accents=False,
+            reserved_tokens=list(RESERVED),
+        )
         return cls(vocabulary)
 
     def encode(self, strings, add_bos=False, add_eos=False):
@@ -128,8 +137,7 @@ class SubwordTokenizer:
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
         ids = tf.cast(ids, tf.int32)
-        before_eos = tf.equal(tf.cumsum(tf.cast(
-            tf.equal(ids, EOS), tf.int32), axis=1), 0)
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS), tf.int32), axis=1), 0)
         keep = tf.logical_and(before_eos, ids > BOS)  # not PAD, BOS, EOS
         kept = tf.ragged.boolean_mask(ids, keep)
         return self._tokenizer.detokenize(kept)

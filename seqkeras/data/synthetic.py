@@ -24,8 +24,7 @@ def adding_problem(n, steps, seed=None):
     """
     if n <= 0 or steps < 2:
         raise ValueError(
-            "`adding_problem` needs n > 0 and steps >= 2. Received: "
-            f"n={n}, steps={steps}"
+            f"`adding_problem` needs n > 0 and steps >= 2. Received: n={n}, steps={steps}"
         )
     rng = np.random.default_rng(seed)
     values = rng.uniform(size=(n, steps)).astype("float32")
@@ -44,8 +43,7 @@ def adding_problem(n, steps, seed=None):
 FIRST_SYMBOL = FIRST_ID  # 3 is the vocabulary's unknown token
 
 
-def copy_task(n, min_length, max_length, num_symbols=10, reverse=False,
-              seed=None):
+def copy_task(n, min_length, max_length, num_symbols=10, reverse=False, seed=None):
     """Copy (or reverse) random symbol strings: the classic probe of an
     encoder-decoder's memory.
 
@@ -75,11 +73,11 @@ def copy_task(n, min_length, max_length, num_symbols=10, reverse=False,
         raise ValueError(
             "`copy_task` needs n > 0, 1 <= min_length <= max_length and "
             f"num_symbols > 0. Received: n={n}, min_length={min_length}, "
-            f"max_length={max_length}, num_symbols={num_symbols}")
+            f"max_length={max_length}, num_symbols={num_symbols}"
+        )
     rng = np.random.default_rng(seed)
     lengths = rng.integers(min_length, max_length + 1, size=n)
-    symbols = rng.integers(FIRST_SYMBOL, FIRST_SYMBOL + num_symbols,
-                           size=(n, max_length))
+    symbols = rng.integers(FIRST_SYMBOL, FIRST_SYMBOL + num_symbols, size=(n, max_length))
     source = np.where(np.arange(max_length) < lengths[:, None], symbols, PAD)
     target = np.zeros((n, max_length + 1), "int32")
     for i, length in enumerate(lengths):
@@ -89,8 +87,20 @@ def copy_task(n, min_length, max_length, num_symbols=10, reverse=False,
     return source.astype("int32"), target
 
 
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July",
-           "August", "September", "October", "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
 def _ordinal(day):
@@ -152,13 +162,13 @@ def dates(n, seed=None, first_year=1950, last_year=2049):
         raise ValueError(
             "`dates` needs n > 0 and 1 <= first_year <= last_year. "
             f"Received: n={n}, first_year={first_year}, "
-            f"last_year={last_year}")
+            f"last_year={last_year}"
+        )
     rng = np.random.default_rng(seed)
     start = datetime.date(first_year, 1, 1).toordinal()
     stop = datetime.date(last_year, 12, 31).toordinal()
     days = rng.integers(start, stop + 1, size=n)
-    forms = rng.integers(0, len(_date_forms(datetime.date(2000, 1, 1))),
-                         size=n)
+    forms = rng.integers(0, len(_date_forms(datetime.date(2000, 1, 1))), size=n)
     sources, targets = [], []
     for day, form in zip(days, forms):
         d = datetime.date.fromordinal(int(day))
@@ -167,8 +177,9 @@ def dates(n, seed=None, first_year=1950, last_year=2049):
     return sources, targets
 
 
-def multi_seasonal_series(length, periods=(24, 168), amplitudes=(1.0, 0.5),
-                          trend=0.0005, noise=0.1, seed=None):
+def multi_seasonal_series(
+    length, periods=(24, 168), amplitudes=(1.0, 0.5), trend=0.0005, noise=0.1, seed=None
+):
     """A synthetic series with several seasonalities, e.g. hourly data with
     daily (24) and weekly (168) cycles, a linear trend and Gaussian noise:
     `sum_k a_k sin(2 pi t / p_k + phi_k) + trend * t + noise * e_t`.
@@ -194,10 +205,10 @@ def multi_seasonal_series(length, periods=(24, 168), amplitudes=(1.0, 0.5),
         raise ValueError(
             "`multi_seasonal_series` needs length > 0 and one amplitude per "
             f"period. Received: length={length}, periods={periods}, "
-            f"amplitudes={amplitudes}")
+            f"amplitudes={amplitudes}"
+        )
     if any(p <= 0 for p in periods):
-        raise ValueError("`multi_seasonal_series` needs periods > 0. "
-                         f"Received: periods={periods}")
+        raise ValueError(f"`multi_seasonal_series` needs periods > 0. Received: periods={periods}")
     rng = np.random.default_rng(seed)
     t = np.arange(length, dtype="float64")
     series = trend * t + noise * rng.normal(size=length)

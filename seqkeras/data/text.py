@@ -58,17 +58,17 @@ class CharVocabulary:
         rows = []
         for text in texts:
             ids = [self._ids.get(c, UNK) for c in text]
-            rows.append(([BOS] if add_bos else []) + ids
-                        + ([EOS] if add_eos else []))
+            rows.append(([BOS] if add_bos else []) + ids + ([EOS] if add_eos else []))
         longest = max((len(r) for r in rows), default=0)
         max_length = longest if max_length is None else max_length
         if longest > max_length:
             raise ValueError(
                 f"`CharVocabulary.encode`: a text needs {longest} ids, more "
-                f"than max_length={max_length}")
+                f"than max_length={max_length}"
+            )
         out = np.full((len(rows), max_length), PAD, "int32")
         for i, r in enumerate(rows):
-            out[i, :len(r)] = r
+            out[i, : len(r)] = r
         return out
 
     def encode_text(self, text):
@@ -109,8 +109,7 @@ def _candidates():
         found.append(os.environ["SEQKERAS_DATA"])
     found.append(os.path.join(os.getcwd(), "..", "shared", "data"))
     # a source checkout placed next to the data (not an installed package)
-    found.append(os.path.join(os.path.dirname(__file__), "..", "..", "..",
-                              "shared", "data"))
+    found.append(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
     return [os.path.abspath(p) for p in found]
 
 
@@ -148,21 +147,21 @@ def read_tinyshakespeare(path=None):
     """
     if path is None:
         root = shared_data_dir()
-        path = None if root is None else os.path.join(
-            root, "tinyshakespeare", "input.txt")
+        path = None if root is None else os.path.join(root, "tinyshakespeare", "input.txt")
         if path is None or not os.path.isfile(path):
-            looked = [os.path.join(p, "tinyshakespeare", "input.txt")
-                      for p in _candidates()]
+            looked = [os.path.join(p, "tinyshakespeare", "input.txt") for p in _candidates()]
             raise FileNotFoundError(
                 "`read_tinyshakespeare`: tiny-shakespeare not found. Pass "
                 "`path` (the input.txt file; `--data` in the scripts) or set "
                 "the SEQKERAS_DATA environment variable to the data "
                 "directory that holds tinyshakespeare/input.txt. Looked "
-                f"in: {', '.join(looked)}")
+                f"in: {', '.join(looked)}"
+            )
     elif not os.path.isfile(path):
         raise FileNotFoundError(
             f"`read_tinyshakespeare`: no file at path={path!r}; pass the "
-            "input.txt file or set SEQKERAS_DATA to the data directory")
+            "input.txt file or set SEQKERAS_DATA to the data directory"
+        )
     with open(path, encoding="utf-8") as f:
         text = f.read()
     split = int(0.9 * len(text))

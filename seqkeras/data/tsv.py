@@ -4,8 +4,9 @@ GLUE/SST-2 layout: `sentence<TAB>label`, one example per line)."""
 from seqkeras.data.pipelines import read_text
 
 
-def read_labeled_tsv(path, text_column="sentence", label_column="label",
-                     num_classes=None, name="read_labeled_tsv"):
+def read_labeled_tsv(
+    path, text_column="sentence", label_column="label", num_classes=None, name="read_labeled_tsv"
+):
     """`(texts, labels)` from a UTF-8 TSV file with a header line (LF or
     CRLF line ends; other columns are ignored). Quotes are ordinary
     characters, as in GLUE's files.
@@ -38,8 +39,9 @@ def read_labeled_tsv(path, text_column="sentence", label_column="label",
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
-        raise ValueError(f"`{name}`: {path} is empty (expected a header "
-                         f"line `{text_column}<TAB>{label_column}`)")
+        raise ValueError(
+            f"`{name}`: {path} is empty (expected a header line `{text_column}<TAB>{label_column}`)"
+        )
     header = lines[0].split("\t")
     missing = [c for c in (text_column, label_column) if c not in header]
     if missing:
@@ -47,7 +49,8 @@ def read_labeled_tsv(path, text_column="sentence", label_column="label",
             f"`{name}`: {path} line 1: the header has no column "
             f"{', '.join(repr(c) for c in missing)} (expected "
             f"`{text_column}<TAB>{label_column}`, tab-separated). "
-            f"Received: {lines[0][:80]!r}")
+            f"Received: {lines[0][:80]!r}"
+        )
     t, y = header.index(text_column), header.index(label_column)
     texts, labels = [], []
     for number, line in enumerate(lines[1:], start=2):
@@ -58,21 +61,22 @@ def read_labeled_tsv(path, text_column="sentence", label_column="label",
             raise ValueError(
                 f"`{name}`: {path} line {number}: expected "
                 f"{len(header)} tab-separated columns as in the header, "
-                f"got {len(fields)}: {line[:80]!r}")
+                f"got {len(fields)}: {line[:80]!r}"
+            )
         sentence, label = fields[t].strip(), fields[y].strip()
         if not sentence:
-            raise ValueError(f"`{name}`: {path} line {number}: the "
-                             f"`{text_column}` column is empty")
+            raise ValueError(f"`{name}`: {path} line {number}: the `{text_column}` column is empty")
         try:
             value = int(label)
         except ValueError:
             value = -1
         if value < 0 or (num_classes is not None and value >= num_classes):
-            expected = ("an integer >= 0" if num_classes is None else
-                        f"an integer in [0, {num_classes})")
+            expected = (
+                "an integer >= 0" if num_classes is None else f"an integer in [0, {num_classes})"
+            )
             raise ValueError(
-                f"`{name}`: {path} line {number}: the label must be "
-                f"{expected}. Received: {label!r}")
+                f"`{name}`: {path} line {number}: the label must be {expected}. Received: {label!r}"
+            )
         texts.append(sentence)
         labels.append(value)
     if not texts:

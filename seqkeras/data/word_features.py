@@ -12,8 +12,7 @@ from seqkeras.data.tokens import RESERVED
 from seqkeras.data.words import WordTokenizer
 
 #: Casing categories (`casing_ids`); 0 is padding.
-CASINGS = ("<pad>", "numeric", "has_digit", "title", "upper", "lower",
-           "mixed", "other")
+CASINGS = ("<pad>", "numeric", "has_digit", "title", "upper", "lower", "mixed", "other")
 WORDS_DIR, CHARS_DIR = "words", "characters"
 
 
@@ -29,13 +28,14 @@ def casing(words):
     lower = tf.strings.lower(words, encoding="utf-8")
     length = tf.strings.length(words, unit="UTF8_CHAR")
     first = tf.strings.substr(words, 0, 1, unit="UTF8_CHAR")
-    rest = tf.strings.substr(words, tf.minimum(length, 1),
-                             tf.maximum(length - 1, 0), unit="UTF8_CHAR")
-    has_letter = tf.logical_or(tf.not_equal(words, upper),
-                               tf.not_equal(words, lower))
+    rest = tf.strings.substr(
+        words, tf.minimum(length, 1), tf.maximum(length - 1, 0), unit="UTF8_CHAR"
+    )
+    has_letter = tf.logical_or(tf.not_equal(words, upper), tf.not_equal(words, lower))
     first_upper = tf.logical_and(
         tf.equal(first, tf.strings.upper(first, encoding="utf-8")),
-        tf.not_equal(first, tf.strings.lower(first, encoding="utf-8")))
+        tf.not_equal(first, tf.strings.lower(first, encoding="utf-8")),
+    )
     rest_lower = tf.equal(rest, tf.strings.lower(rest, encoding="utf-8"))
     rules = [  # in order: the first that holds
         (tf.equal(words, ""), 0),
@@ -79,13 +79,14 @@ class WordFeatures(tf.Module):
             if not isinstance(value, WordTokenizer):
                 raise TypeError(
                     f"`WordFeatures` expects a `WordTokenizer` for `{arg}`."
-                    f" Received: {type(value).__name__}")
+                    f" Received: {type(value).__name__}"
+                )
         if characters.lowercase:
-            raise ValueError("`WordFeatures` expects a cased character "
-                             "tokenizer (lowercase=False)")
+            raise ValueError("`WordFeatures` expects a cased character tokenizer (lowercase=False)")
         if not isinstance(max_chars, int) or max_chars < 1:
-            raise ValueError("`WordFeatures` expects an int `max_chars` >= "
-                             f"1. Received: {max_chars!r}")
+            raise ValueError(
+                f"`WordFeatures` expects an int `max_chars` >= 1. Received: {max_chars!r}"
+            )
         self.words = words
         self.characters = characters
         self.max_chars = max_chars
@@ -93,9 +94,11 @@ class WordFeatures(tf.Module):
     @property
     def sizes(self):
         """The vocabulary size of each input."""
-        return {"token_ids": self.words.vocabulary_size,
-                "char_ids": self.characters.vocabulary_size,
-                "casing_ids": len(CASINGS)}
+        return {
+            "token_ids": self.words.vocabulary_size,
+            "char_ids": self.characters.vocabulary_size,
+            "casing_ids": len(CASINGS),
+        }
 
     @classmethod
     def train(cls, sentences, min_count=1, max_chars=20):
@@ -104,8 +107,7 @@ class WordFeatures(tf.Module):
         sentences = [list(s) for s in sentences]
         words = WordTokenizer.train(sentences, min_count=min_count)
         chars = sorted({c for s in sentences for w in s for c in w})
-        return cls(words, WordTokenizer(list(RESERVED) + chars,
-                                        lowercase=False), max_chars)
+        return cls(words, WordTokenizer(list(RESERVED) + chars, lowercase=False), max_chars)
 
     def __call__(self, words):
         """Features of `words`, strings (batch, time), ragged or dense with
@@ -117,8 +119,7 @@ class WordFeatures(tf.Module):
             words = words.to_tensor("")
         words = tf.convert_to_tensor(words, tf.string)
         chars = tf.strings.unicode_split(words, "UTF-8")
-        char_ids = self.characters.lookup(chars).to_tensor(
-            0, shape=[None, None, self.max_chars])
+        char_ids = self.characters.lookup(chars).to_tensor(0, shape=[None, None, self.max_chars])
         return {
             "token_ids": self.words.lookup(words),
             "char_ids": char_ids,
@@ -139,6 +140,8 @@ class WordFeatures(tf.Module):
 
     @classmethod
     def load(cls, directory, max_chars=20):
-        return cls(WordTokenizer.load(os.path.join(directory, WORDS_DIR)),
-                   WordTokenizer.load(os.path.join(directory, CHARS_DIR),
-                                      lowercase=False), max_chars)
+        return cls(
+            WordTokenizer.load(os.path.join(directory, WORDS_DIR)),
+            WordTokenizer.load(os.path.join(directory, CHARS_DIR), lowercase=False),
+            max_chars,
+        )

@@ -19,7 +19,6 @@ from seqkeras.data.tokens import FIRST_ID, PAD, RESERVED, UNK
 from seqkeras.data.tokens import load_vocabulary, save_vocabulary
 
 
-
 class WordTokenizer(tf.Module):
     """Whitespace words -> ids with seqkeras' reserved ids.
 
@@ -43,32 +42,30 @@ class WordTokenizer(tf.Module):
         # a tf.Module: a SavedModel that holds it tracks its lookup table
         super().__init__(name="word_tokenizer")
         vocabulary = [str(t) for t in vocabulary]
-        if tuple(vocabulary[:len(RESERVED)]) != RESERVED:
+        if tuple(vocabulary[: len(RESERVED)]) != RESERVED:
             raise ValueError(
                 "`WordTokenizer` expects a vocabulary that starts with the "
                 f"reserved tokens {list(RESERVED)}. Received: "
-                f"{vocabulary[:len(RESERVED)]}")
-        words = vocabulary[len(RESERVED):]
+                f"{vocabulary[: len(RESERVED)]}"
+            )
+        words = vocabulary[len(RESERVED) :]
         if not words:
-            raise ValueError("`WordTokenizer` received a vocabulary with "
-                             "no word after the reserved tokens")
+            raise ValueError(
+                "`WordTokenizer` received a vocabulary with no word after the reserved tokens"
+            )
         if len(set(vocabulary)) != len(vocabulary):
-            raise ValueError("`WordTokenizer` received a vocabulary with "
-                             "duplicate tokens")
-        if any(not w or w != w.strip() or len(w.split()) != 1
-               for w in words):
-            raise ValueError("`WordTokenizer` expects vocabulary words "
-                             "without whitespace")
+            raise ValueError("`WordTokenizer` received a vocabulary with duplicate tokens")
+        if any(not w or w != w.strip() or len(w.split()) != 1 for w in words):
+            raise ValueError("`WordTokenizer` expects vocabulary words without whitespace")
         if not isinstance(lowercase, bool):
-            raise TypeError("`WordTokenizer` expects a bool `lowercase`. "
-                            f"Received: {lowercase!r}")
+            raise TypeError(f"`WordTokenizer` expects a bool `lowercase`. Received: {lowercase!r}")
         self.vocabulary = vocabulary
         self.lowercase = lowercase
         # Keras' StringLookup: out-of-vocabulary -> 0, word i -> i + 1;
         # `lookup` shifts that onto the reserved ids (UNK 3, words from 4).
         self._lookup = keras.layers.StringLookup(
-            vocabulary=words, num_oov_indices=1, mask_token=None,
-            output_mode="int", dtype="string")
+            vocabulary=words, num_oov_indices=1, mask_token=None, output_mode="int", dtype="string"
+        )
 
     @property
     def vocabulary_size(self):
@@ -88,16 +85,17 @@ class WordTokenizer(tf.Module):
             words = text.split() if isinstance(text, str) else list(text)
             counts.update(w.lower() if lowercase else w for w in words)
         if not isinstance(min_count, int) or min_count < 1:
-            raise ValueError("`WordTokenizer.train` expects an int "
-                             f"`min_count` >= 1. Received: {min_count!r}")
-        words = [w for w, c in counts.most_common() if c >= min_count
-                 and w not in RESERVED]
+            raise ValueError(
+                f"`WordTokenizer.train` expects an int `min_count` >= 1. Received: {min_count!r}"
+            )
+        words = [w for w, c in counts.most_common() if c >= min_count and w not in RESERVED]
         if max_tokens is not None:
             if not isinstance(max_tokens, int) or max_tokens <= FIRST_ID:
                 raise ValueError(
                     "`WordTokenizer.train` expects an int `max_tokens` "
-                    f"above {FIRST_ID}. Received: {max_tokens!r}")
-            words = words[:max_tokens - FIRST_ID]
+                    f"above {FIRST_ID}. Received: {max_tokens!r}"
+                )
+            words = words[: max_tokens - FIRST_ID]
         return cls(list(RESERVED) + words, lowercase=lowercase)
 
     def lookup(self, words):
@@ -110,10 +108,8 @@ class WordTokenizer(tf.Module):
         raw = tf.ragged.map_flat_values(self._lookup, words)
 
         def shift(raw_ids, strings):
-            ids = tf.where(raw_ids == 0, tf.cast(UNK, raw_ids.dtype),
-                           raw_ids + (FIRST_ID - 1))
-            ids = tf.where(tf.equal(strings, ""), tf.cast(PAD, ids.dtype),
-                           ids)
+            ids = tf.where(raw_ids == 0, tf.cast(UNK, raw_ids.dtype), raw_ids + (FIRST_ID - 1))
+            ids = tf.where(tf.equal(strings, ""), tf.cast(PAD, ids.dtype), ids)
             return tf.cast(ids, tf.int32)
 
         return tf.ragged.map_flat_values(shift, raw, words)
@@ -137,5 +133,4 @@ class WordTokenizer(tf.Module):
     def load(cls, path, lowercase=True):
         """The tokenizer saved at `path` (a `save` directory or its
         vocabulary file)."""
-        return cls(load_vocabulary(path, "WordTokenizer.load"),
-                   lowercase=lowercase)
+        return cls(load_vocabulary(path, "WordTokenizer.load"), lowercase=lowercase)

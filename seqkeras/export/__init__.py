@@ -38,8 +38,23 @@ from seqkeras.export.tflite import run_tflite_signature
 from seqkeras.export.tflite import tflite
 from seqkeras.export.verify import export_and_verify
 
-__all__ = ["NotServable", "assert_servable", "audit_serving",
-           "convert_builtin", "export_and_verify", "fresh_signature",
-           "fresh_translate", "next_version", "onnx", "op_names", "run_onnx",
-           "run_tflite", "run_tflite_signature", "saved_model",
-           "serving_function", "signatures", "streaming_tflite", "tflite"]
+__all__ = [
+    "NotServable",
+    "assert_servable",
+    "audit_serving",
+    "convert_builtin",
+    "export_and_verify",
+    "fresh_signature",
+    "fresh_translate",
+    "next_version",
+    "onnx",
+    "op_names",
+    "run_onnx",
+    "run_tflite",
+    "run_tflite_signature",
+    "saved_model",
+    "serving_function",
+    "signatures",
+    "streaming_tflite",
+    "tflite",
+]

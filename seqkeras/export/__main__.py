@@ -29,11 +29,9 @@ def sample_inputs(model, lengths=(7, 13), batch=2, seed=0):
     for length in lengths:
         sample = {}
         for t in model.inputs:
-            shape = [batch] + [length if d is None else d
-                               for d in t.shape[1:]]
+            shape = [batch] + [length if d is None else d for d in t.shape[1:]]
             if "int" in str(t.dtype):
-                sample[t.name] = rng.integers(1, 4, size=shape).astype(
-                    str(t.dtype))
+                sample[t.name] = rng.integers(1, 4, size=shape).astype(str(t.dtype))
             else:
                 sample[t.name] = rng.normal(size=shape).astype("float32")
         samples.append(sample)
@@ -42,13 +40,11 @@ def sample_inputs(model, lengths=(7, 13), batch=2, seed=0):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        prog="python -m seqkeras.export",
-        description=__doc__.splitlines()[0])
+        prog="python -m seqkeras.export", description=__doc__.splitlines()[0]
+    )
     p.add_argument("model", help="a .keras file")
-    p.add_argument("--name", required=True,
-                   help="the model name in the TF Serving layout")
-    p.add_argument("--formats", nargs="+", default=list(FORMATS),
-                   choices=FORMATS)
+    p.add_argument("--name", required=True, help="the model name in the TF Serving layout")
+    p.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
     p.add_argument("--out", default="saved_models")
     args = p.parse_args(argv)
     if not os.path.isfile(args.model) or not args.model.endswith(".keras"):
@@ -62,14 +58,14 @@ def main(argv=None):
 
     model = keras.saving.load_model(args.model)
     try:
-        report = export_and_verify(model, args.name, sample_inputs(model),
-                                   args.out, formats=args.formats)
+        report = export_and_verify(
+            model, args.name, sample_inputs(model), args.out, formats=args.formats
+        )
     except RuntimeError as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 1
     for key, value in report.items():
-        print(f"{key}: {value:.3g}" if isinstance(value, float)
-              else f"{key}: {value}")
+        print(f"{key}: {value:.3g}" if isinstance(value, float) else f"{key}: {value}")
     return 0
 
 

@@ -21,20 +21,36 @@ import os
 import subprocess
 import sys
 
-TF_SERVING_TF_TEXT_OPS = frozenset({
-    "CaseFoldUTF8", "ConstrainedSequence", "FastBertNormalize",
-    "FastWordpieceTokenizeWithOffsets", "FindSourceOffsets",
-    "MaxSpanningTree", "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap",
-    "PhraseTokenize", "RegexSplitWithOffsets", "RougeL",
-    "SentenceFragments", "SentenceFragmentsV2",
-    "SplitMergeTokenizeWithOffsets", "TFText>BoiseTagsToOffsets",
-    "TFText>ByteSplitByOffsets", "TFText>ByteSplitWithOffsets",
-    "TFText>FastWordpieceDetokenize", "TFText>NgramsStringJoin",
-    "TFText>OffsetsToBoiseTags", "TFText>PhraseDetokenize",
-    "TFText>WhitespaceTokenizeWithOffsetsV2", "TokenizerFromLogits",
-    "UnicodeScriptTokenizeWithOffsets", "WhitespaceTokenizeWithOffsets",
-    "WordpieceTokenizeWithOffsets",
-})
+TF_SERVING_TF_TEXT_OPS = frozenset(
+    {
+        "CaseFoldUTF8",
+        "ConstrainedSequence",
+        "FastBertNormalize",
+        "FastWordpieceTokenizeWithOffsets",
+        "FindSourceOffsets",
+        "MaxSpanningTree",
+        "NormalizeUTF8",
+        "NormalizeUTF8WithOffsetsMap",
+        "PhraseTokenize",
+        "RegexSplitWithOffsets",
+        "RougeL",
+        "SentenceFragments",
+        "SentenceFragmentsV2",
+        "SplitMergeTokenizeWithOffsets",
+        "TFText>BoiseTagsToOffsets",
+        "TFText>ByteSplitByOffsets",
+        "TFText>ByteSplitWithOffsets",
+        "TFText>FastWordpieceDetokenize",
+        "TFText>NgramsStringJoin",
+        "TFText>OffsetsToBoiseTags",
+        "TFText>PhraseDetokenize",
+        "TFText>WhitespaceTokenizeWithOffsetsV2",
+        "TokenizerFromLogits",
+        "UnicodeScriptTokenizeWithOffsets",
+        "WhitespaceTokenizeWithOffsets",
+        "WordpieceTokenizeWithOffsets",
+    }
+)
 
 
 def serving_ops(path):
@@ -76,8 +92,11 @@ def audit_serving(path):
     import tensorflow as tf
 
     ops = serving_ops(path)
-    text_ops = sorted(op for op in ops if op.startswith("TFText>") or (
-        op not in tf.raw_ops.__dict__ and not op.startswith("_")))
+    text_ops = sorted(
+        op
+        for op in ops
+        if op.startswith("TFText>") or (op not in tf.raw_ops.__dict__ and not op.startswith("_"))
+    )
     if text_ops:  # registers TF Text's kernels for the kernel check
         try:
             import tensorflow_text  # noqa: F401
@@ -97,12 +116,9 @@ def audit_serving(path):
         "ops": sorted(ops),
         "xla": sorted(op for op in ops if op.startswith("Xla")),
         "tf_text": text_ops,
-        "tf_text_unsupported": [op for op in text_ops
-                                if op not in TF_SERVING_TF_TEXT_OPS],
-        "no_kernel": sorted(op for op in ops if op not in text_ops
-                            and not has_cpu_kernel(op)),
+        "tf_text_unsupported": [op for op in text_ops if op not in TF_SERVING_TF_TEXT_OPS],
+        "no_kernel": sorted(op for op in ops if op not in text_ops and not has_cpu_kernel(op)),
     }
-
 
 
 class NotServable(ValueError):
@@ -129,16 +145,19 @@ def assert_servable(path):
     True
     """
     report = audit_serving(path)
-    problems = {key: report[key] for key in
-                ("xla", "tf_text_unsupported", "no_kernel") if report[key]}
+    problems = {
+        key: report[key] for key in ("xla", "tf_text_unsupported", "no_kernel") if report[key]
+    }
     if problems:
-        what = {"xla": "XLA-only ops",
-                "tf_text_unsupported": "TF Text ops TF Serving does not "
-                "register",
-                "no_kernel": "ops without a CPU kernel"}
+        what = {
+            "xla": "XLA-only ops",
+            "tf_text_unsupported": "TF Text ops TF Serving does not register",
+            "no_kernel": "ops without a CPU kernel",
+        }
         raise NotServable(
             f"`assert_servable`: the TF Serving binary cannot load {path}: "
-            + "; ".join(f"{what[k]} {v}" for k, v in problems.items()))
+            + "; ".join(f"{what[k]} {v}" for k, v in problems.items())
+        )
     return report
 
 
@@ -180,7 +199,8 @@ def _json_input(name, value):
     if array.dtype.kind not in "biuf":
         raise TypeError(
             f"`fresh_signature`: input `{name}` must be strings or numbers. "
-            f"Received dtype {array.dtype}")
+            f"Received dtype {array.dtype}"
+        )
     return {"values": array.tolist(), "dtype": array.dtype.name}
 
 
@@ -207,12 +227,16 @@ def fresh_signature(path, signature, **inputs):
     given = {k: _json_input(k, v) for k, v in inputs.items()}
     result = subprocess.run(
         [sys.executable, "-c", _FRESH, str(path), signature],
-        input=json.dumps(given), capture_output=True, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        input=json.dumps(given),
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
     if result.returncode:
         raise RuntimeError(
             f"`fresh_signature`: calling {signature} of {path} in a new "
-            f"process failed: {result.stderr.strip().splitlines()[-1:]}")
+            f"process failed: {result.stderr.strip().splitlines()[-1:]}"
+        )
     outputs, seconds = json.loads(result.stdout.strip().splitlines()[-1])
     return outputs, seconds
 
@@ -225,6 +249,12 @@ def fresh_translate(path, texts):
     return outputs["text"], seconds
 
 
-__all__ = ["NotServable", "TF_SERVING_TF_TEXT_OPS", "assert_servable",
-           "audit_serving", "fresh_signature", "fresh_translate",
-           "serving_ops"]
+__all__ = [
+    "NotServable",
+    "TF_SERVING_TF_TEXT_OPS",
+    "assert_servable",
+    "audit_serving",
+    "fresh_signature",
+    "fresh_translate",
+    "serving_ops",
+]

@@ -16,13 +16,10 @@ def check_target(name, path, overwrite, want="file"):
     other = os.path.isdir if want == "file" else os.path.isfile
     if other(path):
         raise ValueError(
-            f"`{name}`: {path} exists and is a "
-            f"{'directory' if want == 'file' else 'file'}"
+            f"`{name}`: {path} exists and is a {'directory' if want == 'file' else 'file'}"
         )
     if os.path.exists(path) and not overwrite:
-        raise ValueError(
-            f"`{name}`: {path} exists; pass overwrite=True to replace it"
-        )
+        raise ValueError(f"`{name}`: {path} exists; pass overwrite=True to replace it")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     return path
 
@@ -55,9 +52,5 @@ def replace_dir(new, path):
 def next_version(base):
     """1 + the largest numeric version directory under `base` (TF
     Serving's layout: `base/1`, `base/2`, ...)."""
-    versions = (
-        [int(d) for d in os.listdir(base) if d.isdigit()]
-        if os.path.isdir(base)
-        else []
-    )
+    versions = [int(d) for d in os.listdir(base) if d.isdigit()] if os.path.isdir(base) else []
     return max(versions, default=0) + 1

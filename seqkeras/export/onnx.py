@@ -34,8 +34,7 @@ class _DynamicUpdateSlice:
         rank = len(ctx.get_shape(update))
 
         def const(name, value):
-            return ctx.make_const(utils.make_name(name),
-                                  np.array(value, np.int64)).output[0]
+            return ctx.make_const(utils.make_name(name), np.array(value, np.int64)).output[0]
 
         def op(kind, inputs, **attr):
             return ctx.make_node(kind, inputs, attr=attr).output[0]
@@ -45,23 +44,29 @@ class _DynamicUpdateSlice:
         parts = []
         for axis in range(rank):
             dim = op("Gather", [shape, const("axis", axis)])
-            index = op("Add", [op("Range", [const("zero", 0), dim,
-                                            const("one", 1)]),
-                               op("Gather", [starts, const("axis", axis)])])
+            index = op(
+                "Add",
+                [
+                    op("Range", [const("zero", 0), dim, const("one", 1)]),
+                    op("Gather", [starts, const("axis", axis)]),
+                ],
+            )
             target = [1] * rank
             target[axis] = -1
-            index = op("Expand", [op("Reshape", [index, const("shape",
-                                                              target)]),
-                                  shape])
-            parts.append(GraphBuilder(ctx).make_unsqueeze(
-                {"data": index, "axes": [rank]}))
+            index = op("Expand", [op("Reshape", [index, const("shape", target)]), shape])
+            parts.append(GraphBuilder(ctx).make_unsqueeze({"data": index, "axes": [rank]}))
         indices = op("Concat", parts, axis=rank)
         shapes = [ctx.get_shape(node.output[0])]
         dtypes = [ctx.get_dtype(node.output[0])]
         ctx.remove_node(node.name)
-        ctx.make_node("ScatterND", [operand, indices, update],
-                      outputs=node.output, name=node.name, shapes=shapes,
-                      dtypes=dtypes)
+        ctx.make_node(
+            "ScatterND",
+            [operand, indices, update],
+            outputs=node.output,
+            name=node.name,
+            shapes=shapes,
+            dtypes=dtypes,
+        )
 
 
 @tf_op("Erfc")
@@ -73,13 +78,15 @@ class _Erfc:
     def version_13(cls, ctx, node, **kwargs):
         x = node.input[0]
         dtype = ctx.get_dtype(x)
-        one = ctx.make_const(utils.make_name("one"), np.array(
-            1, utils.map_onnx_to_numpy_type(dtype))).output[0]
+        one = ctx.make_const(
+            utils.make_name("one"), np.array(1, utils.map_onnx_to_numpy_type(dtype))
+        ).output[0]
         erf = ctx.make_node("Erf", [x]).output[0]
         shapes, dtypes = [ctx.get_shape(node.output[0])], [dtype]
         ctx.remove_node(node.name)
-        ctx.make_node("Sub", [one, erf], outputs=node.output, name=node.name,
-                      shapes=shapes, dtypes=dtypes)
+        ctx.make_node(
+            "Sub", [one, erf], outputs=node.output, name=node.name, shapes=shapes, dtypes=dtypes
+        )
 
 
 MIN_OPSET = 13  # our handlers' version, and tf2onnx's oldest tested
@@ -120,11 +127,15 @@ def onnx(model, path, opset=OPSET, overwrite=False):
     import tf2onnx
 
     newest = onnx_lib.defs.onnx_opset_version()
-    if isinstance(opset, bool) or not isinstance(
-            opset, (int, np.integer)) or not MIN_OPSET <= opset <= newest:
+    if (
+        isinstance(opset, bool)
+        or not isinstance(opset, (int, np.integer))
+        or not MIN_OPSET <= opset <= newest
+    ):
         raise ValueError(
             "`onnx` received an invalid value for `opset`: expected an "
-            f"integer from {MIN_OPSET} to {newest}. Received: opset={opset!r}")
+            f"integer from {MIN_OPSET} to {newest}. Received: opset={opset!r}"
+        )
     refuse_text_layers("onnx", model)
     path = check_target("onnx", path, overwrite)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
@@ -143,23 +154,25 @@ def onnx(model, path, opset=OPSET, overwrite=False):
         logger.addHandler(errors)
         try:
             tf2onnx.convert.from_function(
-                tf.function(run), input_signature=[specs[n] for n in names],
-                opset=int(opset), output_path=output)
+                tf.function(run),
+                input_signature=[specs[n] for n in names],
+                opset=int(opset),
+                output_path=output,
+            )
         finally:
             logger.removeHandler(errors)
         if errors.messages:
             unsupported = [m for m in errors.messages if "Unsupported" in m]
             raise ValueError(
                 f"`onnx`: tf2onnx could not convert model {model.name!r} at "
-                f"opset {opset}: "
-                + "; ".join((unsupported or errors.messages)[:3]))
+                f"opset {opset}: " + "; ".join((unsupported or errors.messages)[:3])
+            )
         try:
-            onnxruntime.InferenceSession(output,
-                                         providers=["CPUExecutionProvider"])
+            onnxruntime.InferenceSession(output, providers=["CPUExecutionProvider"])
         except Exception as error:
             raise ValueError(
-                f"`onnx`: onnxruntime cannot load the converted model "
-                f"{model.name!r}: {error}") from None
+                f"`onnx`: onnxruntime cannot load the converted model {model.name!r}: {error}"
+            ) from None
         os.replace(output, path)
     return path
 
@@ -169,15 +182,18 @@ def onnx_runner(path):
     made once; inputs are cast to the model's input types."""
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(
-        str(path), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     dtypes = {i.name: i.type for i in session.get_inputs()}
 
     def run(**inputs):
-        feed = {k: np.asarray(v, "int32" if "int32" in dtypes[k] else
-                              "int64" if "int64" in dtypes[k] else "float32")
-                for k, v in inputs.items()}
+        feed = {
+            k: np.asarray(
+                v,
+                "int32" if "int32" in dtypes[k] else "int64" if "int64" in dtypes[k] else "float32",
+            )
+            for k, v in inputs.items()
+        }
         return dict(zip(names, session.run(None, feed)))
 
     return run

@@ -48,11 +48,7 @@ def refuse_text_layers(name, model):
     ]
     strings = [t.name for t in model.inputs if t.dtype == "string"]
     if found or strings:
-        what = (
-            f"the layer {found[0]}"
-            if found
-            else f"the string input {strings[0]!r}"
-        )
+        what = f"the layer {found[0]}" if found else f"the string input {strings[0]!r}"
         raise ValueError(
             f"`{name}` cannot export model {model.name!r}: {what} needs "
             "string ops and lookup tables, which builtin TFLite and ONNX "
@@ -67,9 +63,7 @@ def refuse_stateful(name, model):
     """Raises a clear ValueError for a model with stateful layers: served,
     it would carry its states from one request to the next."""
     stateful = [
-        layer.name
-        for layer in all_layers(model)
-        if getattr(layer, "stateful", False) is True
+        layer.name for layer in all_layers(model) if getattr(layer, "stateful", False) is True
     ]
     if stateful:
         raise ValueError(

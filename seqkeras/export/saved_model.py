@@ -27,14 +27,14 @@ def _signature_objects(signatures):
                 "`seqkeras.export.signatures` objects (e.g. `Forward()`, "
                 "`Generate(max_length=20)`, `ServeText(tokenizer=...)`). "
                 f"Received an item of type {type(signature).__name__}: "
-                f"{signature!r}")
+                f"{signature!r}"
+            )
     if not any("serving_default" in s.names for s in signatures):
         signatures.insert(0, Forward())
     return signatures
 
 
-def saved_model(model, path, signatures=None, overwrite=False,
-                target="serving"):
+def saved_model(model, path, signatures=None, overwrite=False, target="serving"):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature
     whose inputs and outputs carry the model's names (`token_ids` ->
@@ -69,7 +69,8 @@ def saved_model(model, path, signatures=None, overwrite=False,
     if target not in export_targets.TARGETS:
         raise ValueError(
             "`saved_model` received an invalid value for `target`: expected "
-            f"one of {export_targets.TARGETS}. Received: target={target!r}")
+            f"one of {export_targets.TARGETS}. Received: target={target!r}"
+        )
     signatures = _signature_objects(signatures)
     refuse_stateful("saved_model", model)
     path = files.check_target("saved_model", path, overwrite, want="dir")
@@ -87,13 +88,13 @@ def saved_model(model, path, signatures=None, overwrite=False,
                     raise ValueError(
                         f"`saved_model`: two signatures are named "
                         f"{repeated}; give each signature once. Received: "
-                        f"{signatures}")
+                        f"{signatures}"
+                    )
                 functions.update(built)
                 resources += built.resources
             module.functions = functions
             module.resources = resources  # lookup tables, tokenizers
-            concrete = {name: fn.get_concrete_function()
-                        for name, fn in functions.items()}
+            concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
             # inside export_mode too: saving traces the Keras model's own
             # functions (its default signature), which must not carry
             # training-graph (XLA-only) ops either

@@ -77,10 +77,7 @@ class Forward(Signature):
     def build(self, model, check=True):
         from seqkeras.export.refusals import call_model
 
-        specs = {
-            t.name: tf.TensorSpec(t.shape, t.dtype, name=t.name)
-            for t in model.inputs
-        }
+        specs = {t.name: tf.TensorSpec(t.shape, t.dtype, name=t.name) for t in model.inputs}
         names = list(model.output_names)
 
         @tf.function(input_signature=[specs])
@@ -110,11 +107,9 @@ def _generation_input(model):
     conditioning input, or `prompt_ids` for a language model."""
     conditioning = getattr(model, "conditioning_input", None)
     if conditioning is None:
-        return "prompt_ids", tf.TensorSpec((None, None), tf.int32,
-                                           name="prompt_ids")
+        return "prompt_ids", tf.TensorSpec((None, None), tf.int32, name="prompt_ids")
     spec = [t for t in model.inputs if t.name == conditioning][0]
-    return conditioning, tf.TensorSpec(spec.shape, spec.dtype,
-                                       name=conditioning)
+    return conditioning, tf.TensorSpec(spec.shape, spec.dtype, name=conditioning)
 
 
 def _decoder(model, max_length, eos_id):
@@ -126,12 +121,24 @@ def _decoder(model, max_length, eos_id):
 
     def decode(inputs, strategy, **kwargs):
         if conditioned:
-            return generate(model, inputs, max_length=max_length,
-                            strategy=strategy, eos_id=eos_id,
-                            jit_compile=False, **kwargs)
-        return generate(model, prompt=inputs, max_length=max_length,
-                        strategy=strategy, eos_id=eos_id,
-                        jit_compile=False, **kwargs)
+            return generate(
+                model,
+                inputs,
+                max_length=max_length,
+                strategy=strategy,
+                eos_id=eos_id,
+                jit_compile=False,
+                **kwargs,
+            )
+        return generate(
+            model,
+            prompt=inputs,
+            max_length=max_length,
+            strategy=strategy,
+            eos_id=eos_id,
+            jit_compile=False,
+            **kwargs,
+        )
 
     return decode
 
@@ -146,11 +153,10 @@ class _Generation(Signature):
     def _prepare(self, model):
         from seqkeras.models.generation import check_generative
 
-        check_generative(self.where, model,
-                         "generate signatures need a generative model: "
-                         "one that implements")
-        return _generation_input(model), _decoder(model, self.max_length,
-                                                  self.eos_id)
+        check_generative(
+            self.where, model, "generate signatures need a generative model: one that implements"
+        )
+        return _generation_input(model), _decoder(model, self.max_length, self.eos_id)
 
 
 class Generate(_Generation):
@@ -177,8 +183,7 @@ class GenerateBeam(_Generation):
 
     names = ("generate_beam",)
 
-    def __init__(self, max_length, beam_width=4, length_penalty_alpha=0.0,
-                 eos_id=None):
+    def __init__(self, max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None):
         super().__init__(max_length, eos_id)
         self.beam_width = beam_width
         self.length_penalty_alpha = length_penalty_alpha
@@ -192,8 +197,11 @@ class GenerateBeam(_Generation):
             if check:
                 inputs = checked_inputs(model, inputs, "generate_beam", fed)
             ids, scores = decode(
-                inputs[name], "beam", beam_width=self.beam_width,
-                length_penalty_alpha=self.length_penalty_alpha)
+                inputs[name],
+                "beam",
+                beam_width=self.beam_width,
+                length_penalty_alpha=self.length_penalty_alpha,
+            )
             return {"ids": ids, "scores": scores}
 
         return Functions({"generate_beam": beam})
@@ -223,7 +231,8 @@ class GenerateText(_Generation):
             raise ValueError(
                 "`GenerateText` needs a model conditioned on token ids or "
                 f"continuing a prompt; model {model.name!r} is conditioned "
-                f"on {spec.dtype.name} values")
+                f"on {spec.dtype.name} values"
+            )
         conditioned = getattr(model, "conditioning_input", None) is not None
         encode, table = _text_encoder(self.vocabulary)
         # as `CharVocabulary.decode`: PAD, BOS -> "", UNK -> "?"
@@ -241,8 +250,9 @@ class GenerateText(_Generation):
                 first = lengths
             steps = tf.range(tf.shape(out)[1])[None]
             new = steps >= first[:, None]
-            ended = tf.cumsum(tf.cast(tf.logical_and(
-                new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
+            ended = (
+                tf.cumsum(tf.cast(tf.logical_and(new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
+            )
             keep = tf.logical_and(new, tf.logical_not(ended))
             pieces = tf.where(keep, tf.gather(tokens, out), "")
             return {"text": tf.strings.reduce_join(pieces, axis=1)}
@@ -250,14 +260,14 @@ class GenerateText(_Generation):
         return Functions({"generate_text": text}, [table])
 
 
-def generation(max_length, beam_width=4, length_penalty_alpha=0.0,
-               eos_id=None, vocabulary=None):
+def generation(max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None, vocabulary=None):
     """`[Generate, GenerateBeam]`, and `GenerateText` when `vocabulary` (a
     `CharVocabulary`) is given: the generate signatures of a generative
     model (`GenerateText.applies(model)` tells whether it takes text)."""
-    found = [Generate(max_length, eos_id),
-             GenerateBeam(max_length, beam_width, length_penalty_alpha,
-                          eos_id)]
+    found = [
+        Generate(max_length, eos_id),
+        GenerateBeam(max_length, beam_width, length_penalty_alpha, eos_id),
+    ]
     if vocabulary is not None:
         found.append(GenerateText(vocabulary, max_length, eos_id))
     return found
@@ -274,11 +284,10 @@ def as_char_vocabulary(name, vocabulary):
 
     if isinstance(vocabulary, CharVocabulary):
         return vocabulary
-    if isinstance(vocabulary, (list, tuple)) or hasattr(vocabulary,
-                                                        "tolist"):
+    if isinstance(vocabulary, (list, tuple)) or hasattr(vocabulary, "tolist"):
         tokens = [str(t) for t in list(vocabulary)]
-        if tuple(tokens[:len(RESERVED)]) == RESERVED:
-            tokens = tokens[len(RESERVED):]
+        if tuple(tokens[: len(RESERVED)]) == RESERVED:
+            tokens = tokens[len(RESERVED) :]
         try:
             return CharVocabulary(tokens)
         except ValueError as error:
@@ -290,7 +299,8 @@ def as_char_vocabulary(name, vocabulary):
     raise TypeError(
         f"`{name}` expects `vocabulary` to be a "
         "`seqkeras.data.CharVocabulary` or a list of its characters. "
-        f"Received: {type(vocabulary).__name__}")
+        f"Received: {type(vocabulary).__name__}"
+    )
 
 
 def _text_encoder(vocabulary):
@@ -299,11 +309,10 @@ def _text_encoder(vocabulary):
     `CharVocabulary.encode` does, in graph ops (`tf.strings` unicode
     splitting and a static hash table; unknown characters are UNK)."""
     characters = tf.constant(list(vocabulary.characters))
-    ids = tf.range(FIRST_ID, FIRST_ID + len(vocabulary.characters),
-                   dtype=tf.int64)
+    ids = tf.range(FIRST_ID, FIRST_ID + len(vocabulary.characters), dtype=tf.int64)
     table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(characters, ids),
-        default_value=UNK)
+        tf.lookup.KeyValueTensorInitializer(characters, ids), default_value=UNK
+    )
 
     def encode(strings):
         chars = tf.strings.unicode_split(strings, "UTF-8")
@@ -350,7 +359,8 @@ class ServeText(Signature):
             raise ValueError(
                 "`ServeText` needs one of `vocabulary` (characters) or "
                 "`tokenizer` (an object with graph-op `encode`). Received: "
-                f"vocabulary={vocabulary!r}, tokenizer={tokenizer!r}")
+                f"vocabulary={vocabulary!r}, tokenizer={tokenizer!r}"
+            )
         if vocabulary is not None:
             vocabulary = as_char_vocabulary("ServeText", vocabulary)
         self.vocabulary, self.tokenizer = vocabulary, tokenizer
@@ -362,7 +372,8 @@ class ServeText(Signature):
             raise ValueError(
                 "`ServeText`: a raw-string signature needs a model whose "
                 f"one input is `{TEXT_INPUT}`. Received inputs: "
-                f"{[t.name for t in model.inputs]}")
+                f"{[t.name for t in model.inputs]}"
+            )
         if self.tokenizer is not None:
             encode = _tokenizer_encoder(self.tokenizer)
             resource = self.tokenizer
@@ -377,11 +388,9 @@ class ServeText(Signature):
             outputs = model(ids, training=False)
             if not isinstance(outputs, (list, tuple, dict)):
                 outputs = [outputs]
-            result = (dict(outputs) if isinstance(outputs, dict)
-                      else dict(zip(names, outputs)))
+            result = dict(outputs) if isinstance(outputs, dict) else dict(zip(names, outputs))
             if classes:
-                result["probabilities"] = tf.nn.softmax(
-                    tf.cast(result[names[0]], tf.float32))
+                result["probabilities"] = tf.nn.softmax(tf.cast(result[names[0]], tf.float32))
             return result
 
         return Functions({"serve_text": serve}, [resource])
@@ -395,23 +404,22 @@ def graph_entity_spans(tags):
     tags = tf.where(tf.equal(tags, "<pad>"), "", tags)
     entity = tf.strings.regex_full_match(tags, "[BI]-.+")
     prefix = tf.where(entity, tf.strings.substr(tags, 0, 2), "")
-    kind = tf.where(entity, tf.strings.regex_replace(tags, "^[BI]-", ""),
-                    "")
+    kind = tf.where(entity, tf.strings.regex_replace(tags, "^[BI]-", ""), "")
     batch = tf.shape(tags)[0]
-    prev_entity = tf.concat([tf.zeros([batch, 1], tf.bool),
-                             entity[:, :-1]], axis=1)
+    prev_entity = tf.concat([tf.zeros([batch, 1], tf.bool), entity[:, :-1]], axis=1)
     prev_kind = tf.concat([tf.fill([batch, 1], ""), kind[:, :-1]], axis=1)
     continues = tf.logical_and(
-        tf.logical_and(tf.equal(prefix, "I-"), prev_entity),
-        tf.equal(kind, prev_kind))
+        tf.logical_and(tf.equal(prefix, "I-"), prev_entity), tf.equal(kind, prev_kind)
+    )
     starts = tf.logical_and(entity, tf.logical_not(continues))
-    next_continues = tf.concat([continues[:, 1:],
-                                tf.zeros([batch, 1], tf.bool)], axis=1)
+    next_continues = tf.concat([continues[:, 1:], tf.zeros([batch, 1], tf.bool)], axis=1)
     ends = tf.logical_and(entity, tf.logical_not(next_continues))
     position = tf.broadcast_to(tf.range(tf.shape(tags)[1]), tf.shape(tags))
-    return (tf.ragged.boolean_mask(kind, starts).to_tensor(""),
-            tf.ragged.boolean_mask(position, starts).to_tensor(-1),
-            tf.ragged.boolean_mask(position + 1, ends).to_tensor(-1))
+    return (
+        tf.ragged.boolean_mask(kind, starts).to_tensor(""),
+        tf.ragged.boolean_mask(position, starts).to_tensor(-1),
+        tf.ragged.boolean_mask(position + 1, ends).to_tensor(-1),
+    )
 
 
 class Tag(Signature):
@@ -436,21 +444,24 @@ class Tag(Signature):
 
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def tag(inputs):
-            words = _one_step_at_least(
-                features.split(inputs["text"]).to_tensor(""), "")
+            words = _one_step_at_least(features.split(inputs["text"]).to_tensor(""), "")
             feats = features(words)
             outputs = model({k: feats[k] for k in names}, training=False)
             if isinstance(outputs, dict) and "tags" in outputs:
                 ids = outputs["tags"]
             else:
-                logits = (outputs["logits"] if isinstance(outputs, dict)
-                          else outputs)
+                logits = outputs["logits"] if isinstance(outputs, dict) else outputs
                 ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
             tags = tf.gather(table, ids)
             tags = tf.where(tf.equal(words, ""), "", tags)
             types, starts, ends = graph_entity_spans(tags)
-            return {"words": words, "tags": tags, "entity_types": types,
-                    "entity_starts": starts, "entity_ends": ends}
+            return {
+                "words": words,
+                "tags": tags,
+                "entity_types": types,
+                "entity_starts": starts,
+                "entity_ends": ends,
+            }
 
         return Functions({"tag": tag}, [features])
 
@@ -466,8 +477,15 @@ class Translate(Signature):
 
     names = ("translate",)
 
-    def __init__(self, source_tokenizer, target_tokenizer, max_length,
-                 beam_width=4, length_penalty_alpha=0.0, eos_id=None):
+    def __init__(
+        self,
+        source_tokenizer,
+        target_tokenizer,
+        max_length,
+        beam_width=4,
+        length_penalty_alpha=0.0,
+        eos_id=None,
+    ):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_length = max_length
@@ -482,15 +500,15 @@ class Translate(Signature):
         key = getattr(model, "conditioning_input", None)
         sizes = getattr(model, "vocabulary_sizes", {})
         source, target = self.source_tokenizer, self.target_tokenizer
-        for tokenizer, name in ((source, key),
-                                (target, model.prompt_input)):
+        for tokenizer, name in ((source, key), (target, model.prompt_input)):
             size = getattr(tokenizer, "vocabulary_size", None)
             if name not in sizes or size != sizes[name]:
                 raise ValueError(
                     "`saved_model` (translate): the tokenizer for "
                     f"`{name}` has {size} tokens, the model "
                     f"{sizes.get(name)}; export the tokenizers the model "
-                    "was trained with")
+                    "was trained with"
+                )
         max_length, beam_width = self.max_length, self.beam_width
         alpha, eos_id = self.length_penalty_alpha, self.eos_id
 
@@ -499,20 +517,35 @@ class Translate(Signature):
             ids = source.encode(inputs["text"], add_eos=True)
             ids = ids.to_tensor(PAD)
             if beam_width > 1:
-                out, _ = generate(model, ids, max_length=max_length,
-                                  strategy="beam", beam_width=beam_width,
-                                  length_penalty_alpha=alpha,
-                                  eos_id=eos_id, jit_compile=False)
+                out, _ = generate(
+                    model,
+                    ids,
+                    max_length=max_length,
+                    strategy="beam",
+                    beam_width=beam_width,
+                    length_penalty_alpha=alpha,
+                    eos_id=eos_id,
+                    jit_compile=False,
+                )
             else:
-                out = generate(model, ids, max_length=max_length,
-                               eos_id=eos_id, jit_compile=False)
+                out = generate(model, ids, max_length=max_length, eos_id=eos_id, jit_compile=False)
             return {"text": target.decode(out[:, 1:])}  # no BOS
 
         return Functions({"translate": translate})
 
 
 __all__ = [
-    "Forward", "Functions", "Generate", "GenerateBeam", "GenerateText",
-    "ServeText", "Signature", "Tag", "Translate", "as_char_vocabulary",
-    "generation", "graph_entity_spans", "serving_function",
+    "Forward",
+    "Functions",
+    "Generate",
+    "GenerateBeam",
+    "GenerateText",
+    "ServeText",
+    "Signature",
+    "Tag",
+    "Translate",
+    "as_char_vocabulary",
+    "generation",
+    "graph_entity_spans",
+    "serving_function",
 ]

@@ -5,13 +5,17 @@ A model streams when it implements the streaming contract of
 `seqkeras.models.SequenceModel` (`streamable`, `stream_input`,
 `stream_output`, `stream_start`, `stream_step`); the builders' classes do:
 
-| model | one step takes | and returns |
-|---|---|---|
-| `rnn_language_model` | `token_ids` (batch,) | `logits` (batch, vocab): the next token |
-| `tagger` (recurrent, one direction) | `token_ids` (batch,) | `logits` (batch, tags): this token's tag |
-| `classifier` (recurrent, one direction) | `token_ids` (batch,) | `logits` (batch, classes) of the sequence so far |
-| `forecaster` (recurrent) | `series` (batch, features) | `forecast` (batch, horizon, targets) from the series so far |
-| `seq2seq` (recurrent, with or without attention), `conditioned_decoder` | `token_ids` (batch,): the decoder's input token | `logits` (batch, vocab): the next token |
+- `rnn_language_model`: `token_ids` (batch,) in, `logits` (batch, vocab)
+  out: the next token;
+- `tagger` (recurrent, one direction): `token_ids` (batch,) in, `logits`
+  (batch, tags) out: this token's tag;
+- `classifier` (recurrent, one direction): `token_ids` (batch,) in,
+  `logits` (batch, classes) of the sequence so far out;
+- `forecaster` (recurrent): `series` (batch, features) in, `forecast`
+  (batch, horizon, targets) from the series so far out;
+- `seq2seq` (recurrent, with or without attention), `conditioned_decoder`:
+  `token_ids` (batch,), the decoder's input token, in; `logits` (batch,
+  vocab), the next token, out.
 
 States are `state_0`, `state_1`, ... in and `new_state_0`, ... out. They
 start at zeros (pooling keeps running sums and counts, and attention pooling
@@ -23,7 +27,7 @@ source mask, passed through each step unchanged); feed BOS as the first
 token. Each step is a real step: padding is not masked in a step model, so
 do not feed it. Bidirectional and Transformer backbones need the whole
 sequence and cannot stream.
-"""  # noqa: E501
+"""
 
 import os
 import shutil
@@ -40,8 +44,7 @@ from seqkeras.layers.export_mode import export_mode
 
 
 def _check_streamable(model):
-    if not isinstance(model, keras.Model) or not getattr(
-            model, "streamable", False):
+    if not isinstance(model, keras.Model) or not getattr(model, "streamable", False):
         raise ValueError(
             "`streaming_tflite` (`step_function`) exports one step of a "
             "model that implements the streaming contract of "
@@ -49,12 +52,14 @@ def _check_streamable(model):
             "models do (rnn_language_model, tagger, classifier, forecaster, "
             "seq2seq, conditioned_decoder). Received: "
             f"{getattr(model, 'name', type(model).__name__)!r} "
-            f"({type(model).__name__})")
+            f"({type(model).__name__})"
+        )
 
 
 def _refusal(model, error):
-    return ValueError(f"`streaming_tflite` (`step_function`) cannot stream "
-                      f"`model` {model.name!r}: {error}")
+    return ValueError(
+        f"`streaming_tflite` (`step_function`) cannot stream `model` {model.name!r}: {error}"
+    )
 
 
 def _spec(x, name):
@@ -82,8 +87,7 @@ def _functions(model):
     cond = _conditioning_spec(model)
     example = None
     if cond is not None:
-        example = ops.zeros((1,) + tuple(
-            3 if d is None else d for d in cond.shape[1:]), cond.dtype)
+        example = ops.zeros((1,) + tuple(3 if d is None else d for d in cond.shape[1:]), cond.dtype)
     try:
         init = model.stream_start(example, 1)
     except ValueError as error:  # e.g. a bidirectional backbone
@@ -100,8 +104,7 @@ def _functions(model):
         states = tree.pack_sequence_as(init, [inputs[s.name] for s in specs])
         y, states = model.stream_step(inputs[input_spec.name], states)
         out = {output: y}
-        out.update({f"new_state_{i}": s
-                    for i, s in enumerate(tree.flatten(states))})
+        out.update({f"new_state_{i}": s for i, s in enumerate(tree.flatten(states))})
         return out
 
     if cond is None:
@@ -155,11 +158,10 @@ def streaming_tflite(model, path, overwrite=False, quantize=None):
         module = tf.Module()
         module.model = model
         with export_mode("tflite"):  # saving traces the model's functions
-            tf.saved_model.save(module, os.path.join(tmp, "saved"),
-                                signatures=signatures)
-        flatbuffer = convert_builtin(os.path.join(tmp, "saved"),
-                                     signature_key=list(signatures),
-                                     quantize=quantize)
+            tf.saved_model.save(module, os.path.join(tmp, "saved"), signatures=signatures)
+        flatbuffer = convert_builtin(
+            os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
+        )
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
         shutil.move(os.path.join(tmp, "model.tflite"), path)
@@ -185,7 +187,7 @@ def verify_streaming(model, flatbuffer, sample):
         if key in row:
             ids = row[key][0]
             stop = int(np.argmax(ids == 0)) if (ids == 0).any() else len(ids)
-            row[key] = row[key][:, :max(stop, 1)]
+            row[key] = row[key][:, : max(stop, 1)]
     expected = np.asarray(call_model(model, row))
     step = tflite_runner(flatbuffer)
     key = getattr(model, "conditioning_input", None)
@@ -194,9 +196,11 @@ def verify_streaming(model, flatbuffer, sample):
         states = tflite_runner(flatbuffer, "encode")(**{key: row[key]})
         inputs = row[model.prompt_input]
     else:
-        states = {k: np.zeros((1,) + tuple(v["shape"][1:]), v["dtype"])
-                  for k, v in step.input_details.items()
-                  if k.startswith("state_")}
+        states = {
+            k: np.zeros((1,) + tuple(v["shape"][1:]), v["dtype"])
+            for k, v in step.input_details.items()
+            if k.startswith("state_")
+        }
         inputs = row[model.inputs[0].name]
     output = model.stream_output
     per_step = model.stream_per_step
@@ -206,11 +210,9 @@ def verify_streaming(model, flatbuffer, sample):
         start = time.perf_counter()
         out = step(**feed)
         seconds.append(time.perf_counter() - start)
-        states = {k.replace("new_", ""): v for k, v in out.items()
-                  if k.startswith("new_state_")}
+        states = {k.replace("new_", ""): v for k, v in out.items() if k.startswith("new_state_")}
         if per_step:
-            diff = max(diff, float(np.max(np.abs(out[output]
-                                                 - expected[:, t]))))
+            diff = max(diff, float(np.max(np.abs(out[output] - expected[:, t]))))
     if not per_step:
         diff = float(np.max(np.abs(out[output] - expected)))
     return diff, 1000 * float(np.median(seconds)), inputs.shape[1]

@@ -6,13 +6,10 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
-from tensorflow.python.framework.convert_to_constants import (
-    convert_variables_to_constants_v2)
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 _BUILTIN_NAMES = {
-    value: name
-    for name, value in vars(schema.BuiltinOperator).items()
-    if not name.startswith("_")
+    value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")
 }
 
 
@@ -22,8 +19,11 @@ def _frozen_signatures(saved_model_dir, keys):
     leave resource-variable reads that LiteRT does not initialise)."""
     loaded = tf.saved_model.load(str(saved_model_dir))
     if not keys:  # as the converter: the default signature, if any
-        keys = (["serving_default"] if "serving_default" in loaded.signatures
-                else list(loaded.signatures))
+        keys = (
+            ["serving_default"]
+            if "serving_default" in loaded.signatures
+            else list(loaded.signatures)
+        )
     signatures = {}
     for key in keys:
         fn = loaded.signatures[key]
@@ -60,15 +60,23 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
     if quantize not in QUANTIZATIONS:
         raise ValueError(
             "`convert_builtin` received an invalid value for `quantize`: "
-            f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}")
-    keys = (None if signature_key is None else [signature_key]
-            if isinstance(signature_key, str) else list(signature_key))
+            f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
+        )
+    keys = (
+        None
+        if signature_key is None
+        else [signature_key]
+        if isinstance(signature_key, str)
+        else list(signature_key)
+    )
     signatures = _frozen_signatures(saved_model_dir, keys)
     with tempfile.TemporaryDirectory() as tmp:
         tf.saved_model.save(
-            tf.Module(), tmp, signatures=signatures,
-            options=tf.saved_model.SaveOptions(
-                experimental_custom_gradients=False))
+            tf.Module(),
+            tmp,
+            signatures=signatures,
+            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+        )
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         if quantize:
@@ -102,18 +110,14 @@ def run_tflite(flatbuffer, *inputs):
     interpreter = Interpreter(model_content=flatbuffer)
     details = interpreter.get_input_details()
     if len(details) != len(inputs):
-        raise ValueError(
-            f"`run_tflite` got {len(inputs)} inputs; the model takes "
-            f"{len(details)}."
-        )
+        raise ValueError(f"`run_tflite` got {len(inputs)} inputs; the model takes {len(details)}.")
     for detail, value in zip(details, inputs):
         interpreter.resize_tensor_input(detail["index"], np.shape(value))
     interpreter.allocate_tensors()
     for detail, value in zip(details, inputs):
-        interpreter.set_tensor(detail["index"], np.asarray(value, detail["dtype"]))  # noqa: E501
+        interpreter.set_tensor(detail["index"], np.asarray(value, detail["dtype"]))
     interpreter.invoke()
-    return [interpreter.get_tensor(d["index"])
-            for d in interpreter.get_output_details()]
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
 
 
 def tflite_runner(flatbuffer, signature_key="serving_default"):
@@ -121,25 +125,24 @@ def tflite_runner(flatbuffer, signature_key="serving_default"):
     LiteRT interpreter made once (for repeated calls: step models,
     latency); inputs are cast to the signature's dtypes and dynamic
     dimensions resized. `run.input_details` are the signature's."""
-    runner = Interpreter(model_content=flatbuffer).get_signature_runner(
-        signature_key)
+    runner = Interpreter(model_content=flatbuffer).get_signature_runner(signature_key)
     details = runner.get_input_details()
 
     def run(**inputs):
         missing = set(details) - set(inputs)
         if missing:
-            raise ValueError(f"`run_tflite_signature` is missing inputs "
-                             f"{sorted(missing)}; the signature takes "
-                             f"{sorted(details)}")
-        return runner(**{k: np.asarray(v, details[k]["dtype"])
-                         for k, v in inputs.items()})
+            raise ValueError(
+                f"`run_tflite_signature` is missing inputs "
+                f"{sorted(missing)}; the signature takes "
+                f"{sorted(details)}"
+            )
+        return runner(**{k: np.asarray(v, details[k]["dtype"]) for k, v in inputs.items()})
 
     run.input_details = details
     return run
 
 
-def run_tflite_signature(flatbuffer, signature_key="serving_default",
-                         **inputs):
+def run_tflite_signature(flatbuffer, signature_key="serving_default", **inputs):
     """Runs a named signature with named inputs (dynamic dimensions
     resized); returns its dict of named outputs."""
     return tflite_runner(flatbuffer, signature_key)(**inputs)
@@ -164,8 +167,7 @@ def tflite(model, path, quantize=None, overwrite=False):
     refuse_text_layers("tflite", model)
     path = check_target("tflite", path, overwrite)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
-        saved = saved_model(model, os.path.join(tmp, "saved"),
-                            target="tflite")
+        saved = saved_model(model, os.path.join(tmp, "saved"), target="tflite")
         flatbuffer = convert_builtin(saved, quantize=quantize)
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)

@@ -13,8 +13,10 @@ from seqkeras.layers import validation
 
 _PACKAGE = "seqkeras"
 
-def check_attention_call(layer, query, value, key, query_mask=None,
-                         value_mask=None, attention_mask=None):
+
+def check_attention_call(
+    layer, query, value, key, query_mask=None, value_mask=None, attention_mask=None
+):
     """Call-time checks shared by the attention layers: numeric inputs and
     masks shaped (batch, Tq), (batch, Tv) and (batch, Tq, Tv)."""
     for arg, x in (("query", query), ("value", value), ("key", key)):
@@ -24,23 +26,19 @@ def check_attention_call(layer, query, value, key, query_mask=None,
     v = validation.static_shape(key if key is not None else value)
     if len(q) != 3 or len(v) != 3:
         return  # the rank check names the tensor
-    validation.same_dims(layer, "query_mask", query_mask, q[:2],
-                         "(batch, query_time)")
-    validation.same_dims(layer, "value_mask", value_mask, (v[0], v[1]),
-                         "(batch, value_time)")
+    validation.same_dims(layer, "query_mask", query_mask, q[:2], "(batch, query_time)")
+    validation.same_dims(layer, "value_mask", value_mask, (v[0], v[1]), "(batch, value_time)")
     if attention_mask is not None and len(attention_mask.shape) == 4:
         expected = (q[0], None, q[1], v[1])
         described = "(batch, heads, query_time, value_time)"
     else:
         expected = (q[0], q[1], v[1])
         described = "(batch, query_time, value_time)"
-    validation.same_dims(layer, "attention_mask", attention_mask, expected,
-                         described)
+    validation.same_dims(layer, "attention_mask", attention_mask, expected, described)
 
 
 def check_attention_inputs(layer, query_shape, value_shape, key_shape):
-    for arg, shape in (("query", query_shape), ("value", value_shape),
-                       ("key", key_shape)):
+    for arg, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
         if shape is not None and len(shape) != 3:
             raise ValueError(
                 f"`{layer}` expects `{arg}` of rank 3, (batch, time, "
@@ -100,25 +98,28 @@ class Attention(keras.layers.Layer):
     ((2, 3, 6), (2, 3, 5))
     """
 
-    def __init__(self, score="scaled_dot", units=None, dropout=0.0,
-                 temperature=0.1, seed=None,
-                 kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        score="scaled_dot",
+        units=None,
+        dropout=0.0,
+        temperature=0.1,
+        seed=None,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.score = validation.choice("Attention", "score", score,
-                                       scoring.SCORES)
-        self.units = (None if units is None
-                      else validation.positive_int("Attention", "units", units))
+        self.score = validation.choice("Attention", "score", score, scoring.SCORES)
+        self.units = None if units is None else validation.positive_int("Attention", "units", units)
         self.dropout = validation.rate("Attention", "dropout", dropout)
-        self.temperature = validation.greater_than(
-            "Attention", "temperature", temperature, 0)
+        self.temperature = validation.greater_than("Attention", "temperature", temperature, 0)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = check_attention_inputs("Attention", query_shape,
-                                           value_shape, key_shape)
+        key_shape = check_attention_inputs("Attention", query_shape, value_shape, key_shape)
         d_q, d_k = query_shape[-1], key_shape[-1]
         if self.score in ("dot", "scaled_dot", "cosine") and d_q != d_k:
             raise ValueError(
@@ -128,24 +129,23 @@ class Attention(keras.layers.Layer):
             )
         if self.score == "general":
             self.kernel = self.add_weight(
-                shape=(d_q, d_k), name="kernel",
-                initializer=self.kernel_initializer)
+                shape=(d_q, d_k), name="kernel", initializer=self.kernel_initializer
+            )
         elif self.score == "additive":
             units = self.units or d_k
             self.query_kernel = self.add_weight(
-                shape=(d_q, units), name="query_kernel",
-                initializer=self.kernel_initializer)
+                shape=(d_q, units), name="query_kernel", initializer=self.kernel_initializer
+            )
             self.key_kernel = self.add_weight(
-                shape=(d_k, units), name="key_kernel",
-                initializer=self.kernel_initializer)
-            self.v = self.add_weight(
-                shape=(units,), name="v",
-                initializer=self.kernel_initializer)
+                shape=(d_k, units), name="key_kernel", initializer=self.kernel_initializer
+            )
+            self.v = self.add_weight(shape=(units,), name="v", initializer=self.kernel_initializer)
         elif self.score == "cosine":
             self.log_temperature = self.add_weight(
-                shape=(), name="log_temperature",
-                initializer=keras.initializers.Constant(
-                    math.log(self.temperature)))
+                shape=(),
+                name="log_temperature",
+                initializer=keras.initializers.Constant(math.log(self.temperature)),
+            )
 
     def project_key(self, key):
         """The part of the score that depends on the keys alone (`key @
@@ -167,34 +167,45 @@ class Attention(keras.layers.Layer):
         if self.score == "general":
             return scoring.general(query, key, self.kernel, projected_key)
         if self.score == "additive":
-            return scoring.additive(query, key, self.query_kernel,
-                                    self.key_kernel, self.v, projected_key)
+            return scoring.additive(
+                query, key, self.query_kernel, self.key_kernel, self.v, projected_key
+            )
         return scoring.cosine(query, key, self.log_temperature)
 
-    def call(self, query, value, key=None, query_mask=None, value_mask=None,
-             attention_mask=None, use_causal_mask=False,
-             return_attention_scores=False, training=None,
-             projected_key=None):
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        projected_key=None,
+    ):
         key = value if key is None else key
-        check_attention_call("Attention", query, value, key, query_mask,
-                             value_mask, attention_mask)
-        check_attention_inputs("Attention", query.shape, value.shape,
-                               key.shape)
+        check_attention_call("Attention", query, value, key, query_mask, value_mask, attention_mask)
+        check_attention_inputs("Attention", query.shape, value.shape, key.shape)
         if self.score == "general":
-            validation.features("Attention", "query", query,
-                                self.kernel.shape[0])
+            validation.features("Attention", "query", query, self.kernel.shape[0])
             validation.features("Attention", "key", key, self.kernel.shape[1])
         elif self.score == "additive":
-            validation.features("Attention", "query", query,
-                                self.query_kernel.shape[0])
-            validation.features("Attention", "key", key,
-                                self.key_kernel.shape[0])
+            validation.features("Attention", "query", query, self.query_kernel.shape[0])
+            validation.features("Attention", "key", key, self.key_kernel.shape[0])
         logits = self.scores(query, key, projected_key)
         mask = masking.attention_mask(
-            query_mask, value_mask, attention_mask, use_causal_mask,
-            ops.shape(query)[1], ops.shape(key)[1])
+            query_mask,
+            value_mask,
+            attention_mask,
+            use_causal_mask,
+            ops.shape(query)[1],
+            ops.shape(key)[1],
+        )
         context, weights = attention_core.attend(
-            logits, value, mask, self.dropout, self.seed_generator, training)
+            logits, value, mask, self.dropout, self.seed_generator, training
+        )
         if return_attention_scores:
             return context, weights
         return context
@@ -203,26 +214,31 @@ class Attention(keras.layers.Layer):
         out = (query_shape[0], query_shape[1], value_shape[-1])
         return out
 
-    def compute_output_spec(self, query, value, key=None, *args,
-                            return_attention_scores=False, **kwargs):
+    def compute_output_spec(
+        self, query, value, key=None, *args, return_attention_scores=False, **kwargs
+    ):
         out = keras.KerasTensor(
-            self.compute_output_shape(query.shape, value.shape),
-            dtype=self.compute_dtype)
+            self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype
+        )
         if return_attention_scores:
             weights = keras.KerasTensor(
-                (query.shape[0], query.shape[1], value.shape[1]),
-                dtype=self.compute_dtype)
+                (query.shape[0], query.shape[1], value.shape[1]), dtype=self.compute_dtype
+            )
             return out, weights
         return out
 
-
     def get_config(self):
         config = super().get_config()
-        config.update({"score": self.score, "units": self.units,
-                       "dropout": self.dropout,
-                       "temperature": self.temperature, "seed": self.seed,
-                       "kernel_initializer": keras.initializers.serialize(
-                           self.kernel_initializer)})
+        config.update(
+            {
+                "score": self.score,
+                "units": self.units,
+                "dropout": self.dropout,
+                "temperature": self.temperature,
+                "seed": self.seed,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
         return config
 
 
@@ -284,10 +300,20 @@ class MultiHeadAttention(keras.layers.Layer):
     (1, 5, 8)
     """
 
-    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0,
-                 use_bias=True, output_dim=None, seed=None,
-                 kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", fused=None, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        output_dim=None,
+        seed=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        fused=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         name = "MultiHeadAttention"
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -297,46 +323,56 @@ class MultiHeadAttention(keras.layers.Layer):
         self.fused = fused
         self.num_heads = validation.positive_int(name, "num_heads", num_heads)
         self.key_dim = validation.positive_int(name, "key_dim", key_dim)
-        self.value_dim = (self.key_dim if value_dim is None else
-                          validation.positive_int(name, "value_dim", value_dim))
+        self.value_dim = (
+            self.key_dim
+            if value_dim is None
+            else validation.positive_int(name, "value_dim", value_dim)
+        )
         self.dropout = validation.rate(name, "dropout", dropout)
         self.use_bias = validation.boolean(name, "use_bias", use_bias)
-        self.output_dim = (None if output_dim is None else
-                           validation.positive_int(name, "output_dim",
-                                                   output_dim))
+        self.output_dim = (
+            None if output_dim is None else validation.positive_int(name, "output_dim", output_dim)
+        )
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
-        key_shape = check_attention_inputs("MultiHeadAttention", query_shape,
-                                           value_shape, key_shape)
+        key_shape = check_attention_inputs(
+            "MultiHeadAttention", query_shape, value_shape, key_shape
+        )
         h = self.num_heads
         out_dim = self.output_dim or query_shape[-1]
 
         def dense(name, d_in, head_dim):
-            kernel = self.add_weight(shape=(d_in, h, head_dim),
-                                     name=f"{name}_kernel",
-                                     initializer=self.kernel_initializer)
-            bias = (self.add_weight(shape=(h, head_dim), name=f"{name}_bias",
-                                    initializer=self.bias_initializer)
-                    if self.use_bias else None)
+            kernel = self.add_weight(
+                shape=(d_in, h, head_dim),
+                name=f"{name}_kernel",
+                initializer=self.kernel_initializer,
+            )
+            bias = (
+                self.add_weight(
+                    shape=(h, head_dim), name=f"{name}_bias", initializer=self.bias_initializer
+                )
+                if self.use_bias
+                else None
+            )
             return kernel, bias
 
-        self.query_kernel, self.query_bias = dense(
-            "query", query_shape[-1], self.key_dim)
-        self.key_kernel, self.key_bias = dense(
-            "key", key_shape[-1], self.key_dim)
-        self.value_kernel, self.value_bias = dense(
-            "value", value_shape[-1], self.value_dim)
+        self.query_kernel, self.query_bias = dense("query", query_shape[-1], self.key_dim)
+        self.key_kernel, self.key_bias = dense("key", key_shape[-1], self.key_dim)
+        self.value_kernel, self.value_bias = dense("value", value_shape[-1], self.value_dim)
         self.output_kernel = self.add_weight(
-            shape=(h, self.value_dim, out_dim), name="output_kernel",
-            initializer=self.kernel_initializer)
-        self.output_bias = (self.add_weight(shape=(out_dim,),
-                                            name="output_bias",
-                                            initializer=self.bias_initializer)
-                            if self.use_bias else None)
+            shape=(h, self.value_dim, out_dim),
+            name="output_kernel",
+            initializer=self.kernel_initializer,
+        )
+        self.output_bias = (
+            self.add_weight(shape=(out_dim,), name="output_bias", initializer=self.bias_initializer)
+            if self.use_bias
+            else None
+        )
 
     def _project(self, x, kernel, bias):
         y = ops.einsum("btd,dhk->bthk", x, kernel)  # (batch, time, heads, dim)
@@ -344,9 +380,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _project_qkv(self, query, key, value):
         """q, k, v, each (batch, time, heads, dim)."""
-        return (self._project(query, self.query_kernel, self.query_bias),
-                self._project(key, self.key_kernel, self.key_bias),
-                self._project(value, self.value_kernel, self.value_bias))
+        return (
+            self._project(query, self.query_kernel, self.query_bias),
+            self._project(key, self.key_kernel, self.key_bias),
+            self._project(value, self.value_kernel, self.value_bias),
+        )
 
     def compute_cache(self, key, value=None):
         """Keys and values projected once, (batch, 2, Tk, heads, head_dim),
@@ -354,9 +392,12 @@ class MultiHeadAttention(keras.layers.Layer):
         `cache_index`."""
         value = key if value is None else value
         return ops.stack(
-            [self._project(key, self.key_kernel, self.key_bias),
-             self._project(value, self.value_kernel, self.value_bias)],
-            axis=1)
+            [
+                self._project(key, self.key_kernel, self.key_bias),
+                self._project(value, self.value_kernel, self.value_bias),
+            ],
+            axis=1,
+        )
 
     def init_cache(self, batch_size, max_length):
         """A zero key/value cache, (batch, 2, max_length, heads, head_dim)."""
@@ -364,14 +405,27 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 "`MultiHeadAttention` caches need key_dim == value_dim. "
                 f"Received: key_dim={self.key_dim}, "
-                f"value_dim={self.value_dim}")
-        return ops.zeros((batch_size, 2, max_length, self.num_heads,
-                          self.key_dim), self.compute_dtype)
+                f"value_dim={self.value_dim}"
+            )
+        return ops.zeros(
+            (batch_size, 2, max_length, self.num_heads, self.key_dim), self.compute_dtype
+        )
 
-    def call(self, query, value=None, key=None, query_mask=None,
-             value_mask=None, attention_mask=None, use_causal_mask=False,
-             return_attention_scores=False, training=None, cache=None,
-             cache_index=None, mask=None):
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_index=None,
+        mask=None,
+    ):
         # `value=None` is self-attention: the input's Keras mask (filled
         # into `mask`) masks queries and keys. Its projections stay three
         # GEMMs: one fused (d, 3d) GEMM sliced into q, k, v equals them
@@ -384,24 +438,30 @@ class MultiHeadAttention(keras.layers.Layer):
             query_mask = mask if query_mask is None else query_mask
             value_mask = query_mask if value_mask is None else value_mask
         key = value if key is None else key
-        check_attention_call("MultiHeadAttention", query, value, key,
-                             query_mask, value_mask, attention_mask)
-        check_attention_inputs("MultiHeadAttention", query.shape,
-                               value.shape, key.shape)
+        check_attention_call(
+            "MultiHeadAttention", query, value, key, query_mask, value_mask, attention_mask
+        )
+        check_attention_inputs("MultiHeadAttention", query.shape, value.shape, key.shape)
         if cache is not None:
             batch = validation.static_shape(query)[0]
             validation.same_dims(
-                "MultiHeadAttention", "cache", cache,
+                "MultiHeadAttention",
+                "cache",
+                cache,
                 (batch, 2, None, self.num_heads, self.key_dim),
-                "(batch, 2, max_length, num_heads, key_dim)")
-        for arg, x, kernel in (("query", query, self.query_kernel),
-                               ("key", key, self.key_kernel),
-                               ("value", value, self.value_kernel)):
+                "(batch, 2, max_length, num_heads, key_dim)",
+            )
+        for arg, x, kernel in (
+            ("query", query, self.query_kernel),
+            ("key", key, self.key_kernel),
+            ("value", value, self.value_kernel),
+        ):
             if x.shape[-1] != kernel.shape[0]:
                 raise ValueError(
                     f"`MultiHeadAttention` was built for `{arg}` with "
                     f"{kernel.shape[0]} features. Received: "
-                    f"{arg}.shape={tuple(x.shape)}")
+                    f"{arg}.shape={tuple(x.shape)}"
+                )
         static_cache = cache is not None and cache_index is None
         if static_cache:  # keys and values projected once, ahead
             q = self._project(query, self.query_kernel, self.query_bias)
@@ -412,24 +472,38 @@ class MultiHeadAttention(keras.layers.Layer):
         offset = 0
         if cache is not None and not static_cache:
             start = (0, 0, cache_index, 0, 0)
-            cache = export_mode.slice_update(
-                cache, start, ops.stack([k, v], axis=1), depth=3)
+            cache = export_mode.slice_update(cache, start, ops.stack([k, v], axis=1), depth=3)
             k, v = cache[:, 0], cache[:, 1]
             offset = cache_index
             use_causal_mask = True  # positions past the queries are empty
-            value_mask = None if value_mask is None else (
-                export_mode.slice_update(
-                    ops.ones(ops.shape(k)[:2], "bool"), (0, cache_index),
-                    ops.cast(value_mask, "bool")))
+            value_mask = (
+                None
+                if value_mask is None
+                else (
+                    export_mode.slice_update(
+                        ops.ones(ops.shape(k)[:2], "bool"),
+                        (0, cache_index),
+                        ops.cast(value_mask, "bool"),
+                    )
+                )
+            )
         mask = masking.attention_mask(
-            query_mask, value_mask, attention_mask, use_causal_mask,
-            q_len, ops.shape(k)[1], offset)
+            query_mask, value_mask, attention_mask, use_causal_mask, q_len, ops.shape(k)[1], offset
+        )
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, Tq, Tk)
         context, weights = attention_core.multi_head(
-            q, k, v, mask, 1.0 / math.sqrt(self.key_dim), self.fused,
-            return_attention_scores, self.dropout, self.seed_generator,
-            training)
+            q,
+            k,
+            v,
+            mask,
+            1.0 / math.sqrt(self.key_dim),
+            self.fused,
+            return_attention_scores,
+            self.dropout,
+            self.seed_generator,
+            training,
+        )
         output = ops.einsum("bqhd,hdo->bqo", context, self.output_kernel)
         if self.output_bias is not None:
             output = output + self.output_bias
@@ -441,37 +515,49 @@ class MultiHeadAttention(keras.layers.Layer):
         return result[0] if len(result) == 1 else tuple(result)
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
-        return (query_shape[0], query_shape[1],
-                self.output_dim or query_shape[-1])
+        return (query_shape[0], query_shape[1], self.output_dim or query_shape[-1])
 
-    def compute_output_spec(self, query, value=None, key=None, *args,
-                            return_attention_scores=False, cache=None,
-                            **kwargs):
+    def compute_output_spec(
+        self,
+        query,
+        value=None,
+        key=None,
+        *args,
+        return_attention_scores=False,
+        cache=None,
+        **kwargs,
+    ):
         value = query if value is None else value
         out = keras.KerasTensor(
-            self.compute_output_shape(query.shape, value.shape),
-            dtype=self.compute_dtype)
+            self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype
+        )
         result = [out]
         if return_attention_scores:
             k_len = cache.shape[2] if cache is not None else value.shape[1]
-            result.append(keras.KerasTensor(
-                (query.shape[0], self.num_heads, query.shape[1], k_len),
-                dtype=self.compute_dtype))
+            result.append(
+                keras.KerasTensor(
+                    (query.shape[0], self.num_heads, query.shape[1], k_len),
+                    dtype=self.compute_dtype,
+                )
+            )
         if cache is not None:
             result.append(keras.KerasTensor(cache.shape, dtype=cache.dtype))
         return result[0] if len(result) == 1 else tuple(result)
 
-
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "num_heads": self.num_heads, "key_dim": self.key_dim,
-            "value_dim": self.value_dim, "dropout": self.dropout,
-            "use_bias": self.use_bias, "output_dim": self.output_dim,
-            "seed": self.seed, "fused": self.fused,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer),
-        })
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "output_dim": self.output_dim,
+                "seed": self.seed,
+                "fused": self.fused,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
         return config

@@ -22,8 +22,7 @@ from keras import ops
 from seqkeras.layers import masking
 
 
-def attend(logits, value, mask=None, dropout=0.0, seed=None,
-           training=False):
+def attend(logits, value, mask=None, dropout=0.0, seed=None, training=False):
     """`(context, weights)`: `weights = masked_softmax(logits, mask)`
     (float32 inside, `logits`' dtype out; all-masked rows are zeros),
     dropout on the weights in training, `context = weights @ value`.
@@ -71,9 +70,18 @@ def use_fused(fused=None):
     return keras.backend.backend() != "tensorflow"
 
 
-def multi_head(q, k, v, mask=None, scale=1.0, fused=None,
-               return_weights=False, dropout=0.0, seed=None,
-               training=False):
+def multi_head(
+    q,
+    k,
+    v,
+    mask=None,
+    scale=1.0,
+    fused=None,
+    return_weights=False,
+    dropout=0.0,
+    seed=None,
+    training=False,
+):
     """Scaled dot-product attention over heads.
 
     Args:
@@ -88,20 +96,17 @@ def multi_head(q, k, v, mask=None, scale=1.0, fused=None,
         `(context (batch, Tq, heads, dim), weights (batch, heads, Tq, Tk)
         or None)`.
     """
-    explicit = (return_weights or (training and dropout > 0)
-                or not use_fused(fused))
+    explicit = return_weights or (training and dropout > 0) or not use_fused(fused)
     if explicit:
         # Head-major (B, H, T, D) operands: plain batched matmuls.
         qh = ops.transpose(q * ops.cast(scale, q.dtype), (0, 2, 1, 3))
         kh = ops.transpose(k, (0, 2, 3, 1))  # (B, H, D, Tk)
         vh = ops.transpose(v, (0, 2, 1, 3))
-        context, weights = attend(ops.matmul(qh, kh), vh, mask, dropout,
-                                  seed, training)
+        context, weights = attend(ops.matmul(qh, kh), vh, mask, dropout, seed, training)
         return ops.transpose(context, (0, 2, 1, 3)), weights
     # TensorFlow has no flash attention: its fused op is plain einsums.
     flash = False if keras.backend.backend() == "tensorflow" else None
-    context = ops.dot_product_attention(q, k, v, mask=mask, scale=scale,
-                                        flash_attention=flash)
+    context = ops.dot_product_attention(q, k, v, mask=mask, scale=scale, flash_attention=flash)
     if mask is not None:  # a query that sees no key outputs zeros
         visible = ops.any(mask, axis=-1)  # (batch, 1, Tq)
         visible = ops.transpose(visible, (0, 2, 1))[..., None]

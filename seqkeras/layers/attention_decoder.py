@@ -69,32 +69,40 @@ class AttentionDecoder(keras.layers.Layer):
     ((2, 3, 14), (2, 3, 5))
     """
 
-    def __init__(self, cell, score="additive", style="bahdanau",
-                 input_feeding=True, attention_units=None, return_state=False,
-                 **kwargs):
+    def __init__(
+        self,
+        cell,
+        score="additive",
+        style="bahdanau",
+        input_feeding=True,
+        attention_units=None,
+        return_state=False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if isinstance(cell, dict):
             cell = keras.saving.deserialize_keras_object(cell)
         if not isinstance(cell, RecurrentCell):
             raise TypeError(
-                "`AttentionDecoder` expects a seqkeras cell for `cell`. "
-                f"Received: cell={cell!r}")
+                f"`AttentionDecoder` expects a seqkeras cell for `cell`. Received: cell={cell!r}"
+            )
         self.cell = cell
-        self.score = validation.choice("AttentionDecoder", "score", score,
-                                       SCORES)
-        self.style = validation.choice("AttentionDecoder", "style", style,
-                                       STYLES)
-        self.input_feeding = validation.boolean(
-            "AttentionDecoder", "input_feeding", input_feeding)
+        self.score = validation.choice("AttentionDecoder", "score", score, SCORES)
+        self.style = validation.choice("AttentionDecoder", "style", style, STYLES)
+        self.input_feeding = validation.boolean("AttentionDecoder", "input_feeding", input_feeding)
         self.attention_units = attention_units
-        self.return_state = validation.boolean(
-            "AttentionDecoder", "return_state", return_state)
-        self.attention = Attention(self.score, units=attention_units,
-                                   dtype=self.dtype_policy, name="attention")
+        self.return_state = validation.boolean("AttentionDecoder", "return_state", return_state)
+        self.attention = Attention(
+            self.score, units=attention_units, dtype=self.dtype_policy, name="attention"
+        )
         if self.style == "luong":
             self.combine = keras.layers.Dense(
-                cell.units, activation="tanh", use_bias=False,
-                dtype=self.dtype_policy, name="combine")
+                cell.units,
+                activation="tanh",
+                use_bias=False,
+                dtype=self.dtype_policy,
+                name="combine",
+            )
         self.supports_masking = True
 
     @property
@@ -120,16 +128,17 @@ class AttentionDecoder(keras.layers.Layer):
             if len(shape) != 3 or shape[-1] is None:
                 raise ValueError(
                     f"`AttentionDecoder` expects `{arg}` of rank 3 with "
-                    f"known features. Received: {arg}.shape={tuple(shape)}")
+                    f"known features. Received: {arg}.shape={tuple(shape)}"
+                )
         units, features = self.cell.units, memory_shape[-1]
         if self.score in ("dot", "scaled_dot", "cosine") and units != features:
             raise ValueError(
                 f"`AttentionDecoder` with score={self.score!r} needs the "
                 f"cell units ({units}) to equal the memory features "
                 f"({features}); use score='general' or 'additive' for "
-                "different sizes")
-        extra = {"bahdanau": features,
-                 "luong": units if self.input_feeding else 0}[self.style]
+                "different sizes"
+            )
+        extra = {"bahdanau": features, "luong": units if self.input_feeding else 0}[self.style]
         if not self.cell.built:  # a deserialized cell comes built
             self.cell.build((inputs_shape[0], inputs_shape[-1] + extra))
         self.attention.build((memory_shape[0], 1, units), memory_shape)
@@ -139,17 +148,20 @@ class AttentionDecoder(keras.layers.Layer):
     def get_initial_state(self, batch_size, initial_state=None):
         """The decoder's states: the cell's (zeros or `initial_state`), plus
         the zero attentional vector for Luong input feeding."""
-        states = (list(initial_state) if initial_state is not None
-                  else list(self.cell.get_initial_state(batch_size)))
+        states = (
+            list(initial_state)
+            if initial_state is not None
+            else list(self.cell.get_initial_state(batch_size))
+        )
         n = len(self.sizes_of_cell_states)
         if len(states) != n:
             raise ValueError(
                 f"`AttentionDecoder` expects {n} tensor(s) for "
-                f"`initial_state`. Received: {len(states)}")
+                f"`initial_state`. Received: {len(states)}"
+            )
         states = [ops.cast(s, self.compute_dtype) for s in states]
         if self._feeding:
-            states.append(ops.zeros((batch_size, self.cell.units),
-                                    self.compute_dtype))
+            states.append(ops.zeros((batch_size, self.cell.units), self.compute_dtype))
         return states
 
     def dropout_masks(self, batch_size, states, training):
@@ -157,21 +169,33 @@ class AttentionDecoder(keras.layers.Layer):
         every step: variational dropout), or {} outside training."""
         masks = {}
         if training and self.cell.dropout > 0:
-            masks["dropout_mask"] = self.cell.get_dropout_mask(ops.ones(
-                (batch_size, self.cell.input_size), self.compute_dtype))
+            masks["dropout_mask"] = self.cell.get_dropout_mask(
+                ops.ones((batch_size, self.cell.input_size), self.compute_dtype)
+            )
         if training and self.cell.recurrent_dropout > 0:
-            masks["recurrent_dropout_mask"] = (
-                self.cell.get_recurrent_dropout_mask(states[0]))
+            masks["recurrent_dropout_mask"] = self.cell.get_recurrent_dropout_mask(states[0])
         return masks
 
     def _attend(self, query, memory, memory_mask, projected_key=None):
         context, weights = self.attention(
-            ops.expand_dims(query, 1), memory, value_mask=memory_mask,
-            return_attention_scores=True, projected_key=projected_key)
+            ops.expand_dims(query, 1),
+            memory,
+            value_mask=memory_mask,
+            return_attention_scores=True,
+            projected_key=projected_key,
+        )
         return context[:, 0], weights[:, 0]
 
-    def step(self, inputs, states, memory, memory_mask=None, training=None,
-             dropout_masks=None, projected_memory=None):
+    def step(
+        self,
+        inputs,
+        states,
+        memory,
+        memory_mask=None,
+        training=None,
+        dropout_masks=None,
+        projected_memory=None,
+    ):
         """One decoding step: `(inputs (batch, features), states)` ->
         `(output, new_states, weights (batch, source_time))`.
         `dropout_masks`: the cell's masks for this sequence (a dict of
@@ -183,12 +207,10 @@ class AttentionDecoder(keras.layers.Layer):
         def run_cell(x, extra, cell_states):
             if extra is not None:
                 x = ops.concatenate([x, extra], -1)
-            h, new_states = self.cell(x, cell_states, training=training,
-                                      **masks)
+            h, new_states = self.cell(x, cell_states, training=training, **masks)
             return h, _as_list(new_states)
 
-        return self._step(run_cell, inputs, states, memory, memory_mask,
-                          projected_memory)
+        return self._step(run_cell, inputs, states, memory, memory_mask, projected_memory)
 
     def _step(self, run_cell, x, states, memory, memory_mask, projected):
         """The step's equations; `run_cell(x, extra, cell_states) -> (h,
@@ -197,12 +219,10 @@ class AttentionDecoder(keras.layers.Layer):
         n = len(self.sizes_of_cell_states)
         cell_states = list(states[:n])
         if self.style == "bahdanau":
-            context, weights = self._attend(cell_states[0], memory,
-                                            memory_mask, projected)
+            context, weights = self._attend(cell_states[0], memory, memory_mask, projected)
             h, new_states = run_cell(x, context, cell_states)
             return ops.concatenate([h, context], -1), new_states, weights
-        h, new_states = run_cell(x, states[n] if self._feeding else None,
-                                 cell_states)
+        h, new_states = run_cell(x, states[n] if self._feeding else None, cell_states)
         context, weights = self._attend(h, memory, memory_mask, projected)
         output = self.combine(ops.concatenate([context, h], -1))
         if self._feeding:
@@ -221,8 +241,7 @@ class AttentionDecoder(keras.layers.Layer):
         kernel = cell.to_loop_layout(cell.kernel)
         k_x, k_extra = kernel[:dx], kernel[dx:]
         dmask = masks.get("dropout_mask")
-        x = inputs if dmask is None else inputs * ops.expand_dims(
-            dmask[:, :dx], 1)
+        x = inputs if dmask is None else inputs * ops.expand_dims(dmask[:, :dx], 1)
         proj = ops.matmul(x, k_x) + cell.loop_input_bias()
         proj = ops.transpose(proj, (1, 0, 2))  # (time, batch, gates*units)
         consts = cell.loop_constants(cell.recurrent_weights())
@@ -236,14 +255,21 @@ class AttentionDecoder(keras.layers.Layer):
             h_in = cell_states[0]
             if rmask is not None:
                 h_in = h_in * rmask
-            h, new_states, _ = cell.forward_step(p, cell_states, consts,
-                                                 h_in)
+            h, new_states, _ = cell.forward_step(p, cell_states, consts, h_in)
             return h, list(new_states)
 
         return proj, run_cell
 
-    def call(self, inputs, memory, initial_state=None, inputs_mask=None,
-             memory_mask=None, return_attention_scores=False, training=None):
+    def call(
+        self,
+        inputs,
+        memory,
+        initial_state=None,
+        inputs_mask=None,
+        memory_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
         name = "AttentionDecoder"
         for arg, x in (("inputs", inputs), ("memory", memory)):
             validation.numeric(name, arg, x)
@@ -251,20 +277,21 @@ class AttentionDecoder(keras.layers.Layer):
                 raise ValueError(
                     f"`{name}` expects `{arg}` of rank 3, (batch, time, "
                     f"features). Received: {arg}.shape="
-                    f"{validation.static_shape(x)}")
+                    f"{validation.static_shape(x)}"
+                )
         source = validation.static_shape(memory)
         target = validation.static_shape(inputs)
-        validation.same_dims(name, "memory_mask", memory_mask, source[:2],
-                             "(batch, memory_time)")
-        validation.same_dims(name, "inputs_mask", inputs_mask, target[:2],
-                             "(batch, time)")
+        validation.same_dims(name, "memory_mask", memory_mask, source[:2], "(batch, memory_time)")
+        validation.same_dims(name, "inputs_mask", inputs_mask, target[:2], "(batch, time)")
         if initial_state is not None:
             sizes = self.sizes_of_cell_states
-            given = (list(initial_state) if isinstance(
-                initial_state, (list, tuple)) else [initial_state])
+            given = (
+                list(initial_state) if isinstance(initial_state, (list, tuple)) else [initial_state]
+            )
             for state, size in zip(given, sizes):
-                validation.same_dims(name, "initial_state", state,
-                                     (target[0], size), "(batch, units)")
+                validation.same_dims(
+                    name, "initial_state", state, (target[0], size), "(batch, units)"
+                )
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         memory = ops.convert_to_tensor(memory, self.compute_dtype)
         batch = ops.shape(inputs)[0]
@@ -278,16 +305,13 @@ class AttentionDecoder(keras.layers.Layer):
         proj, run_cell = self._sequence_cell(inputs, masks)
 
         def step(p, states):
-            out, new_states, weights = self._step(run_cell, p, states, memory,
-                                                  mem_mask, projected)
+            out, new_states, weights = self._step(run_cell, p, states, memory, mem_mask, projected)
             if return_attention_scores:
                 out = ops.concatenate([out, ops.cast(weights, out.dtype)], -1)
             return out, new_states
 
-        width = out_dim + (ops.shape(memory)[1] if return_attention_scores
-                           else 0)
-        outputs, final = time_loop.scan(step, proj, states, width,
-                                        self.compute_dtype)
+        width = out_dim + (ops.shape(memory)[1] if return_attention_scores else 0)
+        outputs, final = time_loop.scan(step, proj, states, width, self.compute_dtype)
         outputs = ops.transpose(outputs, (1, 0, 2))
         result = [outputs[..., :out_dim]]
         if return_attention_scores:
@@ -302,27 +326,28 @@ class AttentionDecoder(keras.layers.Layer):
         extra = (1 + len(self.state_size)) if self.return_state else 1
         return mask if extra == 1 else [mask] + [None] * (extra - 1)
 
-    def compute_output_spec(self, inputs, memory, initial_state=None,
-                            return_attention_scores=False, **kwargs):
+    def compute_output_spec(
+        self, inputs, memory, initial_state=None, return_attention_scores=False, **kwargs
+    ):
         batch, time = inputs.shape[0], inputs.shape[1]
         dtype = self.compute_dtype
-        result = [keras.KerasTensor(
-            (batch, time, self.output_size(memory.shape[-1])), dtype=dtype)]
+        result = [keras.KerasTensor((batch, time, self.output_size(memory.shape[-1])), dtype=dtype)]
         if return_attention_scores:
-            result.append(keras.KerasTensor((batch, time, memory.shape[1]),
-                                            dtype=dtype))
+            result.append(keras.KerasTensor((batch, time, memory.shape[1]), dtype=dtype))
         if self.return_state:
-            result.extend(keras.KerasTensor((batch, s), dtype=dtype)
-                          for s in self.state_size)
+            result.extend(keras.KerasTensor((batch, s), dtype=dtype) for s in self.state_size)
         return result[0] if len(result) == 1 else tuple(result)
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "cell": keras.saving.serialize_keras_object(self.cell),
-            "score": self.score, "style": self.style,
-            "input_feeding": self.input_feeding,
-            "attention_units": self.attention_units,
-            "return_state": self.return_state,
-        })
+        config.update(
+            {
+                "cell": keras.saving.serialize_keras_object(self.cell),
+                "score": self.score,
+                "style": self.style,
+                "input_feeding": self.input_feeding,
+                "attention_units": self.attention_units,
+                "return_state": self.return_state,
+            }
+        )
         return config

@@ -4,11 +4,11 @@ Each cell implements one step of the seed equations, with the same weight
 names, shapes and gate order as the matching `keras.layers.*Cell`, so weights
 copied from one to the other give the same outputs:
 
-| cell          | `kernel`        | `recurrent_kernel` | `bias`                         | gate order |
-|---------------|-----------------|--------------------|--------------------------------|------------|
-| SimpleRNNCell | (input, units)  | (units, units)     | (units,)                       | -          |
-| GRUCell       | (input, 3units) | (units, 3units)    | (3units,) or (2, 3units) [1]   | z, r, h    |
-| LSTMCell      | (input, 4units) | (units, 4units)    | (4units,)                      | i, f, c, o |
+| cell          | `kernel`        | `recurrent_kernel` | `bias`                       | gates      |
+|---------------|-----------------|--------------------|------------------------------|------------|
+| SimpleRNNCell | (input, units)  | (units, units)     | (units,)                     | -          |
+| GRUCell       | (input, 3units) | (units, 3units)    | (3units,) or (2, 3units) [1] | z, r, h    |
+| LSTMCell      | (input, 4units) | (units, 4units)    | (4units,)                    | i, f, c, o |
 
 [1] `reset_after=True` keeps a separate input bias `bias[0]` and recurrent
 bias `bias[1]`, as Keras and cuDNN do.
@@ -28,7 +28,7 @@ and only the hidden-to-hidden part inside the time loop:
 The cells also follow the Keras cell contract (`state_size`, `output_size`,
 `get_initial_state`, `call(inputs, states, training)`), so they run inside
 `keras.layers.RNN` too.
-"""  # noqa: E501
+"""
 
 import keras
 from keras import ops
@@ -63,13 +63,9 @@ class RecurrentCell(keras.layers.Layer):
         name = type(self).__name__
         self.units = validation.positive_int(name, "units", units)
         self.dropout = validation.rate(name, "dropout", dropout)
-        self.recurrent_dropout = validation.rate(
-            name, "recurrent_dropout", recurrent_dropout
-        )
+        self.recurrent_dropout = validation.rate(name, "recurrent_dropout", recurrent_dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.recurrent_initializer = keras.initializers.get(
-            recurrent_initializer
-        )
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
@@ -86,14 +82,15 @@ class RecurrentCell(keras.layers.Layer):
     def get_dropout_mask(self, step_input):
         """A new input dropout mask shaped like `step_input` (batch,
         features): kept units scaled by 1 / (1 - dropout)."""
-        return keras.random.dropout(ops.ones_like(step_input), self.dropout,
-                                    seed=self.seed_generator)
+        return keras.random.dropout(
+            ops.ones_like(step_input), self.dropout, seed=self.seed_generator
+        )
 
     def get_recurrent_dropout_mask(self, state):
         """A new dropout mask for `h_{t-1}`, shaped like `state`."""
-        return keras.random.dropout(ops.ones_like(state),
-                                    self.recurrent_dropout,
-                                    seed=self.seed_generator)
+        return keras.random.dropout(
+            ops.ones_like(state), self.recurrent_dropout, seed=self.seed_generator
+        )
 
     # -- Keras cell contract -------------------------------------------------
     @property
@@ -107,10 +104,7 @@ class RecurrentCell(keras.layers.Layer):
     def get_initial_state(self, batch_size=None):
         sizes = self.state_size
         sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
-        return [
-            ops.zeros((batch_size, size), dtype=self.compute_dtype)
-            for size in sizes
-        ]
+        return [ops.zeros((batch_size, size), dtype=self.compute_dtype) for size in sizes]
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
@@ -146,8 +140,7 @@ class RecurrentCell(keras.layers.Layer):
         kernel = getattr(self, "kernel", None)
         return None if kernel is None else int(kernel.shape[0])
 
-    def call(self, inputs, states, training=False, dropout_mask=None,
-             recurrent_dropout_mask=None):
+    def call(self, inputs, states, training=False, dropout_mask=None, recurrent_dropout_mask=None):
         """One step: `inputs` (batch, features), `states` list of (batch,
         units). In training, `dropout_mask` / `recurrent_dropout_mask`
         (from `get_dropout_mask` / `get_recurrent_dropout_mask`, drawn once
@@ -160,12 +153,11 @@ class RecurrentCell(keras.layers.Layer):
         sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
         if len(states) != len(sizes):
             raise ValueError(
-                f"`{name}` expects {len(sizes)} tensor(s) for `states`. "
-                f"Received: {len(states)}")
+                f"`{name}` expects {len(sizes)} tensor(s) for `states`. Received: {len(states)}"
+            )
         batch = validation.static_shape(inputs)[0]
         for state, size in zip(states, sizes):
-            validation.same_dims(name, "states", state, (batch, size),
-                                 "(batch, units)")
+            validation.same_dims(name, "states", state, (batch, size), "(batch, units)")
         if training and self.dropout > 0:
             if dropout_mask is None:
                 dropout_mask = self.get_dropout_mask(inputs)
@@ -173,13 +165,11 @@ class RecurrentCell(keras.layers.Layer):
         h_in = states[0]
         if training and self.recurrent_dropout > 0:
             if recurrent_dropout_mask is None:
-                recurrent_dropout_mask = self.get_recurrent_dropout_mask(
-                    states[0])
+                recurrent_dropout_mask = self.get_recurrent_dropout_mask(states[0])
             h_in = h_in * recurrent_dropout_mask
         consts = self.loop_constants(self.recurrent_weights())
         h, new_states, _ = self.forward_step(
-            self.project_inputs(inputs) + self.loop_input_bias(), states,
-            consts, h_in
+            self.project_inputs(inputs) + self.loop_input_bias(), states, consts, h_in
         )
         if not isinstance(self.state_size, (list, tuple)):
             return h, new_states[0]
@@ -231,7 +221,7 @@ class RecurrentCell(keras.layers.Layer):
         return ops.reshape(out, tuple(lead) + (ops.shape(kernel)[-1],))
 
     def recurrent_weights(self):
-        """Tensors the recurrent part depends on (differentiated by the loop)."""  # noqa: E501
+        """Tensors the recurrent part depends on (differentiated by the loop)."""
         return [self.to_loop_layout(self.recurrent_kernel)]
 
     def residual_widths(self):
@@ -267,15 +257,9 @@ class RecurrentCell(keras.layers.Layer):
                 "units": self.units,
                 "dropout": self.dropout,
                 "recurrent_dropout": self.recurrent_dropout,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "recurrent_initializer": keras.initializers.serialize(
-                    self.recurrent_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
             }
         )
@@ -368,9 +352,7 @@ class GRUCell(RecurrentCell):
 
     def __init__(self, units, reset_after=False, **kwargs):
         super().__init__(units, **kwargs)
-        self.reset_after = validation.boolean(
-            "GRUCell", "reset_after", reset_after
-        )
+        self.reset_after = validation.boolean("GRUCell", "reset_after", reset_after)
 
     def _bias_shape(self):
         if self.reset_after:
@@ -457,9 +439,13 @@ class GRUCell(RecurrentCell):
             return [time_loop.sum_outer(h_in, drec), time_loop.sum_rows(drec)]
         return [
             ops.concatenate(
-                [time_loop.sum_outer(h_in, d_zr),
-                 time_loop.sum_outer(residual_seqs[4] * h_in,  # r * h_in
-                            d_proj[..., 2 * n :])],
+                [
+                    time_loop.sum_outer(h_in, d_zr),
+                    time_loop.sum_outer(
+                        residual_seqs[4] * h_in,  # r * h_in
+                        d_proj[..., 2 * n :],
+                    ),
+                ],
                 axis=-1,
             )
         ]
@@ -504,8 +490,7 @@ class LSTMCell(RecurrentCell):
 
     def __init__(self, units, unit_forget_bias=True, **kwargs):
         super().__init__(units, **kwargs)
-        self.unit_forget_bias = validation.boolean(
-            "LSTMCell", "unit_forget_bias", unit_forget_bias)
+        self.unit_forget_bias = validation.boolean("LSTMCell", "unit_forget_bias", unit_forget_bias)
 
     @property
     def state_size(self):
@@ -535,9 +520,7 @@ class LSTMCell(RecurrentCell):
         # Keras order i, f, c, o -> loop order i, f, o, c: the three sigmoid
         # gates are contiguous (scaled by 1/2), the tanh candidate last.
         n = self.units
-        perm = list(range(2 * n)) + list(range(3 * n, 4 * n)) + list(
-            range(2 * n, 3 * n)
-        )
+        perm = list(range(2 * n)) + list(range(3 * n, 4 * n)) + list(range(2 * n, 3 * n))
         return perm, [0.5] * (3 * n) + [1.0] * n
 
     def forward_step(self, p, states, consts, h_in):
@@ -556,8 +539,12 @@ class LSTMCell(RecurrentCell):
         # step needs that does not depend on the carried gradients.
         d_ifo = 2.0 * ifo * (1.0 - ifo)  # sigmoid' in the loop layout
         k4 = ops.concatenate(
-            [g * d_ifo[:, :n], c_prev * d_ifo[:, n : 2 * n],
-             tc * d_ifo[:, 2 * n :], i * (1.0 - g * g)],
+            [
+                g * d_ifo[:, :n],
+                c_prev * d_ifo[:, n : 2 * n],
+                tc * d_ifo[:, 2 * n :],
+                i * (1.0 - g * g),
+            ],
             axis=-1,
         )
         return h, [h, c], [h_in, o * (1.0 - tc * tc), k4, f]

@@ -28,7 +28,6 @@ from seqkeras.layers import time_loop
 from seqkeras.layers import validation
 
 
-
 def _argmax(x, axis):
     """The first index of the maximum along `axis` (int32). Keras'
     TensorFlow `argmax` on floats adds a signbit test (BitwiseAnd), which
@@ -83,8 +82,7 @@ class CRF(keras.layers.Layer):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.num_tags = validation.positive_int("CRF", "num_tags", num_tags)
-        self.transition_initializer = keras.initializers.get(
-            transition_initializer)
+        self.transition_initializer = keras.initializers.get(transition_initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -92,13 +90,12 @@ class CRF(keras.layers.Layer):
             raise ValueError(
                 "`CRF` expects emissions of shape (batch, time, num_tags="
                 f"{self.num_tags}). Received: input_shape="
-                f"{tuple(input_shape)}")
+                f"{tuple(input_shape)}"
+            )
         k = self.num_tags
         init = self.transition_initializer
-        self.transitions = self.add_weight(shape=(k, k), name="transitions",
-                                           initializer=init)
-        self.start = self.add_weight(shape=(k,), name="start",
-                                     initializer=init)
+        self.transitions = self.add_weight(shape=(k, k), name="transitions", initializer=init)
+        self.start = self.add_weight(shape=(k,), name="start", initializer=init)
         self.end = self.add_weight(shape=(k,), name="end", initializer=init)
 
     # -- inputs ---------------------------------------------------------
@@ -109,11 +106,11 @@ class CRF(keras.layers.Layer):
             raise ValueError(
                 f"`CRF.{where}` expects emissions of shape (batch, time, "
                 f"num_tags={self.num_tags}). Received: emissions.shape="
-                f"{shape}")
+                f"{shape}"
+            )
         if not self.built:
             self.build(shape)
-        validation.same_dims("CRF", "mask", mask, shape[:2],
-                             "(batch, time)")
+        validation.same_dims("CRF", "mask", mask, shape[:2], "(batch, time)")
         e = ops.cast(ops.convert_to_tensor(emissions), "float32")
         if mask is None:
             mask = ops.ones(ops.shape(e)[:2], "bool")
@@ -121,9 +118,11 @@ class CRF(keras.layers.Layer):
         return e, mask
 
     def _weights(self):
-        return (ops.cast(self.transitions, "float32"),
-                ops.cast(self.start, "float32"),
-                ops.cast(self.end, "float32"))
+        return (
+            ops.cast(self.transitions, "float32"),
+            ops.cast(self.start, "float32"),
+            ops.cast(self.end, "float32"),
+        )
 
     @staticmethod
     def _time_major(x):
@@ -136,25 +135,27 @@ class CRF(keras.layers.Layer):
         `(alphas (batch, time, tags) or None, last alpha)`."""
         trans, start, _ = self._weights()
         first = start + e[:, 0]
-        steps = ops.concatenate([
-            self._time_major(e[:, 1:]),
-            ops.expand_dims(ops.cast(self._time_major(mask[:, 1:]),
-                                     "float32"), -1)], axis=-1)
+        steps = ops.concatenate(
+            [
+                self._time_major(e[:, 1:]),
+                ops.expand_dims(ops.cast(self._time_major(mask[:, 1:]), "float32"), -1),
+            ],
+            axis=-1,
+        )
 
         def step(x, states):
             (alpha,) = states
             e_t, m_t = x[:, :-1], x[:, -1:] > 0.5
-            new = ops.logsumexp(ops.expand_dims(alpha, 2) + trans,
-                                axis=1) + e_t
+            new = ops.logsumexp(ops.expand_dims(alpha, 2) + trans, axis=1) + e_t
             new = ops.where(m_t, new, alpha)
             return (new if keep else new[:, :1]), [new]
 
         outputs, (last,) = time_loop.scan(
-            step, steps, [first], self.num_tags if keep else 1, "float32")
+            step, steps, [first], self.num_tags if keep else 1, "float32"
+        )
         if not keep:
             return None, last
-        alphas = ops.concatenate([ops.expand_dims(first, 1),
-                                  self._time_major(outputs)], axis=1)
+        alphas = ops.concatenate([ops.expand_dims(first, 1), self._time_major(outputs)], axis=1)
         return alphas, last
 
     def log_partition(self, emissions, mask=None):
@@ -173,29 +174,29 @@ class CRF(keras.layers.Layer):
         trans, start, end = self._weights()
         tags = self._check_tags(tags, e)
         m = ops.cast(mask, "float32")
-        emit = ops.sum(ops.squeeze(ops.take_along_axis(
-            e, ops.expand_dims(tags, -1), axis=-1), -1) * m, axis=1)
+        emit = ops.sum(
+            ops.squeeze(ops.take_along_axis(e, ops.expand_dims(tags, -1), axis=-1), -1) * m, axis=1
+        )
         k = self.num_tags
         pair = tags[:, :-1] * k + tags[:, 1:]
-        moves = ops.sum(ops.take(ops.reshape(trans, (-1,)), pair) *
-                        m[:, 1:], axis=1)
+        moves = ops.sum(ops.take(ops.reshape(trans, (-1,)), pair) * m[:, 1:], axis=1)
         lengths = ops.cast(ops.sum(m, axis=1), "int32")
-        last = ops.squeeze(ops.take_along_axis(
-            tags, ops.expand_dims(ops.maximum(lengths - 1, 0), 1), axis=1),
-            1)
-        score = ops.take(start, tags[:, 0]) + emit + moves + ops.take(
-            end, last)
+        last = ops.squeeze(
+            ops.take_along_axis(tags, ops.expand_dims(ops.maximum(lengths - 1, 0), 1), axis=1), 1
+        )
+        score = ops.take(start, tags[:, 0]) + emit + moves + ops.take(end, last)
         return ops.where(lengths > 0, score, 0.0)
 
     def _check_tags(self, tags, e):
         shape = validation.static_shape(tags)
         want = validation.static_shape(e)[:2]
         if len(shape) != 2 or any(
-                a is not None and b is not None and a != b
-                for a, b in zip(shape, want)):
+            a is not None and b is not None and a != b for a, b in zip(shape, want)
+        ):
             raise ValueError(
                 "`CRF` expects `tags` of shape (batch, time) = "
-                f"{want}. Received: tags.shape={shape}")
+                f"{want}. Received: tags.shape={shape}"
+            )
         validation.ids_in_range("CRF", "tags", tags, self.num_tags)
         # traced tags cannot be checked; the clip keeps the gathers in
         # bounds (data pipelines check their tags, e.g. tagging_dataset)
@@ -203,8 +204,7 @@ class CRF(keras.layers.Layer):
 
     def log_likelihood(self, emissions, tags, mask=None):
         """log p(tags | emissions) (batch,)."""
-        return (self.sequence_score(emissions, tags, mask)
-                - self.log_partition(emissions, mask))
+        return self.sequence_score(emissions, tags, mask) - self.log_partition(emissions, mask)
 
     def loss(self, emissions, tags, mask=None):
         """The mean negative log-likelihood over the rows (a scalar);
@@ -220,10 +220,13 @@ class CRF(keras.layers.Layer):
         trans, start, end = self._weights()
         k = self.num_tags
         first = start + e[:, 0]
-        steps = ops.concatenate([
-            self._time_major(e[:, 1:]),
-            ops.expand_dims(ops.cast(self._time_major(mask[:, 1:]),
-                                     "float32"), -1)], axis=-1)
+        steps = ops.concatenate(
+            [
+                self._time_major(e[:, 1:]),
+                ops.expand_dims(ops.cast(self._time_major(mask[:, 1:]), "float32"), -1),
+            ],
+            axis=-1,
+        )
         identity = ops.arange(k, dtype="int32")
 
         def forward(x, states):
@@ -233,30 +236,29 @@ class CRF(keras.layers.Layer):
             best = _argmax(cand, 1)
             new = ops.max(cand, axis=1) + e_t
             pointers = ops.where(m_t, best, identity)  # padded: stay
-            return (ops.cast(pointers, "float32"),
-                    [ops.where(m_t, new, delta)])
+            return (ops.cast(pointers, "float32"), [ops.where(m_t, new, delta)])
 
         pointers, (last,) = time_loop.scan(
-            forward, steps, [first], k, "float32", differentiable=False)
+            forward, steps, [first], k, "float32", differentiable=False
+        )
         final = last + end
         tag = _argmax(final, 1)
         scores = ops.max(final, axis=-1)
 
         def backward(p, states):
             (current,) = states
-            prev = ops.squeeze(ops.take_along_axis(
-                ops.cast(p, "int32"), ops.expand_dims(current, 1), axis=1),
-                1)
+            prev = ops.squeeze(
+                ops.take_along_axis(ops.cast(p, "int32"), ops.expand_dims(current, 1), axis=1), 1
+            )
             return ops.cast(ops.expand_dims(current, 1), "float32"), [prev]
 
         # walk the pointers from the last step back: the outputs are the
         # tags of steps time-1 .. 1, the final state the tag of step 0
         reversed_tags, (tag0,) = time_loop.scan(
-            backward, ops.flip(pointers, axis=0), [tag], 1, "float32",
-            differentiable=False)
+            backward, ops.flip(pointers, axis=0), [tag], 1, "float32", differentiable=False
+        )
         rest = ops.flip(ops.cast(reversed_tags[..., 0], "int32"), axis=0)
-        tags = ops.concatenate([ops.expand_dims(tag0, 1),
-                                self._time_major(rest)], axis=1)
+        tags = ops.concatenate([ops.expand_dims(tag0, 1), self._time_major(rest)], axis=1)
         tags = ops.where(mask, tags, 0)
         return tags, ops.where(mask[:, 0], scores, 0.0)
 
@@ -284,31 +286,35 @@ class CRF(keras.layers.Layer):
         log_z = ops.logsumexp(last + end, axis=-1)
         # beta_t[i] = logsumexp_j(A[i, j] + e_{t+1}[j] + beta_{t+1}[j]),
         # beta_{n-1} = end; a padded step t+1 passes beta through
-        steps = ops.concatenate([
-            self._time_major(e[:, 1:]),
-            ops.expand_dims(ops.cast(self._time_major(mask[:, 1:]),
-                                     "float32"), -1)], axis=-1)
+        steps = ops.concatenate(
+            [
+                self._time_major(e[:, 1:]),
+                ops.expand_dims(ops.cast(self._time_major(mask[:, 1:]), "float32"), -1),
+            ],
+            axis=-1,
+        )
         batch = ops.shape(e)[0]
         end_rows = ops.broadcast_to(end, (batch, self.num_tags))
 
         def step(x, states):
             (beta,) = states
             e_next, m_next = x[:, :-1], x[:, -1:] > 0.5
-            new = ops.logsumexp(trans + ops.expand_dims(e_next + beta, 1),
-                                axis=2)
+            new = ops.logsumexp(trans + ops.expand_dims(e_next + beta, 1), axis=2)
             new = ops.where(m_next, new, beta)
             return new, [new]
 
-        outputs, _ = time_loop.scan(step, ops.flip(steps, axis=0),
-                                    [end_rows], self.num_tags, "float32")
-        betas = ops.concatenate([
-            ops.flip(self._time_major(outputs), axis=1),
-            ops.expand_dims(end_rows, 1)], axis=1)
-        log_p = alphas + betas - ops.expand_dims(ops.expand_dims(log_z, 1),
-                                                 2)
+        outputs, _ = time_loop.scan(
+            step, ops.flip(steps, axis=0), [end_rows], self.num_tags, "float32"
+        )
+        betas = ops.concatenate(
+            [ops.flip(self._time_major(outputs), axis=1), ops.expand_dims(end_rows, 1)], axis=1
+        )
+        log_p = alphas + betas - ops.expand_dims(ops.expand_dims(log_z, 1), 2)
         return ops.where(ops.expand_dims(mask, -1), ops.exp(log_p), 0.0)
 
     def get_config(self):
-        return {**super().get_config(), "num_tags": self.num_tags,
-                "transition_initializer": keras.initializers.serialize(
-                    self.transition_initializer)}
+        return {
+            **super().get_config(),
+            "num_tags": self.num_tags,
+            "transition_initializer": keras.initializers.serialize(self.transition_initializer),
+        }

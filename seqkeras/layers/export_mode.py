@@ -48,7 +48,8 @@ def export_mode(target="serving"):
     if target not in TARGETS:
         raise ValueError(
             "`export_mode` received an invalid value for `target`: expected "
-            f"one of {TARGETS}. Received: target={target!r}")
+            f"one of {TARGETS}. Received: target={target!r}"
+        )
     previous = active(), getattr(_STATE, "target", None)
     _STATE.active, _STATE.target = True, target
     try:
@@ -71,8 +72,10 @@ def slice_update(x, start, update, depth=None):
         return ops.slice_update(x, start, update)
     depth = len(start) if depth is None else depth
     shape = ops.shape(update)
-    ranges = [ops.arange(shape[axis], dtype="int32")
-              + ops.cast(start[axis], "int32") for axis in range(depth)]
+    ranges = [
+        ops.arange(shape[axis], dtype="int32") + ops.cast(start[axis], "int32")
+        for axis in range(depth)
+    ]
     if depth == 1:
         indices = ops.expand_dims(ranges[0], -1)
     else:
@@ -88,5 +91,4 @@ def write_step(buffer, t, value):
     if target() != "serving":
         start = (t,) + (0,) * (len(buffer.shape) - 1)
         return ops.slice_update(buffer, start, value)
-    return ops.scatter_update(
-        buffer, ops.reshape(ops.cast(t, "int32"), (1, 1)), value)
+    return ops.scatter_update(buffer, ops.reshape(ops.cast(t, "int32"), (1, 1)), value)

@@ -65,9 +65,15 @@ def causal_mask(query_length, key_length, offset=0):
     return rows >= cols
 
 
-def attention_mask(query_mask=None, value_mask=None, attention_mask=None,
-                   use_causal_mask=False, query_length=None, key_length=None,
-                   offset=0):
+def attention_mask(
+    query_mask=None,
+    value_mask=None,
+    attention_mask=None,
+    use_causal_mask=False,
+    query_length=None,
+    key_length=None,
+    offset=0,
+):
     """Combines masks into one bool (batch, query_time, key_time), or None.
 
     Args:
@@ -89,8 +95,6 @@ def attention_mask(query_mask=None, value_mask=None, attention_mask=None,
     if attention_mask is not None:
         mask = combine(mask, ops.cast(attention_mask, "bool"))
     if use_causal_mask:
-        causal = ops.expand_dims(
-            causal_mask(query_length, key_length, offset), 0
-        )
+        causal = ops.expand_dims(causal_mask(query_length, key_length, offset), 0)
         mask = combine(mask, causal)
     return mask

@@ -36,15 +36,21 @@ class SequencePooling(keras.layers.Layer):
     [[3.0, 4.0, 5.0]]
     """
 
-    def __init__(self, mode="mean", units=None,
-                 kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+    def __init__(
+        self,
+        mode="mean",
+        units=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.mode = validation.choice("SequencePooling", "mode", mode, MODES)
-        self.units = (None if units is None else validation.positive_int(
-            "SequencePooling", "units", units))
+        self.units = (
+            None if units is None else validation.positive_int("SequencePooling", "units", units)
+        )
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -52,18 +58,20 @@ class SequencePooling(keras.layers.Layer):
             raise ValueError(
                 "`SequencePooling` expects inputs of rank 3 with known "
                 "features, (batch, time, features). Received: "
-                f"input_shape={tuple(input_shape)}")
+                f"input_shape={tuple(input_shape)}"
+            )
         if self.mode == "attention":
             d = input_shape[-1]
             units = self.units or d
             self.kernel = self.add_weight(
-                shape=(d, units), name="kernel",
-                initializer=self.kernel_initializer)
-            self.bias = self.add_weight(shape=(units,), name="bias",
-                                        initializer=self.bias_initializer)
+                shape=(d, units), name="kernel", initializer=self.kernel_initializer
+            )
+            self.bias = self.add_weight(
+                shape=(units,), name="bias", initializer=self.bias_initializer
+            )
             self.query = self.add_weight(
-                shape=(units,), name="query",
-                initializer=self.kernel_initializer)
+                shape=(units,), name="query", initializer=self.kernel_initializer
+            )
 
     def call(self, inputs, mask=None):
         x = inputs
@@ -72,9 +80,9 @@ class SequencePooling(keras.layers.Layer):
         if len(shape) != 3:
             raise ValueError(
                 "`SequencePooling` expects `inputs` of rank 3, (batch, time, "
-                f"features). Received: inputs.shape={shape}")
-        validation.same_dims("SequencePooling", "mask", mask, shape[:2],
-                             "(batch, time)")
+                f"features). Received: inputs.shape={shape}"
+            )
+        validation.same_dims("SequencePooling", "mask", mask, shape[:2], "(batch, time)")
         if mask is None:
             mask = ops.ones(ops.shape(x)[:2], "bool")
         mask = ops.cast(mask, "bool")
@@ -83,8 +91,7 @@ class SequencePooling(keras.layers.Layer):
             # The last unmasked step (works for right and left padding).
             steps = ops.arange(ops.shape(x)[1])
             last = ops.max(ops.where(mask, steps, -1), axis=1)  # (batch,)
-            pick = ops.one_hot(ops.maximum(last, 0), ops.shape(x)[1],
-                               dtype=x.dtype)
+            pick = ops.one_hot(ops.maximum(last, 0), ops.shape(x)[1], dtype=x.dtype)
             pick = pick * ops.cast(ops.expand_dims(last >= 0, -1), x.dtype)
             return ops.einsum("bt,btd->bd", pick, x)
         if self.mode == "mean":
@@ -93,17 +100,16 @@ class SequencePooling(keras.layers.Layer):
         if self.mode == "max":
             low = ops.full_like(x, -1e4 if x.dtype == "float16" else -1e9)
             out = ops.max(ops.where(ops.expand_dims(mask, -1), x, low), axis=1)
-            return out * ops.cast(ops.any(mask, axis=1, keepdims=True),
-                                  x.dtype)
+            return out * ops.cast(ops.any(mask, axis=1, keepdims=True), x.dtype)
         context, _ = attention_core.attend(
-            ops.expand_dims(self.scores(x), 1), x, ops.expand_dims(mask, 1))
+            ops.expand_dims(self.scores(x), 1), x, ops.expand_dims(mask, 1)
+        )
         return context[:, 0]
 
     def scores(self, x):
         """Attention mode: the score of each step, `v . tanh(W h_t + b)`,
         (batch, time) from `x` (batch, time, features)."""
-        return ops.matmul(ops.tanh(ops.matmul(x, self.kernel) + self.bias),
-                          self.query)
+        return ops.matmul(ops.tanh(ops.matmul(x, self.kernel) + self.bias), self.query)
 
     def compute_mask(self, inputs, mask=None):
         return None
@@ -113,10 +119,12 @@ class SequencePooling(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "mode": self.mode, "units": self.units,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer)})
+        config.update(
+            {
+                "mode": self.mode,
+                "units": self.units,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
         return config

@@ -1,4 +1,4 @@
-"""Positional encodings: `SinusoidalPositionalEncoding`, `PositionalEmbedding`."""  # noqa: E501
+"""Positional encodings: `SinusoidalPositionalEncoding`, `PositionalEmbedding`."""
 
 import keras
 from keras import ops
@@ -40,10 +40,11 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
     def __init__(self, max_wavelength=10000.0, scale_inputs=False, **kwargs):
         super().__init__(**kwargs)
         self.max_wavelength = validation.greater_than(
-            "SinusoidalPositionalEncoding", "max_wavelength", max_wavelength,
-            1)
+            "SinusoidalPositionalEncoding", "max_wavelength", max_wavelength, 1
+        )
         self.scale_inputs = validation.boolean(
-            "SinusoidalPositionalEncoding", "scale_inputs", scale_inputs)
+            "SinusoidalPositionalEncoding", "scale_inputs", scale_inputs
+        )
         self.supports_masking = True
 
     def encoding(self, length, depth, start_index=0):
@@ -53,14 +54,14 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         two_i = ops.cast(i - i % 2, "float32")  # 2i for both sin and cos
         rates = ops.power(self.max_wavelength, -two_i / float(depth))
         angles = ops.expand_dims(pos, 1) * ops.expand_dims(rates, 0)
-        return ops.where(ops.expand_dims(i % 2 == 0, 0), ops.sin(angles),
-                         ops.cos(angles))
+        return ops.where(ops.expand_dims(i % 2 == 0, 0), ops.sin(angles), ops.cos(angles))
 
     def call(self, inputs, start_index=0):
         if len(inputs.shape) != 3:
             raise ValueError(
                 "`SinusoidalPositionalEncoding` expects inputs of rank 3, "
-                f"(batch, time, d). Received: shape={tuple(inputs.shape)}")
+                f"(batch, time, d). Received: shape={tuple(inputs.shape)}"
+            )
         depth = inputs.shape[-1]
         code = self.encoding(ops.shape(inputs)[1], depth, start_index)
         x = inputs
@@ -73,8 +74,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength,
-                       "scale_inputs": self.scale_inputs})
+        config.update({"max_wavelength": self.max_wavelength, "scale_inputs": self.scale_inputs})
         return config
 
 
@@ -103,8 +103,7 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        self.max_length = validation.positive_int(
-            "PositionalEmbedding", "max_length", max_length)
+        self.max_length = validation.positive_int("PositionalEmbedding", "max_length", max_length)
         self.initializer = keras.initializers.get(initializer)
         self.supports_masking = True
 
@@ -112,19 +111,26 @@ class PositionalEmbedding(keras.layers.Layer):
         if len(input_shape) != 3:
             raise ValueError(
                 "`PositionalEmbedding` expects inputs of rank 3, "
-                f"(batch, time, d). Received: shape={tuple(input_shape)}")
+                f"(batch, time, d). Received: shape={tuple(input_shape)}"
+            )
         self.embeddings = self.add_weight(
-            shape=(self.max_length, input_shape[-1]), name="embeddings",
-            initializer=self.initializer)
+            shape=(self.max_length, input_shape[-1]),
+            name="embeddings",
+            initializer=self.initializer,
+        )
 
     def call(self, inputs, start_index=0):
         length = inputs.shape[1]
-        if (length is not None and isinstance(start_index, int)
-                and start_index + length > self.max_length):
+        if (
+            length is not None
+            and isinstance(start_index, int)
+            and start_index + length > self.max_length
+        ):
             raise ValueError(
                 f"`PositionalEmbedding` has {self.max_length} positions "
                 f"(`max_length`); received a sequence covering positions "
-                f"{start_index}..{start_index + length - 1}.")
+                f"{start_index}..{start_index + length - 1}."
+            )
         positions = ops.arange(ops.shape(inputs)[1]) + start_index
         positions = ops.minimum(positions, self.max_length - 1)
         code = ops.take(self.embeddings, positions, axis=0)
@@ -135,8 +141,10 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "max_length": self.max_length,
-            "initializer": keras.initializers.serialize(self.initializer),
-        })
+        config.update(
+            {
+                "max_length": self.max_length,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
         return config

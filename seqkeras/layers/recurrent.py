@@ -77,10 +77,8 @@ class Recurrent(keras.layers.Layer):
                 f"Received: cell={cell!r}"
             )
         self.cell = cell
-        for arg in ("return_sequences", "return_state", "go_backwards",
-                    "stateful"):
-            setattr(self, arg, validation.boolean("Recurrent", arg,
-                                                  locals()[arg]))
+        for arg in ("return_sequences", "return_state", "go_backwards", "stateful"):
+            setattr(self, arg, validation.boolean("Recurrent", arg, locals()[arg]))
         self.supports_masking = True
         self.states = None
 
@@ -131,8 +129,10 @@ class Recurrent(keras.layers.Layer):
         states = []
         for s, size in zip(initial_state, sizes):
             shape = tuple(s.shape)
-            if len(shape) != 2 or shape[-1] not in (None, size) or (
-                shape[0] is not None and batch is not None and shape[0] != batch
+            if (
+                len(shape) != 2
+                or shape[-1] not in (None, size)
+                or (shape[0] is not None and batch is not None and shape[0] != batch)
             ):
                 raise ValueError(
                     "`Recurrent` received an invalid value for "
@@ -146,23 +146,24 @@ class Recurrent(keras.layers.Layer):
         validation.numeric("Recurrent", "inputs", inputs)
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         _check_rank3("Recurrent", inputs.shape)
-        validation.features("Recurrent", "inputs", inputs,
-                            self.cell.input_size)
+        validation.features("Recurrent", "inputs", inputs, self.cell.input_size)
         batch = ops.shape(inputs)[0]
         static_batch = inputs.shape[0]
-        if self.stateful and self.states is not None and (
-                static_batch is not None
-                and static_batch != self.states[0].shape[0]):
+        if (
+            self.stateful
+            and self.states is not None
+            and (static_batch is not None and static_batch != self.states[0].shape[0])
+        ):
             raise ValueError(
                 "`Recurrent` with `stateful=True` was built for batch size "
                 f"{self.states[0].shape[0]}; its carried states have that "
                 f"many rows. Received: inputs.shape="
-                f"{tuple(inputs.shape)} (batch {static_batch})")
+                f"{tuple(inputs.shape)} (batch {static_batch})"
+            )
         if mask is not None:
             expected = tuple(inputs.shape[:2])
             if len(mask.shape) != 2 or any(
-                a is not None and b is not None and a != b
-                for a, b in zip(mask.shape, expected)
+                a is not None and b is not None and a != b for a, b in zip(mask.shape, expected)
             ):
                 raise ValueError(
                     "`Recurrent` received an invalid value for `mask`: "
@@ -180,9 +181,7 @@ class Recurrent(keras.layers.Layer):
         rmask = None
         if training and self.cell.dropout > 0:
             step_shape = (batch, inputs.shape[-1])
-            dmask = self.cell.get_dropout_mask(
-                ops.ones(step_shape, self.compute_dtype)
-            )
+            dmask = self.cell.get_dropout_mask(ops.ones(step_shape, self.compute_dtype))
             inputs = inputs * ops.expand_dims(dmask, 1)
         if training and self.cell.recurrent_dropout > 0:
             rmask = self.cell.get_recurrent_dropout_mask(states[0])
@@ -195,7 +194,11 @@ class Recurrent(keras.layers.Layer):
             mask = None if mask is None else ops.flip(mask, axis=0)
         proj = self.cell.project_inputs(x)  # (time, batch, gates * units)
         outputs, states = time_loop.run(
-            self.cell, proj, states, mask=mask, rmask=rmask,
+            self.cell,
+            proj,
+            states,
+            mask=mask,
+            rmask=rmask,
             return_sequences=self.return_sequences,
             save_residuals=bool(training),
         )
@@ -270,8 +273,7 @@ class Bidirectional(keras.layers.Layer):
     (2, 8)
     """
 
-    def __init__(self, layer, merge_mode="concat", backward_layer=None,
-                 **kwargs):
+    def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(layer, dict):
             layer = keras.saving.deserialize_keras_object(layer)
@@ -287,14 +289,10 @@ class Bidirectional(keras.layers.Layer):
                 "a stateful layer cannot run backwards. Received: "
                 "stateful=True"
             )
-        self.merge_mode = validation.choice(
-            "Bidirectional", "merge_mode", merge_mode, _MERGE_MODES
-        )
+        self.merge_mode = validation.choice("Bidirectional", "merge_mode", merge_mode, _MERGE_MODES)
         self.forward_layer = layer
         if isinstance(backward_layer, dict):
-            backward_layer = keras.saving.deserialize_keras_object(
-                backward_layer
-            )
+            backward_layer = keras.saving.deserialize_keras_object(backward_layer)
         if backward_layer is None:
             config = layer.get_config()
             config["go_backwards"] = not layer.go_backwards
@@ -325,11 +323,10 @@ class Bidirectional(keras.layers.Layer):
     def call(self, inputs, mask=None, initial_state=None, training=None):
         validation.numeric("Bidirectional", "inputs", inputs)
         _check_rank3("Bidirectional", inputs.shape)
-        validation.features("Bidirectional", "inputs", inputs,
-                            self.forward_layer.cell.input_size)
-        validation.same_dims("Bidirectional", "mask", mask,
-                             validation.static_shape(inputs)[:2],
-                             "(batch, time)")
+        validation.features("Bidirectional", "inputs", inputs, self.forward_layer.cell.input_size)
+        validation.same_dims(
+            "Bidirectional", "mask", mask, validation.static_shape(inputs)[:2], "(batch, time)"
+        )
         fw_init = bw_init = None
         if initial_state is not None:
             n = len(self.forward_layer.state_sizes)
@@ -340,10 +337,8 @@ class Bidirectional(keras.layers.Layer):
                     f"Received: {len(initial_state)}"
                 )
             fw_init, bw_init = initial_state[:n], initial_state[n:]
-        fw = self.forward_layer(inputs, mask=mask, initial_state=fw_init,
-                                training=training)
-        bw = self.backward_layer(inputs, mask=mask, initial_state=bw_init,
-                                 training=training)
+        fw = self.forward_layer(inputs, mask=mask, initial_state=fw_init, training=training)
+        bw = self.backward_layer(inputs, mask=mask, initial_state=bw_init, training=training)
         fw_states = bw_states = []
         if self.return_state:
             fw, fw_states = fw[0], fw[1:]
@@ -383,12 +378,8 @@ class Bidirectional(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "layer": keras.saving.serialize_keras_object(
-                    self.forward_layer
-                ),
-                "backward_layer": keras.saving.serialize_keras_object(
-                    self.backward_layer
-                ),
+                "layer": keras.saving.serialize_keras_object(self.forward_layer),
+                "backward_layer": keras.saving.serialize_keras_object(self.backward_layer),
                 "merge_mode": self.merge_mode,
             }
         )
@@ -434,9 +425,7 @@ class StackedRecurrent(keras.layers.Layer):
                 f"expected a non-empty list of layers. Received: {layers!r}"
             )
         layers = [
-            keras.saving.deserialize_keras_object(x) if isinstance(x, dict)
-            else x
-            for x in layers
+            keras.saving.deserialize_keras_object(x) if isinstance(x, dict) else x for x in layers
         ]
         for i, layer in enumerate(layers):
             if not isinstance(layer, (Recurrent, Bidirectional)):
@@ -462,9 +451,7 @@ class StackedRecurrent(keras.layers.Layer):
                 )
         self.stack = list(layers)
         self.dropout = validation.rate("StackedRecurrent", "dropout", dropout)
-        self.residual = validation.boolean(
-            "StackedRecurrent", "residual", residual
-        )
+        self.residual = validation.boolean("StackedRecurrent", "residual", residual)
         self.dropout_layer = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="dropout"
         )
@@ -492,9 +479,9 @@ class StackedRecurrent(keras.layers.Layer):
     def call(self, inputs, mask=None, training=None):
         validation.numeric("StackedRecurrent", "inputs", inputs)
         _check_rank3("StackedRecurrent", inputs.shape)
-        validation.same_dims("StackedRecurrent", "mask", mask,
-                             validation.static_shape(inputs)[:2],
-                             "(batch, time)")
+        validation.same_dims(
+            "StackedRecurrent", "mask", mask, validation.static_shape(inputs)[:2], "(batch, time)"
+        )
         x = inputs
         last = len(self.stack) - 1
         for i, layer in enumerate(self.stack):
@@ -519,9 +506,7 @@ class StackedRecurrent(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "layers": [
-                    keras.saving.serialize_keras_object(x) for x in self.stack
-                ],
+                "layers": [keras.saving.serialize_keras_object(x) for x in self.stack],
                 "dropout": self.dropout,
                 "residual": self.residual,
             }

@@ -47,13 +47,12 @@ class WindowScaling(keras.layers.Layer):
 
     def __init__(self, inverse=False, epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
-        self.inverse = validation.boolean("WindowScaling", "inverse",
-                                          inverse)
-        if isinstance(epsilon, bool) or not isinstance(
-                epsilon, (int, float)) or not epsilon >= 0:
+        self.inverse = validation.boolean("WindowScaling", "inverse", inverse)
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon >= 0:
             raise ValueError(
                 "`WindowScaling` received an invalid value for `epsilon`: "
-                f"expected a number >= 0. Received: epsilon={epsilon!r}")
+                f"expected a number >= 0. Received: epsilon={epsilon!r}"
+            )
         self.epsilon = float(epsilon)
 
     def _check(self, series, values):
@@ -62,22 +61,26 @@ class WindowScaling(keras.layers.Layer):
         if len(shape) != 3:
             raise ValueError(
                 "`WindowScaling` expects `series` of rank 3 (batch, time, "
-                f"features). Received: series.shape={shape}")
+                f"features). Received: series.shape={shape}"
+            )
         if values is None:
             if self.inverse:
                 raise ValueError(
                     "`WindowScaling(inverse=True)` maps `values` back to "
-                    "raw units: call it as layer(series, values)")
+                    "raw units: call it as layer(series, values)"
+                )
             return
         validation.numeric("WindowScaling", "values", values)
         vshape = validation.static_shape(values)
         if len(vshape) not in (3, 4) or (
-                None not in (vshape[2], shape[2]) and vshape[2] > shape[2]):
+            None not in (vshape[2], shape[2]) and vshape[2] > shape[2]
+        ):
             raise ValueError(
                 "`WindowScaling` expects `values` (batch, horizon, targets) "
                 "or (batch, horizon, targets, quantiles) with targets <= "
                 f"the series' features ({shape[2]}). Received: "
-                f"values.shape={vshape}")
+                f"values.shape={vshape}"
+            )
 
     def call(self, series, values=None):
         self._check(series, values)
@@ -96,8 +99,7 @@ class WindowScaling(keras.layers.Layer):
         return ops.cast(out, dtype)
 
     def compute_output_shape(self, series_shape, values_shape=None):
-        return tuple(series_shape if values_shape is None
-                     else values_shape)
+        return tuple(series_shape if values_shape is None else values_shape)
 
     def get_config(self):
         config = super().get_config()

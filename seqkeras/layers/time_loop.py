@@ -50,15 +50,15 @@ def _back_step(cell, dh, d_states, coeffs, consts, m, rmask):
     """One step of the backward loop: `(dp, d_prev_states, deltas)`; a row
     masked by `m` passes its state gradients through unchanged."""
     dp, dh_in, d_prev, step_deltas = cell.backward_step(
-        dh, list(d_states[1:]), list(coeffs), consts)
+        dh, list(d_states[1:]), list(coeffs), consts
+    )
     if rmask is not None:
         dh_in = dh_in * rmask
     d_prev = [d_prev[0] + dh_in] + list(d_prev[1:])
     if m is not None:
         d_prev = [ops.where(m, n, o) for n, o in zip(d_prev, d_states)]
         dp = ops.where(m, dp, ops.zeros_like(dp))
-        step_deltas = [ops.where(m, d, ops.zeros_like(d))
-                       for d in step_deltas]
+        step_deltas = [ops.where(m, d, ops.zeros_like(d)) for d in step_deltas]
     return dp, d_prev, list(step_deltas)
 
 
@@ -79,13 +79,12 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs):
         # faster in LiteRT (benchmarks/tflite_latency.py). Training keeps
         # XLA's dynamic slice.
         p = ops.take(proj, t, axis=0) if export else proj[t]
-        h, new_states, _ = _step(cell, p, bias, states, consts,
-                                 None if mask is None else mask[t], rmask)
+        h, new_states, _ = _step(
+            cell, p, bias, states, consts, None if mask is None else mask[t], rmask
+        )
         return t + 1, list(new_states), [_write(b, t, h) for b in buffers]
 
-    _, states, buffers = ops.while_loop(
-        lambda t, *_: t < steps, body, (0, list(states), buffers)
-    )
+    _, states, buffers = ops.while_loop(lambda t, *_: t < steps, body, (0, list(states), buffers))
     return (buffers[0] if write_outputs else None), states
 
 
@@ -101,6 +100,7 @@ def _scan(body, carry, xs, reverse=False):
     buffer copies the whole buffer at every step outside XLA (see the
     module docstring).
     """
+
     def step(carry, x):
         new = list(body(list(carry), x))
         return new, new
@@ -125,13 +125,14 @@ def _pack(seqs):
         return list(seqs), list
     dtype = seqs[0].dtype
     is_mask = backend.standardize_dtype(seqs[-1].dtype) == "bool"
-    parts = [ops.cast(s, dtype) if is_mask and i == len(seqs) - 1 else s
-             for i, s in enumerate(seqs)]
+    parts = [
+        ops.cast(s, dtype) if is_mask and i == len(seqs) - 1 else s for i, s in enumerate(seqs)
+    ]
     widths = [p.shape[-1] for p in parts]
     bounds = [sum(widths[:i]) for i in range(len(widths) + 1)]
 
     def split(x):
-        out = [x[:, bounds[i]:bounds[i + 1]] for i in range(len(widths))]
+        out = [x[:, bounds[i] : bounds[i + 1]] for i in range(len(widths))]
         if is_mask:
             out[-1] = out[-1] > 0.5
         return out
@@ -139,24 +140,22 @@ def _pack(seqs):
     return ops.concatenate(parts, axis=-1), split
 
 
-def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
-                  write_outputs, save):
+def _forward_scan(cell, proj, bias, states, consts, mask, rmask, write_outputs, save):
     """`_forward` on `_scan`: the training path (inference and exported
     graphs use `_forward`, whose buffer writes TFLite runs natively)."""
     n_s = len(states)
     batch = ops.shape(proj)[1]
     dtype = proj.dtype
-    widths = [cell.units] * write_outputs + (
-        list(cell.residual_widths()) if save else [])
+    widths = [cell.units] * write_outputs + (list(cell.residual_widths()) if save else [])
     extra = [ops.zeros((batch, w), dtype) for w in widths]
     xs, split = _pack([proj] + ([] if mask is None else [mask]))
 
     def body(carry, x):
         x = split(x)
-        h, new_states, res = _step(cell, x[0], bias, carry[:n_s], consts,
-                                   x[1] if mask is not None else None, rmask)
-        return (new_states + [h] * write_outputs
-                + (list(res) if save else []))
+        h, new_states, res = _step(
+            cell, x[0], bias, carry[:n_s], consts, x[1] if mask is not None else None, rmask
+        )
+        return new_states + [h] * write_outputs + (list(res) if save else [])
 
     final, stacked = _scan(body, list(states) + extra, xs)
     seqs = stacked[n_s:]
@@ -164,8 +163,7 @@ def _forward_scan(cell, proj, bias, states, consts, mask, rmask,
     return outputs, final[:n_s], seqs
 
 
-def _backward_scan(cell, residuals, consts, mask, rmask, d_outputs,
-                   d_states):
+def _backward_scan(cell, residuals, consts, mask, rmask, d_outputs, d_states):
     """The reverse loop, on `_scan`. Returns (d_proj, d_initial_states,
     d_recurrent_weights)."""
     n_s = len(d_states)
@@ -175,27 +173,26 @@ def _backward_scan(cell, residuals, consts, mask, rmask, d_outputs,
     extra = [ops.zeros((batch, w), dtype) for w in widths]
     coeffs = list(residuals[1:])  # residuals[0]: h_in, for the weights
     has_d = d_outputs is not None
-    xs, split = _pack(coeffs + [d_outputs] * has_d
-                      + ([] if mask is None else [mask]))
+    xs, split = _pack(coeffs + [d_outputs] * has_d + ([] if mask is None else [mask]))
 
     def body(carry, x):
         d_states = carry[:n_s]
         x = split(x)
-        coeffs_t = x[:len(coeffs)]
+        coeffs_t = x[: len(coeffs)]
         dh = d_states[0] + x[len(coeffs)] if has_d else d_states[0]
         dp, d_prev, step_deltas = _back_step(
-            cell, dh, d_states, coeffs_t, consts,
-            x[-1] if mask is not None else None, rmask)
+            cell, dh, d_states, coeffs_t, consts, x[-1] if mask is not None else None, rmask
+        )
         return d_prev + [dp] + step_deltas
 
     final, stacked = _scan(body, list(d_states) + extra, xs, reverse=True)
-    d_proj, deltas = stacked[n_s], stacked[n_s + 1:]
-    return d_proj, final[:n_s], cell.recurrent_weight_grads(
-        residuals, d_proj, deltas)
+    d_proj, deltas = stacked[n_s], stacked[n_s + 1 :]
+    return d_proj, final[:n_s], cell.recurrent_weight_grads(residuals, d_proj, deltas)
 
 
-def run(cell, proj, initial_states, mask=None, rmask=None,
-        return_sequences=True, save_residuals=True):
+def run(
+    cell, proj, initial_states, mask=None, rmask=None, return_sequences=True, save_residuals=True
+):
     """Runs `cell` over `proj` = `cell.project_inputs(x)`, time-major.
 
     The cell's input bias (`cell.loop_input_bias()`) is added inside the
@@ -222,8 +219,15 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
         # An inference graph: no gradient, and the bias added once to all
         # steps outside the loop (one op less per step in a TFLite WHILE).
         outputs, final = _forward(
-            cell, proj + cell.loop_input_bias(), None, list(initial_states),
-            cell.loop_constants(weights), mask, rmask, return_sequences)
+            cell,
+            proj + cell.loop_input_bias(),
+            None,
+            list(initial_states),
+            cell.loop_constants(weights),
+            mask,
+            rmask,
+            return_sequences,
+        )
         return outputs, list(final)
 
     def impl(proj, bias, *flat):
@@ -236,19 +240,17 @@ def run(cell, proj, initial_states, mask=None, rmask=None,
         residuals = None
         if save_residuals:
             outputs, final, residuals = _forward_scan(
-                cell, proj, bias, states, consts, mask, rmask,
-                return_sequences, True)
+                cell, proj, bias, states, consts, mask, rmask, return_sequences, True
+            )
         else:
-            outputs, final = _forward(cell, proj, bias, states, consts, mask,
-                                      rmask, return_sequences)
+            outputs, final = _forward(
+                cell, proj, bias, states, consts, mask, rmask, return_sequences
+            )
 
         def grad(*upstream, **unused_kwargs):
             upstream = _cotangents(upstream)
             d_outputs = upstream.pop(0) if return_sequences else None
-            d_final = [
-                ops.zeros_like(s) if d is None else d
-                for d, s in zip(upstream, final)
-            ]
+            d_final = [ops.zeros_like(s) if d is None else d for d, s in zip(upstream, final)]
             res = residuals
             if not save_residuals:
                 _, _, res = _forward_scan(
@@ -296,12 +298,12 @@ def scan(step, inputs, states, width, dtype, differentiable=True):
     n_s = len(states)
     exporting = export_mode.active()
     if not exporting and differentiable and backend.backend() == "jax":
+
         def body(carry, x):
             y, new = step(x, carry[:n_s])
             return list(new) + [y]
 
-        final, stacked = _scan(body, states + [ops.zeros((batch, width),
-                                                         dtype)], inputs)
+        final, stacked = _scan(body, states + [ops.zeros((batch, width), dtype)], inputs)
         return stacked[n_s], final[:n_s]
     buffer = ops.zeros((steps, batch, width), dtype)
     write = _scatter_write if differentiable and not exporting else _write
@@ -311,21 +313,20 @@ def scan(step, inputs, states, width, dtype, differentiable=True):
         return t + 1, list(new), write(buffer, t, y)
 
     _, final, buffer = ops.while_loop(
-        lambda t, *_: t < steps, loop, (0, states, buffer),
-        maximum_iterations=steps)
+        lambda t, *_: t < steps, loop, (0, states, buffer), maximum_iterations=steps
+    )
     return buffer, list(final)
 
 
 def _scatter_write(buffer, t, value):
-    return ops.scatter_update(buffer, ops.reshape(t, (1, 1)),
-                              ops.expand_dims(value, 0))
+    return ops.scatter_update(buffer, ops.reshape(t, (1, 1)), ops.expand_dims(value, 0))
 
 
 def _cotangents(upstream):
     """The output cotangents as one list, whatever the backend's calling
     convention: TensorFlow calls `grad(*cotangents)`, JAX
     (`jax.custom_gradient`) `grad(cotangents)` with one list."""
-    if (len(upstream) == 1 and isinstance(upstream[0], (list, tuple))):
+    if len(upstream) == 1 and isinstance(upstream[0], (list, tuple)):
         return list(upstream[0])
     return list(upstream)
 

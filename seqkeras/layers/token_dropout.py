@@ -42,10 +42,8 @@ class TokenDropout(keras.layers.Layer):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
         self.rate = validation.rate("TokenDropout", "rate", rate)
-        self.unk_id = validation.non_negative_int("TokenDropout", "unk_id",
-                                                  unk_id)
-        self.first_id = validation.non_negative_int(
-            "TokenDropout", "first_id", first_id)
+        self.unk_id = validation.non_negative_int("TokenDropout", "unk_id", unk_id)
+        self.first_id = validation.non_negative_int("TokenDropout", "first_id", first_id)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
@@ -54,12 +52,9 @@ class TokenDropout(keras.layers.Layer):
         validation.numeric("TokenDropout", "inputs", inputs)
         if not training or self.rate == 0.0:
             return inputs
-        draw = keras.random.uniform(ops.shape(inputs),
-                                    seed=self.seed_generator)
-        replace = ops.logical_and(draw < self.rate,
-                                  inputs >= self.first_id)
-        return ops.where(replace, ops.cast(self.unk_id, inputs.dtype),
-                         inputs)
+        draw = keras.random.uniform(ops.shape(inputs), seed=self.seed_generator)
+        replace = ops.logical_and(draw < self.rate, inputs >= self.first_id)
+        return ops.where(replace, ops.cast(self.unk_id, inputs.dtype), inputs)
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -69,6 +64,5 @@ class TokenDropout(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(rate=self.rate, unk_id=self.unk_id,
-                      first_id=self.first_id, seed=self.seed)
+        config.update(rate=self.rate, unk_id=self.unk_id, first_id=self.first_id, seed=self.seed)
         return config

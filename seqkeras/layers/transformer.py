@@ -15,30 +15,40 @@ class _TransformerBlock(keras.layers.Layer):
     """Shared arguments, sublayer construction and the residual sublayer
     wrapper of the encoder and decoder blocks."""
 
-    def __init__(self, num_heads, intermediate_dim, key_dim=None,
-                 dropout=0.0, activation="relu", norm_first=False,
-                 layer_norm_epsilon=1e-5, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        key_dim=None,
+        dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         name = type(self).__name__
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.num_heads = validation.positive_int(name, "num_heads", num_heads)
-        self.intermediate_dim = validation.positive_int(
-            name, "intermediate_dim", intermediate_dim)
-        self.key_dim = (None if key_dim is None else
-                        validation.positive_int(name, "key_dim", key_dim))
+        self.intermediate_dim = validation.positive_int(name, "intermediate_dim", intermediate_dim)
+        self.key_dim = (
+            None if key_dim is None else validation.positive_int(name, "key_dim", key_dim)
+        )
         self.dropout = validation.rate(name, "dropout", dropout)
-        self.activation = validation.choice(name, "activation", activation,
-                                            ("relu", "gelu"))
+        self.activation = validation.choice(name, "activation", activation, ("relu", "gelu"))
         self.norm_first = validation.boolean(name, "norm_first", norm_first)
         self.layer_norm_epsilon = validation.greater_than(
-            name, "layer_norm_epsilon", layer_norm_epsilon, 0.0)
+            name, "layer_norm_epsilon", layer_norm_epsilon, 0.0
+        )
         if not math.isfinite(self.layer_norm_epsilon):
             raise ValueError(
                 f"`{name}` received an invalid value for "
                 "`layer_norm_epsilon`: expected a finite number > 0. "
-                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}")
+                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
+            )
         self.supports_masking = True
 
     def _check_input(self, arg, shape):
@@ -46,13 +56,15 @@ class _TransformerBlock(keras.layers.Layer):
             raise ValueError(
                 f"`{type(self).__name__}` expects `{arg}` of rank 3 with "
                 f"known features, (batch, time, d). Received: "
-                f"{arg}.shape={tuple(shape)}")
+                f"{arg}.shape={tuple(shape)}"
+            )
         d = shape[-1]
         key_dim = self.key_dim or d // self.num_heads
         if key_dim == 0:
             raise ValueError(
                 f"`{type(self).__name__}` needs d >= num_heads. Received: "
-                f"d={d}, num_heads={self.num_heads}")
+                f"d={d}, num_heads={self.num_heads}"
+            )
         return d, key_dim
 
     def _check_call(self, arg, x):
@@ -63,10 +75,14 @@ class _TransformerBlock(keras.layers.Layer):
 
     def _attention(self, name, key_dim):
         return MultiHeadAttention(
-            self.num_heads, key_dim, dropout=self.dropout,
+            self.num_heads,
+            key_dim,
+            dropout=self.dropout,
             kernel_initializer=self._initializer("kernel"),
             bias_initializer=self._initializer("bias"),
-            dtype=self.dtype_policy, name=name)
+            dtype=self.dtype_policy,
+            name=name,
+        )
 
     def _initializer(self, which):
         """A copy of the block's initializer for one sublayer (each Keras
@@ -76,22 +92,29 @@ class _TransformerBlock(keras.layers.Layer):
 
     def _norm(self, name):
         return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy,
-            name=name)
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
 
     def _build_feedforward(self, d):
         self.feedforward_intermediate_dense = keras.layers.Dense(
-            self.intermediate_dim, activation=self.activation,
+            self.intermediate_dim,
+            activation=self.activation,
             kernel_initializer=self._initializer("kernel"),
             bias_initializer=self._initializer("bias"),
-            dtype=self.dtype_policy, name="feedforward_intermediate_dense")
+            dtype=self.dtype_policy,
+            name="feedforward_intermediate_dense",
+        )
         self.feedforward_output_dense = keras.layers.Dense(
-            d, kernel_initializer=self._initializer("kernel"),
+            d,
+            kernel_initializer=self._initializer("kernel"),
             bias_initializer=self._initializer("bias"),
-            dtype=self.dtype_policy, name="feedforward_output_dense")
+            dtype=self.dtype_policy,
+            name="feedforward_output_dense",
+        )
         self.feedforward_layer_norm = self._norm("feedforward_layer_norm")
         self.dropout_layer = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="dropout")
+            self.dropout, dtype=self.dtype_policy, name="dropout"
+        )
         self.feedforward_intermediate_dense.build((None, None, d))
         self.feedforward_output_dense.build((None, None, self.intermediate_dim))
         self.feedforward_layer_norm.build((None, None, d))
@@ -104,8 +127,7 @@ class _TransformerBlock(keras.layers.Layer):
 
     def _feedforward(self, x, training):
         def ffn(h):
-            return self.feedforward_output_dense(
-                self.feedforward_intermediate_dense(h))
+            return self.feedforward_output_dense(self.feedforward_intermediate_dense(h))
 
         return self._residual(x, self.feedforward_layer_norm, ffn, training)
 
@@ -114,17 +136,19 @@ class _TransformerBlock(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "num_heads": self.num_heads,
-            "intermediate_dim": self.intermediate_dim,
-            "key_dim": self.key_dim, "dropout": self.dropout,
-            "activation": self.activation, "norm_first": self.norm_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer),
-        })
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "activation": self.activation,
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
         return config
 
 
@@ -174,35 +198,45 @@ class TransformerEncoderBlock(_TransformerBlock):
     def build(self, input_shape):
         d, key_dim = self._check_input("inputs", input_shape)
         self._built_features = d
-        self.self_attention_layer = self._attention("self_attention_layer",
-                                                    key_dim)
+        self.self_attention_layer = self._attention("self_attention_layer", key_dim)
         self.self_attention_layer.build(input_shape)
-        self.self_attention_layer_norm = self._norm(
-            "self_attention_layer_norm")
+        self.self_attention_layer_norm = self._norm("self_attention_layer_norm")
         self.self_attention_layer_norm.build(input_shape)
         self._build_feedforward(d)
 
-    def call(self, inputs, padding_mask=None, attention_mask=None,
-             use_causal_mask=False, training=None, mask=None):
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        training=None,
+        mask=None,
+    ):
         name = "TransformerEncoderBlock"
         self._check_call("inputs", inputs)
         shape = validation.static_shape(inputs)
-        validation.same_dims(name, "padding_mask", padding_mask, shape[:2],
-                             "(batch, time)")
-        validation.same_dims(name, "attention_mask", attention_mask,
-                             (shape[0], shape[1], shape[1]),
-                             "(batch, time, time)")
+        validation.same_dims(name, "padding_mask", padding_mask, shape[:2], "(batch, time)")
+        validation.same_dims(
+            name,
+            "attention_mask",
+            attention_mask,
+            (shape[0], shape[1], shape[1]),
+            "(batch, time, time)",
+        )
         mask = _key_mask(mask if padding_mask is None else padding_mask)
 
         def attend(h):
             return self.self_attention_layer(
-                h, value_mask=mask, attention_mask=attention_mask,
-                use_causal_mask=use_causal_mask, training=training)
+                h,
+                value_mask=mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
+                training=training,
+            )
 
-        x = self._residual(inputs, self.self_attention_layer_norm, attend,
-                           training)
+        x = self._residual(inputs, self.self_attention_layer_norm, attend, training)
         return self._feedforward(x, training)
-
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -244,22 +278,18 @@ class TransformerDecoderBlock(_TransformerBlock):
     """
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
-        d, key_dim = self._check_input("decoder_sequence",
-                                       decoder_sequence_shape)
+        d, key_dim = self._check_input("decoder_sequence", decoder_sequence_shape)
         self._built_features = d
         self.self_attention = self._attention("self_attention", key_dim)
         self.self_attention.build(decoder_sequence_shape)
-        self.self_attention_layer_norm = self._norm(
-            "self_attention_layer_norm")
+        self.self_attention_layer_norm = self._norm("self_attention_layer_norm")
         self.self_attention_layer_norm.build(decoder_sequence_shape)
         self.has_cross_attention = encoder_sequence_shape is not None
         if self.has_cross_attention:
             self._check_input("encoder_sequence", encoder_sequence_shape)
             self.cross_attention = self._attention("cross_attention", key_dim)
-            self.cross_attention.build(decoder_sequence_shape,
-                                       encoder_sequence_shape)
-            self.cross_attention_layer_norm = self._norm(
-                "cross_attention_layer_norm")
+            self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
+            self.cross_attention_layer_norm = self._norm("cross_attention_layer_norm")
             self.cross_attention_layer_norm.build(decoder_sequence_shape)
         self._build_feedforward(d)
 
@@ -272,17 +302,25 @@ class TransformerDecoderBlock(_TransformerBlock):
         sequence; pass as `cross_attention_cache`."""
         return self.cross_attention.compute_cache(encoder_sequence)
 
-    def call(self, decoder_sequence, encoder_sequence=None,
-             decoder_padding_mask=None, encoder_padding_mask=None,
-             use_causal_mask=True, self_attention_cache=None,
-             self_attention_cache_index=None, cross_attention_cache=None,
-             training=None, mask=None,
-             decoder_sequence_mask=None, encoder_sequence_mask=None):
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        use_causal_mask=True,
+        self_attention_cache=None,
+        self_attention_cache_index=None,
+        cross_attention_cache=None,
+        training=None,
+        mask=None,
+        decoder_sequence_mask=None,
+        encoder_sequence_mask=None,
+    ):
         # Keras fills `mask` (one tensor argument) or `*_sequence_mask` (two)
         # from the inputs' Keras masks.
         if decoder_padding_mask is None:
-            decoder_padding_mask = (mask if decoder_sequence_mask is None
-                                    else decoder_sequence_mask)
+            decoder_padding_mask = mask if decoder_sequence_mask is None else decoder_sequence_mask
         if encoder_padding_mask is None:
             encoder_padding_mask = encoder_sequence_mask
         if (encoder_sequence is not None) != self.has_cross_attention:
@@ -291,18 +329,24 @@ class TransformerDecoderBlock(_TransformerBlock):
                 + ("with" if self.has_cross_attention else "without")
                 + " cross-attention; call it "
                 + ("with" if self.has_cross_attention else "without")
-                + " `encoder_sequence`.")
+                + " `encoder_sequence`."
+            )
         name = "TransformerDecoderBlock"
         self._check_call("decoder_sequence", decoder_sequence)
         shape = validation.static_shape(decoder_sequence)
-        validation.same_dims(name, "decoder_padding_mask",
-                             decoder_padding_mask, shape[:2], "(batch, time)")
+        validation.same_dims(
+            name, "decoder_padding_mask", decoder_padding_mask, shape[:2], "(batch, time)"
+        )
         if encoder_sequence is not None:
             validation.numeric(name, "encoder_sequence", encoder_sequence)
             source = validation.static_shape(encoder_sequence)
-            validation.same_dims(name, "encoder_padding_mask",
-                                 encoder_padding_mask, source[:2],
-                                 "(batch, encoder_time)")
+            validation.same_dims(
+                name,
+                "encoder_padding_mask",
+                encoder_padding_mask,
+                source[:2],
+                "(batch, encoder_time)",
+            )
         caching = self_attention_cache is not None
         new_cache = None
 
@@ -310,35 +354,41 @@ class TransformerDecoderBlock(_TransformerBlock):
             nonlocal new_cache
             if caching:
                 out, new_cache = self.self_attention(
-                    h, value_mask=_key_mask(decoder_padding_mask),
+                    h,
+                    value_mask=_key_mask(decoder_padding_mask),
                     cache=self_attention_cache,
-                    cache_index=self_attention_cache_index, training=training)
+                    cache_index=self_attention_cache_index,
+                    training=training,
+                )
                 return out
             return self.self_attention(
-                h, value_mask=_key_mask(decoder_padding_mask),
-                use_causal_mask=use_causal_mask, training=training)
+                h,
+                value_mask=_key_mask(decoder_padding_mask),
+                use_causal_mask=use_causal_mask,
+                training=training,
+            )
 
-        x = self._residual(decoder_sequence, self.self_attention_layer_norm,
-                           self_attend, training)
+        x = self._residual(decoder_sequence, self.self_attention_layer_norm, self_attend, training)
         if self.has_cross_attention:
+
             def cross_attend(h):
                 out = self.cross_attention(
-                    h, encoder_sequence,
+                    h,
+                    encoder_sequence,
                     value_mask=_key_mask(encoder_padding_mask),
-                    cache=cross_attention_cache, training=training)
+                    cache=cross_attention_cache,
+                    training=training,
+                )
                 return out if cross_attention_cache is None else out[0]
 
-            x = self._residual(x, self.cross_attention_layer_norm,
-                               cross_attend, training)
+            x = self._residual(x, self.cross_attention_layer_norm, cross_attend, training)
         x = self._feedforward(x, training)
         return (x, new_cache) if caching else x
 
-    def compute_output_spec(self, decoder_sequence, *args,
-                            self_attention_cache=None, **kwargs):
-        out = keras.KerasTensor(decoder_sequence.shape,
-                                dtype=self.compute_dtype)
+    def compute_output_spec(self, decoder_sequence, *args, self_attention_cache=None, **kwargs):
+        out = keras.KerasTensor(decoder_sequence.shape, dtype=self.compute_dtype)
         if self_attention_cache is not None:
-            return out, keras.KerasTensor(self_attention_cache.shape,
-                                          dtype=self_attention_cache.dtype)
+            return out, keras.KerasTensor(
+                self_attention_cache.shape, dtype=self_attention_cache.dtype
+            )
         return out
-

@@ -66,6 +66,7 @@ def boolean(layer, arg, value):
 
 # ---- call-time checks (static shapes only: free, also when traced) ----
 
+
 def static_shape(x):
     """The static shape of `x` (a tensor, array or nested list) as a tuple
     of ints and None (unknown)."""
@@ -82,7 +83,8 @@ def numeric(layer, arg, x):
     if "str" in dtype or dtype == "object" or dtype.startswith(("<U", "|S")):
         raise TypeError(
             f"`{layer}` expects numeric `{arg}`. Received: {arg} with dtype "
-            f"{dtype}; encode text to ids (and embed them) first")
+            f"{dtype}; encode text to ids (and embed them) first"
+        )
 
 
 def concrete_values(x):
@@ -115,18 +117,19 @@ def ids_in_range(layer, arg, x, size):
         bad = low if low < 0 else high
         raise ValueError(
             f"`{layer}` received `{arg}` with the id {bad}, outside "
-            f"[0, {size}); `{arg}` holds ids from 0 to {size - 1}")
+            f"[0, {size}); `{arg}` holds ids from 0 to {size - 1}"
+        )
 
 
 def features(layer, arg, x, expected):
     """Raises when the last dimension of `x` is known and differs from the
     size the layer was built for."""
     shape = static_shape(x)
-    if expected is not None and shape and shape[-1] is not None and (
-            shape[-1] != expected):
+    if expected is not None and shape and shape[-1] is not None and (shape[-1] != expected):
         raise ValueError(
             f"`{layer}` was built for `{arg}` with {expected} features. "
-            f"Received: {arg}.shape={shape}")
+            f"Received: {arg}.shape={shape}"
+        )
 
 
 def same_dims(layer, arg, x, expected, described):
@@ -136,8 +139,9 @@ def same_dims(layer, arg, x, expected, described):
         return
     shape = static_shape(x)
     if len(shape) != len(expected) or any(
-            a is not None and b is not None and a != b
-            for a, b in zip(shape, expected)):
+        a is not None and b is not None and a != b for a, b in zip(shape, expected)
+    ):
         raise ValueError(
             f"`{layer}` received an invalid `{arg}`: expected shape "
-            f"{described} = {tuple(expected)}. Received: {arg}.shape={shape}")
+            f"{described} = {tuple(expected)}. Received: {arg}.shape={shape}"
+        )

@@ -26,10 +26,20 @@ def make_cell(kind, units, dropout=0.0, name=None):
     return CELLS[kind](units, dropout=dropout, name=name)
 
 
-def recurrent_stack(x, kind, units, num_layers=1, bidirectional=False,
-                    dropout=0.0, return_sequences=True, return_state=False,
-                    initial_state=None, stateful=False, name="encoder",
-                    layers=None):
+def recurrent_stack(
+    x,
+    kind,
+    units,
+    num_layers=1,
+    bidirectional=False,
+    dropout=0.0,
+    return_sequences=True,
+    return_state=False,
+    initial_state=None,
+    stateful=False,
+    name="encoder",
+    layers=None,
+):
     """`num_layers` recurrent layers; returns the output, plus the last
     layer's final states (forward, then backward) when `return_state`.
     The layers are appended to `layers` when given."""
@@ -38,8 +48,10 @@ def recurrent_stack(x, kind, units, num_layers=1, bidirectional=False,
         layer = sk.Recurrent(
             make_cell(kind, units, dropout=dropout),
             return_sequences=return_sequences or not last,
-            return_state=return_state and last, stateful=stateful,
-            name=f"{name}_{i}" if not bidirectional else None)
+            return_state=return_state and last,
+            stateful=stateful,
+            name=f"{name}_{i}" if not bidirectional else None,
+        )
         if bidirectional:
             layer = sk.Bidirectional(layer, name=f"{name}_{i}")
         x = layer(x, initial_state=initial_state if i == 0 else None)
@@ -50,9 +62,19 @@ def recurrent_stack(x, kind, units, num_layers=1, bidirectional=False,
     return x
 
 
-def transformer_stack(x, num_layers, num_heads, intermediate_dim, dropout,
-                      activation="gelu", norm_first=True, causal=False,
-                      memory=None, name="encoder", parts=None):
+def transformer_stack(
+    x,
+    num_layers,
+    num_heads,
+    intermediate_dim,
+    dropout,
+    activation="gelu",
+    norm_first=True,
+    causal=False,
+    memory=None,
+    name="encoder",
+    parts=None,
+):
     """Encoder blocks (or decoder blocks when `causal` or with `memory`);
     pre-LN stacks end with a LayerNorm (nanoGPT's `ln_f`). With `parts` (a
     dict), its `"blocks"` and `"norm"` (or None) are set."""
@@ -60,20 +82,27 @@ def transformer_stack(x, num_layers, num_heads, intermediate_dim, dropout,
     for i in range(num_layers):
         if causal or memory is not None:
             block = sk.TransformerDecoderBlock(
-                num_heads, intermediate_dim, dropout=dropout,
-                activation=activation, norm_first=norm_first,
-                name=f"{name}_block_{i}")
+                num_heads,
+                intermediate_dim,
+                dropout=dropout,
+                activation=activation,
+                norm_first=norm_first,
+                name=f"{name}_block_{i}",
+            )
             x = block(x, memory) if memory is not None else block(x)
         else:
             block = sk.TransformerEncoderBlock(
-                num_heads, intermediate_dim, dropout=dropout,
-                activation=activation, norm_first=norm_first,
-                name=f"{name}_block_{i}")
+                num_heads,
+                intermediate_dim,
+                dropout=dropout,
+                activation=activation,
+                norm_first=norm_first,
+                name=f"{name}_block_{i}",
+            )
             x = block(x)
         blocks.append(block)
     if norm_first:
-        norm = keras.layers.LayerNormalization(epsilon=1e-5,
-                                               name=f"{name}_norm")
+        norm = keras.layers.LayerNormalization(epsilon=1e-5, name=f"{name}_norm")
         x = norm(x)
     if parts is not None:
         parts.update(blocks=blocks, norm=norm)
@@ -95,8 +124,7 @@ def positions(x, kind, max_length, name):
     return position_layer(kind, max_length, name)(x)
 
 
-def logits_head(x, vocab_size, embedding=None, name="logits",
-                return_layer=False):
+def logits_head(x, vocab_size, embedding=None, name="logits", return_layer=False):
     """Dense logits, or `embedding(x, reverse=True)` (weight tying: one
     variable, the embedding matrix); float32 under mixed precision. With
     `return_layer`, also the Dense layer (None when tied)."""

@@ -19,6 +19,7 @@ from seqkeras.data.checks import MARKER
 from seqkeras.data.checks import check_token_dataset
 from seqkeras.data.checks import check_token_ids
 
+
 def named_inputs(model, x):
     """`{input name: value}` for the model inputs `x` (a dict by name, a
     list in `model.inputs` order, or the one input)."""
@@ -98,11 +99,13 @@ class SequenceModel(keras.Model):
                 raise ValueError(
                     "`SequenceModel` received `vocabulary_sizes` for an "
                     f"input it does not have: expected names among {names}. "
-                    f"Received: {key!r}")
+                    f"Received: {key!r}"
+                )
             if not isinstance(size, (int, np.integer)) or size < 1:
                 raise ValueError(
                     "`SequenceModel` expects positive integer "
-                    f"`vocabulary_sizes`. Received: {key}={size!r}")
+                    f"`vocabulary_sizes`. Received: {key}={size!r}"
+                )
         self.vocabulary_sizes = {k: int(v) for k, v in sizes.items()}
 
     def _resolve_parts(self, parts):
@@ -111,7 +114,8 @@ class SequenceModel(keras.Model):
         if not isinstance(parts, dict):
             raise TypeError(
                 f"`{type(self).__name__}` expects `parts` to be a dict of "
-                f"role -> layer(s). Received: {type(parts).__name__}")
+                f"role -> layer(s). Received: {type(parts).__name__}"
+            )
         own = {id(layer): layer for layer in self.layers}
 
         def resolve(role, value):
@@ -124,7 +128,8 @@ class SequenceModel(keras.Model):
             if id(value) not in own:
                 raise ValueError(
                     f"`{type(self).__name__}`: part {role!r} must be one of "
-                    f"the model's own layers. Received: {value!r}")
+                    f"the model's own layers. Received: {value!r}"
+                )
             return value
 
         return {role: resolve(role, v) for role, v in parts.items()}
@@ -153,8 +158,7 @@ class SequenceModel(keras.Model):
     @property
     def generates(self):
         """Whether this model implements the generation contract."""
-        return (type(self).call_with_cache
-                is not SequenceModel.call_with_cache)
+        return type(self).call_with_cache is not SequenceModel.call_with_cache
 
     @property
     def max_generation_length(self):
@@ -203,12 +207,14 @@ class SequenceModel(keras.Model):
         return self.call_with_cache(x, states, 0)
 
     def _not_implemented(self, method):
-        return (f"model {self.name!r} ({type(self).__name__}) does not "
-                f"implement `{method}`: generation needs `init_cache` and "
-                "`call_with_cache` (and `conditioning_input`/`prompt_input`), "
-                "streaming needs `streamable = True` and `stream_start`/"
-                "`stream_step`; the builders in `seqkeras.models` return "
-                "classes that do")
+        return (
+            f"model {self.name!r} ({type(self).__name__}) does not "
+            f"implement `{method}`: generation needs `init_cache` and "
+            "`call_with_cache` (and `conditioning_input`/`prompt_input`), "
+            "streaming needs `streamable = True` and `stream_start`/"
+            "`stream_step`; the builders in `seqkeras.models` return "
+            "classes that do"
+        )
 
     def check_inputs(self, x, where=None):
         """Checks the token ids in the model inputs `x` (see
@@ -228,8 +234,7 @@ class SequenceModel(keras.Model):
             return x
         if isinstance(x, tf.data.Dataset):
             return check_token_dataset(x, self, where)
-        if isinstance(x, (dict, list, tuple, np.ndarray)) or hasattr(
-                x, "shape"):
+        if isinstance(x, (dict, list, tuple, np.ndarray)) or hasattr(x, "shape"):
             self.check_inputs(x, where)
         return x
 
@@ -244,8 +249,7 @@ class SequenceModel(keras.Model):
             if isinstance(validation, (list, tuple)):
                 self._check_data(validation[0], "fit (validation_data)")
             else:
-                kwargs["validation_data"] = self._check_data(
-                    validation, "fit (validation_data)")
+                kwargs["validation_data"] = self._check_data(validation, "fit (validation_data)")
         with _pipeline_errors():
             return super().fit(x, y, *args, **kwargs)
 

@@ -39,11 +39,9 @@ class CRFTagger(SequenceModel):
 
     own_loss = True
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
-                     training=True):
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         ids = x[self.inputs[0].name] if isinstance(x, dict) else x
-        emissions = (y_pred["logits"] if isinstance(y_pred, dict)
-                     else y_pred[0])
+        emissions = y_pred["logits"] if isinstance(y_pred, dict) else y_pred[0]
         mask = ops.not_equal(ops.cast(ids, "int32"), PAD)
         loss = self.part("crf").loss(emissions, y, mask)
         if self.losses:
@@ -56,9 +54,23 @@ class CRFTagger(SequenceModel):
 BACKBONES = bb.BACKBONES + ("bag",)
 
 
-def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
-            num_layers, bidirectional, dropout, num_heads, intermediate_dim,
-            max_length, return_sequences, word_dropout=0.0, features=()):
+def _encode(
+    builder,
+    token_ids,
+    vocab_size,
+    backbone,
+    embedding_dim,
+    units,
+    num_layers,
+    bidirectional,
+    dropout,
+    num_heads,
+    intermediate_dim,
+    max_length,
+    return_sequences,
+    word_dropout=0.0,
+    features=(),
+):
     vocab_size = bb.check(builder, "vocab_size", vocab_size, "int")
     backbone = bb.check(builder, "backbone", backbone, "choice", BACKBONES)
     embedding_dim = bb.check(builder, "embedding_dim", embedding_dim, "int")
@@ -68,8 +80,7 @@ def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
     ids = token_ids
     if word_dropout:
         ids = sk.TokenDropout(word_dropout, name="word_dropout")(ids)
-    x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True,
-                               name="embedding")(ids)
+    x = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True, name="embedding")(ids)
     if features:  # per-word features beside the embedding; Keras'
         # Concatenate ORs the masks, so each feature masks padding words
         x = keras.layers.Concatenate(name="word_features")([x, *features])
@@ -83,22 +94,35 @@ def _encode(builder, token_ids, vocab_size, backbone, embedding_dim, units,
             raise ValueError(
                 f"`{builder}` needs embedding_dim divisible by num_heads. "
                 f"Received: embedding_dim={embedding_dim}, "
-                f"num_heads={num_heads}")
+                f"num_heads={num_heads}"
+            )
         x = bb.positions(x, "learned", max_length, "positions")
-        x = bb.transformer_stack(x, num_layers, num_heads,
-                                 intermediate_dim or 4 * embedding_dim,
-                                 dropout)
+        x = bb.transformer_stack(
+            x, num_layers, num_heads, intermediate_dim or 4 * embedding_dim, dropout
+        )
         return x, True
     units = bb.check(builder, "units", units, "int")
-    x = bb.recurrent_stack(x, backbone, units, num_layers, bidirectional,
-                           dropout, return_sequences=return_sequences)
+    x = bb.recurrent_stack(
+        x, backbone, units, num_layers, bidirectional, dropout, return_sequences=return_sequences
+    )
     return x, return_sequences
 
 
-def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
-               embedding_dim=64, units=64, num_layers=1, bidirectional=False,
-               dropout=0.0, num_heads=4, intermediate_dim=None,
-               max_length=512, word_dropout=0.0):
+def classifier(
+    vocab_size,
+    num_classes,
+    backbone="lstm",
+    pooling="last",
+    embedding_dim=64,
+    units=64,
+    num_layers=1,
+    bidirectional=False,
+    dropout=0.0,
+    num_heads=4,
+    intermediate_dim=None,
+    max_length=512,
+    word_dropout=0.0,
+):
     """Sequence classifier (seq2vec): token ids -> class logits.
 
     Args:
@@ -137,10 +161,21 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     recurrent_last = backbone in bb.RECURRENT and pooling == "last"
     x, is_sequence = _encode(
-        name, token_ids, vocab_size, backbone, embedding_dim, units,
-        num_layers, bidirectional, dropout, num_heads, intermediate_dim,
-        max_length, return_sequences=not recurrent_last,
-        word_dropout=word_dropout)
+        name,
+        token_ids,
+        vocab_size,
+        backbone,
+        embedding_dim,
+        units,
+        num_layers,
+        bidirectional,
+        dropout,
+        num_heads,
+        intermediate_dim,
+        max_length,
+        return_sequences=not recurrent_last,
+        word_dropout=word_dropout,
+    )
     if is_sequence:
         x = sk.SequencePooling(pooling, name="pooling")(x)
     if backbone == "bag":
@@ -149,15 +184,28 @@ def classifier(vocab_size, num_classes, backbone="lstm", pooling="last",
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
     logits = bb.logits_head(x, num_classes)
-    return Classifier(token_ids, logits, name=name,
-                         vocabulary_sizes={"token_ids": vocab_size})
+    return Classifier(token_ids, logits, name=name, vocabulary_sizes={"token_ids": vocab_size})
 
 
-def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
-           num_layers=1, bidirectional=True, dropout=0.0, num_heads=4,
-           intermediate_dim=None, max_length=512, crf=False,
-           word_dropout=0.0, char_vocab_size=None, char_embedding_dim=30,
-           char_filters=50, casing=False):
+def tagger(
+    vocab_size,
+    num_tags,
+    backbone="lstm",
+    embedding_dim=64,
+    units=64,
+    num_layers=1,
+    bidirectional=True,
+    dropout=0.0,
+    num_heads=4,
+    intermediate_dim=None,
+    max_length=512,
+    crf=False,
+    word_dropout=0.0,
+    char_vocab_size=None,
+    char_embedding_dim=30,
+    char_filters=50,
+    casing=False,
+):
     """Sequence tagger: one label per token (e.g. named entities).
 
     Args: as `classifier`, with `num_tags` labels and no pooling;
@@ -197,25 +245,40 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
     inputs, features = {"token_ids": token_ids}, []
     sizes = {"token_ids": vocab_size}
     if char_vocab_size is not None:
-        inputs["char_ids"] = keras.Input((None, None), dtype="int32",
-                                         name="char_ids")
-        features.append(sk.CharacterEncoder(
-            char_vocab_size, char_embedding_dim, char_filters,
-            name="characters")(inputs["char_ids"]))
+        inputs["char_ids"] = keras.Input((None, None), dtype="int32", name="char_ids")
+        features.append(
+            sk.CharacterEncoder(
+                char_vocab_size, char_embedding_dim, char_filters, name="characters"
+            )(inputs["char_ids"])
+        )
         sizes["char_ids"] = char_vocab_size
     if casing:
         from seqkeras.data.word_features import CASINGS
 
-        inputs["casing_ids"] = keras.Input((None,), dtype="int32",
-                                           name="casing_ids")
-        features.append(keras.layers.Embedding(  # id 0: padding words
-            len(CASINGS), 8, mask_zero=True, name="casing")(
-                inputs["casing_ids"]))
+        inputs["casing_ids"] = keras.Input((None,), dtype="int32", name="casing_ids")
+        features.append(
+            keras.layers.Embedding(  # id 0: padding words
+                len(CASINGS), 8, mask_zero=True, name="casing"
+            )(inputs["casing_ids"])
+        )
         sizes["casing_ids"] = len(CASINGS)
-    x, _ = _encode(name, token_ids, vocab_size, backbone, embedding_dim,
-                   units, num_layers, bidirectional, dropout, num_heads,
-                   intermediate_dim, max_length, return_sequences=True,
-                   word_dropout=word_dropout, features=features)
+    x, _ = _encode(
+        name,
+        token_ids,
+        vocab_size,
+        backbone,
+        embedding_dim,
+        units,
+        num_layers,
+        bidirectional,
+        dropout,
+        num_heads,
+        intermediate_dim,
+        max_length,
+        return_sequences=True,
+        word_dropout=word_dropout,
+        features=features,
+    )
     model_inputs = inputs if len(inputs) > 1 else token_ids
     if backbone == "bag":
         units = bb.check(name, "units", units, "int")
@@ -224,7 +287,11 @@ def tagger(vocab_size, num_tags, backbone="lstm", embedding_dim=64, units=64,
     if crf:
         layer = sk.CRF(num_tags, name="crf")
         tags = layer(logits)
-        return CRFTagger(model_inputs, {"logits": logits, "tags": tags},
-                         name=name, vocabulary_sizes=sizes,
-                         parts={"crf": layer})
+        return CRFTagger(
+            model_inputs,
+            {"logits": logits, "tags": tags},
+            name=name,
+            vocabulary_sizes=sizes,
+            parts={"crf": layer},
+        )
     return Tagger(model_inputs, logits, name=name, vocabulary_sizes=sizes)

@@ -26,10 +26,8 @@ class _Conditioned(SequenceModel):
     def _encoder(self, role):
         models = self.__dict__.setdefault("_seqkeras_encoders", {})
         if role not in models:
-            layers = self.part(role) if isinstance(self.part(role), list) \
-                else [self.part(role)]
-            source = [t for t in self.inputs
-                      if t.name == self.conditioning_input][0]
+            layers = self.part(role) if isinstance(self.part(role), list) else [self.part(role)]
+            source = [t for t in self.inputs if t.name == self.conditioning_input][0]
             models[role] = keras.Model(source, [x.output for x in layers])
         return models[role]
 
@@ -51,10 +49,8 @@ class ConditionedDecoder(_Conditioned):
         return self._encode("initial_states", inputs)
 
     def call_with_cache(self, token_ids, cache, index):
-        h, states = self.part("decoder").cell(
-            self.part("embedding")(token_ids), list(cache))
-        return steps.logits_head(self.part("logits"))(h), steps.as_list(
-            states)
+        h, states = self.part("decoder").cell(self.part("embedding")(token_ids), list(cache))
+        return steps.logits_head(self.part("logits"))(h), steps.as_list(states)
 
 
 class Seq2Seq(_Conditioned):
@@ -83,8 +79,11 @@ class RecurrentSeq2Seq(Seq2Seq):
             return [self._encode("initial_states", inputs)]
         memory = self._encode("memory", inputs)[0]
         init = self._encode("initial_states", inputs)
-        return [self.part("decoder").get_initial_state(batch_size, init),
-                memory, ops.not_equal(inputs, PAD)]
+        return [
+            self.part("decoder").get_initial_state(batch_size, init),
+            memory,
+            ops.not_equal(inputs, PAD),
+        ]
 
     def call_with_cache(self, token_ids, cache, index):
         x = self.part("embedding")(token_ids)
@@ -113,39 +112,51 @@ class TransformerSeq2Seq(Seq2Seq):
     def init_cache(self, inputs, batch_size, max_length):
         memory = self._encode("memory", inputs)[0]
         blocks = self.part("blocks")
-        return [[b.init_cache(batch_size, max_length) for b in blocks],
-                [b.compute_cross_attention_cache(memory) for b in blocks],
-                memory, ops.not_equal(inputs, PAD)]
+        return [
+            [b.init_cache(batch_size, max_length) for b in blocks],
+            [b.compute_cross_attention_cache(memory) for b in blocks],
+            memory,
+            ops.not_equal(inputs, PAD),
+        ]
 
     def call_with_cache(self, token_ids, cache, index):
         self_caches, cross_caches, memory, mask = cache
         logits, self_caches = steps.transformer_step(
-            token_ids, self_caches, index, self.part("embedding"),
-            self.part("positions"), self.part("blocks"), self.part("norm"),
+            token_ids,
+            self_caches,
+            index,
+            self.part("embedding"),
+            self.part("positions"),
+            self.part("blocks"),
+            self.part("norm"),
             steps.logits_head(self.part("logits"), self.part("embedding")),
-            memory, mask, cross_caches)
+            memory,
+            mask,
+            cross_caches,
+        )
         return logits, [self_caches, cross_caches, memory, mask]
 
 
 def _bridge(states, units, name):
     """Maps encoder final states to decoder initial states, one dense tanh
     layer per state kind (h; and c for LSTM)."""
-    return [keras.layers.Dense(units, activation="tanh",
-                               name=f"{name}_{i}")(s)
-            for i, s in enumerate(states)]
+    return [
+        keras.layers.Dense(units, activation="tanh", name=f"{name}_{i}")(s)
+        for i, s in enumerate(states)
+    ]
 
 
 def _named(states):
     """`(states, layers)`: the decoder's initial states through Identity
     layers (`decoder_init_i`), the model's `initial_states` part, from
     which generation builds the encoder half."""
-    layers = [keras.layers.Identity(name=f"decoder_init_{i}")
-              for i in range(len(states))]
+    layers = [keras.layers.Identity(name=f"decoder_init_{i}") for i in range(len(states))]
     return [layer(s) for layer, s in zip(layers, states)], layers
 
 
-def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
-                        cell="lstm", dropout=0.0):
+def conditioned_decoder(
+    feature_dim, vocab_size, embedding_dim=64, units=128, cell="lstm", dropout=0.0
+):
     """vec2seq: a feature vector (e.g. image features) initialises a
     recurrent decoder, `h_0 = tanh(W f)`, that generates tokens.
 
@@ -177,26 +188,45 @@ def conditioned_decoder(feature_dim, vocab_size, embedding_dim=64, units=128,
     features = keras.Input((feature_dim,), name="features")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
     n_states = 2 if cell == "lstm" else 1
-    init, init_layers = _named(_bridge([features] * n_states, units,
-                                       "bridge"))
-    embedding = keras.layers.Embedding(vocab_size, embedding_dim,
-                                       mask_zero=True,
-                                       name="target_embedding")
-    decoder = sk.Recurrent(bb.make_cell(cell, units, dropout),
-                           return_sequences=True, name="decoder")
+    init, init_layers = _named(_bridge([features] * n_states, units, "bridge"))
+    embedding = keras.layers.Embedding(
+        vocab_size, embedding_dim, mask_zero=True, name="target_embedding"
+    )
+    decoder = sk.Recurrent(
+        bb.make_cell(cell, units, dropout), return_sequences=True, name="decoder"
+    )
     x = decoder(embedding(target_ids), initial_state=init)
     logits, dense = bb.logits_head(x, vocab_size, return_layer=True)
     return ConditionedDecoder(
-        {"features": features, "target_ids": target_ids}, logits, name=name,
+        {"features": features, "target_ids": target_ids},
+        logits,
+        name=name,
         vocabulary_sizes={"target_ids": vocab_size},
-        parts={"initial_states": init_layers, "embedding": embedding,
-               "decoder": decoder, "logits": dense})
+        parts={
+            "initial_states": init_layers,
+            "embedding": embedding,
+            "decoder": decoder,
+            "logits": dense,
+        },
+    )
 
 
-def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
-            units=128, cell="lstm", attention=None, style="bahdanau",
-            input_feeding=True, attention_units=None, bidirectional=True,
-            encoder_units=None, encoder_layers=1, bridge=True, dropout=0.0):
+def seq2seq(
+    source_vocab_size,
+    target_vocab_size,
+    embedding_dim=64,
+    units=128,
+    cell="lstm",
+    attention=None,
+    style="bahdanau",
+    input_feeding=True,
+    attention_units=None,
+    bidirectional=True,
+    encoder_units=None,
+    encoder_layers=1,
+    bridge=True,
+    dropout=0.0,
+):
     """Recurrent encoder-decoder, with or without attention.
 
     Without attention the decoder sees the source only through its
@@ -241,18 +271,15 @@ def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
     (1, 3, 30)
     """
     name = "seq2seq"
-    source_vocab_size = bb.check(name, "source_vocab_size",
-                                 source_vocab_size, "int")
-    target_vocab_size = bb.check(name, "target_vocab_size",
-                                 target_vocab_size, "int")
+    source_vocab_size = bb.check(name, "source_vocab_size", source_vocab_size, "int")
+    target_vocab_size = bb.check(name, "target_vocab_size", target_vocab_size, "int")
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
     units = bb.check(name, "units", units, "int")
     cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
     if attention is not None:
         attention = bb.check(name, "attention", attention, "choice", SCORES)
     style = bb.check(name, "style", style, "choice", STYLES)
-    encoder_units = bb.check(name, "encoder_units", encoder_units or units,
-                             "int")
+    encoder_units = bb.check(name, "encoder_units", encoder_units or units, "int")
     encoder_layers = bb.check(name, "encoder_layers", encoder_layers, "int")
     dropout = bb.check(name, "dropout", dropout, "rate")
     directions = 2 if bidirectional else 1
@@ -261,73 +288,96 @@ def seq2seq(source_vocab_size, target_vocab_size, embedding_dim=64,
             f"`{name}` without a bridge needs the encoder's final state "
             f"({directions} x {encoder_units} = "
             f"{directions * encoder_units} features) to match the decoder "
-            f"units ({units}); set bridge=True or change the sizes")
-    if (attention in ("dot", "scaled_dot", "cosine")
-            and encoder_units * directions != units):
+            f"units ({units}); set bridge=True or change the sizes"
+        )
+    if attention in ("dot", "scaled_dot", "cosine") and encoder_units * directions != units:
         raise ValueError(
             f"`{name}` with attention={attention!r} needs encoder outputs "
             f"({directions} x {encoder_units} = "
             f"{directions * encoder_units} features) of the decoder's size "
-            f"({units}); use 'general' or 'additive', or change the sizes")
+            f"({units}); use 'general' or 'additive', or change the sizes"
+        )
 
     source_ids = keras.Input((None,), dtype="int32", name="source_ids")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-    src = keras.layers.Embedding(source_vocab_size, embedding_dim,
-                                 mask_zero=True,
-                                 name="source_embedding")(source_ids)
+    src = keras.layers.Embedding(
+        source_vocab_size, embedding_dim, mask_zero=True, name="source_embedding"
+    )(source_ids)
     memory, states = bb.recurrent_stack(
-        src, cell, encoder_units, encoder_layers, bidirectional, dropout,
-        return_sequences=True, return_state=True)
+        src,
+        cell,
+        encoder_units,
+        encoder_layers,
+        bidirectional,
+        dropout,
+        return_sequences=True,
+        return_state=True,
+    )
     n_states = 2 if cell == "lstm" else 1
     if bidirectional:  # [fw states..., bw states...] -> per kind, concat
-        states = [ops.concatenate([states[i], states[n_states + i]], -1)
-                  for i in range(n_states)]
-    init, init_layers = _named(_bridge(states, units, "bridge") if bridge
-                               else states)
+        states = [ops.concatenate([states[i], states[n_states + i]], -1) for i in range(n_states)]
+    init, init_layers = _named(_bridge(states, units, "bridge") if bridge else states)
     memory_layer = keras.layers.Identity(name="memory")
     memory = memory_layer(memory)
-    embedding = keras.layers.Embedding(target_vocab_size, embedding_dim,
-                                       mask_zero=True,
-                                       name="target_embedding")
+    embedding = keras.layers.Embedding(
+        target_vocab_size, embedding_dim, mask_zero=True, name="target_embedding"
+    )
     tgt = embedding(target_ids)
     if attention is None:
-        decoder = sk.Recurrent(bb.make_cell(cell, units, dropout),
-                               return_sequences=True, name="decoder")
+        decoder = sk.Recurrent(
+            bb.make_cell(cell, units, dropout), return_sequences=True, name="decoder"
+        )
         x = decoder(tgt, initial_state=init)
     else:
         decoder = sk.AttentionDecoder(
-            bb.make_cell(cell, units, dropout), score=attention, style=style,
-            input_feeding=input_feeding, attention_units=attention_units,
-            name="decoder")
-        x, _ = decoder(tgt, memory, initial_state=init,
-                       return_attention_scores=True)
+            bb.make_cell(cell, units, dropout),
+            score=attention,
+            style=style,
+            input_feeding=input_feeding,
+            attention_units=attention_units,
+            name="decoder",
+        )
+        x, _ = decoder(tgt, memory, initial_state=init, return_attention_scores=True)
     logits, dense = bb.logits_head(x, target_vocab_size, return_layer=True)
     return RecurrentSeq2Seq(
-        {"source_ids": source_ids, "target_ids": target_ids}, logits,
-        name=name, vocabulary_sizes={"source_ids": source_vocab_size,
-                                     "target_ids": target_vocab_size},
-        parts={"memory": memory_layer if attention else None,
-               "initial_states": init_layers, "embedding": embedding,
-               "decoder": decoder, "logits": dense})
+        {"source_ids": source_ids, "target_ids": target_ids},
+        logits,
+        name=name,
+        vocabulary_sizes={"source_ids": source_vocab_size, "target_ids": target_vocab_size},
+        parts={
+            "memory": memory_layer if attention else None,
+            "initial_states": init_layers,
+            "embedding": embedding,
+            "decoder": decoder,
+            "logits": dense,
+        },
+    )
 
 
 def attention_model(model):
     """A model with the same inputs returning `[logits, weights]`, the
     weights (batch, time, source_time) of a `seq2seq(attention=...)`
     model's decoder."""
-    decoder = (model.part("decoder") if isinstance(model, SequenceModel)
-               else None)
+    decoder = model.part("decoder") if isinstance(model, SequenceModel) else None
     if not isinstance(decoder, sk.AttentionDecoder):
-        raise ValueError("`attention_model` needs a seq2seq model built with "
-                         "attention")
+        raise ValueError("`attention_model` needs a seq2seq model built with attention")
     return keras.Model(model.inputs, [model.outputs[0], decoder.output[1]])
 
 
-def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
-                        num_layers=2, num_heads=4, hidden_dim=128,
-                        intermediate_dim=None, dropout=0.0,
-                        positional="sinusoidal", norm_first=False,
-                        activation="relu", tie_weights=True):
+def transformer_seq2seq(
+    source_vocab_size,
+    target_vocab_size,
+    max_length,
+    num_layers=2,
+    num_heads=4,
+    hidden_dim=128,
+    intermediate_dim=None,
+    dropout=0.0,
+    positional="sinusoidal",
+    norm_first=False,
+    activation="relu",
+    tie_weights=True,
+):
     """Transformer encoder-decoder (Vaswani et al. 2017): encoder blocks
     over the source, causal decoder blocks with cross-attention.
 
@@ -357,46 +407,56 @@ def transformer_seq2seq(source_vocab_size, target_vocab_size, max_length,
     (1, 2, 30)
     """
     name = "transformer_seq2seq"
-    source_vocab_size = bb.check(name, "source_vocab_size",
-                                 source_vocab_size, "int")
-    target_vocab_size = bb.check(name, "target_vocab_size",
-                                 target_vocab_size, "int")
+    source_vocab_size = bb.check(name, "source_vocab_size", source_vocab_size, "int")
+    target_vocab_size = bb.check(name, "target_vocab_size", target_vocab_size, "int")
     max_length = bb.check(name, "max_length", max_length, "int")
     num_layers = bb.check(name, "num_layers", num_layers, "int")
     num_heads = bb.check(name, "num_heads", num_heads, "int")
     hidden_dim = bb.check(name, "hidden_dim", hidden_dim, "int")
-    positional = bb.check(name, "positional", positional, "choice",
-                          bb.POSITIONAL)
+    positional = bb.check(name, "positional", positional, "choice", bb.POSITIONAL)
     if hidden_dim % num_heads:
         raise ValueError(
             f"`{name}` needs hidden_dim divisible by num_heads. Received: "
-            f"hidden_dim={hidden_dim}, num_heads={num_heads}")
+            f"hidden_dim={hidden_dim}, num_heads={num_heads}"
+        )
     ffn = intermediate_dim or 4 * hidden_dim
     source_ids = keras.Input((None,), dtype="int32", name="source_ids")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-    src = keras.layers.Embedding(source_vocab_size, hidden_dim,
-                                 mask_zero=True,
-                                 name="source_embedding")(source_ids)
+    src = keras.layers.Embedding(
+        source_vocab_size, hidden_dim, mask_zero=True, name="source_embedding"
+    )(source_ids)
     src = bb.positions(src, positional, max_length, "source_positions")
-    memory = bb.transformer_stack(src, num_layers, num_heads, ffn, dropout,
-                                  activation, norm_first, name="encoder")
+    memory = bb.transformer_stack(
+        src, num_layers, num_heads, ffn, dropout, activation, norm_first, name="encoder"
+    )
     memory_layer = keras.layers.Identity(name="memory")
     memory = memory_layer(memory)
     embedding = keras.layers.ReversibleEmbedding(
-        target_vocab_size, hidden_dim, tie_weights=True, mask_zero=True,
-        name="target_embedding")
+        target_vocab_size, hidden_dim, tie_weights=True, mask_zero=True, name="target_embedding"
+    )
     positions = bb.position_layer(positional, max_length, "target_positions")
     tgt = positions(embedding(target_ids))
-    parts = {"memory": memory_layer, "embedding": embedding,
-             "positions": positions}
-    x = bb.transformer_stack(tgt, num_layers, num_heads, ffn, dropout,
-                             activation, norm_first, causal=True,
-                             memory=memory, name="decoder", parts=parts)
+    parts = {"memory": memory_layer, "embedding": embedding, "positions": positions}
+    x = bb.transformer_stack(
+        tgt,
+        num_layers,
+        num_heads,
+        ffn,
+        dropout,
+        activation,
+        norm_first,
+        causal=True,
+        memory=memory,
+        name="decoder",
+        parts=parts,
+    )
     logits, parts["logits"] = bb.logits_head(
-        x, target_vocab_size, embedding if tie_weights else None,
-        return_layer=True)
+        x, target_vocab_size, embedding if tie_weights else None, return_layer=True
+    )
     return TransformerSeq2Seq(
-        {"source_ids": source_ids, "target_ids": target_ids}, logits,
-        name=name, vocabulary_sizes={"source_ids": source_vocab_size,
-                                     "target_ids": target_vocab_size},
-        parts=parts)
+        {"source_ids": source_ids, "target_ids": target_ids},
+        logits,
+        name=name,
+        vocabulary_sizes={"source_ids": source_vocab_size, "target_ids": target_vocab_size},
+        parts=parts,
+    )

@@ -19,14 +19,12 @@ class Forecaster(ChainStreaming, SequenceModel):
 
     def __init__(self, *args, quantiles=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.quantiles = None if quantiles is None else [float(q) for q
-                                                          in quantiles]
+        self.quantiles = None if quantiles is None else [float(q) for q in quantiles]
 
     @property
     def streamable(self):
         # window scaling needs the whole window's statistics first
-        return not any(isinstance(layer, sk.WindowScaling)
-                       for layer in self.layers)
+        return not any(isinstance(layer, sk.WindowScaling) for layer in self.layers)
 
     def get_config(self):
         config = super().get_config()
@@ -43,8 +41,7 @@ class OrderedQuantiles(keras.layers.Layer):
     def call(self, inputs):
         first = inputs[..., :1]
         steps = ops.softplus(inputs[..., 1:])
-        return ops.concatenate([first, first + ops.cumsum(steps, axis=-1)],
-                               axis=-1)
+        return ops.concatenate([first, first + ops.cumsum(steps, axis=-1)], axis=-1)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -53,43 +50,67 @@ class OrderedQuantiles(keras.layers.Layer):
 SCALINGS = (None, "window")
 
 
-def _check_sizes(name, input_steps, horizon, features, targets, units,
-                 num_layers, scaling, first_targets=False):
+def _check_sizes(
+    name, input_steps, horizon, features, targets, units, num_layers, scaling, first_targets=False
+):
     """The forecasters' shared arguments, checked; the targets must be
     among the features when they are the first ones (window scaling, or
     `first_targets`)."""
-    values = [bb.check(name, arg, value, "int") for arg, value in (
-        ("input_steps", input_steps), ("horizon", horizon),
-        ("features", features), ("targets", targets or features),
-        ("units", units), ("num_layers", num_layers))]
+    values = [
+        bb.check(name, arg, value, "int")
+        for arg, value in (
+            ("input_steps", input_steps),
+            ("horizon", horizon),
+            ("features", features),
+            ("targets", targets or features),
+            ("units", units),
+            ("num_layers", num_layers),
+        )
+    ]
     scaling = bb.check(name, "scaling", scaling, "choice", SCALINGS)
     features, targets = values[2], values[3]
     if (scaling or first_targets) and targets > features:
         raise ValueError(
             f"`{name}` forecasts the first `targets` of the `features`; "
-            f"targets={targets} > features={features}")
+            f"targets={targets} > features={features}"
+        )
     return (*values, scaling)
 
 
 def _check_quantiles(quantiles):
     if quantiles is None:
         return None
-    values = list(quantiles) if isinstance(quantiles, (list, tuple)) \
-        else None
-    if not values or any(isinstance(q, bool) or not isinstance(
-            q, (int, float)) or not 0.0 < q < 1.0 for q in values) or (
-            sorted(set(values)) != values):
+    values = list(quantiles) if isinstance(quantiles, (list, tuple)) else None
+    if (
+        not values
+        or any(
+            isinstance(q, bool) or not isinstance(q, (int, float)) or not 0.0 < q < 1.0
+            for q in values
+        )
+        or (sorted(set(values)) != values)
+    ):
         raise ValueError(
             "`forecaster` received an invalid value for `quantiles`: "
             "expected increasing levels in (0, 1), e.g. [0.1, 0.5, 0.9]. "
-            f"Received: quantiles={quantiles!r}")
+            f"Received: quantiles={quantiles!r}"
+        )
     return [float(q) for q in values]
 
 
-def forecaster(input_steps, horizon, features=1, targets=None,
-               backbone="lstm", units=64, num_layers=1, dropout=0.0,
-               num_heads=4, intermediate_dim=None, quantiles=None,
-               scaling=None):
+def forecaster(
+    input_steps,
+    horizon,
+    features=1,
+    targets=None,
+    backbone="lstm",
+    units=64,
+    num_layers=1,
+    dropout=0.0,
+    num_heads=4,
+    intermediate_dim=None,
+    quantiles=None,
+    scaling=None,
+):
     """Direct multi-step forecaster: the last `input_steps` observations ->
     the next `horizon` steps, all at once (no error feedback through
     recursive one-step forecasts).
@@ -126,9 +147,9 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     (2, 6, 1)
     """
     name = "forecaster"
-    input_steps, horizon, features, targets, units, num_layers, scaling = (
-        _check_sizes(name, input_steps, horizon, features, targets, units,
-                     num_layers, scaling))
+    input_steps, horizon, features, targets, units, num_layers, scaling = _check_sizes(
+        name, input_steps, horizon, features, targets, units, num_layers, scaling
+    )
     backbone = bb.check(name, "backbone", backbone, "choice", bb.BACKBONES)
     series = keras.Input((input_steps, features), name="series")
     x = series
@@ -137,12 +158,12 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     if backbone == "transformer":
         x = keras.layers.Dense(units, name="input_projection")(x)
         x = bb.positions(x, "learned", input_steps, "positions")
-        x = bb.transformer_stack(x, num_layers, num_heads,
-                                 intermediate_dim or 4 * units, dropout)
+        x = bb.transformer_stack(x, num_layers, num_heads, intermediate_dim or 4 * units, dropout)
         x = sk.SequencePooling("last", name="pooling")(x)
     else:
-        x = bb.recurrent_stack(x, backbone, units, num_layers,
-                               dropout=dropout, return_sequences=False)
+        x = bb.recurrent_stack(
+            x, backbone, units, num_layers, dropout=dropout, return_sequences=False
+        )
     quantiles = _check_quantiles(quantiles)
     levels = len(quantiles) if quantiles else 1
     x = keras.layers.Dense(horizon * targets * levels, name="head")(x)
@@ -152,11 +173,9 @@ def forecaster(input_steps, horizon, features=1, targets=None,
     else:
         x = keras.layers.Reshape((horizon, targets))(x)
     if scaling:
-        forecast = sk.WindowScaling(inverse=True, dtype="float32",
-                                    name="forecast")(series, x)
+        forecast = sk.WindowScaling(inverse=True, dtype="float32", name="forecast")(series, x)
     else:
-        forecast = keras.layers.Activation("linear", dtype="float32",
-                                           name="forecast")(x)
+        forecast = keras.layers.Activation("linear", dtype="float32", name="forecast")(x)
     return Forecaster(series, forecast, name=name, quantiles=quantiles)
 
 
@@ -180,29 +199,27 @@ class Seq2SeqForecaster(Forecaster):
         forecasts with the learned weights."""
         cached = getattr(self, "_teacher", None)
         if cached is None:
-            series = keras.Input(tuple(self.inputs[0].shape[1:]),
-                                 name="series")
+            series = keras.Input(tuple(self.inputs[0].shape[1:]), name="series")
             shape = tuple(self.outputs[0].shape[1:3])
             future = keras.Input(shape, name="future")
             levels = len(self.quantiles) if self.quantiles else 1
-            cached = keras.Model({"series": series, "future": future},
-                                 _seq2seq_graph(self, series, shape[1],
-                                                levels, future=future),
-                                 name=f"{self.name}_teacher_forcing")
+            cached = keras.Model(
+                {"series": series, "future": future},
+                _seq2seq_graph(self, series, shape[1], levels, future=future),
+                name=f"{self.name}_teacher_forcing",
+            )
             object.__setattr__(self, "_teacher", cached)
         return cached
 
 
-def _seq2seq_graph(parts, series, targets, levels, horizon=None,
-                   future=None, median_index=None):
+def _seq2seq_graph(parts, series, targets, levels, horizon=None, future=None, median_index=None):
     """The seq2seq forecaster's graph on `series` from its parts (a dict or
     a `Seq2SeqForecaster`): teacher-forced on `future` when given, else
     `horizon` steps feeding back its own forecast (quantile
     `median_index`)."""
     part = parts.part if hasattr(parts, "part") else parts.get
     scaling, unscaling = part("scaling"), part("unscaling")
-    decoder, head, ordered = part("decoder"), part("head"), part(
-        "quantiles")
+    decoder, head, ordered = part("decoder"), part("head"), part("quantiles")
     x = scaling(series) if scaling is not None else series
     encoder = part("encoder")
     for layer in encoder[:-1]:
@@ -219,8 +236,7 @@ def _seq2seq_graph(parts, series, targets, levels, horizon=None,
 
     if future is not None:
         f = scaling(series, future) if scaling is not None else future
-        previous = keras.layers.Concatenate(axis=1)([
-            last, keras.layers.Cropping1D((0, 1))(f)])
+        previous = keras.layers.Concatenate(axis=1)([last, keras.layers.Cropping1D((0, 1))(f)])
         h, *_ = decoder(previous, initial_state=states)
         y = shaped(head(h))
     else:
@@ -230,12 +246,10 @@ def _seq2seq_graph(parts, series, targets, levels, horizon=None,
             y = shaped(head(h))  # (batch, 1, targets[, q])
             outputs.append(y)
             previous = y if ordered is None else _Median(median_index)(y)
-        y = outputs[0] if horizon == 1 else keras.layers.Concatenate(
-            axis=1)(outputs)
+        y = outputs[0] if horizon == 1 else keras.layers.Concatenate(axis=1)(outputs)
     if unscaling is not None:
         return unscaling(series, y)
-    return keras.layers.Activation("linear", dtype="float32",
-                                   name="forecast")(y)
+    return keras.layers.Activation("linear", dtype="float32", name="forecast")(y)
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -247,7 +261,7 @@ class _Columns(keras.layers.Layer):
         self.n = int(n)
 
     def call(self, x):
-        return x[..., :self.n]
+        return x[..., : self.n]
 
     def compute_output_shape(self, shape):
         return tuple(shape[:-1]) + (self.n,)
@@ -274,9 +288,18 @@ class _Median(keras.layers.Layer):
         return dict(super().get_config(), index=self.index)
 
 
-def seq2seq_forecaster(input_steps, horizon, features=1, targets=None,
-                       cell="lstm", units=64, num_layers=1, dropout=0.0,
-                       quantiles=None, scaling="window"):
+def seq2seq_forecaster(
+    input_steps,
+    horizon,
+    features=1,
+    targets=None,
+    cell="lstm",
+    units=64,
+    num_layers=1,
+    dropout=0.0,
+    quantiles=None,
+    scaling="window",
+):
     """Encoder-decoder forecaster: a recurrent encoder reads the window, a
     recurrent decoder starts from its states and produces the horizon one
     step at a time, each step's input the previous value: the true one in
@@ -313,34 +336,45 @@ def seq2seq_forecaster(input_steps, horizon, features=1, targets=None,
     (4, 6, 1)
     """
     name = "seq2seq_forecaster"
-    input_steps, horizon, features, targets, units, num_layers, scaling = (
-        _check_sizes(name, input_steps, horizon, features, targets, units,
-                     num_layers, scaling, first_targets=True))
+    input_steps, horizon, features, targets, units, num_layers, scaling = _check_sizes(
+        name,
+        input_steps,
+        horizon,
+        features,
+        targets,
+        units,
+        num_layers,
+        scaling,
+        first_targets=True,
+    )
     cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
     dropout = bb.check(name, "dropout", dropout, "rate")
     quantiles = _check_quantiles(quantiles)
     levels = len(quantiles) if quantiles else 1
     series = keras.Input((input_steps, features), name="series")
-    encoder = [sk.Recurrent(bb.make_cell(cell, units, dropout=dropout),
-                            return_sequences=i < num_layers - 1,
-                            return_state=i == num_layers - 1,
-                            name=f"encoder_{i}")
-               for i in range(num_layers)]
-    decoder = sk.Recurrent(bb.make_cell(cell, units), return_sequences=True,
-                           return_state=True, name="decoder")
-    ordered = OrderedQuantiles(name="ordered_quantiles") if quantiles \
-        else None
-    median = min(range(levels), key=lambda i: abs(
-        quantiles[i] - 0.5)) if quantiles else None
+    encoder = [
+        sk.Recurrent(
+            bb.make_cell(cell, units, dropout=dropout),
+            return_sequences=i < num_layers - 1,
+            return_state=i == num_layers - 1,
+            name=f"encoder_{i}",
+        )
+        for i in range(num_layers)
+    ]
+    decoder = sk.Recurrent(
+        bb.make_cell(cell, units), return_sequences=True, return_state=True, name="decoder"
+    )
+    ordered = OrderedQuantiles(name="ordered_quantiles") if quantiles else None
+    median = min(range(levels), key=lambda i: abs(quantiles[i] - 0.5)) if quantiles else None
     parts = {
         "scaling": sk.WindowScaling(name="scaling") if scaling else None,
-        "unscaling": sk.WindowScaling(inverse=True, dtype="float32",
-                                      name="forecast") if scaling else None,
-        "encoder": encoder, "decoder": decoder,
+        "unscaling": sk.WindowScaling(inverse=True, dtype="float32", name="forecast")
+        if scaling
+        else None,
+        "encoder": encoder,
+        "decoder": decoder,
         "head": keras.layers.Dense(targets * levels, name="head"),
         "quantiles": ordered,
     }
-    forecast = _seq2seq_graph(parts, series, targets, levels,
-                              horizon=horizon, median_index=median)
-    return Seq2SeqForecaster(series, forecast, name=name,
-                             quantiles=quantiles, parts=parts)
+    forecast = _seq2seq_graph(parts, series, targets, levels, horizon=horizon, median_index=median)
+    return Seq2SeqForecaster(series, forecast, name=name, quantiles=quantiles, parts=parts)

@@ -9,14 +9,18 @@ cache, index) -> (logits, cache)` is one decoding step, and
 builder returns such a class, and the steps reuse the trained model's own
 layers (no copies):
 
-| class (builder) | cache |
-|---|---|
-| `RecurrentLanguageModel` (`rnn_language_model`) | each layer's recurrent states |
-| `TransformerLanguageModel` (`transformer_language_model`) | each block's key/value cache |
-| `RecurrentSeq2Seq` (`seq2seq`) | the decoder states, plus the encoder outputs (computed once) |
-| `TransformerSeq2Seq` (`transformer_seq2seq`) | self-attention key/value caches, cross-attention keys and values (projected once), the encoder outputs |
-| `ConditionedDecoder` (`conditioned_decoder`) | the decoder states (initialised from the features once) |
-"""  # noqa: E501
+- `RecurrentLanguageModel` (`rnn_language_model`): each layer's recurrent
+  states;
+- `TransformerLanguageModel` (`transformer_language_model`): each block's
+  key/value cache;
+- `RecurrentSeq2Seq` (`seq2seq`): the decoder states, plus the encoder
+  outputs (computed once);
+- `TransformerSeq2Seq` (`transformer_seq2seq`): self-attention key/value
+  caches, cross-attention keys and values (projected once), the encoder
+  outputs;
+- `ConditionedDecoder` (`conditioned_decoder`): the decoder states
+  (initialised from the features once).
+"""
 
 import keras
 from keras import ops
@@ -30,16 +34,17 @@ from seqkeras.data.checks import check_token_ids
 STRATEGIES = ("greedy", "beam", "sample")
 
 
-def check_generative(where, model,
-                     requirement="works on models that implement"):
+def check_generative(where, model, requirement="works on models that implement"):
     """Raises a clear ValueError unless `model` implements the generation
     contract (`init_cache`, `call_with_cache`, `prompt_input`); the message
     reads "`where` `requirement` the generation contract ..."."""
-    ok = (isinstance(model, keras.Model)
-          and callable(getattr(model, "init_cache", None))
-          and callable(getattr(model, "call_with_cache", None))
-          and getattr(model, "generates", True)
-          and getattr(model, "prompt_input", None) is not None)
+    ok = (
+        isinstance(model, keras.Model)
+        and callable(getattr(model, "init_cache", None))
+        and callable(getattr(model, "call_with_cache", None))
+        and getattr(model, "generates", True)
+        and getattr(model, "prompt_input", None) is not None
+    )
     if not ok:
         raise ValueError(
             f"`{where}` {requirement} the generation "
@@ -48,7 +53,8 @@ def check_generative(where, model,
             "models do (rnn_language_model, transformer_language_model, "
             "seq2seq, transformer_seq2seq, conditioned_decoder). Received: "
             f"{getattr(model, 'name', type(model).__name__)!r} "
-            f"({type(model).__name__})")
+            f"({type(model).__name__})"
+        )
 
 
 def decoder_step(model):
@@ -58,10 +64,20 @@ def decoder_step(model):
     return model.init_cache, model.call_with_cache
 
 
-def generate(model, inputs=None, prompt=None, max_length=32,
-             strategy="greedy", bos_id=BOS, eos_id=EOS, pad_id=PAD,
-             jit_compile=True, prompt_lengths=None, projection_dtype=None,
-             **kwargs):
+def generate(
+    model,
+    inputs=None,
+    prompt=None,
+    max_length=32,
+    strategy="greedy",
+    bos_id=BOS,
+    eos_id=EOS,
+    pad_id=PAD,
+    jit_compile=True,
+    prompt_lengths=None,
+    projection_dtype=None,
+    **kwargs,
+):
     """Generates token ids with a model from `seqkeras.models`.
 
     Args:
@@ -113,20 +129,21 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     if strategy not in STRATEGIES:
         raise ValueError(
             "`generate` received an invalid value for `strategy`: expected "
-            f"one of {STRATEGIES}. Received: strategy={strategy!r}")
+            f"one of {STRATEGIES}. Received: strategy={strategy!r}"
+        )
     decoding.check_strategy_options("generate", strategy, kwargs)
     sizes = getattr(model, "vocabulary_sizes", {})
     prompt_input = model.prompt_input
     kind = type(model).__name__
     if conditioning is None:
         if prompt is None:
-            raise ValueError(f"`generate` on a {kind} needs a `prompt` "
-                             "(batch, prompt_length) of token ids")
+            raise ValueError(
+                f"`generate` on a {kind} needs a `prompt` (batch, prompt_length) of token ids"
+            )
         batch = ops.shape(prompt)[0]
     else:
         if inputs is None:
-            raise ValueError(f"`generate` on a {kind} needs `inputs` (its "
-                             f"`{conditioning}`)")
+            raise ValueError(f"`generate` on a {kind} needs `inputs` (its `{conditioning}`)")
         _check_conditioning(model, conditioning, inputs, sizes)
         batch = ops.shape(inputs)[0]
         if prompt is None:
@@ -137,7 +154,8 @@ def generate(model, inputs=None, prompt=None, max_length=32,
                 raise ValueError(
                     f"`generate`: the prompt has {rows[0]} rows and `inputs` "
                     f"{given[0]}; give one prompt row per input row. "
-                    f"Received: prompt.shape={rows}, inputs.shape={given}")
+                    f"Received: prompt.shape={rows}, inputs.shape={given}"
+                )
     if prompt_input in sizes:
         check_token_ids("generate", "prompt", prompt, sizes[prompt_input])
     vocab = model.outputs[0].shape[-1] if model.outputs else None
@@ -146,12 +164,14 @@ def generate(model, inputs=None, prompt=None, max_length=32,
         if vocab is not None and decoding._is_int(value) and value > vocab:
             raise ValueError(
                 f"`generate` received {arg}={value}, more than the model's "
-                f"{vocab} tokens; use {arg} <= {vocab}")
+                f"{vocab} tokens; use {arg} <= {vocab}"
+            )
     limit = getattr(model, "max_generation_length", None)
     if limit is not None and max_length > limit:
         raise ValueError(
             f"`generate`: max_length={max_length} is more than the "
-            f"model's {limit} learned positions")
+            f"model's {limit} learned positions"
+        )
     start, step = model.init_cache, model.call_with_cache
 
     if projection_dtype is None:
@@ -159,8 +179,9 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     elif projection_dtype not in ("float32", "bfloat16", "float16"):
         raise ValueError(
             "`generate` received an invalid value for `projection_dtype`: "
-            "expected None, \"float32\", \"bfloat16\" or \"float16\". "
-            f"Received: projection_dtype={projection_dtype!r}")
+            'expected None, "float32", "bfloat16" or "float16". '
+            f"Received: projection_dtype={projection_dtype!r}"
+        )
 
     def run(inputs, prompt, lengths):
         with steps.projection_weights(model, projection_dtype):
@@ -169,15 +190,23 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     def decode(inputs, prompt, lengths):
         cache = start(inputs, ops.shape(prompt)[0], max_length)
         if strategy == "greedy":
-            return decoding.greedy(step, prompt, cache, max_length, eos_id,
-                                   pad_id, prompt_lengths=lengths, **kwargs)
+            return decoding.greedy(
+                step, prompt, cache, max_length, eos_id, pad_id, prompt_lengths=lengths, **kwargs
+            )
         if strategy == "beam":
-            return decoding.beam_search(step, prompt, cache, max_length,
-                                        eos_id=eos_id, pad_id=pad_id,
-                                        **kwargs)
-        return decoding.sample(step, prompt, cache, max_length,
-                               eos_id=eos_id, pad_id=pad_id,
-                               prompt_lengths=lengths, **kwargs)
+            return decoding.beam_search(
+                step, prompt, cache, max_length, eos_id=eos_id, pad_id=pad_id, **kwargs
+            )
+        return decoding.sample(
+            step,
+            prompt,
+            cache,
+            max_length,
+            eos_id=eos_id,
+            pad_id=pad_id,
+            prompt_lengths=lengths,
+            **kwargs,
+        )
 
     # Argument errors surface before tracing.
     if strategy == "sample":
@@ -187,11 +216,12 @@ def generate(model, inputs=None, prompt=None, max_length=32,
     prompt = ops.convert_to_tensor(prompt, "int32")
     decoding.check_prompt("generate", prompt, max_length)
     if prompt_lengths is None:
-        prompt_lengths = ops.full((ops.shape(prompt)[0],),
-                                  ops.shape(prompt)[1], "int32")
+        prompt_lengths = ops.full((ops.shape(prompt)[0],), ops.shape(prompt)[1], "int32")
     elif strategy == "beam":
-        raise ValueError("`generate`: beam search takes prompts of one "
-                         "length; `prompt_lengths` is for greedy and sample")
+        raise ValueError(
+            "`generate`: beam search takes prompts of one "
+            "length; `prompt_lengths` is for greedy and sample"
+        )
     else:
         prompt_lengths = ops.convert_to_tensor(prompt_lengths, "int32")
         if tuple(prompt_lengths.shape) != tuple(prompt.shape[:1]):
@@ -199,11 +229,14 @@ def generate(model, inputs=None, prompt=None, max_length=32,
                 "`generate` expects `prompt_lengths` of shape (batch,), one "
                 "length per prompt row. Received: prompt_lengths.shape="
                 f"{tuple(prompt_lengths.shape)}, prompt.shape="
-                f"{tuple(prompt.shape)}")
+                f"{tuple(prompt.shape)}"
+            )
     if jit_compile and keras.backend.backend() == "tensorflow":
-        run = _compiled(model, run, (max_length, strategy, eos_id,
-                                     pad_id, projection_dtype,
-                                     tuple(sorted(kwargs.items()))))
+        run = _compiled(
+            model,
+            run,
+            (max_length, strategy, eos_id, pad_id, projection_dtype, tuple(sorted(kwargs.items()))),
+        )
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 
@@ -218,23 +251,24 @@ def _check_conditioning(model, name, inputs, sizes):
         if len(shape) != 2:
             raise ValueError(
                 "`generate` expects source ids of shape (batch, "
-                f"source_length). Received: inputs.shape={shape}")
+                f"source_length). Received: inputs.shape={shape}"
+            )
         if shape[1] == 0:
             raise ValueError(
                 "`generate` needs at least one source token per row. "
-                f"Received: inputs.shape={shape}")
+                f"Received: inputs.shape={shape}"
+            )
         if name in sizes:
-            check_token_ids("generate", f"inputs ({name})", inputs,
-                            sizes[name])
+            check_token_ids("generate", f"inputs ({name})", inputs, sizes[name])
     else:
         width = spec[0].shape[-1] if spec else None
         if len(shape) != 2 or (width is not None and shape[1] != width):
             raise ValueError(
                 f"`generate` expects features of shape (batch, {width}). "
-                f"Received: inputs.shape={shape}")
+                f"Received: inputs.shape={shape}"
+            )
     if shape[0] == 0:
-        raise ValueError(f"`generate` needs at least one input row. "
-                         f"Received: inputs.shape={shape}")
+        raise ValueError(f"`generate` needs at least one input row. Received: inputs.shape={shape}")
 
 
 COMPILED_CACHE_SIZE = 8  # compiled decoders kept per model
@@ -249,8 +283,7 @@ def _compiled(model, run, key):
 
     import tensorflow as tf
 
-    cache = model.__dict__.setdefault("_seqkeras_generate",
-                                      collections.OrderedDict())
+    cache = model.__dict__.setdefault("_seqkeras_generate", collections.OrderedDict())
     if key in cache:
         cache.move_to_end(key)
     else:
@@ -260,9 +293,17 @@ def _compiled(model, run, key):
     return cache[key]
 
 
-def translate_texts(model, texts, source_tokenizer, target_tokenizer,
-                    max_length, source_length=None, beam_width=1,
-                    length_penalty_alpha=0.0, batch_size=64):
+def translate_texts(
+    model,
+    texts,
+    source_tokenizer,
+    target_tokenizer,
+    max_length,
+    source_length=None,
+    beam_width=1,
+    length_penalty_alpha=0.0,
+    batch_size=64,
+):
     """Strings in, strings out, in order: `texts` encoded by
     `source_tokenizer` (EOS added; cut at `source_length` tokens), sorted
     by length and decoded `batch_size` at a time (each batch padded to
@@ -290,8 +331,7 @@ def translate_texts(model, texts, source_tokenizer, target_tokenizer,
     """
     import numpy as np
 
-    rows = [list(r) for r in source_tokenizer.encode(
-        list(texts), add_eos=True).numpy()]
+    rows = [list(r) for r in source_tokenizer.encode(list(texts), add_eos=True).numpy()]
     cut = 0
     if source_length is not None:
         cut = sum(len(r) > source_length for r in rows)
@@ -299,22 +339,26 @@ def translate_texts(model, texts, source_tokenizer, target_tokenizer,
     order = np.argsort([len(r) for r in rows], kind="stable")
     out = [None] * len(rows)
     for start in range(0, len(rows), batch_size):
-        chunk = order[start:start + batch_size]
+        chunk = order[start : start + batch_size]
         width = max(8, -(-max(len(rows[i]) for i in chunk) // 8) * 8)
         if source_length is not None:
             width = min(source_length, width)
         x = np.full((batch_size, width), PAD, "int32")
         x[:, 0] = EOS  # padding rows: an empty sentence
         for j, i in enumerate(chunk):
-            x[j, :len(rows[i])] = rows[i]
+            x[j, : len(rows[i])] = rows[i]
         if beam_width > 1:
-            y, _ = generate(model, x, max_length=max_length,
-                            strategy="beam", beam_width=beam_width,
-                            length_penalty_alpha=length_penalty_alpha)
+            y, _ = generate(
+                model,
+                x,
+                max_length=max_length,
+                strategy="beam",
+                beam_width=beam_width,
+                length_penalty_alpha=length_penalty_alpha,
+            )
         else:
             y = generate(model, x, max_length=max_length)
-        strings = target_tokenizer.decode(
-            np.asarray(y)[:len(chunk), 1:]).numpy()  # no BOS
+        strings = target_tokenizer.decode(np.asarray(y)[: len(chunk), 1:]).numpy()  # no BOS
         for j, i in enumerate(chunk):
             out[i] = strings[j].decode("utf-8")
     return out, cut

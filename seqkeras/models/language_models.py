@@ -21,8 +21,7 @@ class LanguageModel(SequenceModel):
     prompt_input = "token_ids"
 
     def _head(self):
-        return steps.logits_head(self.part("logits"),
-                                 self.part("embedding"))
+        return steps.logits_head(self.part("logits"), self.part("embedding"))
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -35,12 +34,12 @@ class RecurrentLanguageModel(LanguageModel):
     streamable = True
 
     def init_cache(self, inputs, batch_size, max_length):
-        return [layer.cell.get_initial_state(batch_size)
-                for layer in self.part("recurrent")]
+        return [layer.cell.get_initial_state(batch_size) for layer in self.part("recurrent")]
 
     def call_with_cache(self, token_ids, cache, index):
-        h, cache = steps.recurrent_step(self.part("embedding")(token_ids),
-                                        self.part("recurrent"), cache)
+        h, cache = steps.recurrent_step(
+            self.part("embedding")(token_ids), self.part("recurrent"), cache
+        )
         if self.part("projection") is not None:
             h = self.part("projection")(h)
         return self._head()(h), cache
@@ -57,19 +56,32 @@ class TransformerLanguageModel(LanguageModel):
         return getattr(self.part("positions"), "max_length", None)
 
     def init_cache(self, inputs, batch_size, max_length):
-        return [b.init_cache(batch_size, max_length)
-                for b in self.part("blocks")]
+        return [b.init_cache(batch_size, max_length) for b in self.part("blocks")]
 
     def call_with_cache(self, token_ids, cache, index):
         return steps.transformer_step(
-            token_ids, cache, index, self.part("embedding"),
-            self.part("positions"), self.part("blocks"), self.part("norm"),
-            self._head())
+            token_ids,
+            cache,
+            index,
+            self.part("embedding"),
+            self.part("positions"),
+            self.part("blocks"),
+            self.part("norm"),
+            self._head(),
+        )
 
 
-def rnn_language_model(vocab_size, embedding_dim=128, units=None,
-                       cell="lstm", num_layers=1, dropout=0.0,
-                       tie_weights=True, stateful=False, batch_size=None):
+def rnn_language_model(
+    vocab_size,
+    embedding_dim=128,
+    units=None,
+    cell="lstm",
+    num_layers=1,
+    dropout=0.0,
+    tie_weights=True,
+    stateful=False,
+    batch_size=None,
+):
     """Recurrent language model: `P(w_{t+1} | w_<=t) = softmax(W h_t)`.
 
     Args:
@@ -107,37 +119,60 @@ def rnn_language_model(vocab_size, embedding_dim=128, units=None,
     dropout = bb.check(name, "dropout", dropout, "rate")
     tie_weights = bb.check(name, "tie_weights", tie_weights, "bool")
     if stateful and not batch_size:
-        raise ValueError(f"`{name}` with stateful=True needs a fixed "
-                         f"`batch_size`. Received: batch_size={batch_size}")
-    token_ids = keras.Input((None,), batch_size=batch_size, dtype="int32",
-                            name="token_ids")
+        raise ValueError(
+            f"`{name}` with stateful=True needs a fixed "
+            f"`batch_size`. Received: batch_size={batch_size}"
+        )
+    token_ids = keras.Input((None,), batch_size=batch_size, dtype="int32", name="token_ids")
     embedding = keras.layers.ReversibleEmbedding(
-        vocab_size, embedding_dim, tie_weights=True, mask_zero=True,
-        name="embedding")
+        vocab_size, embedding_dim, tie_weights=True, mask_zero=True, name="embedding"
+    )
     x = embedding(token_ids)
     recurrent = []
-    x = bb.recurrent_stack(x, cell, units, num_layers, dropout=dropout,
-                           stateful=stateful, name="recurrent",
-                           layers=recurrent)
+    x = bb.recurrent_stack(
+        x,
+        cell,
+        units,
+        num_layers,
+        dropout=dropout,
+        stateful=stateful,
+        name="recurrent",
+        layers=recurrent,
+    )
     projection = None
     if tie_weights and units != embedding_dim:
         projection = keras.layers.Dense(embedding_dim, name="projection")
         x = projection(x)
-    logits, dense = bb.logits_head(x, vocab_size,
-                                   embedding if tie_weights else None,
-                                   return_layer=True)
+    logits, dense = bb.logits_head(
+        x, vocab_size, embedding if tie_weights else None, return_layer=True
+    )
     return RecurrentLanguageModel(
-        token_ids, logits, name=name,
+        token_ids,
+        logits,
+        name=name,
         vocabulary_sizes={"token_ids": vocab_size},
-        parts={"embedding": embedding, "recurrent": recurrent,
-               "projection": projection, "logits": dense})
+        parts={
+            "embedding": embedding,
+            "recurrent": recurrent,
+            "projection": projection,
+            "logits": dense,
+        },
+    )
 
 
-def transformer_language_model(vocab_size, max_length, num_layers=4,
-                               num_heads=4, hidden_dim=128,
-                               intermediate_dim=None, dropout=0.0,
-                               positional="learned", norm_first=True,
-                               activation="gelu", tie_weights=True):
+def transformer_language_model(
+    vocab_size,
+    max_length,
+    num_layers=4,
+    num_heads=4,
+    hidden_dim=128,
+    intermediate_dim=None,
+    dropout=0.0,
+    positional="learned",
+    norm_first=True,
+    activation="gelu",
+    tie_weights=True,
+):
     """Decoder-only Transformer language model (GPT): token and position
     embeddings, causal pre-LN blocks, a final LayerNorm and tied logits.
 
@@ -171,29 +206,42 @@ def transformer_language_model(vocab_size, max_length, num_layers=4,
     num_layers = bb.check(name, "num_layers", num_layers, "int")
     num_heads = bb.check(name, "num_heads", num_heads, "int")
     hidden_dim = bb.check(name, "hidden_dim", hidden_dim, "int")
-    positional = bb.check(name, "positional", positional, "choice",
-                          bb.POSITIONAL)
+    positional = bb.check(name, "positional", positional, "choice", bb.POSITIONAL)
     dropout = bb.check(name, "dropout", dropout, "rate")
     if hidden_dim % num_heads:
         raise ValueError(
             f"`{name}` needs hidden_dim divisible by num_heads. Received: "
-            f"hidden_dim={hidden_dim}, num_heads={num_heads}")
+            f"hidden_dim={hidden_dim}, num_heads={num_heads}"
+        )
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     embedding = keras.layers.ReversibleEmbedding(
-        vocab_size, hidden_dim, tie_weights=True, mask_zero=True,
+        vocab_size,
+        hidden_dim,
+        tie_weights=True,
+        mask_zero=True,
         embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
-        name="embedding")
+        name="embedding",
+    )
     positions = bb.position_layer(positional, max_length, "positions")
     x = positions(embedding(token_ids))
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
     parts = {"embedding": embedding, "positions": positions}
-    x = bb.transformer_stack(x, num_layers, num_heads,
-                             intermediate_dim or 4 * hidden_dim, dropout,
-                             activation=activation, norm_first=norm_first,
-                             causal=True, name="decoder", parts=parts)
+    x = bb.transformer_stack(
+        x,
+        num_layers,
+        num_heads,
+        intermediate_dim or 4 * hidden_dim,
+        dropout,
+        activation=activation,
+        norm_first=norm_first,
+        causal=True,
+        name="decoder",
+        parts=parts,
+    )
     logits, parts["logits"] = bb.logits_head(
-        x, vocab_size, embedding if tie_weights else None, return_layer=True)
+        x, vocab_size, embedding if tie_weights else None, return_layer=True
+    )
     return TransformerLanguageModel(
-        token_ids, logits, name=name,
-        vocabulary_sizes={"token_ids": vocab_size}, parts=parts)
+        token_ids, logits, name=name, vocabulary_sizes={"token_ids": vocab_size}, parts=parts
+    )

@@ -54,6 +54,7 @@ def logits_head(dense=None, embedding=None):
     tied weights, `h @ E^T` without materialising `E^T` (the embedding's
     reverse call transposes the (vocab, dim) matrix at every step). Inside
     `projection_weights`, with the matrix cast there."""
+
     def head(h):
         store = getattr(_HEAD, "store", None) or {}
         if dense is not None:
@@ -65,8 +66,7 @@ def logits_head(dense=None, embedding=None):
         w = store.get(id(embedding))
         if w is None:
             w = ops.cast(embedding.embeddings, h.dtype)
-        return ops.cast(ops.einsum("bd,vd->bv", ops.cast(h, w.dtype), w),
-                        "float32")
+        return ops.cast(ops.einsum("bd,vd->bv", ops.cast(h, w.dtype), w), "float32")
 
     return head
 
@@ -81,8 +81,19 @@ def recurrent_step(x, layers, cache):
     return x, new_cache
 
 
-def transformer_step(tokens, caches, index, embedding, positions, blocks,
-                     norm, head, memory=None, mask=None, cross=None):
+def transformer_step(
+    tokens,
+    caches,
+    index,
+    embedding,
+    positions,
+    blocks,
+    norm,
+    head,
+    memory=None,
+    mask=None,
+    cross=None,
+):
     """One decoding step through causal blocks with key/value caches ->
     `(logits, caches)`; `memory`, `mask` and `cross` (the blocks' projected
     cross-attention keys and values) for encoder-decoders."""
@@ -90,13 +101,16 @@ def transformer_step(tokens, caches, index, embedding, positions, blocks,
     new_caches = []
     for i, (block, c) in enumerate(zip(blocks, caches)):
         if memory is None:
-            x, c = block(x, self_attention_cache=c,
-                         self_attention_cache_index=index)
+            x, c = block(x, self_attention_cache=c, self_attention_cache_index=index)
         else:
-            x, c = block(x, memory, encoder_padding_mask=mask,
-                         self_attention_cache=c,
-                         self_attention_cache_index=index,
-                         cross_attention_cache=cross[i])
+            x, c = block(
+                x,
+                memory,
+                encoder_padding_mask=mask,
+                self_attention_cache=c,
+                self_attention_cache_index=index,
+                cross_attention_cache=cross[i],
+            )
         new_caches.append(c)
     if norm is not None:
         x = norm(x)
@@ -111,15 +125,19 @@ def _pooling_step(layer):
     if mode == "last":
         return [], lambda x, states: (x, [])
     if mode == "mean":  # running sum, count
+
         def mean(x, states):
             total, count = states[0] + x, states[1] + 1.0
             return total / count, [total, count]
+
         return [d, 1], mean
     if mode == "max":  # running max, seen-anything flag
+
         def maximum(x, states):
             seen = states[1] > 0
             top = ops.where(seen, ops.maximum(states[0], x), x)
             return top, [top, ops.ones_like(states[1])]
+
         return [d, 1], maximum
 
     def attention(x, states):  # online softmax: running max score, sum, acc
@@ -132,6 +150,7 @@ def _pooling_step(layer):
         norm = norm * old + new
         acc = acc * old + new * x
         return acc / norm, [new_top, norm, acc]
+
     return [1, 1, d], attention
 
 
@@ -141,8 +160,7 @@ def layer_chain(model):
     a ValueError naming the first layer that needs the whole sequence."""
     chain = []
     for layer in model.layers:
-        if isinstance(layer, (keras.layers.InputLayer,
-                              keras.layers.Dropout, TokenDropout)):
+        if isinstance(layer, (keras.layers.InputLayer, keras.layers.Dropout, TokenDropout)):
             continue  # no step work at inference
         if isinstance(layer, Recurrent):
             if layer.go_backwards:
@@ -151,18 +169,26 @@ def layer_chain(model):
             def run(x, states, layer=layer):
                 h, new = layer.cell(x, list(states))
                 return h, as_list(new)
+
             chain.append((layer.state_sizes, run))
         elif isinstance(layer, SequencePooling):
             chain.append(_pooling_step(layer))
-        elif isinstance(layer, (keras.layers.Embedding, keras.layers.Dense,
-                                keras.layers.Activation,
-                                keras.layers.Reshape)):
+        elif isinstance(
+            layer,
+            (
+                keras.layers.Embedding,
+                keras.layers.Dense,
+                keras.layers.Activation,
+                keras.layers.Reshape,
+            ),
+        ):
             chain.append(([], lambda x, states, layer=layer: (layer(x), [])))
         else:
             raise ValueError(
                 f"layer {layer.name!r} ({type(layer).__name__}) needs the "
                 "whole sequence (a bidirectional or Transformer backbone); "
-                "streaming works on one-direction recurrent backbones")
+                "streaming works on one-direction recurrent backbones"
+            )
     return chain
 
 
@@ -177,21 +203,21 @@ class ChainStreaming:
     @property
     def stream_input(self):
         spec = self.inputs[0]
-        return (spec.name, tuple(spec.shape[2:]),
-                keras.backend.standardize_dtype(spec.dtype))
+        return (spec.name, tuple(spec.shape[2:]), keras.backend.standardize_dtype(spec.dtype))
 
     def _chain(self):
         return layer_chain(self)
 
     def stream_start(self, inputs, batch_size):
         dtype = keras.backend.standardize_dtype(self.compute_dtype)
-        return [ops.zeros((batch_size, size), dtype)
-                for sizes, _ in self._chain() for size in sizes]
+        return [
+            ops.zeros((batch_size, size), dtype) for sizes, _ in self._chain() for size in sizes
+        ]
 
     def stream_step(self, x, states):
         new, i = [], 0
         for sizes, fn in self._chain():
-            x, out = fn(x, states[i:i + len(sizes)])
+            x, out = fn(x, states[i : i + len(sizes)])
             new += out
             i += len(sizes)
         return x, new

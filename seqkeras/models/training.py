@@ -31,8 +31,7 @@ class MaskedAccuracy(keras.metrics.Mean):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
-        hits = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true),
-                        "float32")
+        hits = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true), "float32")
         weight = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         if sample_weight is not None:
             weight = weight * ops.cast(sample_weight, "float32")
@@ -67,7 +66,8 @@ class MaskedPerplexity(keras.metrics.Mean):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         xent = keras.losses.sparse_categorical_crossentropy(
-            y_true, ops.cast(y_pred, "float32"), from_logits=True)
+            y_true, ops.cast(y_pred, "float32"), from_logits=True
+        )
         weight = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         if sample_weight is not None:
             weight = weight * ops.cast(sample_weight, "float32")
@@ -106,12 +106,14 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
     1.3863
     """
 
-    def __init__(self, label_smoothing=0.1, pad_id=PAD,
-                 name="smoothed_token_cross_entropy", **kwargs):
+    def __init__(
+        self, label_smoothing=0.1, pad_id=PAD, name="smoothed_token_cross_entropy", **kwargs
+    ):
         if not 0.0 <= float(label_smoothing) < 1.0:
             raise ValueError(
                 "`SmoothedTokenCrossEntropy` expects `label_smoothing` in "
-                f"[0, 1). Received: label_smoothing={label_smoothing!r}")
+                f"[0, 1). Received: label_smoothing={label_smoothing!r}"
+            )
         super().__init__(name=name, **kwargs)
         self.label_smoothing = float(label_smoothing)
         self.pad_id = pad_id
@@ -120,11 +122,10 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
         y_true = ops.cast(y_true, "int32")
         logits = ops.cast(y_pred, "float32")
         log_p = logits - ops.logsumexp(logits, axis=-1, keepdims=True)
-        nll = -ops.squeeze(ops.take_along_axis(
-            log_p, ops.expand_dims(ops.maximum(y_true, 0), -1), axis=-1),
-            -1)
-        loss = ((1.0 - self.label_smoothing) * nll
-                - self.label_smoothing * ops.mean(log_p, axis=-1))
+        nll = -ops.squeeze(
+            ops.take_along_axis(log_p, ops.expand_dims(ops.maximum(y_true, 0), -1), axis=-1), -1
+        )
+        loss = (1.0 - self.label_smoothing) * nll - self.label_smoothing * ops.mean(log_p, axis=-1)
         mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         # the default reduction averages over every position; scaling by
         # all / valid makes it the mean over the valid targets
@@ -132,9 +133,11 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
         return loss * mask * total / ops.maximum(ops.sum(mask), 1.0)
 
     def get_config(self):
-        return {**super().get_config(),
-                "label_smoothing": self.label_smoothing,
-                "pad_id": self.pad_id}
+        return {
+            **super().get_config(),
+            "label_smoothing": self.label_smoothing,
+            "pad_id": self.pad_id,
+        }
 
 
 def masked_loss(pad_id=PAD, label_smoothing=0.0):
@@ -142,8 +145,7 @@ def masked_loss(pad_id=PAD, label_smoothing=0.0):
     `label_smoothing` > 0 a `SmoothedTokenCrossEntropy`."""
     if label_smoothing:
         return SmoothedTokenCrossEntropy(label_smoothing, pad_id)
-    return keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, ignore_class=pad_id)
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=pad_id)
 
 
 TASKS = ("tokens", "classes", "regression")
@@ -179,25 +181,25 @@ class PinballLoss(keras.losses.Loss):
         quantiles = [float(q) for q in quantiles]
         if not quantiles or any(not 0.0 < q < 1.0 for q in quantiles):
             raise ValueError(
-                "`PinballLoss` expects quantiles in (0, 1). Received: "
-                f"quantiles={quantiles}")
+                f"`PinballLoss` expects quantiles in (0, 1). Received: quantiles={quantiles}"
+            )
         self.quantiles = quantiles
 
     def call(self, y_true, y_pred):
         levels = tuple(y_pred.shape)[-1:]
         if len(tuple(y_pred.shape)) != len(tuple(y_true.shape)) + 1 or (
-                levels[0] is not None and levels[0] != len(self.quantiles)):
+            levels[0] is not None and levels[0] != len(self.quantiles)
+        ):
             raise ValueError(
                 f"`PinballLoss` expects `y_pred` of shape y_true.shape + "
                 f"({len(self.quantiles)},) (one value per quantile). "
                 f"Received: y_true.shape={tuple(y_true.shape)}, "
-                f"y_pred.shape={tuple(y_pred.shape)}")
+                f"y_pred.shape={tuple(y_pred.shape)}"
+            )
         q = ops.convert_to_tensor(self.quantiles, "float32")
-        error = ops.expand_dims(ops.cast(y_true, "float32"), -1) - \
-            ops.cast(y_pred, "float32")
+        error = ops.expand_dims(ops.cast(y_true, "float32"), -1) - ops.cast(y_pred, "float32")
         loss = ops.maximum(q * error, (q - 1.0) * error)
-        return ops.mean(ops.reshape(loss, (ops.shape(loss)[0], -1)),
-                        axis=-1)
+        return ops.mean(ops.reshape(loss, (ops.shape(loss)[0], -1)), axis=-1)
 
     def get_config(self):
         return {"quantiles": self.quantiles, "name": self.name}
@@ -240,22 +242,22 @@ def _check_task(model, task):
     expected_rank = {"tokens": 3, "classes": 2}.get(task)
     contradiction = None
     if expected_rank is not None and len(shape) != expected_rank:
-        contradiction = (f"task={task!r} needs logits of rank "
-                         f"{expected_rank}, "
-                         + ("(batch, time, classes)" if expected_rank == 3
-                            else "(batch, classes)"))
-    elif expected_rank is not None and shape[-1] is not None and (
-            shape[-1] < 2):
-        contradiction = (f"task={task!r} needs at least 2 logits per "
-                         "prediction")
+        contradiction = f"task={task!r} needs logits of rank {expected_rank}, " + (
+            "(batch, time, classes)" if expected_rank == 3 else "(batch, classes)"
+        )
+    elif expected_rank is not None and shape[-1] is not None and (shape[-1] < 2):
+        contradiction = f"task={task!r} needs at least 2 logits per prediction"
     elif expected_rank is not None and inferred == "regression":
-        contradiction = (f"task={task!r} needs token ids in (a model whose "
-                         "inputs are all float is a regression model)")
+        contradiction = (
+            f"task={task!r} needs token ids in (a model whose "
+            "inputs are all float is a regression model)"
+        )
     if contradiction:
         raise ValueError(
             f"`compile_model`: {contradiction}; model {model.name!r} "
             f"outputs shape {shape} (its task is {inferred!r}). Received: "
-            f"task={task!r}. Leave `task` out to use the model's own.")
+            f"task={task!r}. Leave `task` out to use the model's own."
+        )
 
 
 def choose_jit_compile(model=None):
@@ -296,25 +298,35 @@ def choose_jit_compile(model=None):
     from seqkeras import distribute
 
     if distribute.distributes():
-        return False, ("a tf.distribute strategy with more than one replica "
-                       "or worker: XLA does not compile its collectives on "
-                       "the CPU")
-    if any(not d.lower().startswith("cpu")
-           for d in keras.distribution.list_devices()):
+        return False, (
+            "a tf.distribute strategy with more than one replica "
+            "or worker: XLA does not compile its collectives on "
+            "the CPU"
+        )
+    if any(not d.lower().startswith("cpu") for d in keras.distribution.list_devices()):
         return True, "an accelerator: XLA is the fast path there"
-    policy = (model.dtype_policy if model is not None
-              else keras.config.dtype_policy())
+    policy = model.dtype_policy if model is not None else keras.config.dtype_policy()
     dtype = keras.backend.standardize_dtype(policy.compute_dtype)
     if dtype in ("bfloat16", "float16"):
-        return False, (f"{dtype} on CPUs: TensorFlow's oneDNN kernels run "
-                       "it twice as fast as float32, XLA's CPU backend no "
-                       "faster")
+        return False, (
+            f"{dtype} on CPUs: TensorFlow's oneDNN kernels run "
+            "it twice as fast as float32, XLA's CPU backend no "
+            "faster"
+        )
     return True, f"{dtype} on CPUs: XLA fuses the loop bodies"
 
 
-def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
-                  weight_decay=0.0, jit_compile="auto", optimizer=None,
-                  label_smoothing=0.0, **kwargs):
+def compile_model(
+    model,
+    task=None,
+    learning_rate=1e-3,
+    clipnorm=1.0,
+    weight_decay=0.0,
+    jit_compile="auto",
+    optimizer=None,
+    label_smoothing=0.0,
+    **kwargs,
+):
     """Compiles `model` with seqkeras' defaults: Adam(W) with gradient
     clipping by global norm, XLA, and the task's loss and metrics.
 
@@ -358,42 +370,45 @@ def compile_model(model, task=None, learning_rate=1e-3, clipnorm=1.0,
     elif not isinstance(jit_compile, bool):
         raise ValueError(
             "`compile_model` received an invalid value for `jit_compile`: "
-            "expected True, False or \"auto\". Received: "
-            f"jit_compile={jit_compile!r}")
+            'expected True, False or "auto". Received: '
+            f"jit_compile={jit_compile!r}"
+        )
     if task is None:
         task = infer_task(model)
         if task is None:
             raise ValueError(
                 "`compile_model` cannot tell the task of a model without "
                 "symbolic inputs and outputs; pass task= one of "
-                f"{TASKS}. Received: model={model.name!r}")
+                f"{TASKS}. Received: model={model.name!r}"
+            )
     elif task not in TASKS:
         raise ValueError(
             f"`compile_model` received an invalid value for `task`: expected "
-            f"one of {TASKS}. Received: task={task!r}")
+            f"one of {TASKS}. Received: task={task!r}"
+        )
     else:
         _check_task(model, task)
     if label_smoothing and task != "tokens":
         raise ValueError(
-            "`compile_model` applies `label_smoothing` to the \"tokens\" "
+            '`compile_model` applies `label_smoothing` to the "tokens" '
             f"task only. Received: label_smoothing={label_smoothing!r} for "
-            f"task={task!r}")
+            f"task={task!r}"
+        )
     if optimizer is None:
         clip = {} if clipnorm is None else {"global_clipnorm": clipnorm}
         if weight_decay:
-            optimizer = keras.optimizers.AdamW(
-                learning_rate, weight_decay=weight_decay, **clip)
+            optimizer = keras.optimizers.AdamW(learning_rate, weight_decay=weight_decay, **clip)
         else:
             optimizer = keras.optimizers.Adam(learning_rate, **clip)
     if getattr(model, "own_loss", False):  # e.g. a CRFTagger
         if label_smoothing:
             raise ValueError(
                 f"`compile_model`: {type(model).__name__} computes its own "
-                "loss; `label_smoothing` does not apply")
+                "loss; `label_smoothing` does not apply"
+            )
         kwargs.setdefault("loss", None)
         kwargs.setdefault("metrics", None)
-        model.compile(optimizer=optimizer, jit_compile=jit_compile,
-                      **kwargs)
+        model.compile(optimizer=optimizer, jit_compile=jit_compile, **kwargs)
         return model
     if task == "tokens":
         loss = masked_loss(label_smoothing=label_smoothing)
@@ -422,6 +437,5 @@ class ResetStatesAtEpochStart(keras.callbacks.Callback):
 def reset_states(model):
     """Zeroes every stateful seqkeras layer in `model`."""
     for layer in model._flatten_layers(include_self=False):
-        if getattr(layer, "stateful", False) and hasattr(layer,
-                                                         "reset_states"):
+        if getattr(layer, "stateful", False) and hasattr(layer, "reset_states"):
             layer.reset_states()

@@ -8,8 +8,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def app_path(name):
@@ -18,8 +17,7 @@ def app_path(name):
 
 def load_app(name):
     """The module `apps/<name>.py` (as the tests call it, not a script)."""
-    spec = importlib.util.spec_from_file_location(f"{name}_app",
-                                                  app_path(name))
+    spec = importlib.util.spec_from_file_location(f"{name}_app", app_path(name))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -28,8 +26,7 @@ def load_app(name):
 def run_app(app, argv, capsys, stdin=None, monkeypatch=None):
     """`app.main(argv)` -> (exit code, stdout, stderr); `stdin` bytes."""
     if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
-            stdin)))
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
     code = 0
     try:
         app.main(argv)
@@ -52,11 +49,9 @@ def assert_one_line_error(code, err, prog, *needles):
 def assert_process_error(name, argv):
     """The app run as a process: exit status 2, no traceback, the last
     stderr line its one-line error."""
-    result = subprocess.run([sys.executable, app_path(name), *argv],
-                            capture_output=True, text=True)
+    result = subprocess.run([sys.executable, app_path(name), *argv], capture_output=True, text=True)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        f"{name}.py: error:")
+    assert result.stderr.strip().splitlines()[-1].startswith(f"{name}.py: error:")
 
 
 def assert_resumes(name, argv, kill_env, out, epochs):
@@ -64,8 +59,9 @@ def assert_resumes(name, argv, kill_env, out, epochs):
     run again does epochs 2..`epochs` only; history.csv has every epoch
     once."""
     command = [sys.executable, app_path(name), *argv]
-    killed = subprocess.run(command, env=dict(os.environ, **{
-        kill_env: "1"}), capture_output=True, text=True)
+    killed = subprocess.run(
+        command, env=dict(os.environ, **{kill_env: "1"}), capture_output=True, text=True
+    )
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert f"Epoch 1/{epochs}" in killed.stdout
     assert f"Epoch 2/{epochs}" not in killed.stdout

@@ -12,9 +12,13 @@ import os
 import numpy as np
 import pytest
 
-from tests.apps.app_checks import (assert_one_line_error,
-                                   assert_process_error, assert_resumes,
-                                   load_app, run_app)
+from tests.apps.app_checks import (
+    assert_one_line_error,
+    assert_process_error,
+    assert_resumes,
+    load_app,
+    run_app,
+)
 
 app = load_app("charlm")
 TEXT = "".join(f"abc{d} hello, world!\n" for d in "0123456789" * 12)
@@ -29,11 +33,34 @@ def data(tmp_path_factory):
 
 
 def _train_args(data, out, model="lstm", epochs=2):
-    return ["train", "--model", model, "--tiny", "--out", str(out),
-            "--text", data, "--epochs", str(epochs), "--steps-per-epoch",
-            "10", "--steps-per-execution", "5", "--block", "16",
-            "--batch", "8", "--warmup", "5", "--lr", "0.01",
-            "--verbose", "2", "--jit", "off"]
+    return [
+        "train",
+        "--model",
+        model,
+        "--tiny",
+        "--out",
+        str(out),
+        "--text",
+        data,
+        "--epochs",
+        str(epochs),
+        "--steps-per-epoch",
+        "10",
+        "--steps-per-execution",
+        "5",
+        "--block",
+        "16",
+        "--batch",
+        "8",
+        "--warmup",
+        "5",
+        "--lr",
+        "0.01",
+        "--verbose",
+        "2",
+        "--jit",
+        "off",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +75,19 @@ def _run(argv, capsys, stdin=None, monkeypatch=None):
 
 
 def test_train_writes_what_rebuilds_the_model(trained):
-    assert {"config.json", "vocabulary.json", "best.weights.h5",
-            "history.csv", "curves.png", "logs",
-            "epoch_seconds.csv"} <= set(os.listdir(trained))
+    assert {
+        "config.json",
+        "vocabulary.json",
+        "best.weights.h5",
+        "history.csv",
+        "curves.png",
+        "logs",
+        "epoch_seconds.csv",
+    } <= set(os.listdir(trained))
     config = json.loads((trained / "config.json").read_text())
     model, vocabulary, _ = app.load(str(trained))
     assert model.count_params() == config["parameters"]
-    assert "".join(vocabulary.characters) == "".join(sorted(set(
-        TEXT[:int(0.9 * len(TEXT))])))
+    assert "".join(vocabulary.characters) == "".join(sorted(set(TEXT[: int(0.9 * len(TEXT))])))
     header = (trained / "history.csv").read_text().splitlines()[0]
     assert "val_loss" in header and "val_bpc" in header
 
@@ -63,13 +95,12 @@ def test_train_writes_what_rebuilds_the_model(trained):
 def _reference_loss(model, vocabulary, text, block):
     """Mean -log p of each character after the first, windows of `block`
     predictions, softmax by hand in float64."""
-    ids = [vocabulary.tokens.index(c) if c in vocabulary.characters else 3
-           for c in text]
+    ids = [vocabulary.tokens.index(c) if c in vocabulary.characters else 3 for c in text]
     total, n = 0.0, 0
     for start in range(0, len(ids) - 1, block):
-        x = np.array([ids[start:start + block]], "int32")
-        y = ids[start + 1:start + block + 1]
-        logits = np.asarray(model(x[:, :len(y)]), "float64")[0]
+        x = np.array([ids[start : start + block]], "int32")
+        y = ids[start + 1 : start + block + 1]
+        logits = np.asarray(model(x[:, : len(y)]), "float64")[0]
         for t, target in enumerate(y):
             z = logits[t]
             total += math.log(np.exp(z - z.max()).sum()) + z.max() - z[target]
@@ -77,18 +108,15 @@ def _reference_loss(model, vocabulary, text, block):
     return total / n
 
 
-def test_evaluate_any_text_ends_with_the_true_loss(trained, tmp_path,
-                                                   capsys):
+def test_evaluate_any_text_ends_with_the_true_loss(trained, tmp_path, capsys):
     other = tmp_path / "other.txt"
     other.write_text("hello, abc9 world!\r\nzebra", encoding="utf-8")
-    code, out, _ = _run(["evaluate", "--model", str(trained), "--text",
-                         str(other)], capsys)
+    code, out, _ = _run(["evaluate", "--model", str(trained), "--text", str(other)], capsys)
     assert code == 0
     last = out.strip().splitlines()[-1]
     assert last.startswith("loss = ")
     model, vocabulary, config = app.load(str(trained))
-    want = _reference_loss(model, vocabulary, other.read_text(
-        encoding="utf-8"), config["block"])
+    want = _reference_loss(model, vocabulary, other.read_text(encoding="utf-8"), config["block"])
     assert float(last.split("=")[1]) == pytest.approx(want, abs=1e-4)
     assert "not in the vocabulary" in out
 
@@ -97,9 +125,20 @@ def test_sample_strategies(trained, capsys):
     import keras
 
     model, vocabulary, _ = app.load(str(trained))
-    code, out, _ = _run(["sample", "--model", str(trained), "--prompt",
-                         "abc", "--length", "6", "--strategy", "greedy"],
-                        capsys)
+    code, out, _ = _run(
+        [
+            "sample",
+            "--model",
+            str(trained),
+            "--prompt",
+            "abc",
+            "--length",
+            "6",
+            "--strategy",
+            "greedy",
+        ],
+        capsys,
+    )
     assert code == 0
     text = out.strip("\n")
     assert text.startswith("abc") and len(text) == 9
@@ -109,9 +148,22 @@ def test_sample_strategies(trained, capsys):
         ids.append(int(np.argmax(logits[0, -1])))
     assert text == vocabulary.decode(np.array([ids]))[0]
     for strategy in ("top_k", "top_p", "temperature"):
-        code, out, _ = _run(["sample", "--model", str(trained), "--prompt",
-                             "ab", "--length", "5", "--strategy", strategy,
-                             "--samples", "2"], capsys)
+        code, out, _ = _run(
+            [
+                "sample",
+                "--model",
+                str(trained),
+                "--prompt",
+                "ab",
+                "--length",
+                "5",
+                "--strategy",
+                strategy,
+                "--samples",
+                "2",
+            ],
+            capsys,
+        )
         assert code == 0 and out.count("--- sample") == 2
 
 
@@ -121,13 +173,10 @@ def test_step_model_equals_the_full_pass(trained, tmp_path):
     model, vocabulary, config = app.load(str(trained))
     text = TEXT[-200:]
     sample = vocabulary.encode_text(text[:16])[None]
-    report = app.streaming(model, vocabulary, config, str(tmp_path), text,
-                           sample, check=120)
+    report = app.streaming(model, vocabulary, config, str(tmp_path), text, sample, check=120)
     assert report["step_float32_diff"] < 1e-4
-    assert report["step_float32_loss"] == pytest.approx(
-        report["step_keras_loss"], abs=1e-4)
-    assert report["step_float16_loss"] == pytest.approx(
-        report["step_keras_loss"], abs=0.05)
+    assert report["step_float32_loss"] == pytest.approx(report["step_keras_loss"], abs=1e-4)
+    assert report["step_float16_loss"] == pytest.approx(report["step_keras_loss"], abs=0.05)
     assert os.path.isfile(tmp_path / "streaming" / "vocabulary.json")
 
 
@@ -137,56 +186,86 @@ def test_bad_input_gives_one_line(trained, data, tmp_path, capsys):
     binary = tmp_path / "latin1.txt"
     binary.write_bytes("caf\xe9".encode("latin-1"))
     cases = [
-        (["evaluate", "--model", str(trained), "--text", str(empty)],
-         ["empty.txt", "0 characters"]),
-        (["evaluate", "--model", str(trained), "--text", str(binary)],
-         ["not UTF-8"]),
-        (["evaluate", "--model", str(trained), "--text", "/nonexistent"],
-         ["no such file"]),
-        (["evaluate", "--model", str(tmp_path), "--text", data],
-         ["not a trained model"]),
-        (["sample", "--model", str(trained), "--prompt", "XYZ"],
-         ["does not know"]),
-        (["sample", "--model", str(trained), "--prompt", "ab",
-          "--strategy", "top_k", "--top-k", "500"], ["top_k"]),
-        (["train", "--out", str(tmp_path / "m"), "--text", str(empty)],
-         ["0 characters"]),
-        (["train", "--out", str(tmp_path / "m"), "--text", data,
-          "--model", "transformer", "--units", "8"], ["--units"]),
-        (["evaluate", "--model", str(trained), "--text", data, "--tail",
-          "2"], ["--tail"]),
+        (
+            ["evaluate", "--model", str(trained), "--text", str(empty)],
+            ["empty.txt", "0 characters"],
+        ),
+        (["evaluate", "--model", str(trained), "--text", str(binary)], ["not UTF-8"]),
+        (["evaluate", "--model", str(trained), "--text", "/nonexistent"], ["no such file"]),
+        (["evaluate", "--model", str(tmp_path), "--text", data], ["not a trained model"]),
+        (["sample", "--model", str(trained), "--prompt", "XYZ"], ["does not know"]),
+        (
+            [
+                "sample",
+                "--model",
+                str(trained),
+                "--prompt",
+                "ab",
+                "--strategy",
+                "top_k",
+                "--top-k",
+                "500",
+            ],
+            ["top_k"],
+        ),
+        (["train", "--out", str(tmp_path / "m"), "--text", str(empty)], ["0 characters"]),
+        (
+            [
+                "train",
+                "--out",
+                str(tmp_path / "m"),
+                "--text",
+                data,
+                "--model",
+                "transformer",
+                "--units",
+                "8",
+            ],
+            ["--units"],
+        ),
+        (["evaluate", "--model", str(trained), "--text", data, "--tail", "2"], ["--tail"]),
     ]
     for argv, needles in cases:
         code, _, err = _run(argv, capsys)
         assert_one_line_error(code, err, "charlm.py", *needles)
-    assert_process_error("charlm", ["evaluate", "--model", str(trained),
-                                    "--text", str(binary)])
+    assert_process_error("charlm", ["evaluate", "--model", str(trained), "--text", str(binary)])
 
 
 def test_a_transformer_trains_and_samples(data, tmp_path, capsys):
     out = tmp_path / "tf"
     app.main(_train_args(data, out, model="transformer", epochs=1))
     capsys.readouterr()
-    code, text, _ = _run(["sample", "--model", str(out), "--prompt", "ab",
-                          "--length", "5", "--strategy", "greedy"], capsys)
+    code, text, _ = _run(
+        ["sample", "--model", str(out), "--prompt", "ab", "--length", "5", "--strategy", "greedy"],
+        capsys,
+    )
     assert code == 0 and text.startswith("ab") and len(text) == 8
-    code, _, err = _run(["sample", "--model", str(out), "--prompt", "ab",
-                         "--length", "50"], capsys)
+    code, _, err = _run(["sample", "--model", str(out), "--prompt", "ab", "--length", "50"], capsys)
     assert_one_line_error(code, err, "charlm.py", "context")
 
 
 @pytest.mark.slow  # the same callbacks as translate.py's fast resume test
 def test_a_killed_training_resumes(data, tmp_path):
     out = tmp_path / "resumed"
-    assert_resumes("charlm", _train_args(data, out, epochs=3),
-                   app.KILL_ENV, str(out), 3)
+    assert_resumes("charlm", _train_args(data, out, epochs=3), app.KILL_ENV, str(out), 3)
 
 
 @pytest.mark.slow
 def test_export_writes_verified_files(trained, tmp_path, capsys):
-    code, out, err = _run(["export", "--model", str(trained), "--out",
-                           str(tmp_path), "--length", "12", "--check",
-                           "50"], capsys)
+    code, out, err = _run(
+        [
+            "export",
+            "--model",
+            str(trained),
+            "--out",
+            str(tmp_path),
+            "--length",
+            "12",
+            "--check",
+            "50",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "1/1 continuations equal" in out or "continuations equal" in out
     report = json.loads((tmp_path / "report.json").read_text())

@@ -10,9 +10,13 @@ import os
 import numpy as np
 import pytest
 
-from tests.apps.app_checks import (assert_one_line_error,
-                                   assert_process_error, assert_resumes,
-                                   load_app, run_app)
+from tests.apps.app_checks import (
+    assert_one_line_error,
+    assert_process_error,
+    assert_resumes,
+    load_app,
+    run_app,
+)
 
 app = load_app("forecast")
 
@@ -21,15 +25,18 @@ def _series(n, seed=0):
     """Monthly: a trend, a 12-month season and noise."""
     rng = np.random.default_rng(seed)
     t = np.arange(n)
-    return 100 + 2 * t + 20 * np.sin(2 * np.pi * t / 12) + rng.normal(
-        0, 2, n)
+    return 100 + 2 * t + 20 * np.sin(2 * np.pi * t / 12) + rng.normal(0, 2, n)
 
 
 def _write(path, values, newline="\n", quote=True):
     rows = ['"Month","Value"'] + [
-        (f'"{1950 + i // 12}-{i % 12 + 1:02d}",{v:.2f}' if quote else
-         f"{1950 + i // 12}-{i % 12 + 1:02d},{v:.2f}")
-        for i, v in enumerate(values)]
+        (
+            f'"{1950 + i // 12}-{i % 12 + 1:02d}",{v:.2f}'
+            if quote
+            else f"{1950 + i // 12}-{i % 12 + 1:02d},{v:.2f}"
+        )
+        for i, v in enumerate(values)
+    ]
     path.write_bytes(newline.join(rows).encode("utf-8"))
     return str(path)
 
@@ -37,14 +44,33 @@ def _write(path, values, newline="\n", quote=True):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("series")
-    return {"train": _write(d / "train.csv", _series(144), "\r\n"),
-            "other": _write(d / "other.csv", _series(120, 1), quote=False)}
+    return {
+        "train": _write(d / "train.csv", _series(144), "\r\n"),
+        "other": _write(d / "other.csv", _series(120, 1), quote=False),
+    }
 
 
 def _train_args(data, out, model="lstm", epochs=3):
-    return ["train", "--model", model, "--tiny", "--out", str(out),
-            "--csv", data["train"], "--window", "24", "--horizon", "6",
-            "--epochs", str(epochs), "--verbose", "2", "--jit", "off"]
+    return [
+        "train",
+        "--model",
+        model,
+        "--tiny",
+        "--out",
+        str(out),
+        "--csv",
+        data["train"],
+        "--window",
+        "24",
+        "--horizon",
+        "6",
+        "--epochs",
+        str(epochs),
+        "--verbose",
+        "2",
+        "--jit",
+        "off",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -59,23 +85,38 @@ def _run(argv, capsys):
 
 
 def test_train_writes_what_rebuilds_the_model(trained):
-    assert {"config.json", "best.weights.h5", "history.csv", "curves.png",
-            "logs", "epoch_seconds.csv"} <= set(os.listdir(trained))
+    assert {
+        "config.json",
+        "best.weights.h5",
+        "history.csv",
+        "curves.png",
+        "logs",
+        "epoch_seconds.csv",
+    } <= set(os.listdir(trained))
     config = json.loads((trained / "config.json").read_text())
     model, _ = app.load(str(trained))
     assert model.count_params() == config["parameters"]
     assert config["season"] == 12 and config["quantiles"] == [0.1, 0.5, 0.9]
     # validation targets stop before the held-back last 20%
-    assert config["validation_rows"] == [config["validation_rows"][0],
-                                         144 - 29]
+    assert config["validation_rows"] == [config["validation_rows"][0], 144 - 29]
 
 
-def test_evaluate_any_csv_ends_with_the_true_mase(trained, data, tmp_path,
-                                                  capsys):
+def test_evaluate_any_csv_ends_with_the_true_mase(trained, data, tmp_path, capsys):
     plot = tmp_path / "plot.png"
-    code, out, err = _run(["evaluate", "--model", str(trained), "--csv",
-                           data["other"], "--baseline", "none", "--plot",
-                           str(plot)], capsys)
+    code, out, err = _run(
+        [
+            "evaluate",
+            "--model",
+            str(trained),
+            "--csv",
+            data["other"],
+            "--baseline",
+            "none",
+            "--plot",
+            str(plot),
+        ],
+        capsys,
+    )
     assert code == 0, err
     last = out.strip().splitlines()[-1]
     assert last.startswith("MASE = ")
@@ -84,33 +125,29 @@ def test_evaluate_any_csv_ends_with_the_true_mase(trained, data, tmp_path,
     model, config = app.load(str(trained))
     values = _series(120, 1).round(2)
     origins = range(96, 120 - 6 + 1)
-    x = np.stack([values[t - 24:t] for t in origins])[..., None]
-    y = np.stack([values[t:t + 6] for t in origins])
+    x = np.stack([values[t - 24 : t] for t in origins])[..., None]
+    y = np.stack([values[t : t + 6] for t in origins])
     f = np.asarray(model.predict(x.astype("float32"), verbose=0))[:, :, 0, 1]
-    naive = np.stack([values[t - 12:t - 6] for t in origins])
+    naive = np.stack([values[t - 12 : t - 6] for t in origins])
     want = np.abs(y - f).mean() / np.abs(y - naive).mean()
     assert float(last.split("=")[1]) == pytest.approx(want, rel=1e-3)
     assert "seasonal naive" in out and "coverage" in out
 
 
 def test_evaluate_with_the_statsmodels_baseline(trained, data, capsys):
-    code, out, err = _run(["evaluate", "--model", str(trained), "--csv",
-                           data["train"]], capsys)
+    code, out, err = _run(["evaluate", "--model", str(trained), "--csv", data["train"]], capsys)
     assert code == 0, err
-    line = [r for r in out.splitlines() if "statsmodels" in r and "SARIMA"
-            in r][0]
+    line = [r for r in out.splitlines() if "statsmodels" in r and "SARIMA" in r][0]
     mase = float(line.split()[-2])
     assert 0 < mase < 1  # the airline model beats seasonal naive on a trend
 
 
-def test_exported_forecaster_takes_and_returns_raw_values(trained,
-                                                          tmp_path):
+def test_exported_forecaster_takes_and_returns_raw_values(trained, tmp_path):
     from seqkeras.export import saved_model
 
     model, config = app.load(str(trained))
     path = saved_model(model, str(tmp_path / "sm" / "1"))
-    x = (_series(60, 2)[None, -24:, None] * np.array([[[1.0]], [[3.0]]])
-         ).astype("float32")
+    x = (_series(60, 2)[None, -24:, None] * np.array([[[1.0]], [[3.0]]])).astype("float32")
     fresh = app.fresh_forecast(path, x)
     want = np.asarray(model.predict(x, verbose=0))
     np.testing.assert_allclose(fresh, want, rtol=1e-5, atol=1e-3)
@@ -132,25 +169,31 @@ def test_bad_input_gives_one_line(trained, data, tmp_path, capsys):
     latin.write_bytes(b"d,v\n1950-01,1\n1950-02,\xe9\n")
     empty = csv("empty.csv", "")
     cases = [
-        (["evaluate", "--model", str(trained), "--csv", missing],
-         ["line 62", "missing"]),
-        (["evaluate", "--model", str(trained), "--csv", text],
-         ["line 9", "not a finite number"]),
-        (["evaluate", "--model", str(trained), "--csv", short],
-         ["window"]),
-        (["evaluate", "--model", str(trained), "--csv", str(latin)],
-         ["UTF-8"]),
+        (["evaluate", "--model", str(trained), "--csv", missing], ["line 62", "missing"]),
+        (["evaluate", "--model", str(trained), "--csv", text], ["line 9", "not a finite number"]),
+        (["evaluate", "--model", str(trained), "--csv", short], ["window"]),
+        (["evaluate", "--model", str(trained), "--csv", str(latin)], ["UTF-8"]),
         (["evaluate", "--model", str(trained), "--csv", empty], ["empty"]),
-        (["evaluate", "--model", str(tmp_path), "--csv", data["train"]],
-         ["not a trained model"]),
-        (["train", "--out", str(tmp_path / "m"), "--csv", short,
-          "--window", "24", "--horizon", "6"], ["needs at least"]),
+        (["evaluate", "--model", str(tmp_path), "--csv", data["train"]], ["not a trained model"]),
+        (
+            [
+                "train",
+                "--out",
+                str(tmp_path / "m"),
+                "--csv",
+                short,
+                "--window",
+                "24",
+                "--horizon",
+                "6",
+            ],
+            ["needs at least"],
+        ),
     ]
     for argv, needles in cases:
         code, _, err = _run(argv, capsys)
         assert_one_line_error(code, err, "forecast.py", *needles)
-    assert_process_error("forecast", ["evaluate", "--model", str(trained),
-                                      "--csv", missing])
+    assert_process_error("forecast", ["evaluate", "--model", str(trained), "--csv", missing])
 
 
 @pytest.mark.parametrize("model", ["transformer", "seq2seq"])
@@ -158,11 +201,11 @@ def test_other_models_train_and_evaluate(model, data, tmp_path, capsys):
     out = tmp_path / model
     # the seq2seq run trains under --strategy mirrored (issue 15: the apps
     # take a tf.distribute strategy), with the default --jit auto
-    extra = ["--strategy", "mirrored", "--jit", "auto"] * (
-        model == "seq2seq")
+    extra = ["--strategy", "mirrored", "--jit", "auto"] * (model == "seq2seq")
     app.main(_train_args(data, out, model=model, epochs=2) + extra)
-    code, text, err = _run(["evaluate", "--model", str(out), "--csv",
-                            data["other"], "--baseline", "none"], capsys)
+    code, text, err = _run(
+        ["evaluate", "--model", str(out), "--csv", data["other"], "--baseline", "none"], capsys
+    )
     assert code == 0, err
     assert text.strip().splitlines()[-1].startswith("MASE = ")
 
@@ -170,14 +213,12 @@ def test_other_models_train_and_evaluate(model, data, tmp_path, capsys):
 @pytest.mark.slow  # the same callbacks as translate.py's fast resume test
 def test_a_killed_training_resumes(data, tmp_path):
     out = tmp_path / "resumed"
-    assert_resumes("forecast", _train_args(data, out, epochs=3),
-                   app.KILL_ENV, str(out), 3)
+    assert_resumes("forecast", _train_args(data, out, epochs=3), app.KILL_ENV, str(out), 3)
 
 
 @pytest.mark.slow
 def test_export_writes_verified_files(trained, tmp_path, capsys):
-    code, out, err = _run(["export", "--model", str(trained), "--out",
-                           str(tmp_path)], capsys)
+    code, out, err = _run(["export", "--model", str(trained), "--out", str(tmp_path)], capsys)
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["fresh_process_max_diff"] < 1e-2

@@ -9,9 +9,14 @@ import os
 import numpy as np
 import pytest
 
-from tests.apps.app_checks import (assert_one_line_error,
-                                   assert_process_error, assert_resumes,
-                                   load_app, run_app)
+from tests.apps.app_checks import (
+    assert_one_line_error,
+    assert_process_error,
+    assert_resumes,
+    load_app,
+    run_app,
+)
+
 PEOPLE = [["Peter", "Blackburn"], ["Anna"], ["John", "Smith"], ["Maria"]]
 PLACES = [["Paris"], ["New", "York"], ["Berlin"], ["Lyon"]]
 FILLER = ["the", "visit", "to", "said", "in", "met", "today", "a", "."]
@@ -50,15 +55,33 @@ def _write(path, sentences, tags, newline="\n"):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("conll")
-    return {"train": _write(d / "train.txt", *_sentences(300, 0)),
-            "val": _write(d / "valid.txt", *_sentences(40, 1), "\r\n")}
+    return {
+        "train": _write(d / "train.txt", *_sentences(300, 0)),
+        "val": _write(d / "valid.txt", *_sentences(40, 1), "\r\n"),
+    }
 
 
 def _train_args(data, out, epochs=4):
-    return ["train", "--tiny", "--out", str(out), "--train", data["train"],
-            "--validation", data["val"], "--epochs", str(epochs),
-            "--batch", "16", "--lr", "0.02", "--verbose", "2", "--jit",
-            "off"]
+    return [
+        "train",
+        "--tiny",
+        "--out",
+        str(out),
+        "--train",
+        data["train"],
+        "--validation",
+        data["val"],
+        "--epochs",
+        str(epochs),
+        "--batch",
+        "16",
+        "--lr",
+        "0.02",
+        "--verbose",
+        "2",
+        "--jit",
+        "off",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +96,16 @@ def _run(argv, capsys, stdin=None, monkeypatch=None):
 
 
 def test_train_writes_what_rebuilds_the_model(trained):
-    assert {"config.json", "words", "characters", "tags.txt",
-            "best.weights.h5", "history.csv", "curves.png", "logs"} <= set(
-                os.listdir(trained))
+    assert {
+        "config.json",
+        "words",
+        "characters",
+        "tags.txt",
+        "best.weights.h5",
+        "history.csv",
+        "curves.png",
+        "logs",
+    } <= set(os.listdir(trained))
     config = json.loads((trained / "config.json").read_text())
     model, features, tags, _ = app.load(str(trained))
     assert model.count_params() == config["parameters"]
@@ -84,12 +114,10 @@ def test_train_writes_what_rebuilds_the_model(trained):
         assert "val_f1" in f.readline()
 
 
-def test_evaluate_any_conll_file_ends_with_the_true_f1(trained, tmp_path,
-                                                       capsys):
+def test_evaluate_any_conll_file_ends_with_the_true_f1(trained, tmp_path, capsys):
     sentences, tags = _sentences(30, 5)
     path = _write(tmp_path / "other.txt", sentences, tags)
-    code, out, err = _run(["evaluate", "--model", str(trained), "--data",
-                           path], capsys)
+    code, out, err = _run(["evaluate", "--model", str(trained), "--data", path], capsys)
     assert code == 0, err
     last = out.strip().splitlines()[-1]
     assert last.startswith("F1 = ")
@@ -98,8 +126,7 @@ def test_evaluate_any_conll_file_ends_with_the_true_f1(trained, tmp_path,
     model, features, vocabulary, _ = app.load(str(trained))
     hits = predicted_n = true_n = 0
     for words, truth in zip(sentences, tags):
-        feats = {k: v.numpy() for k, v in features(
-            np.array([words], object)).items()}
+        feats = {k: v.numpy() for k, v in features(np.array([words], object)).items()}
         ids = np.asarray(model.predict(feats, verbose=0)["tags"])[0]
         pred = [vocabulary[k] for k in ids]
         t_spans = set(_spans(truth))
@@ -119,8 +146,7 @@ def _spans(tags):
     continues): the tiny task only has well-formed tags."""
     spans, start = [], None
     for i, t in enumerate(tags + ["O"]):
-        if start is not None and not (t.startswith("I-") and
-                                      t[2:] == tags[start][2:]):
+        if start is not None and not (t.startswith("I-") and t[2:] == tags[start][2:]):
             spans.append((tags[start][2:], start, i))
             start = None
         if t.startswith("B-") or (t.startswith("I-") and start is None):
@@ -129,29 +155,40 @@ def _spans(tags):
 
 
 def test_tag_reads_stdin(trained, capsys, monkeypatch):
-    code, out, err = _run(["tag", "--model", str(trained)], capsys,
-                          stdin=b"Anna met the visit in Berlin today .\n",
-                          monkeypatch=monkeypatch)
+    code, out, err = _run(
+        ["tag", "--model", str(trained)],
+        capsys,
+        stdin=b"Anna met the visit in Berlin today .\n",
+        monkeypatch=monkeypatch,
+    )
     assert code == 0, err
     assert "PER: Anna" in out and "LOC: Berlin" in out
 
 
 def test_split_words():
     assert app.split_words('"Hello," said (EU) Germany\'s team.') == [
-        '"', "Hello", ",", '"', "said", "(", "EU", ")", "Germany", "'s",
-        "team", "."]
+        '"',
+        "Hello",
+        ",",
+        '"',
+        "said",
+        "(",
+        "EU",
+        ")",
+        "Germany",
+        "'s",
+        "team",
+        ".",
+    ]
 
 
-def test_bad_input_gives_one_line(trained, data, tmp_path, capsys,
-                                  monkeypatch):
+def test_bad_input_gives_one_line(trained, data, tmp_path, capsys, monkeypatch):
     d = tmp_path
     bad = {
-        "columns.txt": (b"EU NNP B-ORG\nrejects O\n",
-                        "line 2: expected 3 columns"),
+        "columns.txt": (b"EU NNP B-ORG\nrejects O\n", "line 2: expected 3 columns"),
         "one.txt": (b"EU\n", "line 1: expected a token and its tag"),
         "empty.txt": (b"", "has no tagged sentence"),
-        "latin1.txt": ("café NN O\n".encode("latin-1"),
-                       "line 1 is not UTF-8"),
+        "latin1.txt": ("café NN O\n".encode("latin-1"), "line 1 is not UTF-8"),
         "tag.txt": (b"Paris NN B-CITY\n", "tags the model does not know"),
     }
     not_model = d / "not_a_model"
@@ -159,45 +196,55 @@ def test_bad_input_gives_one_line(trained, data, tmp_path, capsys,
     cases = []
     for name, (raw, needle) in bad.items():
         (d / name).write_bytes(raw)
-        cases.append((["evaluate", "--model", str(trained), "--data",
-                       str(d / name)], needle))
+        cases.append((["evaluate", "--model", str(trained), "--data", str(d / name)], needle))
     cases += [
-        (["evaluate", "--model", str(not_model), "--data", data["val"]],
-         "not a trained model"),
+        (["evaluate", "--model", str(not_model), "--data", data["val"]], "not a trained model"),
         (["tag", "--model", str(d / "nowhere")], "no such directory"),
-        (_train_args(data, d / "o") + ["--train", str(d / "columns.txt")],
-         "expected 3 columns"),
-        (_train_args(data, d / "o2") + ["--validation",
-                                        str(d / "tag.txt")], "B-CITY"),
-        (["export", "--model", str(trained), "--data",
-          str(d / "empty.txt")], "has no tagged sentence"),
+        (_train_args(data, d / "o") + ["--train", str(d / "columns.txt")], "expected 3 columns"),
+        (_train_args(data, d / "o2") + ["--validation", str(d / "tag.txt")], "B-CITY"),
+        (
+            ["export", "--model", str(trained), "--data", str(d / "empty.txt")],
+            "has no tagged sentence",
+        ),
     ]
     for argv, needle in cases:
         code, _, err = _run(argv, capsys)
         assert_one_line_error(code, err, "ner.py", needle)
-    code, _, err = _run(["tag", "--model", str(trained)], capsys,
-                        stdin=b"Anna\n\xff\n", monkeypatch=monkeypatch)
+    code, _, err = _run(
+        ["tag", "--model", str(trained)], capsys, stdin=b"Anna\n\xff\n", monkeypatch=monkeypatch
+    )
     assert code == 2 and "stdin line 2 is not UTF-8" in err
-    assert_process_error("ner", ["evaluate", "--model", str(trained),
-                                "--data", str(d / "columns.txt")])
+    assert_process_error(
+        "ner", ["evaluate", "--model", str(trained), "--data", str(d / "columns.txt")]
+    )
 
 
 @pytest.mark.slow  # the same callbacks as translate.py's fast resume test
 def test_a_killed_training_resumes(data, tmp_path):
     out = tmp_path / "run"
-    assert_resumes("ner", _train_args(data, out, epochs=2), app.KILL_ENV,
-                   out, 2)
+    assert_resumes("ner", _train_args(data, out, epochs=2), app.KILL_ENV, out, 2)
 
 
 @pytest.mark.slow
 def test_export_serves_raw_sentences(trained, data, tmp_path, capsys):
-    code, out, err = _run(["export", "--model", str(trained), "--out",
-                           str(tmp_path / "e"), "--data", data["val"],
-                           "--check", "16"], capsys)
+    code, out, err = _run(
+        [
+            "export",
+            "--model",
+            str(trained),
+            "--out",
+            str(tmp_path / "e"),
+            "--data",
+            data["val"],
+            "--check",
+            "16",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "16/16 tag sequences (Viterbi) and 16/16 entity span" in out
     assert "XLA-only: none" in out
     report = json.loads((tmp_path / "e" / "report.json").read_text())
-    assert {"words_vocabulary.txt", "characters_vocabulary.txt",
-            "tags.txt"} <= set(os.listdir(os.path.dirname(
-                report["tflite"])))
+    assert {"words_vocabulary.txt", "characters_vocabulary.txt", "tags.txt"} <= set(
+        os.listdir(os.path.dirname(report["tflite"]))
+    )

@@ -7,12 +7,22 @@ import os
 
 import pytest
 
-from tests.apps.app_checks import (assert_one_line_error,
-                                   assert_process_error, assert_resumes,
-                                   load_app, run_app)
+from tests.apps.app_checks import (
+    assert_one_line_error,
+    assert_process_error,
+    assert_resumes,
+    load_app,
+    run_app,
+)
 
-NUMBERS = [("eins", "one"), ("zwei", "two"), ("drei", "three"),
-           ("vier", "four"), ("fünf", "five"), ("sechs", "six")]
+NUMBERS = [
+    ("eins", "one"),
+    ("zwei", "two"),
+    ("drei", "three"),
+    ("vier", "four"),
+    ("fünf", "five"),
+    ("sechs", "six"),
+]
 
 
 app = load_app("translate")
@@ -32,8 +42,7 @@ def _pairs(n, seed):
 
 
 def _write(path, lines, raw=None):
-    path.write_bytes(raw if raw is not None else
-                     "".join(s + "\n" for s in lines).encode("utf-8"))
+    path.write_bytes(raw if raw is not None else "".join(s + "\n" for s in lines).encode("utf-8"))
     return str(path)
 
 
@@ -42,19 +51,44 @@ def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("data")
     de, en = _pairs(160, 0)
     vde, ven = _pairs(20, 1)
-    return {"train_de": _write(d / "train.de", de),
-            "train_en": _write(d / "train.en", en),
-            "val_de": _write(d / "val.de", vde),
-            "val_en": _write(d / "val.en", ven), "dir": d}
+    return {
+        "train_de": _write(d / "train.de", de),
+        "train_en": _write(d / "train.en", en),
+        "val_de": _write(d / "val.de", vde),
+        "val_en": _write(d / "val.en", ven),
+        "dir": d,
+    }
 
 
 def _train_args(data, out, epochs=2, model="rnn-attention"):
-    return ["train", "--model", model, "--tiny", "--out", str(out),
-            "--train-source", data["train_de"], "--train-target",
-            data["train_en"], "--val-source", data["val_de"],
-            "--val-target", data["val_en"], "--epochs", str(epochs),
-            "--vocabulary-size", "60", "--batch", "16", "--jit", "off",
-            "--verbose", "2", "--lr", "0.01"]
+    return [
+        "train",
+        "--model",
+        model,
+        "--tiny",
+        "--out",
+        str(out),
+        "--train-source",
+        data["train_de"],
+        "--train-target",
+        data["train_en"],
+        "--val-source",
+        data["val_de"],
+        "--val-target",
+        data["val_en"],
+        "--epochs",
+        str(epochs),
+        "--vocabulary-size",
+        "60",
+        "--batch",
+        "16",
+        "--jit",
+        "off",
+        "--verbose",
+        "2",
+        "--lr",
+        "0.01",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +104,15 @@ def _run(argv, capsys, stdin=None, monkeypatch=None):
 
 def test_train_writes_what_rebuilds_the_model(trained):
     names = set(os.listdir(trained))
-    assert {"config.json", "best.weights.h5", "history.csv", "curves.png",
-            "logs", "source", "target"} <= names
+    assert {
+        "config.json",
+        "best.weights.h5",
+        "history.csv",
+        "curves.png",
+        "logs",
+        "source",
+        "target",
+    } <= names
     config = json.loads((trained / "config.json").read_text())
     assert config["builder"] == "seq2seq"
     model, src, tgt, _ = app.load(str(trained))
@@ -80,111 +121,158 @@ def test_train_writes_what_rebuilds_the_model(trained):
     assert os.listdir(trained / "logs")  # TensorBoard event files
 
 
-def test_evaluate_an_arbitrary_pair_ends_with_bleu(trained, tmp_path,
-                                                   capsys):
+def test_evaluate_an_arbitrary_pair_ends_with_bleu(trained, tmp_path, capsys):
     import sacrebleu
 
     de = _write(tmp_path / "x.txt", ["Drei eins.", "Vier vier zwei."])
     en = _write(tmp_path / "y.txt", ["Three one.", "Four four two."])
     hyp = tmp_path / "hyp.txt"
-    code, out, _ = _run(["evaluate", "--model", str(trained), "--source",
-                         de, "--reference", en, "--beam", "2", "--output",
-                         str(hyp)], capsys)
+    code, out, _ = _run(
+        [
+            "evaluate",
+            "--model",
+            str(trained),
+            "--source",
+            de,
+            "--reference",
+            en,
+            "--beam",
+            "2",
+            "--output",
+            str(hyp),
+        ],
+        capsys,
+    )
     assert code == 0
     last = out.strip().splitlines()[-1]
     assert last.startswith("BLEU = ")
     hypotheses = hyp.read_text(encoding="utf-8").splitlines()
-    expected = sacrebleu.corpus_bleu(
-        hypotheses, [["Three one.", "Four four two."]]).score
+    expected = sacrebleu.corpus_bleu(hypotheses, [["Three one.", "Four four two."]]).score
     assert float(last.split("=")[1]) == pytest.approx(expected, abs=0.01)
     assert "case:mixed" in out and "case:lc" in out and "chrF" in out
 
 
 def test_translate_reads_stdin(trained, capsys, monkeypatch):
-    code, out, err = _run(["translate", "--model", str(trained)], capsys,
-                          stdin="Zwei.\nEins drei.\n".encode(),
-                          monkeypatch=monkeypatch)
+    code, out, err = _run(
+        ["translate", "--model", str(trained)],
+        capsys,
+        stdin="Zwei.\nEins drei.\n".encode(),
+        monkeypatch=monkeypatch,
+    )
     assert code == 0, err
     model, src, tgt, config = app.load(str(trained))
-    assert out.splitlines() == app.translate_texts(
-        model, src, tgt, ["Zwei.", "Eins drei."], config)
+    assert out.splitlines() == app.translate_texts(model, src, tgt, ["Zwei.", "Eins drei."], config)
 
 
 def _one_line_error(code, err, *needles):
     assert_one_line_error(code, err, "translate.py", *needles)
 
 
-def test_bad_input_to_every_subcommand(trained, data, tmp_path, capsys,
-                                       monkeypatch):
+def test_bad_input_to_every_subcommand(trained, data, tmp_path, capsys, monkeypatch):
     d = tmp_path
     good_de, good_en = data["val_de"], data["val_en"]
     short = _write(d / "short.en", ["One."])
-    empty = _write(d / "empty.en", [], raw=b"One.\n\nTwo.\n" + b"Three.\n" *
-                   18)
-    latin1 = _write(d / "latin1.de", [], raw="Fünf.\n".encode("latin-1") *
-                    20)
+    empty = _write(d / "empty.en", [], raw=b"One.\n\nTwo.\n" + b"Three.\n" * 18)
+    latin1 = _write(d / "latin1.de", [], raw="Fünf.\n".encode("latin-1") * 20)
     missing = str(d / "missing.de")
     not_model = d / "not_a_model"
     not_model.mkdir()
     model = str(trained)
     cases = [
-        (["evaluate", "--model", model, "--source", missing, "--reference",
-          good_en], "no such file"),
-        (["evaluate", "--model", model, "--source", good_de, "--reference",
-          short], "not line-aligned"),
-        (["evaluate", "--model", model, "--source", good_de, "--reference",
-          empty], "line 2 is empty"),
-        (["evaluate", "--model", model, "--source", latin1, "--reference",
-          good_en], "line 1 is not UTF-8"),
-        (["evaluate", "--model", str(not_model), "--source", good_de,
-          "--reference", good_en], "not a trained model"),
+        (
+            ["evaluate", "--model", model, "--source", missing, "--reference", good_en],
+            "no such file",
+        ),
+        (
+            ["evaluate", "--model", model, "--source", good_de, "--reference", short],
+            "not line-aligned",
+        ),
+        (
+            ["evaluate", "--model", model, "--source", good_de, "--reference", empty],
+            "line 2 is empty",
+        ),
+        (
+            ["evaluate", "--model", model, "--source", latin1, "--reference", good_en],
+            "line 1 is not UTF-8",
+        ),
+        (
+            ["evaluate", "--model", str(not_model), "--source", good_de, "--reference", good_en],
+            "not a trained model",
+        ),
         (["export", "--model", str(not_model)], "not a trained model"),
-        (["export", "--model", model, "--source", good_de, "--reference",
-          short], "not line-aligned"),
+        (
+            ["export", "--model", model, "--source", good_de, "--reference", short],
+            "not line-aligned",
+        ),
         (["translate", "--model", str(d / "nowhere")], "no such directory"),
-        (_train_args(data, d / "o")[:-12] + [
-            "--train-target", short], "not line-aligned"),
-        (_train_args(data, d / "o") + ["--val-source", latin1],
-         "not UTF-8"),
-        (_train_args(data, d / "o") + ["--train-source", missing],
-         "no such file"),
+        (_train_args(data, d / "o")[:-12] + ["--train-target", short], "not line-aligned"),
+        (_train_args(data, d / "o") + ["--val-source", latin1], "not UTF-8"),
+        (_train_args(data, d / "o") + ["--train-source", missing], "no such file"),
         (_train_args(data, d / "o") + ["--val-target", empty], "is empty"),
-        (["vocabulary", "--out", str(d / "v"), "--train-source", latin1,
-          "--train-target", good_en], "not UTF-8"),
+        (
+            [
+                "vocabulary",
+                "--out",
+                str(d / "v"),
+                "--train-source",
+                latin1,
+                "--train-target",
+                good_en,
+            ],
+            "not UTF-8",
+        ),
     ]
     for argv, needle in cases:
         code, _, err = _run(argv, capsys)
         _one_line_error(code, err, needle)
-    for stdin, needle in ((b"Eins.\n\nZwei.\n", "stdin line 2 is empty"),
-                          (b"Eins.\n\xfcnf.\n", "stdin line 2 is not UTF-8")):
-        code, _, err = _run(["translate", "--model", model], capsys,
-                            stdin=stdin, monkeypatch=monkeypatch)
+    for stdin, needle in (
+        (b"Eins.\n\nZwei.\n", "stdin line 2 is empty"),
+        (b"Eins.\n\xfcnf.\n", "stdin line 2 is not UTF-8"),
+    ):
+        code, _, err = _run(
+            ["translate", "--model", model], capsys, stdin=stdin, monkeypatch=monkeypatch
+        )
         _one_line_error(code, err, needle)
     # as a process: one line on stderr, no traceback, exit status 2
-    assert_process_error("translate", [
-        "evaluate", "--model", str(not_model), "--source", good_de,
-        "--reference", good_en])
+    assert_process_error(
+        "translate",
+        ["evaluate", "--model", str(not_model), "--source", good_de, "--reference", good_en],
+    )
 
 
 def test_a_killed_training_resumes_where_it_stopped(data, tmp_path):
     """BackupAndRestore: SIGKILL after epoch 1, the same command again
     runs epochs 2-3 only and the history has three rows."""
     out = tmp_path / "run"
-    assert_resumes("translate", _train_args(data, out, epochs=3),
-                   app.KILL_ENV, out, 3)
+    assert_resumes("translate", _train_args(data, out, epochs=3), app.KILL_ENV, out, 3)
 
 
 @pytest.mark.slow
 def test_export_serves_the_same_strings(trained, data, tmp_path, capsys):
-    code, out, err = _run(["export", "--model", str(trained), "--out",
-                           str(tmp_path / "e"), "--source", data["val_de"],
-                           "--reference", data["val_en"], "--check", "8",
-                           "--beam", "2"], capsys)
+    code, out, err = _run(
+        [
+            "export",
+            "--model",
+            str(trained),
+            "--out",
+            str(tmp_path / "e"),
+            "--source",
+            data["val_de"],
+            "--reference",
+            data["val_en"],
+            "--check",
+            "8",
+            "--beam",
+            "2",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "8/8 strings equal to Keras" in out
     assert "XLA-only: none" in out
     report = json.loads((tmp_path / "e" / "report.json").read_text())
     assert report["tflite_step_max_abs_diff"] < 1e-4
     tflite_dir = os.path.dirname(report["tflite"])
-    assert {"source_vocabulary.txt", "target_vocabulary.txt", "step.tflite",
-            "model.tflite"} <= set(os.listdir(tflite_dir))
+    assert {"source_vocabulary.txt", "target_vocabulary.txt", "step.tflite", "model.tflite"} <= set(
+        os.listdir(tflite_dir)
+    )

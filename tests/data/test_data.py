@@ -8,9 +8,20 @@ from seqkeras import data as D
 
 def test_dates_targets_match_their_sources():
     src, tgt = D.dates(3000, seed=0)
-    months = ["January", "February", "March", "April", "May", "June",
-              "July", "August", "September", "October", "November",
-              "December"]
+    months = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ]
     forms = set()
     for s, t in zip(src, tgt):
         d = datetime.date.fromisoformat(t)  # a valid ISO date
@@ -20,8 +31,7 @@ def test_dates_targets_match_their_sources():
         assert str(d.day) in s
         if d.strftime("%A") in s or d.strftime("%a") + " " in s:
             assert d.strftime("%a") in s  # weekdays are the right ones
-        forms.add("".join("9" if c.isdigit() else c for c in s)
-                  .split(" ")[0][:3])
+        forms.add("".join("9" if c.isdigit() else c for c in s).split(" ")[0][:3])
     assert len(forms) > 10  # many surface forms
     assert D.dates(5, seed=1) == D.dates(5, seed=1)
 
@@ -35,7 +45,7 @@ def test_copy_and_reverse():
         assert 2 <= n <= 9 and np.all(s[:n] >= 4) and np.all(s[n:] == 0)
         np.testing.assert_array_equal(t[:n], s[:n])
         np.testing.assert_array_equal(r[:n], s[:n][::-1])
-        assert t[n] == D.EOS and np.all(t[n + 1:] == 0)
+        assert t[n] == D.EOS and np.all(t[n + 1 :] == 0)
 
 
 def test_teacher_forcing_aligns_with_targets():
@@ -57,9 +67,9 @@ def test_tbptt_windows_continue_each_lane():
 
 
 def test_forecast_windows_and_seasonal_series():
-    series = D.multi_seasonal_series(2400, periods=(24, 120),
-                                     amplitudes=(1.0, 0.5), trend=0.0,
-                                     noise=0.0, seed=0)
+    series = D.multi_seasonal_series(
+        2400, periods=(24, 120), amplitudes=(1.0, 0.5), trend=0.0, noise=0.0, seed=0
+    )
     spectrum = np.abs(np.fft.rfft(series))
     peaks = set(np.argsort(spectrum)[-2:])
     assert peaks == {2400 // 24, 2400 // 120}
@@ -70,8 +80,7 @@ def test_forecast_windows_and_seasonal_series():
 
 def test_char_vocabulary_round_trip():
     vocab = D.CharVocabulary.from_texts(["hello", "world"])
-    ids = vocab.encode(["hold", "hi"], max_length=6, add_bos=True,
-                       add_eos=True)
+    ids = vocab.encode(["hold", "hi"], max_length=6, add_bos=True, add_eos=True)
     assert ids[0, 0] == D.BOS and ids[0, 5] == D.EOS
     assert vocab.decode(ids) == ["hold", "h?"]  # 'i' is unknown
     clone = D.CharVocabulary.from_config(vocab.get_config())
@@ -88,15 +97,17 @@ def test_tinyshakespeare_split():
     assert len(val) == 1115394 - int(0.9 * 1115394)
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: D.copy_task(0, 1, 2), "copy_task"),
-    (lambda: D.copy_task(5, 3, 2), "min_length <= max_length"),
-    (lambda: D.dates(0), "dates"),
-    (lambda: D.multi_seasonal_series(10, periods=(0,), amplitudes=(1,)),
-     "periods > 0"),
-    (lambda: D.forecast_windows(np.arange(5.0), 4, 3), "too short"),
-    (lambda: D.teacher_forcing(np.arange(3)), "batch, time"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: D.copy_task(0, 1, 2), "copy_task"),
+        (lambda: D.copy_task(5, 3, 2), "min_length <= max_length"),
+        (lambda: D.dates(0), "dates"),
+        (lambda: D.multi_seasonal_series(10, periods=(0,), amplitudes=(1,)), "periods > 0"),
+        (lambda: D.forecast_windows(np.arange(5.0), 4, 3), "too short"),
+        (lambda: D.teacher_forcing(np.arange(3)), "batch, time"),
+    ],
+)
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()

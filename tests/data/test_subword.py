@@ -29,9 +29,11 @@ def test_vocabulary_starts_with_the_reserved_tokens(tok):
 
 
 def test_decode_restores_spaces_and_punctuation(tok):
-    texts = ["Ein Kind spielt mit einem Ball, im Park.",
-             "  Zwei   Hunde spielen im Schnee! ",  # whitespace runs
-             "Eine Frau fährt Fahrrad."]
+    texts = [
+        "Ein Kind spielt mit einem Ball, im Park.",
+        "  Zwei   Hunde spielen im Schnee! ",  # whitespace runs
+        "Eine Frau fährt Fahrrad.",
+    ]
     ids = tok.encode(texts, add_bos=True, add_eos=True)
     rows = ids.to_list()
     assert all(r[0] == BOS and r[-1] == EOS for r in rows)
@@ -70,8 +72,11 @@ def test_graph_ops_in_tf_function_and_tf_data(tok):
 
     out = round_trip(tf.constant(CORPUS[:3]))
     assert [s.decode() for s in out.numpy()] == CORPUS[:3]
-    data = tf.data.Dataset.from_tensor_slices(CORPUS[:4]).batch(2).map(
-        lambda s: tok.encode(s, add_bos=True).to_tensor())
+    data = (
+        tf.data.Dataset.from_tensor_slices(CORPUS[:4])
+        .batch(2)
+        .map(lambda s: tok.encode(s, add_bos=True).to_tensor())
+    )
     first = next(iter(data)).numpy()
     assert first.shape[0] == 2 and (first[:, 0] == BOS).all()
 
@@ -94,10 +99,8 @@ def _random_pairs(n, seed):
     """n (source, target) lines of 1-13 random corpus words each."""
     rng = np.random.default_rng(seed)
     words = " ".join(CORPUS).split()
-    sources = [" ".join(rng.choice(words, rng.integers(1, 14)))
-               for _ in range(n)]
-    targets = [" ".join(rng.choice(words, rng.integers(1, 14)))
-               for _ in range(n)]
+    sources = [" ".join(rng.choice(words, rng.integers(1, 14))) for _ in range(n)]
+    targets = [" ".join(rng.choice(words, rng.integers(1, 14))) for _ in range(n)]
     return sources, targets
 
 
@@ -110,19 +113,18 @@ def test_translation_batches_are_padded_only_to_their_bucket(tok, capsys):
 
     sources, targets = _random_pairs(200, seed=0)
     bounds = (8, 16)
-    data, kept = translation_dataset(sources, targets, tok, tok,
-                                     batch_size=16, max_length=24,
-                                     boundaries=bounds, seed=1)
+    data, kept = translation_dataset(
+        sources, targets, tok, tok, batch_size=16, max_length=24, boundaries=bounds, seed=1
+    )
     too_long = sum(
-        len(tok.encode([s]).to_list()[0]) + 1 > 24
-        or len(tok.encode([t]).to_list()[0]) + 2 > 24
-        for s, t in zip(sources, targets))
+        len(tok.encode([s]).to_list()[0]) + 1 > 24 or len(tok.encode([t]).to_list()[0]) + 2 > 24
+        for s, t in zip(sources, targets)
+    )
     assert kept == 200 - too_long
     assert f"{too_long} dropped" in capsys.readouterr().out
     seen = 0
     for x, y in data:
-        src, tin, y = (np.asarray(a) for a in (x["source_ids"],
-                                               x["target_ids"], y))
+        src, tin, y = (np.asarray(a) for a in (x["source_ids"], x["target_ids"], y))
         src_len = (src != PAD).sum(1)
         tgt_len = (y != PAD).sum(1)
         # padded only to the batch's longest row, not to a global length
@@ -147,14 +149,21 @@ def test_pad_to_bucket_gives_one_shape_per_bucket(tok):
 
     sources, targets = _random_pairs(300, seed=2)
     bounds, limit = (8, 16), 24
-    data, kept = translation_dataset(sources, targets, tok, tok,
-                                     batch_size=8, max_length=limit,
-                                     boundaries=bounds, pad_to_bucket=True,
-                                     drop_remainder=True, verbose=False)
+    data, kept = translation_dataset(
+        sources,
+        targets,
+        tok,
+        tok,
+        batch_size=8,
+        max_length=limit,
+        boundaries=bounds,
+        pad_to_bucket=True,
+        drop_remainder=True,
+        verbose=False,
+    )
     shapes, seen = set(), 0
     for x, y in data:
-        src, tin, y = (np.asarray(a) for a in (x["source_ids"],
-                                               x["target_ids"], y))
+        src, tin, y = (np.asarray(a) for a in (x["source_ids"], x["target_ids"], y))
         assert src.shape[0] == tin.shape[0] == y.shape[0] == 8
         longer = np.maximum((src != PAD).sum(1), (y != PAD).sum(1))
         edge = (bounds + (limit,))[_bucket(longer.max(), bounds)]
@@ -179,8 +188,7 @@ def test_read_parallel_errors(tmp_path):
     latin.write_bytes("A dog.\nTwo caf\xe9s.\n".encode("latin-1"))
     crlf = tmp_path / "e.en"
     crlf.write_bytes(b"A dog.\r\nTwo cats.\r\n")
-    assert read_parallel(good, crlf) == (["Ein Hund.", "Zwei Katzen."],
-                                         ["A dog.", "Two cats."])
+    assert read_parallel(good, crlf) == (["Ein Hund.", "Zwei Katzen."], ["A dog.", "Two cats."])
     with pytest.raises(ValueError, match="not line-aligned: .* 2 lines"):
         read_parallel(good, short)
     with pytest.raises(ValueError, match="line 2 is empty"):

@@ -8,10 +8,11 @@ import tensorflow as tf
 from seqkeras.data import PAD, UNK, WordFeatures, tagging_dataset
 from seqkeras.data.word_features import CASINGS, casing
 
-SENTENCES = [["EU", "rejects", "German", "call"],
-             ["Peter", "Blackburn", "1996-08-22", "3.5", ",", "McDonald"]]
-TAGS = [["B-ORG", "O", "B-MISC", "O"],
-        ["B-PER", "I-PER", "O", "O", "O", "B-PER"]]
+SENTENCES = [
+    ["EU", "rejects", "German", "call"],
+    ["Peter", "Blackburn", "1996-08-22", "3.5", ",", "McDonald"],
+]
+TAGS = [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER", "O", "O", "O", "B-PER"]]
 
 
 def _casing(word):
@@ -32,8 +33,23 @@ def _casing(word):
 
 
 def test_casing_matches_the_python_rules():
-    words = ["EU", "rejects", "German", "I", "1996", "3.5", "1996-08-22",
-             "McDonald", ",", "(", "", "Élan", "ÉTÉ", "été", "x-ray"]
+    words = [
+        "EU",
+        "rejects",
+        "German",
+        "I",
+        "1996",
+        "3.5",
+        "1996-08-22",
+        "McDonald",
+        ",",
+        "(",
+        "",
+        "Élan",
+        "ÉTÉ",
+        "été",
+        "x-ray",
+    ]
     got = casing(tf.constant(words)).numpy()
     assert [CASINGS[k] for k in got] == [_casing(w) for w in words]
 
@@ -49,8 +65,7 @@ def test_features_match_the_vocabularies():
             want = PAD if w == "" else index.get(w.lower(), UNK)
             assert out["token_ids"][b, t] == want
             ids = [chars.get(c, UNK) for c in w[:5]]
-            assert out["char_ids"][b, t].tolist() == ids + [0] * (5 - len(
-                ids))
+            assert out["char_ids"][b, t].tolist() == ids + [0] * (5 - len(ids))
             assert CASINGS[out["casing_ids"][b, t]] == _casing(w)
     ragged = f(tf.ragged.constant([["EU"], ["German", "call"]]))
     assert ragged["token_ids"].shape == (2, 2)
@@ -59,9 +74,16 @@ def test_features_match_the_vocabularies():
 def test_tagging_dataset(tmp_path):
     f = WordFeatures.train(SENTENCES)
     vocabulary = ["<pad>", "O", "B-MISC", "B-ORG", "B-PER", "I-PER"]
-    data = tagging_dataset(SENTENCES * 3, TAGS * 3, f, vocabulary,
-                           batch_size=2, boundaries=(4,), max_length=8,
-                           shuffle=False)
+    data = tagging_dataset(
+        SENTENCES * 3,
+        TAGS * 3,
+        f,
+        vocabulary,
+        batch_size=2,
+        boundaries=(4,),
+        max_length=8,
+        shuffle=False,
+    )
     rows = []
     for x, y in data:
         y = y.numpy()

@@ -15,8 +15,9 @@ def assert_builtin_only(flatbuffer, required=()):
     return names
 
 
-def check_export(model, path, features, rng, shapes=((1, 7), (4, 13)),
-                 required_ops=(), input_signature=None):
+def check_export(
+    model, path, features, rng, shapes=((1, 7), (4, 13)), required_ops=(), input_signature=None
+):
     """Exports `model` to `path`, checks the reloaded SavedModel and the
     builtin-only TFLite conversion against Keras (<= 1e-5) on inputs of the
     given (batch, time) shapes."""

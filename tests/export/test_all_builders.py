@@ -15,8 +15,7 @@ import numpy as np
 
 import seqkeras
 from seqkeras.export import signatures as S
-from seqkeras.export import (convert_builtin, onnx, run_onnx,
-                             run_tflite_signature, saved_model)
+from seqkeras.export import convert_builtin, onnx, run_onnx, run_tflite_signature, saved_model
 from seqkeras.export import assert_servable
 from tests.export.export_checks import assert_builtin_only
 
@@ -32,27 +31,32 @@ def expected_text(model, name, max_length=6):
         ids = M.generate(model, VOCAB.encode(TEXTS), max_length=max_length)
         return VOCAB.decode(np.asarray(ids)[:, 1:])
     lengths = [len(t) for t in TEXTS]
-    ids = np.asarray(M.generate(model, prompt=VOCAB.encode(TEXTS),
-                                max_length=max_length,
-                                prompt_lengths=np.array(lengths)))
+    ids = np.asarray(
+        M.generate(
+            model,
+            prompt=VOCAB.encode(TEXTS),
+            max_length=max_length,
+            prompt_lengths=np.array(lengths),
+        )
+    )
     return [VOCAB.decode(row[n:][None])[0] for row, n in zip(ids, lengths)]
 
 
 def builders():
     return {
-        "classifier": lambda: M.classifier(V, 3, backbone="gru", units=8,
-                                           embedding_dim=8, bidirectional=True,
-                                           pooling="attention"),
+        "classifier": lambda: M.classifier(
+            V, 3, backbone="gru", units=8, embedding_dim=8, bidirectional=True, pooling="attention"
+        ),
         "tagger": lambda: M.tagger(V, 4, units=8, embedding_dim=8),
         "rnn_language_model": lambda: M.rnn_language_model(V, 8, units=8),
         "transformer_language_model": lambda: M.transformer_language_model(
-            V, 16, num_layers=1, num_heads=2, hidden_dim=8),
-        "conditioned_decoder": lambda: M.conditioned_decoder(5, V, units=8,
-                                                             embedding_dim=8),
-        "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8,
-                                     attention="additive"),
+            V, 16, num_layers=1, num_heads=2, hidden_dim=8
+        ),
+        "conditioned_decoder": lambda: M.conditioned_decoder(5, V, units=8, embedding_dim=8),
+        "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8, attention="additive"),
         "transformer_seq2seq": lambda: M.transformer_seq2seq(
-            V, V, 16, num_layers=1, num_heads=2, hidden_dim=8),
+            V, V, 16, num_layers=1, num_heads=2, hidden_dim=8
+        ),
         "forecaster": lambda: M.forecaster(6, 2, backbone="lstm", units=8),
     }
 
@@ -73,8 +77,7 @@ def sample(model, batch, steps, rng):
 
 
 def keras_out(model, inputs):
-    return np.asarray(model(inputs if len(inputs) > 1
-                            else next(iter(inputs.values()))))
+    return np.asarray(model(inputs if len(inputs) > 1 else next(iter(inputs.values()))))
 
 
 def test_every_builder_exports_and_matches_everywhere(tmp_path):
@@ -88,10 +91,8 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
             signatures.append(S.ServeText(vocabulary=VOCAB))
         if generative:
             text = S.GenerateText.applies(model)
-            signatures += S.generation(max_length=6,
-                                       vocabulary=VOCAB if text else None)
-        path = saved_model(model, tmp_path / name / "1",
-                           signatures=signatures)
+            signatures += S.generation(max_length=6, vocabulary=VOCAB if text else None)
+        path = saved_model(model, tmp_path / name / "1", signatures=signatures)
         assert_servable(path)  # every signature: TF Serving runs it
         flatbuffer = convert_builtin(path)
         assert_builtin_only(flatbuffer)
@@ -102,44 +103,51 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
                 expected = keras_out(model, inputs)
                 tflite = run_tflite_signature(flatbuffer, **inputs)
                 out = model.output_names[0]
-                np.testing.assert_allclose(tflite[out], expected, atol=1e-5,
-                                           err_msg=f"{name} tflite")
-                np.testing.assert_allclose(run_onnx(onnx_path, **inputs)[out],
-                                           expected, atol=1e-5,
-                                           err_msg=f"{name} onnx")
+                np.testing.assert_allclose(
+                    tflite[out], expected, atol=1e-5, err_msg=f"{name} tflite"
+                )
+                np.testing.assert_allclose(
+                    run_onnx(onnx_path, **inputs)[out], expected, atol=1e-5, err_msg=f"{name} onnx"
+                )
         inputs = sample(model, 2, 5, rng)
-        job = {"name": name, "path": path, "output": model.output_names[0],
-               "inputs": {}, "expected": str(tmp_path / f"{name}.npy")}
+        job = {
+            "name": name,
+            "path": path,
+            "output": model.output_names[0],
+            "inputs": {},
+            "expected": str(tmp_path / f"{name}.npy"),
+        }
         for key, value in inputs.items():
             np.save(tmp_path / f"{name}-{key}.npy", value)
             job["inputs"][key] = str(tmp_path / f"{name}-{key}.npy")
         np.save(job["expected"], keras_out(model, inputs))
         if generative:
-            key = {"seq2seq": "source_ids", "transformer_seq2seq":
-                   "source_ids", "conditioned_decoder": "features"}.get(
-                       name, "prompt_ids")
+            key = {
+                "seq2seq": "source_ids",
+                "transformer_seq2seq": "source_ids",
+                "conditioned_decoder": "features",
+            }.get(name, "prompt_ids")
             given = inputs.get(key, inputs.get("token_ids"))
             np.save(tmp_path / f"{name}-gen-in.npy", given)
             if key == "prompt_ids":
                 ids = M.generate(model, prompt=given, max_length=6)
-                beam = M.generate(model, prompt=given, max_length=6,
-                                  strategy="beam")[0]
+                beam = M.generate(model, prompt=given, max_length=6, strategy="beam")[0]
             else:
                 ids = M.generate(model, given, max_length=6)
-                beam = M.generate(model, given, max_length=6,
-                                  strategy="beam")[0]
+                beam = M.generate(model, given, max_length=6, strategy="beam")[0]
             np.save(tmp_path / f"{name}-gen.npy", np.asarray(ids))
             np.save(tmp_path / f"{name}-beam.npy", np.asarray(beam))
             job["generate"] = {"key": key}
         if "token_ids" in [t.name for t in model.inputs]:
-            np.save(tmp_path / f"{name}-text.npy",
-                    keras_out(model, {"token_ids": VOCAB.encode(TEXTS)}))
+            np.save(
+                tmp_path / f"{name}-text.npy", keras_out(model, {"token_ids": VOCAB.encode(TEXTS)})
+            )
             job["serve_text"] = True
         if generative and name != "conditioned_decoder":
             job["generate_text"] = expected_text(model, name)
         jobs.append(job)
 
-    code = r'''
+    code = r"""
 import json, sys
 sys.modules["seqkeras"] = None  # TF Serving has no seqkeras
 import numpy as np, tensorflow as tf
@@ -165,12 +173,15 @@ for job in jobs:
         out = m.signatures["generate_text"](text=texts)["text"].numpy()
         job["generate_text_served"] = [t.decode() for t in out]
 json.dump(jobs, open(sys.argv[1], "w"))
-'''
+"""
     with open(tmp_path / "jobs.json", "w") as f:
         json.dump(jobs, f)
-    result = subprocess.run([sys.executable, "-c", code,
-                             str(tmp_path / "jobs.json"), json.dumps(TEXTS)],
-                            capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "jobs.json"), json.dumps(TEXTS)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(tmp_path / "jobs.json") as f:
         jobs = json.load(f)
@@ -179,19 +190,22 @@ json.dump(jobs, open(sys.argv[1], "w"))
     for job in jobs:
         if "serve_text" in job:
             base = job["expected"][:-4]
-            np.testing.assert_allclose(np.load(base + "-text-served.npy"),
-                                       np.load(base + "-text.npy"),
-                                       atol=1e-5, err_msg=job["name"])
+            np.testing.assert_allclose(
+                np.load(base + "-text-served.npy"),
+                np.load(base + "-text.npy"),
+                atol=1e-5,
+                err_msg=job["name"],
+            )
         if "generate_text" in job:
-            assert job["generate_text_served"] == job["generate_text"], (
-                job["name"])
+            assert job["generate_text_served"] == job["generate_text"], job["name"]
         expected = np.load(job["expected"])
         served = np.load(job["expected"].replace(".npy", "-served.npy"))
-        np.testing.assert_allclose(served, expected, atol=1e-5,
-                                   err_msg=job["name"])
+        np.testing.assert_allclose(served, expected, atol=1e-5, err_msg=job["name"])
         if "generate" in job:
             base = job["expected"][:-4]
             for kind in ("gen", "beam"):
                 np.testing.assert_array_equal(
                     np.load(f"{base}-{kind}-served.npy"),
-                    np.load(f"{base}-{kind}.npy"), err_msg=job["name"])
+                    np.load(f"{base}-{kind}.npy"),
+                    err_msg=job["name"],
+                )

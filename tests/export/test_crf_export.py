@@ -14,15 +14,15 @@ def test_viterbi_paths_identical_in_every_runtime(tmp_path):
     tokens = keras.Input((None,), dtype="int32", name="token_ids")
     x = keras.layers.Embedding(20, 8, mask_zero=True)(tokens)
     emissions = keras.layers.Dense(5)(x)
-    crf = CRF(5, transition_initializer=keras.initializers.RandomNormal(
-        stddev=2.0, seed=1), name="crf")
+    crf = CRF(
+        5, transition_initializer=keras.initializers.RandomNormal(stddev=2.0, seed=1), name="crf"
+    )
     model = keras.Model(tokens, crf(emissions), name="crf_tagger")
     ids = rng.integers(1, 20, (4, 9)).astype("int32")
     ids[1, 6:] = 0
     ids[3, 2:] = 0
     samples = [ids[:1, :5], ids]
-    report = export_and_verify(model, "crf", samples, str(tmp_path),
-                               tolerance=0.0)
+    report = export_and_verify(model, "crf", samples, str(tmp_path), tolerance=0.0)
     for key in ("savedmodel", "tflite", "onnx"):
         assert report[f"{key}_max_abs_diff"] == 0.0
     assert_servable(report["savedmodel"])

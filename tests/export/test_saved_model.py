@@ -9,8 +9,7 @@ import tensorflow as tf
 
 import seqkeras
 from seqkeras.export import signatures as S
-from seqkeras.export import (convert_builtin, run_tflite_signature,
-                             saved_model)
+from seqkeras.export import convert_builtin, run_tflite_signature, saved_model
 from seqkeras.layers.export_mode import export_mode
 from tests.export.export_checks import assert_builtin_only
 
@@ -18,16 +17,17 @@ SRC = np.array([[4, 5, 6, 0, 0], [7, 8, 9, 10, 11]], "int32")
 TGT = np.array([[1, 7, 8, 0], [1, 9, 4, 5]], "int32")
 
 
-@pytest.mark.parametrize("attention,style", [
-    (None, "bahdanau"), ("additive", "bahdanau"), ("general", "luong")])
+@pytest.mark.parametrize(
+    "attention,style", [(None, "bahdanau"), ("additive", "bahdanau"), ("general", "luong")]
+)
 def test_seq2seq_exports_named_and_builtin_only(attention, style, tmp_path):
-    model = seqkeras.models.seq2seq(12, 12, units=16, attention=attention,
-                                    style=style)
+    model = seqkeras.models.seq2seq(12, 12, units=16, attention=attention, style=style)
     inputs = {"source_ids": SRC, "target_ids": TGT}
     expected = np.asarray(model(inputs))
     path = saved_model(model, tmp_path / "s2s" / "1")
     served = tf.saved_model.load(path).signatures["serving_default"](
-        source_ids=tf.constant(SRC), target_ids=tf.constant(TGT))
+        source_ids=tf.constant(SRC), target_ids=tf.constant(TGT)
+    )
     assert list(served) == ["logits"]
     np.testing.assert_allclose(served["logits"], expected, atol=1e-5)
     flatbuffer = convert_builtin(path)
@@ -35,13 +35,11 @@ def test_seq2seq_exports_named_and_builtin_only(attention, style, tmp_path):
     for n, t in ((1, 3), (2, 4)):  # two batch sizes and target lengths
         sample = {"source_ids": SRC[:n], "target_ids": TGT[:n, :t]}
         got = run_tflite_signature(flatbuffer, **sample)["logits"]
-        np.testing.assert_allclose(got, np.asarray(model(sample)),
-                                   atol=1e-5)
+        np.testing.assert_allclose(got, np.asarray(model(sample)), atol=1e-5)
 
 
 def test_export_mode_graph_equals_training_graph():
-    layer = seqkeras.layers.AttentionDecoder(seqkeras.layers.LSTMCell(8),
-                                             score="additive")
+    layer = seqkeras.layers.AttentionDecoder(seqkeras.layers.LSTMCell(8), score="additive")
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2, 5, 3)).astype("float32")
     memory = rng.normal(size=(2, 4, 6)).astype("float32")
@@ -75,33 +73,38 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
     assert os.listdir(tmp_path / "c") == []
 
 
-@pytest.mark.parametrize("strategy,kwargs", [
-    ("greedy", {}), ("beam", {"beam_width": 3}),
-    ("sample", {"top_k": 4, "seed": 2})])
-def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs,
-                                                     tmp_path):
+@pytest.mark.parametrize(
+    "strategy,kwargs",
+    [("greedy", {}), ("beam", {"beam_width": 3}), ("sample", {"top_k": 4, "seed": 2})],
+)
+def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs, tmp_path):
     """generate() is one graph: it saves as a signature and the reloaded
     signature returns the same ids (the export issue builds on this)."""
     model = seqkeras.models.seq2seq(12, 12, units=16, attention="additive")
-    expected = seqkeras.models.generate(model, SRC, max_length=6,
-                                        strategy=strategy, eos_id=2,
-                                        jit_compile=False, **kwargs)
+    expected = seqkeras.models.generate(
+        model, SRC, max_length=6, strategy=strategy, eos_id=2, jit_compile=False, **kwargs
+    )
     expected = np.asarray(expected[0] if strategy == "beam" else expected)
     module = tf.Module()
     module.model = model
 
     @tf.function(input_signature=[tf.TensorSpec((None, None), tf.int32)])
     def generate(source_ids):
-        out = seqkeras.models.generate(model, source_ids, max_length=6,
-                                       strategy=strategy, eos_id=2,
-                                       jit_compile=False, **kwargs)
+        out = seqkeras.models.generate(
+            model,
+            source_ids,
+            max_length=6,
+            strategy=strategy,
+            eos_id=2,
+            jit_compile=False,
+            **kwargs,
+        )
         return {"ids": out[0] if strategy == "beam" else out}
 
     with export_mode():
         module.generate = generate
         concrete = generate.get_concrete_function()
-    tf.saved_model.save(module, str(tmp_path / "g"),
-                        signatures={"generate": concrete})
+    tf.saved_model.save(module, str(tmp_path / "g"), signatures={"generate": concrete})
     reloaded = tf.saved_model.load(str(tmp_path / "g"))
     got = reloaded.signatures["generate"](source_ids=tf.constant(SRC))["ids"]
     np.testing.assert_array_equal(got.numpy(), expected)
@@ -109,8 +112,7 @@ def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs,
 
 @pytest.mark.parametrize("quantize", ["dynamic_int8", "float16"])
 def test_quantized_tflite_is_smaller_builtin_and_close(quantize, tmp_path):
-    model = seqkeras.models.seq2seq(12, 12, units=64, embedding_dim=32,
-                                    attention="additive")
+    model = seqkeras.models.seq2seq(12, 12, units=64, embedding_dim=32, attention="additive")
     sample = {"source_ids": SRC, "target_ids": TGT}
     # Trained a little, so that the predictions are decisions: an untrained
     # model's logits differ by ~1e-3, and its argmax flips on rounding.
@@ -126,8 +128,7 @@ def test_quantized_tflite_is_smaller_builtin_and_close(quantize, tmp_path):
     expected = np.asarray(model(sample))
     np.testing.assert_allclose(got, expected, atol=0.05)
     real = TGT != 0  # padded steps' logits are not predictions
-    assert np.mean((np.argmax(got, -1) == np.argmax(expected, -1))[real]) \
-        >= 0.9
+    assert np.mean((np.argmax(got, -1) == np.argmax(expected, -1))[real]) >= 0.9
     with pytest.raises(ValueError, match="quantize"):
         convert_builtin(path, quantize="int4")
 
@@ -137,8 +138,7 @@ def test_saved_model_runs_where_seqkeras_is_not_importable(tmp_path):
     import subprocess
     import sys
 
-    model = seqkeras.models.seq2seq(12, 12, units=16, attention="general",
-                                    style="luong")
+    model = seqkeras.models.seq2seq(12, 12, units=16, attention="general", style="luong")
     path = saved_model(model, tmp_path / "s" / "1")
     np.save(tmp_path / "src.npy", SRC)
     np.save(tmp_path / "tgt.npy", TGT)
@@ -149,13 +149,17 @@ def test_saved_model_runs_where_seqkeras_is_not_importable(tmp_path):
         "out = m.signatures['serving_default'](\n"
         f"    source_ids=tf.constant(np.load({str(tmp_path / 'src.npy')!r})),\n"
         f"    target_ids=tf.constant(np.load({str(tmp_path / 'tgt.npy')!r})))\n"
-        f"np.save({str(tmp_path / 'out.npy')!r}, out['logits'].numpy())\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
-                            capture_output=True, text=True)
+        f"np.save({str(tmp_path / 'out.npy')!r}, out['logits'].numpy())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     np.testing.assert_allclose(
         np.load(tmp_path / "out.npy"),
-        np.asarray(model({"source_ids": SRC, "target_ids": TGT})), atol=1e-5)
+        np.asarray(model({"source_ids": SRC, "target_ids": TGT})),
+        atol=1e-5,
+    )
 
 
 def test_saved_model_cli_lists_the_signatures(tmp_path):
@@ -163,14 +167,14 @@ def test_saved_model_cli_lists_the_signatures(tmp_path):
     import subprocess
     import sys
 
-    model = seqkeras.models.seq2seq(12, 12, units=8, attention="dot",
-                                    bidirectional=False)
-    path = saved_model(model, tmp_path / "s" / "1",
-                       signatures=S.generation(max_length=5))
+    model = seqkeras.models.seq2seq(12, 12, units=8, attention="dot", bidirectional=False)
+    path = saved_model(model, tmp_path / "s" / "1", signatures=S.generation(max_length=5))
     cli = shutil.which("saved_model_cli") or os.path.join(
-        os.path.dirname(sys.executable), "saved_model_cli")
-    out = subprocess.run([cli, "show", "--dir", path, "--all"],
-                         capture_output=True, text=True, check=True).stdout
+        os.path.dirname(sys.executable), "saved_model_cli"
+    )
+    out = subprocess.run(
+        [cli, "show", "--dir", path, "--all"], capture_output=True, text=True, check=True
+    ).stdout
     for signature in ("serving_default", "generate", "generate_beam"):
         assert f"signature_def['{signature}']" in out
     assert "inputs['source_ids']" in out and "outputs['logits']" in out
@@ -180,10 +184,8 @@ def test_export_bad_inputs(tmp_path):
     from seqkeras.export import export_and_verify, tflite
 
     model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
-    with pytest.raises(ValueError, match="generate signatures need a "
-                                         "generative model"):
-        saved_model(model, tmp_path / "c" / "1",
-                    signatures=[S.Generate(max_length=4)])
+    with pytest.raises(ValueError, match="generate signatures need a generative model"):
+        saved_model(model, tmp_path / "c" / "1", signatures=[S.Generate(max_length=4)])
     assert not os.path.exists(tmp_path / "c" / "1")
     with pytest.raises(ValueError, match="formats"):
         export_and_verify(model, "c", [], str(tmp_path), formats=("pb",))

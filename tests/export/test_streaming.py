@@ -9,35 +9,28 @@ from tests.export.export_checks import assert_builtin_only
 
 @pytest.mark.parametrize("cell,layers", [("lstm", 2), ("gru", 1)])
 def test_streaming_step_model_equals_the_full_pass(cell, layers, tmp_path):
-    model = seqkeras.models.rnn_language_model(20, 8, units=12, cell=cell,
-                                               num_layers=layers)
+    model = seqkeras.models.rnn_language_model(20, 8, units=12, cell=cell, num_layers=layers)
     path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
     flatbuffer = open(path, "rb").read()
     assert_builtin_only(flatbuffer)
     assert "WHILE" not in op_names(flatbuffer)  # one step, no loop
     tokens = np.random.default_rng(0).integers(4, 20, size=(2, 9))
     expected = np.asarray(model(tokens.astype("int32")))
-    states = {f"state_{i}": np.zeros((2,) + s, "float32")
-              for i, s in enumerate(shapes)}
+    states = {f"state_{i}": np.zeros((2,) + s, "float32") for i, s in enumerate(shapes)}
     for t in range(tokens.shape[1]):
-        out = run_tflite_signature(flatbuffer, token_ids=tokens[:, t],
-                                   **states)
+        out = run_tflite_signature(flatbuffer, token_ids=tokens[:, t], **states)
         np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
-        states = {f"state_{i}": out[f"new_state_{i}"]
-                  for i in range(len(shapes))}
+        states = {f"state_{i}": out[f"new_state_{i}"] for i in range(len(shapes))}
 
 
 def _stream(flatbuffer, name, inputs, shapes):
     """Runs the step model over `inputs` (batch, time, ...); yields each
     step's output."""
     batch = inputs.shape[0]
-    states = {f"state_{i}": np.zeros((batch,) + s, "float32")
-              for i, s in enumerate(shapes)}
+    states = {f"state_{i}": np.zeros((batch,) + s, "float32") for i, s in enumerate(shapes)}
     for t in range(inputs.shape[1]):
-        out = run_tflite_signature(flatbuffer, **{name: inputs[:, t]},
-                                   **states)
-        states = {f"state_{i}": out[f"new_state_{i}"]
-                  for i in range(len(shapes))}
+        out = run_tflite_signature(flatbuffer, **{name: inputs[:, t]}, **states)
+        states = {f"state_{i}": out[f"new_state_{i}"] for i in range(len(shapes))}
         yield out
 
 
@@ -47,9 +40,9 @@ def _tokens(batch, steps, vocab=20, seed=0):
 
 
 def test_streaming_tagger_equals_the_full_pass(tmp_path):
-    model = seqkeras.models.tagger(20, 3, backbone="lstm", units=6,
-                                   embedding_dim=5, num_layers=2,
-                                   bidirectional=False)
+    model = seqkeras.models.tagger(
+        20, 3, backbone="lstm", units=6, embedding_dim=5, num_layers=2, bidirectional=False
+    )
     path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
     assert shapes == [(6,)] * 4
     flatbuffer = open(path, "rb").read()
@@ -62,58 +55,57 @@ def test_streaming_tagger_equals_the_full_pass(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:You are using a softmax")
 @pytest.mark.parametrize("pooling", ["last", "mean", "max", "attention"])
-def test_streaming_classifier_gives_the_logits_of_each_prefix(pooling,
-                                                              tmp_path):
-    model = seqkeras.models.classifier(20, 3, backbone="gru", units=6,
-                                       embedding_dim=5, pooling=pooling)
+def test_streaming_classifier_gives_the_logits_of_each_prefix(pooling, tmp_path):
+    model = seqkeras.models.classifier(
+        20, 3, backbone="gru", units=6, embedding_dim=5, pooling=pooling
+    )
     path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
     flatbuffer = open(path, "rb").read()
     assert_builtin_only(flatbuffer)
     tokens = _tokens(2, 6, seed=1)
     for t, out in enumerate(_stream(flatbuffer, "token_ids", tokens, shapes)):
-        prefix = np.asarray(model(tokens[:, :t + 1]))
-        np.testing.assert_allclose(out["logits"], prefix, atol=1e-5,
-                                   err_msg=f"step {t}")
+        prefix = np.asarray(model(tokens[:, : t + 1]))
+        np.testing.assert_allclose(out["logits"], prefix, atol=1e-5, err_msg=f"step {t}")
 
 
 def test_streaming_forecaster_ends_at_the_full_forecast(tmp_path):
-    model = seqkeras.models.forecaster(8, 3, features=2, backbone="lstm",
-                                       units=6)
+    model = seqkeras.models.forecaster(8, 3, features=2, backbone="lstm", units=6)
     path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
     flatbuffer = open(path, "rb").read()
-    series = np.random.default_rng(2).normal(size=(2, 8, 2)).astype(
-        "float32")
+    series = np.random.default_rng(2).normal(size=(2, 8, 2)).astype("float32")
     outs = list(_stream(flatbuffer, "series", series, shapes))
-    np.testing.assert_allclose(outs[-1]["forecast"],
-                               np.asarray(model(series)), atol=1e-5)
+    np.testing.assert_allclose(outs[-1]["forecast"], np.asarray(model(series)), atol=1e-5)
 
 
-@pytest.mark.parametrize("build,match", [
-    (lambda: seqkeras.models.tagger(10, 2), "whole sequence"),
-    (lambda: seqkeras.models.classifier(10, 2, backbone="transformer"),
-     "whole sequence"),
-    (lambda: seqkeras.models.transformer_language_model(10, 8, num_heads=2,
-                                                        hidden_dim=8),
-     "rnn_language_model"),
-])
+@pytest.mark.parametrize(
+    "build,match",
+    [
+        (lambda: seqkeras.models.tagger(10, 2), "whole sequence"),
+        (lambda: seqkeras.models.classifier(10, 2, backbone="transformer"), "whole sequence"),
+        (
+            lambda: seqkeras.models.transformer_language_model(10, 8, num_heads=2, hidden_dim=8),
+            "rnn_language_model",
+        ),
+    ],
+)
 def test_streaming_refuses_what_cannot_stream(build, match, tmp_path):
     with pytest.raises(ValueError, match=match):
         streaming_tflite(build(), tmp_path / "x")
 
 
-@pytest.mark.parametrize("kind", ["plain", "bahdanau", "luong",
-                                  "conditioned"])
+@pytest.mark.parametrize("kind", ["plain", "bahdanau", "luong", "conditioned"])
 def test_streaming_decoder_equals_the_teacher_forced_pass(kind, tmp_path):
     M = seqkeras.models
     if kind == "conditioned":
         model = M.conditioned_decoder(5, 20, units=6, embedding_dim=5)
         key = "features"
-        given = np.random.default_rng(3).normal(size=(2, 5)).astype(
-            "float32")
+        given = np.random.default_rng(3).normal(size=(2, 5)).astype("float32")
     else:
-        options = {"plain": {}, "bahdanau": {"attention": "additive"},
-                   "luong": {"attention": "general", "style": "luong",
-                             "cell": "gru"}}[kind]
+        options = {
+            "plain": {},
+            "bahdanau": {"attention": "additive"},
+            "luong": {"attention": "general", "style": "luong", "cell": "gru"},
+        }[kind]
         model = M.seq2seq(20, 20, units=6, embedding_dim=5, **options)
         key = "source_ids"
         given = _tokens(2, 7, seed=3)
@@ -127,8 +119,6 @@ def test_streaming_decoder_equals_the_teacher_forced_pass(kind, tmp_path):
     states = run_tflite_signature(flatbuffer, "encode", **{key: given})
     assert len(states) == len(shapes)
     for t in range(target.shape[1]):
-        out = run_tflite_signature(flatbuffer, token_ids=target[:, t],
-                                   **states)
+        out = run_tflite_signature(flatbuffer, token_ids=target[:, t], **states)
         np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
-        states = {f"state_{i}": out[f"new_state_{i}"]
-                  for i in range(len(shapes))}
+        states = {f"state_{i}": out[f"new_state_{i}"] for i in range(len(shapes))}

@@ -30,8 +30,10 @@ def _mha_model():
     return keras.Model(inp, y)
 
 
-MODELS = {s: (lambda s=s: _attention_model(s))
-          for s in ("dot", "scaled_dot", "general", "additive", "cosine")}
+MODELS = {
+    s: (lambda s=s: _attention_model(s))
+    for s in ("dot", "scaled_dot", "general", "additive", "cosine")
+}
 MODELS["multi_head"] = _mha_model
 
 
@@ -41,5 +43,4 @@ def test_attention_exports_builtin_tflite(name, tmp_path):
     rng = np.random.default_rng(0)
     for w in model.weights:
         w.assign(rng.normal(size=w.shape, scale=0.4).astype("float32"))
-    check_export(model, tmp_path / "saved", D, rng,
-                 shapes=[(2, 7), (1, 5), (3, 11)])
+    check_export(model, tmp_path / "saved", D, rng, shapes=[(2, 7), (1, 5), (3, 11)])

@@ -25,15 +25,17 @@ FEATURES = 3
 MODELS = {
     "rnn": lambda: Recurrent(SimpleRNNCell(6), return_sequences=True),
     "gru": lambda: Recurrent(GRUCell(6)),
-    "gru_reset_after": lambda: Recurrent(GRUCell(6, reset_after=True),
-                                         return_sequences=True),
+    "gru_reset_after": lambda: Recurrent(GRUCell(6, reset_after=True), return_sequences=True),
     "lstm": lambda: Recurrent(LSTMCell(6), go_backwards=True),
-    "bidirectional": lambda: Bidirectional(
-        Recurrent(LSTMCell(5), return_sequences=True)),
+    "bidirectional": lambda: Bidirectional(Recurrent(LSTMCell(5), return_sequences=True)),
     "stacked": lambda: StackedRecurrent(
-        [Bidirectional(Recurrent(GRUCell(4), return_sequences=True)),
-         Recurrent(LSTMCell(8), return_sequences=True),
-         Recurrent(SimpleRNNCell(8))], dropout=0.1),
+        [
+            Bidirectional(Recurrent(GRUCell(4), return_sequences=True)),
+            Recurrent(LSTMCell(8), return_sequences=True),
+            Recurrent(SimpleRNNCell(8)),
+        ],
+        dropout=0.1,
+    ),
 }
 
 
@@ -46,12 +48,17 @@ def test_export_savedmodel_and_tflite_builtin(name, tmp_path):
         w.assign(rng.normal(size=w.shape, scale=0.4).astype("float32"))
     # Default signature: dynamic batch and sequence length; the time loop
     # stays a real loop (WHILE), not unrolled.
-    check_export(model, tmp_path / "saved", FEATURES, rng,
-                 required_ops=["WHILE"])
+    check_export(model, tmp_path / "saved", FEATURES, rng, required_ops=["WHILE"])
     # A batch-1 signature with a free sequence length.
-    check_export(model, tmp_path / "batch1", FEATURES, rng,
-                 shapes=[(1, 5), (1, 20)], required_ops=["WHILE"],
-                 input_signature=[tf.TensorSpec((1, None, FEATURES))])
+    check_export(
+        model,
+        tmp_path / "batch1",
+        FEATURES,
+        rng,
+        shapes=[(1, 5), (1, 20)],
+        required_ops=["WHILE"],
+        input_signature=[tf.TensorSpec((1, None, FEATURES))],
+    )
 
 
 def test_op_names_reports_flex_ops(tmp_path):
@@ -60,15 +67,15 @@ def test_op_names_reports_flex_ops(tmp_path):
         lambda x: tf.strings.length(tf.strings.as_string(x)),
         input_signature=[tf.TensorSpec((None,), tf.float32)],
     )
-    converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [fn.get_concrete_function()])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()])
     converter.target_spec.supported_ops = [
-        tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+        tf.lite.OpsSet.TFLITE_BUILTINS,
+        tf.lite.OpsSet.SELECT_TF_OPS,
+    ]
     names = op_names(converter.convert())
     assert any(n.startswith("Flex") for n in names), names
     module = tf.Module()
     module.f = fn
-    tf.saved_model.save(module, str(tmp_path / "flex"),
-                        signatures=fn.get_concrete_function())
+    tf.saved_model.save(module, str(tmp_path / "flex"), signatures=fn.get_concrete_function())
     with pytest.raises(Exception, match="(?i)flex|select|not supported"):
         convert_builtin(str(tmp_path / "flex"))

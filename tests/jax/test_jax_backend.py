@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 if keras.backend.backend() != "jax":
-    pytest.skip("JAX backend tests: run with KERAS_BACKEND=jax "
-                "(tests/run.py does)", allow_module_level=True)
+    pytest.skip(
+        "JAX backend tests: run with KERAS_BACKEND=jax (tests/run.py does)", allow_module_level=True
+    )
 
 import jax  # noqa: E402
 
@@ -33,8 +34,7 @@ def _finite_difference(f, x, eps=1e-3, entries=8):
         plus, minus = flat.copy(), flat.copy()
         plus[i] += eps
         minus[i] -= eps
-        estimates.append((f(plus.reshape(x.shape))
-                          - f(minus.reshape(x.shape))) / (2 * eps))
+        estimates.append((f(plus.reshape(x.shape)) - f(minus.reshape(x.shape))) / (2 * eps))
     return picks, np.array(estimates)
 
 
@@ -42,8 +42,7 @@ def _finite_difference(f, x, eps=1e-3, entries=8):
 def test_recurrent_gradient_matches_finite_differences(cell):
     """The time loop's hand-written gradient under JAX's calling
     convention: inputs and recurrent kernel, with padding."""
-    make = {"rnn": sk.SimpleRNNCell, "gru": sk.GRUCell,
-            "lstm": sk.LSTMCell}[cell]
+    make = {"rnn": sk.SimpleRNNCell, "gru": sk.GRUCell, "lstm": sk.LSTMCell}[cell]
     layer = sk.Recurrent(make(5), return_sequences=True)
     x = RNG.normal(size=(3, 6, 4)).astype("float32")
     mask = np.ones((3, 6), bool)
@@ -51,25 +50,27 @@ def test_recurrent_gradient_matches_finite_differences(cell):
     layer(x, mask=mask)
     probe = RNG.normal(size=(3, 6, 5)).astype("float32")
     k0 = np.asarray(layer.cell.recurrent_kernel.value)
-    grads = jax.grad(lambda x, k: _pure(layer, x, k, mask, probe),
-                     argnums=(0, 1))(x, k0)
+    grads = jax.grad(lambda x, k: _pure(layer, x, k, mask, probe), argnums=(0, 1))(x, k0)
     for value, grad, which in ((x, grads[0], 0), (k0, grads[1], 1)):
+
         def f(v, which=which):
             args = (v, k0) if which == 0 else (x, v)
             return float(_pure(layer, *args, mask, probe))
+
         picks, expected = _finite_difference(f, value.astype("float64"))
-        np.testing.assert_allclose(np.asarray(grad).reshape(-1)[picks],
-                                   expected, rtol=2e-2, atol=2e-3)
+        np.testing.assert_allclose(
+            np.asarray(grad).reshape(-1)[picks], expected, rtol=2e-2, atol=2e-3
+        )
 
 
 def _pure(layer, x, kernel, mask, probe):
     """sum(layer(x) * probe) with the recurrent kernel given, through
     `stateless_call` (a pure function JAX can differentiate)."""
-    values = [kernel if w is layer.cell.recurrent_kernel else w.value
-              for w in layer.trainable_weights]
+    values = [
+        kernel if w is layer.cell.recurrent_kernel else w.value for w in layer.trainable_weights
+    ]
     fixed = [w.value for w in layer.non_trainable_variables]
-    out, _ = layer.stateless_call(values, fixed, x.astype("float32"),
-                                  mask=mask)
+    out, _ = layer.stateless_call(values, fixed, x.astype("float32"), mask=mask)
     return jax.numpy.sum(out * probe)
 
 
@@ -86,15 +87,17 @@ def _ids(n, t, vocab=12):
 
 
 LAYERS = {
-    "recurrent": lambda: sk.Recurrent(sk.LSTMCell(8, dropout=0.1,
-                                                  recurrent_dropout=0.1),
-                                      return_sequences=True),
-    "bidirectional": lambda: sk.Bidirectional(
-        sk.Recurrent(sk.GRUCell(4), return_sequences=True)),
+    "recurrent": lambda: sk.Recurrent(
+        sk.LSTMCell(8, dropout=0.1, recurrent_dropout=0.1), return_sequences=True
+    ),
+    "bidirectional": lambda: sk.Bidirectional(sk.Recurrent(sk.GRUCell(4), return_sequences=True)),
     "stacked": lambda: sk.StackedRecurrent(
-        [sk.Recurrent(sk.GRUCell(8), return_sequences=True),
-         sk.Recurrent(sk.GRUCell(8), return_sequences=True)],
-        residual=True),
+        [
+            sk.Recurrent(sk.GRUCell(8), return_sequences=True),
+            sk.Recurrent(sk.GRUCell(8), return_sequences=True),
+        ],
+        residual=True,
+    ),
     "encoder_block": lambda: sk.TransformerEncoderBlock(2, 16),
     "decoder_block": lambda: sk.TransformerDecoderBlock(2, 16),
     "mha": lambda: sk.MultiHeadAttention(2, 4),
@@ -110,8 +113,7 @@ def test_layer_trains_under_jit(name):
     x = layer(inp, inp) if name == "mha" else layer(inp)
     out = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(x))
     model = keras.Model(inp, out)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse",
-                  jit_compile=True)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse", jit_compile=True)
     x = RNG.normal(size=(32, 6, 8)).astype("float32")
     y = x.mean(axis=(1, 2))[:, None] * 3
     loss = model.fit(x, y, epochs=4, batch_size=8, verbose=0).history["loss"]
@@ -121,24 +123,30 @@ def test_layer_trains_under_jit(name):
 def test_attention_decoder_and_pooling_train_under_jit():
     src, tgt = _ids(32, 7), _ids(32, 5)
     for attention, style in (("additive", "bahdanau"), ("general", "luong")):
-        model = M.seq2seq(12, 12, embedding_dim=8, units=8, cell="gru",
-                          attention=attention, style=style, dropout=0.1)
+        model = M.seq2seq(
+            12,
+            12,
+            embedding_dim=8,
+            units=8,
+            cell="gru",
+            attention=attention,
+            style=style,
+            dropout=0.1,
+        )
         _fit(model, {"source_ids": src, "target_ids": tgt}, tgt)
-    _fit(M.classifier(12, 3, pooling="attention", units=8),
-         _ids(32, 6), RNG.integers(0, 3, 32))
+    _fit(M.classifier(12, 3, pooling="attention", units=8), _ids(32, 6), RNG.integers(0, 3, 32))
 
 
 KINDS = {
-    "rnn_language_model": lambda: M.rnn_language_model(12, 8, units=8,
-                                                       num_layers=2),
+    "rnn_language_model": lambda: M.rnn_language_model(12, 8, units=8, num_layers=2),
     "transformer_language_model": lambda: M.transformer_language_model(
-        12, 8, num_layers=1, num_heads=2, hidden_dim=8),
-    "seq2seq": lambda: M.seq2seq(12, 12, embedding_dim=8, units=8,
-                                 attention="additive"),
+        12, 8, num_layers=1, num_heads=2, hidden_dim=8
+    ),
+    "seq2seq": lambda: M.seq2seq(12, 12, embedding_dim=8, units=8, attention="additive"),
     "transformer_seq2seq": lambda: M.transformer_seq2seq(
-        12, 12, 8, num_layers=1, num_heads=2, hidden_dim=8),
-    "conditioned_decoder": lambda: M.conditioned_decoder(5, 12, units=8,
-                                                         embedding_dim=8),
+        12, 12, 8, num_layers=1, num_heads=2, hidden_dim=8
+    ),
+    "conditioned_decoder": lambda: M.conditioned_decoder(5, 12, units=8, embedding_dim=8),
     "classifier": lambda: M.classifier(12, 3, units=8),
     "tagger": lambda: M.tagger(12, 3, units=8),
     "forecaster": lambda: M.forecaster(6, 2, units=8),
@@ -156,12 +164,10 @@ def test_every_model_kind_trains_and_generates(kind):
         tokens = prompt
         while tokens.shape[1] < 6:  # greedy by recomputation
             nxt = np.argmax(np.asarray(model(tokens))[:, -1], -1)
-            tokens = np.concatenate([tokens, nxt[:, None].astype("int32")],
-                                    1)
+            tokens = np.concatenate([tokens, nxt[:, None].astype("int32")], 1)
         np.testing.assert_array_equal(np.asarray(out), tokens)
     elif kind in ("seq2seq", "transformer_seq2seq", "conditioned_decoder"):
-        cond = (RNG.normal(size=(32, 5)).astype("float32")
-                if kind == "conditioned_decoder" else ids)
+        cond = RNG.normal(size=(32, 5)).astype("float32") if kind == "conditioned_decoder" else ids
         key = model.conditioning_input
         _fit(model, {key: cond, "target_ids": ids[:, :-1]}, ids[:, 1:])
         out = np.asarray(M.generate(model, cond[:2], max_length=6))

@@ -7,28 +7,43 @@ import keras
 import pytest
 
 if keras.backend.backend() != "jax":
-    pytest.skip("JAX backend tests: run with KERAS_BACKEND=jax "
-                "(tests/run.py does)", allow_module_level=True)
+    pytest.skip(
+        "JAX backend tests: run with KERAS_BACKEND=jax (tests/run.py does)", allow_module_level=True
+    )
 
 from tests.layers.test_attention import (  # noqa: E402,F401
-    test_attention_layer_contract, test_mha_layer_contract)
+    test_attention_layer_contract,
+    test_mha_layer_contract,
+)
 from tests.layers.test_attention_decoder import (  # noqa: E402,F401
-    test_decoder_layer_contract as test_attention_decoder_layer_contract)
+    test_decoder_layer_contract as test_attention_decoder_layer_contract,
+)
 from tests.layers.test_cells import (  # noqa: E402,F401
-    test_layer_contract as test_recurrent_cells_layer_contract)
+    test_layer_contract as test_recurrent_cells_layer_contract,
+)
 from tests.layers.test_pooling import (  # noqa: E402,F401
-    test_pooling_layer_contract)
+    test_pooling_layer_contract,
+)
 from tests.layers.test_positional import (  # noqa: E402,F401
-    test_positional_layer_contract)
+    test_positional_layer_contract,
+)
 from tests.layers.test_recurrent import (  # noqa: E402,F401
-    test_wrapper_layer_contract)
+    test_wrapper_layer_contract,
+)
 from tests.layers.test_transformer import (  # noqa: E402,F401
-    test_decoder_layer_contract, test_encoder_layer_contract)
+    test_decoder_layer_contract,
+    test_encoder_layer_contract,
+)
 from tests.layers.test_crf import (  # noqa: E402,F401
-    case, test_against_brute_force, test_contract_and_errors,
+    case,
+    test_against_brute_force,
+    test_contract_and_errors,
     test_loss_trains_under_xla_beyond_any_per_token_rule,
-    test_padding_changes_nothing)
+    test_padding_changes_nothing,
+)
 from tests.layers.test_char_encoder import (  # noqa: E402,F401
-    test_layer_contract_and_errors as test_char_encoder_layer_contract)
+    test_layer_contract_and_errors as test_char_encoder_layer_contract,
+)
 from tests.layers.test_token_dropout import (  # noqa: E402,F401
-    test_layer_contract_and_errors as test_token_dropout_layer_contract)
+    test_layer_contract_and_errors as test_token_dropout_layer_contract,
+)

@@ -1,7 +1,6 @@
 """Masked softmax, score functions, Attention and MultiHeadAttention against
 NumPy references and Keras, with masks, causality, caches and dtypes."""
 
-
 import keras
 import numpy as np
 import pytest
@@ -32,10 +31,10 @@ def test_masked_softmax_matches_numpy():
     logits = _x(3, 4, 6)
     mask = RNG.random((3, 4, 6)) > 0.3
     mask[0, 1] = False  # a fully masked row
-    np.testing.assert_allclose(masked_softmax(logits, mask),
-                               np_softmax(logits, mask), atol=1e-6)
-    np.testing.assert_allclose(masked_softmax(logits), np_softmax(
-        logits, np.ones_like(mask)), atol=1e-6)
+    np.testing.assert_allclose(masked_softmax(logits, mask), np_softmax(logits, mask), atol=1e-6)
+    np.testing.assert_allclose(
+        masked_softmax(logits), np_softmax(logits, np.ones_like(mask)), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
@@ -67,8 +66,7 @@ def np_scores(layer, q, k):
     if layer.score == "general":
         return q @ layer.kernel.numpy() @ k.swapaxes(-1, -2)
     if layer.score == "additive":
-        w1, w2, v = (layer.query_kernel.numpy(), layer.key_kernel.numpy(),
-                     layer.v.numpy())
+        w1, w2, v = (layer.query_kernel.numpy(), layer.key_kernel.numpy(), layer.v.numpy())
         out = np.zeros(q.shape[:2] + (k.shape[1],))
         for b in range(q.shape[0]):
             for i in range(q.shape[1]):
@@ -96,9 +94,9 @@ def test_attention_matches_numpy(score):
     value_mask = np.ones((2, 5), bool)
     value_mask[1, 3:] = False
     query_mask = np.array([[True, True, False], [True] * 3])
-    context, weights = layer(q, v, key=k, value_mask=value_mask,
-                             query_mask=query_mask,
-                             return_attention_scores=True)
+    context, weights = layer(
+        q, v, key=k, value_mask=value_mask, query_mask=query_mask, return_attention_scores=True
+    )
     mask = value_mask[:, None, :] & query_mask[:, :, None]
     expected_w = np_softmax(np_scores(layer, q, k), mask)
     np.testing.assert_allclose(weights, expected_w, atol=1e-5)
@@ -158,9 +156,12 @@ def test_attention_layer_contract(score):
     # weights: general W; additive W1, W2, v; cosine its log temperature
     trainable = {"general": 1, "additive": 3, "cosine": 1}.get(score, 0)
     for kwargs in ({}, {"return_attention_scores": True}):
-        run_layer_test(lambda: Attention(score, dropout=0.1),
-                       (_x(2, 3, 4), _x(2, 5, 4, seed=1)), kwargs,
-                       num_weights=(trainable, 0))
+        run_layer_test(
+            lambda: Attention(score, dropout=0.1),
+            (_x(2, 3, 4), _x(2, 5, 4, seed=1)),
+            kwargs,
+            num_weights=(trainable, 0),
+        )
 
 
 def test_attention_bad_input():
@@ -203,8 +204,9 @@ def test_mha_matches_keras_with_copied_weights(fused):
         np.testing.assert_allclose(w1, w2, atol=1e-5)
         np.testing.assert_allclose(ours(q, v, **kwargs), o2, atol=1e-5)
     ours, theirs, q, _ = _mha_pair(kv_dim=8, fused=fused)
-    np.testing.assert_allclose(ours(q, q, use_causal_mask=True),
-                               theirs(q, q, use_causal_mask=True), atol=1e-5)
+    np.testing.assert_allclose(
+        ours(q, q, use_causal_mask=True), theirs(q, q, use_causal_mask=True), atol=1e-5
+    )
 
 
 def test_mha_fully_masked_query_outputs_bias_only():
@@ -215,8 +217,7 @@ def test_mha_fully_masked_query_outputs_bias_only():
     out, w = ours(q, v, value_mask=value_mask, return_attention_scores=True)
     np.testing.assert_array_equal(np.asarray(w)[1], 0.0)
     bias = ours.output_bias.numpy()
-    np.testing.assert_allclose(fused[1], np.broadcast_to(bias, (5, 8)),
-                               atol=1e-6)
+    np.testing.assert_allclose(fused[1], np.broadcast_to(bias, (5, 8)), atol=1e-6)
     np.testing.assert_allclose(fused, out, atol=1e-5)
 
 
@@ -242,19 +243,21 @@ def test_mha_incremental_decoding_equals_full_pass():
     # A prompt of 2 steps, then one step at a time.
     out, cache = mha(x[:, :2], x[:, :2], cache=cache, cache_index=0)
     np.testing.assert_allclose(out, full[:, :2], atol=1e-5)
-    step = tf.function(
-        lambda t, c, i: mha(t, t, cache=c, cache_index=i), jit_compile=True)
+    step = tf.function(lambda t, c, i: mha(t, t, cache=c, cache_index=i), jit_compile=True)
     for i in range(2, 6):
-        out, cache = step(x[:, i:i + 1], cache, tf.constant(i))
+        out, cache = step(x[:, i : i + 1], cache, tf.constant(i))
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 
 def test_mha_layer_contract():
     # query, key, value and output kernels and biases
     for kwargs in ({}, {"return_attention_scores": True}):
-        run_layer_test(lambda: MultiHeadAttention(2, 3, dropout=0.1),
-                       (_x(2, 3, 4), _x(2, 5, 6, seed=1)), kwargs,
-                       num_weights=(8, 0))
+        run_layer_test(
+            lambda: MultiHeadAttention(2, 3, dropout=0.1),
+            (_x(2, 3, 4), _x(2, 5, 6, seed=1)),
+            kwargs,
+            num_weights=(8, 0),
+        )
 
 
 def test_mha_bad_input():
@@ -274,8 +277,7 @@ def test_mha_precomputed_cross_attention_cache():
     value_mask[0, 5:] = False
     cache = ours.compute_cache(v)
     out, same = ours(q, v, value_mask=value_mask, cache=cache)
-    np.testing.assert_allclose(out, ours(q, v, value_mask=value_mask),
-                               atol=1e-6)
+    np.testing.assert_allclose(out, ours(q, v, value_mask=value_mask), atol=1e-6)
     np.testing.assert_array_equal(same, cache)
 
 
@@ -287,51 +289,65 @@ def test_mha_self_attention_form_equals_explicit_form():
     expected = np.asarray(theirs(q, q, query_mask=mask, value_mask=mask))
     # Keras gives masked queries uniform weights; ours gives them none.
     np.testing.assert_allclose(fused[mask], expected[mask], atol=1e-5)
-    np.testing.assert_allclose(fused[~mask], np.broadcast_to(
-        ours.output_bias.numpy(), fused[~mask].shape), atol=1e-6)
+    np.testing.assert_allclose(
+        fused[~mask], np.broadcast_to(ours.output_bias.numpy(), fused[~mask].shape), atol=1e-6
+    )
     # In a functional model the input's padding mask masks queries and keys.
     inp = keras.Input((None,), dtype="int32")
     emb = keras.layers.Embedding(10, 8, mask_zero=True)
     x = emb(inp)
     model = keras.Model(inp, [ours(x), theirs(x, x)])
     a, b = model(np.array([[1, 2, 3, 0, 0]]))
-    np.testing.assert_allclose(np.asarray(a)[:, :3], np.asarray(b)[:, :3],
-                               atol=1e-5)
+    np.testing.assert_allclose(np.asarray(a)[:, :3], np.asarray(b)[:, :3], atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("fused", [False, True])
 def test_mha_fully_masked_half_precision(dtype, fused):
-    mha = MultiHeadAttention(2, 4, dtype=keras.DTypePolicy(f"mixed_{dtype}"),
-                             fused=fused)
+    mha = MultiHeadAttention(2, 4, dtype=keras.DTypePolicy(f"mixed_{dtype}"), fused=fused)
     out = run_fully_masked(mha, 8)
-    np.testing.assert_allclose(out[1], np.broadcast_to(
-        mha.output_bias.numpy(), (3, 8)), atol=1e-2)
+    np.testing.assert_allclose(out[1], np.broadcast_to(mha.output_bias.numpy(), (3, 8)), atol=1e-2)
 
 
-@pytest.mark.parametrize("make,inputs", [
-    (lambda init: Attention("additive", kernel_initializer=init),
-     lambda: (_x(2, 3, 4), _x(2, 5, 4))),
-    (lambda init: Attention("general", kernel_initializer=init),
-     lambda: (_x(2, 3, 4), _x(2, 5, 4))),
-    (lambda init: MultiHeadAttention(2, 4, kernel_initializer=init,
-                                     bias_initializer=init),
-     lambda: (_x(2, 3, 8), _x(2, 5, 8))),
-    (lambda init: seqkeras.layers.TransformerEncoderBlock(
-        2, 16, kernel_initializer=init, bias_initializer=init),
-     lambda: (_x(2, 3, 8),)),
-    (lambda init: seqkeras.layers.TransformerDecoderBlock(
-        2, 16, kernel_initializer=init, bias_initializer=init),
-     lambda: (_x(2, 3, 8), _x(2, 5, 8))),
-    (lambda init: seqkeras.layers.SequencePooling(
-        "attention", kernel_initializer=init, bias_initializer=init),
-     lambda: (_x(2, 3, 8),)),
-])
+@pytest.mark.parametrize(
+    "make,inputs",
+    [
+        (
+            lambda init: Attention("additive", kernel_initializer=init),
+            lambda: (_x(2, 3, 4), _x(2, 5, 4)),
+        ),
+        (
+            lambda init: Attention("general", kernel_initializer=init),
+            lambda: (_x(2, 3, 4), _x(2, 5, 4)),
+        ),
+        (
+            lambda init: MultiHeadAttention(2, 4, kernel_initializer=init, bias_initializer=init),
+            lambda: (_x(2, 3, 8), _x(2, 5, 8)),
+        ),
+        (
+            lambda init: seqkeras.layers.TransformerEncoderBlock(
+                2, 16, kernel_initializer=init, bias_initializer=init
+            ),
+            lambda: (_x(2, 3, 8),),
+        ),
+        (
+            lambda init: seqkeras.layers.TransformerDecoderBlock(
+                2, 16, kernel_initializer=init, bias_initializer=init
+            ),
+            lambda: (_x(2, 3, 8), _x(2, 5, 8)),
+        ),
+        (
+            lambda init: seqkeras.layers.SequencePooling(
+                "attention", kernel_initializer=init, bias_initializer=init
+            ),
+            lambda: (_x(2, 3, 8),),
+        ),
+    ],
+)
 def test_initializers_are_configurable_and_serialized(make, inputs):
     layer = make(keras.initializers.Constant(0.25))
     layer(*inputs())
-    weights = [w for w in layer.weights
-               if "norm" not in w.path and "temperature" not in w.path]
+    weights = [w for w in layer.weights if "norm" not in w.path and "temperature" not in w.path]
     assert weights
     for w in weights:
         np.testing.assert_array_equal(w.numpy(), 0.25, err_msg=w.path)

@@ -83,7 +83,7 @@ def np_lstm_seed(x, W, b):
 
 def _split(m, names):
     n = m.shape[-1] // len(names)
-    return {k: m[..., j * n:(j + 1) * n] for j, k in enumerate(names)}
+    return {k: m[..., j * n : (j + 1) * n] for j, k in enumerate(names)}
 
 
 def numpy_reference(name, cell, x):
@@ -107,7 +107,7 @@ def numpy_reference(name, cell, x):
         return np_gru_cudnn(x, W, Uw, _split(b[0], "zrh"), _split(b[1], "zrh"))
     W = {
         k: np.concatenate([u, w], axis=0).T
-        for (k, u), w in zip(_split(U, "ifco").items(), _split(K, "ifco").values())  # noqa: E501
+        for (k, u), w in zip(_split(U, "ifco").items(), _split(K, "ifco").values())
     }
     return np_lstm_seed(x, W, _split(b, "ifco"))
 
@@ -136,9 +136,7 @@ def test_matches_keras_cell_with_copied_weights(name):
     mask = np.ones((BATCH, STEPS), bool)
     mask[1, 5:] = False
     ours = Recurrent(CELLS[name](), return_sequences=True, return_state=True)
-    theirs = keras.layers.RNN(
-        KERAS_CELLS[name](), return_sequences=True, return_state=True
-    )
+    theirs = keras.layers.RNN(KERAS_CELLS[name](), return_sequences=True, return_state=True)
     ours(x), theirs(x)
     _randomize(ours, rng)
     for a, b in zip(ours.weights, theirs.weights):
@@ -150,9 +148,7 @@ def test_matches_keras_cell_with_copied_weights(name):
         # Outputs at masked steps differ by convention (we output zeros,
         # Keras repeats the last output); states must agree everywhere.
         valid = np.ones((BATCH, STEPS), bool) if m is None else m
-        np.testing.assert_allclose(
-            out_a[0].numpy()[valid], out_b[0].numpy()[valid], atol=1e-5
-        )
+        np.testing.assert_allclose(out_a[0].numpy()[valid], out_b[0].numpy()[valid], atol=1e-5)
         for sa, sb in zip(out_a[1:], out_b[1:]):
             np.testing.assert_allclose(sa, sb, atol=1e-5)
 
@@ -202,13 +198,9 @@ def test_gradients_match_finite_differences(name, return_sequences):
     probe = tf.constant(rng.normal(size=out_shape))
 
     def loss():
-        return tf.reduce_sum(
-            layer(x, mask=mask, initial_state=h0, training=True) * probe
-        )
+        return tf.reduce_sum(layer(x, mask=mask, initial_state=h0, training=True) * probe)
 
-    check_gradients_numerically(
-        loss, [x] + layer.trainable_weights + h0, rng=rng, entries=12
-    )
+    check_gradients_numerically(loss, [x] + layer.trainable_weights + h0, rng=rng, entries=12)
 
 
 @pytest.mark.parametrize("name", sorted(CELLS))
@@ -226,8 +218,12 @@ def test_dropout_uses_one_mask_for_all_steps():
     """Identity kernels and relu make each step's output show its mask."""
     n = 64
     cell = SimpleRNNCell(
-        n, activation="relu", dropout=0.5, recurrent_dropout=0.5,
-        kernel_initializer="identity", recurrent_initializer="identity",
+        n,
+        activation="relu",
+        dropout=0.5,
+        recurrent_dropout=0.5,
+        kernel_initializer="identity",
+        recurrent_initializer="identity",
         bias_initializer="ones",
     )
     layer = Recurrent(cell, return_sequences=True)
@@ -243,9 +239,7 @@ def test_dropout_uses_one_mask_for_all_steps():
     for t in (2, 3):
         np.testing.assert_array_equal(out[:, t] == out[:, 0], recur_dropped)
     # No dropout at inference.
-    np.testing.assert_allclose(
-        layer(x, training=False)[:, 0], np.full((3, n), 2.0)
-    )
+    np.testing.assert_allclose(layer(x, training=False)[:, 0], np.full((3, n), 2.0))
 
 
 @pytest.mark.parametrize("name", sorted(CELLS))
@@ -253,9 +247,7 @@ def test_cell_config_round_trip(name):
     cell = CELLS[name]()
     clone = type(cell).from_config(cell.get_config())
     assert clone.get_config() == cell.get_config()
-    restored = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(cell)
-    )
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(cell))
     assert type(restored) is type(cell)
 
 
@@ -263,16 +255,13 @@ def test_cell_config_round_trip(name):
 def test_layer_contract(name):
     x = np.random.default_rng(5).normal(size=(2, 6, 3)).astype("float32")
     # kernel, recurrent kernel, bias
-    run_layer_test(lambda: Recurrent(CELLS[name](), return_sequences=True),
-                   x, num_weights=(3, 0))
+    run_layer_test(lambda: Recurrent(CELLS[name](), return_sequences=True), x, num_weights=(3, 0))
 
 
 def test_lstm_unit_forget_bias():
     layer = Recurrent(LSTMCell(3))
     layer(np.zeros((1, 2, 2), "float32"))
-    np.testing.assert_array_equal(
-        layer.cell.bias.numpy(), [0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0]
-    )
+    np.testing.assert_array_equal(layer.cell.bias.numpy(), [0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0])
     layer = Recurrent(LSTMCell(3, unit_forget_bias=False))
     layer(np.zeros((1, 2, 2), "float32"))
     np.testing.assert_array_equal(layer.cell.bias.numpy(), np.zeros(12))
@@ -281,10 +270,13 @@ def test_lstm_unit_forget_bias():
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda: SimpleRNNCell(0), "`SimpleRNNCell` received an invalid value for `units`"),  # noqa: E501
-        (lambda: GRUCell(-3), "`GRUCell` received an invalid value for `units`"),  # noqa: E501
-        (lambda: LSTMCell(4, dropout=1.5), "`LSTMCell` received an invalid value for `dropout`"),  # noqa: E501
-        (lambda: SimpleRNNCell(4, activation="gelu"), "`activation`: expected one of 'tanh', 'relu'"),  # noqa: E501
+        (lambda: SimpleRNNCell(0), "`SimpleRNNCell` received an invalid value for `units`"),
+        (lambda: GRUCell(-3), "`GRUCell` received an invalid value for `units`"),
+        (lambda: LSTMCell(4, dropout=1.5), "`LSTMCell` received an invalid value for `dropout`"),
+        (
+            lambda: SimpleRNNCell(4, activation="gelu"),
+            "`activation`: expected one of 'tanh', 'relu'",
+        ),
     ],
 )
 def test_bad_constructor_arguments(make, match):

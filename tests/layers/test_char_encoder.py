@@ -19,9 +19,12 @@ def _numpy(layer, ids):
             chars = ids[b, t]
             x = emb[chars] * (chars != 0)[:, None]  # padding embeds as 0
             padded = np.pad(x, ((k // 2, k // 2), (0, 0)))
-            h = np.stack([np.tanh(sum(padded[i + j] @ kernel[j]
-                                      for j in range(k)) + bias)
-                          for i in range(len(chars))])
+            h = np.stack(
+                [
+                    np.tanh(sum(padded[i + j] @ kernel[j] for j in range(k)) + bias)
+                    for i in range(len(chars))
+                ]
+            )
             real = chars != 0
             out[b, t] = h[real].max(0) if real.any() else 0.0
     return out
@@ -32,8 +35,7 @@ def test_matches_numpy_and_ignores_padding():
     ids = rng.integers(1, 20, (2, 4, 6)).astype("int32")
     ids[0, 1, 3:] = 0  # a short word
     ids[1, 3] = 0  # a padding word
-    layer = seqkeras.layers.CharacterEncoder(20, embedding_dim=5,
-                                             filters=7, kernel_size=3)
+    layer = seqkeras.layers.CharacterEncoder(20, embedding_dim=5, filters=7, kernel_size=3)
     out = np.asarray(layer(ids))
     np.testing.assert_allclose(out, _numpy(layer, ids), atol=1e-5)
     assert np.all(out[1, 3] == 0)
@@ -43,10 +45,12 @@ def test_matches_numpy_and_ignores_padding():
 
 
 def test_layer_contract_and_errors():
-    ids = np.random.default_rng(1).integers(0, 12, (2, 3, 5)).astype(
-        "int32")
-    run_layer_test(lambda: seqkeras.layers.CharacterEncoder(
-        12, embedding_dim=4, filters=3), ids, num_weights=(3, 0))
+    ids = np.random.default_rng(1).integers(0, 12, (2, 3, 5)).astype("int32")
+    run_layer_test(
+        lambda: seqkeras.layers.CharacterEncoder(12, embedding_dim=4, filters=3),
+        ids,
+        num_weights=(3, 0),
+    )
     with pytest.raises(ValueError, match="CharacterEncoder.*kernel_size"):
         seqkeras.layers.CharacterEncoder(10, kernel_size=2)
     with pytest.raises(ValueError, match="CharacterEncoder.*rank 3"):

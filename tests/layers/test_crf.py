@@ -24,8 +24,11 @@ def _crf(rng, k=K):
 
 
 def _weights(crf):
-    return (np.asarray(crf.transitions, "float64"),
-            np.asarray(crf.start, "float64"), np.asarray(crf.end, "float64"))
+    return (
+        np.asarray(crf.transitions, "float64"),
+        np.asarray(crf.start, "float64"),
+        np.asarray(crf.end, "float64"),
+    )
 
 
 def _score(e, y, trans, start, end):
@@ -68,12 +71,12 @@ def test_against_brute_force(case):
         z, path, m = _brute(e[b, :n].astype("float64"), trans, start, end)
         assert log_z[b] == pytest.approx(z, rel=1e-5)
         assert best[b, :n].tolist() == path and (best[b, n:] == 0).all()
-        assert best_score[b] == pytest.approx(
-            _score(e[b, :n], path, trans, start, end), rel=1e-5)
+        assert best_score[b] == pytest.approx(_score(e[b, :n], path, trans, start, end), rel=1e-5)
         np.testing.assert_allclose(marg[b, :n], m, atol=1e-5)
         assert (marg[b, n:] == 0).all()
         assert ll[b] == pytest.approx(
-            _score(e[b, :n], tags[b, :n], trans, start, end) - z, abs=1e-4)
+            _score(e[b, :n], tags[b, :n], trans, start, end) - z, abs=1e-4
+        )
     # the call is Viterbi
     np.testing.assert_array_equal(np.asarray(crf(e, mask=mask)), best)
 
@@ -83,12 +86,15 @@ def test_padding_changes_nothing(case):
     wider = np.concatenate([e, np.full((3, 4, K), 50.0, "float32")], 1)
     wmask = np.concatenate([mask, np.zeros((3, 4), bool)], 1)
     wtags = np.concatenate([tags, np.full((3, 4), 2)], 1)
-    np.testing.assert_allclose(crf.log_likelihood(wider, wtags, wmask),
-                               crf.log_likelihood(e, tags, mask), rtol=1e-6)
-    np.testing.assert_array_equal(np.asarray(crf(wider, mask=wmask))[:, :5],
-                                  np.asarray(crf(e, mask=mask)))
-    np.testing.assert_allclose(np.asarray(crf.marginals(wider, wmask))[:, :5],
-                               crf.marginals(e, mask), atol=1e-6)
+    np.testing.assert_allclose(
+        crf.log_likelihood(wider, wtags, wmask), crf.log_likelihood(e, tags, mask), rtol=1e-6
+    )
+    np.testing.assert_array_equal(
+        np.asarray(crf(wider, mask=wmask))[:, :5], np.asarray(crf(e, mask=mask))
+    )
+    np.testing.assert_allclose(
+        np.asarray(crf.marginals(wider, wmask))[:, :5], crf.marginals(e, mask), atol=1e-6
+    )
 
 
 def test_gradient_against_finite_differences(case):
@@ -123,8 +129,7 @@ def test_gradient_against_finite_differences(case):
     # the gradient of log Z is the marginals (forward-backward)
     with tf.GradientTape() as tape:
         z = tf.reduce_sum(crf.log_partition(tf.identity(x), mask))
-    np.testing.assert_allclose(tape.gradient(z, x), crf.marginals(e, mask),
-                               atol=1e-5)
+    np.testing.assert_allclose(tape.gradient(z, x), crf.marginals(e, mask), atol=1e-5)
 
 
 def test_against_pytorch_crf(case):
@@ -139,8 +144,7 @@ def test_against_pytorch_crf(case):
     et, tt = torch.tensor(e), torch.tensor(tags)
     mt = torch.tensor(mask)
     expected = ref(et, tt, mt, reduction="none").detach().numpy()
-    np.testing.assert_allclose(crf.log_likelihood(e, tags, mask), expected,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(crf.log_likelihood(e, tags, mask), expected, rtol=1e-5, atol=1e-5)
     paths = ref.decode(et, mt)
     best = np.asarray(crf(e, mask=mask))
     for b, n in enumerate(lengths):
@@ -157,8 +161,7 @@ def _chunks(n, rng):
     for t in range(10):
         y[:, t] = np.where(x[:, t] == 5, 1, 0)
         if t:
-            y[:, t] = np.where((x[:, t] == 4) & (y[:, t - 1] > 0), 2,
-                               y[:, t])
+            y[:, t] = np.where((x[:, t] == 4) & (y[:, t - 1] > 0), 2, y[:, t])
     return x, y
 
 
@@ -174,8 +177,7 @@ def test_loss_trains_under_xla_beyond_any_per_token_rule():
     tags = crf(emissions)
 
     class M(keras.Model):
-        def compute_loss(self, x=None, y=None, y_pred=None,
-                         sample_weight=None, training=True):
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
             return crf.loss(self.emit(x), y)
 
     model = M(tokens, tags)
@@ -191,9 +193,14 @@ def test_contract_and_errors():
     rng = np.random.default_rng(3)
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
     # outputs are int32 tags: no fit, and mixed precision checked below
-    run_layer_test(lambda: CRF(4), rng.normal(size=(2, 5, 4)).astype(
-        "float32"), call_kwargs={"mask": mask}, num_weights=(3, 0),
-        mixed_precision=False, fit=False)
+    run_layer_test(
+        lambda: CRF(4),
+        rng.normal(size=(2, 5, 4)).astype("float32"),
+        call_kwargs={"mask": mask},
+        num_weights=(3, 0),
+        mixed_precision=False,
+        fit=False,
+    )
     crf = CRF(3)
     with pytest.raises(ValueError, match="num_tags=3"):
         crf(np.zeros((1, 4, 2), "float32"))
@@ -201,8 +208,7 @@ def test_contract_and_errors():
         CRF(0)
     crf = _crf(np.random.default_rng(0))
     with pytest.raises(ValueError, match="tags"):
-        crf.log_likelihood(np.zeros((1, 4, 3), "float32"),
-                           np.zeros((1, 3), "int32"))
+        crf.log_likelihood(np.zeros((1, 4, 3), "float32"), np.zeros((1, 3), "int32"))
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
         low = CRF(3)
@@ -224,6 +230,9 @@ def test_tag_ids_out_of_range_are_refused():
     e = np.zeros((1, 2, 3), "float32")
     crf(e)
     for tags, bad in (([[0, 3]], "3"), ([[-1, 0]], "-1")):
-        with pytest.raises(ValueError, match=rf"CRF.*tags.*id {bad}, "
-                           r"outside \[0, 3\)"):
+        with pytest.raises(
+            ValueError,
+            match=rf"CRF.*tags.*id {bad}, "
+            r"outside \[0, 3\)",
+        ):
             crf.log_likelihood(e, np.array(tags))

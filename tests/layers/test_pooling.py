@@ -31,16 +31,13 @@ def numpy_pool(x, mask, mode, params=None):
 def test_pooling_matches_numpy_with_padding(mode):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4, 6, 3)).astype("float32")
-    mask = np.array([[1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 1, 1],
-                     [1, 1, 1, 1, 1, 1], [0] * 6], bool)
+    mask = np.array([[1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1], [0] * 6], bool)
     layer = L.SequencePooling(mode)
     got = np.asarray(layer(x, mask=mask))
     params = None
     if mode == "attention":
-        params = [np.asarray(w) for w in (layer.kernel, layer.bias,
-                                          layer.query)]
-    np.testing.assert_allclose(got, numpy_pool(x, mask, mode, params),
-                               atol=1e-5)
+        params = [np.asarray(w) for w in (layer.kernel, layer.bias, layer.query)]
+    np.testing.assert_allclose(got, numpy_pool(x, mask, mode, params), atol=1e-5)
     assert np.all(got[3] == 0)  # a fully padded row pools to zeros
 
 
@@ -48,8 +45,9 @@ def test_pooling_matches_numpy_with_padding(mode):
 def test_pooling_layer_contract(mode):
     x = np.random.default_rng(1).normal(size=(2, 5, 4)).astype("float32")
     # attention: W, b and the query v
-    run_layer_test(lambda: L.SequencePooling(mode), x,
-                   num_weights=(3 if mode == "attention" else 0, 0))
+    run_layer_test(
+        lambda: L.SequencePooling(mode), x, num_weights=(3 if mode == "attention" else 0, 0)
+    )
 
 
 def test_pooling_bad_mode():

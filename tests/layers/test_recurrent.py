@@ -40,8 +40,8 @@ def test_padding_right_and_left_equal_unpadded(name):
     unpadded = layer(x)
     pad = np.zeros((3, 3, 2), "float32")
     ones, zeros = np.ones((3, 5), bool), np.zeros((3, 3), bool)
-    right = layer(np.concatenate([x, pad], 1), mask=np.concatenate([ones, zeros], 1))  # noqa: E501
-    left = layer(np.concatenate([pad, x], 1), mask=np.concatenate([zeros, ones], 1))  # noqa: E501
+    right = layer(np.concatenate([x, pad], 1), mask=np.concatenate([ones, zeros], 1))
+    left = layer(np.concatenate([pad, x], 1), mask=np.concatenate([zeros, ones], 1))
     for a, b, c in zip(unpadded, right, left):
         np.testing.assert_allclose(b, a, atol=1e-6)
         np.testing.assert_allclose(c, a, atol=1e-6)
@@ -66,8 +66,7 @@ def test_mask_flows_from_embedding():
 @pytest.mark.parametrize("name", sorted(CELLS))
 def test_go_backwards_equals_reversed_input(name):
     fw = Recurrent(CELLS[name](), return_sequences=True, return_state=True)
-    bw = Recurrent(CELLS[name](), return_sequences=True, return_state=True,
-                   go_backwards=True)
+    bw = Recurrent(CELLS[name](), return_sequences=True, return_state=True, go_backwards=True)
     x = _x(2, 6, 3)
     fw(x), bw(x)
     _copy_weights(fw, bw)
@@ -96,13 +95,16 @@ def test_bidirectional_merge_modes(mode):
     bw_seq = np.zeros((2, 5, 4), "float32")
     bw_states = []
     for i, n in enumerate([5, 3]):
-        o = bw(x[i:i + 1, :n][:, ::-1])
+        o = bw(x[i : i + 1, :n][:, ::-1])
         bw_seq[i, :n] = o[0].numpy()[0, ::-1]
         bw_states.append([s.numpy()[0] for s in o[1:]])
     f, b = fw_out[0].numpy(), bw_seq
     expected = {
-        "concat": [np.concatenate([f, b], -1)], "sum": [f + b],
-        "ave": [(f + b) / 2], "mul": [f * b], None: [f, b],
+        "concat": [np.concatenate([f, b], -1)],
+        "sum": [f + b],
+        "ave": [(f + b) / 2],
+        "mul": [f * b],
+        None: [f, b],
     }[mode]
     n_out = len(expected)
     for a, e in zip(out[:n_out], expected):
@@ -111,8 +113,8 @@ def test_bidirectional_merge_modes(mode):
     assert len(states) == 4
     np.testing.assert_allclose(states[0], fw_out[1], atol=1e-6)
     np.testing.assert_allclose(states[1], fw_out[2], atol=1e-6)
-    np.testing.assert_allclose(states[2], np.stack([s[0] for s in bw_states]), atol=1e-5)  # noqa: E501
-    np.testing.assert_allclose(states[3], np.stack([s[1] for s in bw_states]), atol=1e-5)  # noqa: E501
+    np.testing.assert_allclose(states[2], np.stack([s[0] for s in bw_states]), atol=1e-5)
+    np.testing.assert_allclose(states[3], np.stack([s[1] for s in bw_states]), atol=1e-5)
     shapes = layer.compute_output_shape(x.shape)
     assert [tuple(s) for s in shapes] == [tuple(o.shape) for o in out]
 
@@ -133,10 +135,12 @@ def test_stacked_equals_manual_chain_with_residual():
 
 
 def test_stacked_bidirectional():
-    stack = StackedRecurrent([
-        Bidirectional(Recurrent(GRUCell(3), return_sequences=True)),
-        Recurrent(LSTMCell(2), return_sequences=True),
-    ])
+    stack = StackedRecurrent(
+        [
+            Bidirectional(Recurrent(GRUCell(3), return_sequences=True)),
+            Recurrent(LSTMCell(2), return_sequences=True),
+        ]
+    )
     x = _x(2, 4, 3)
     assert tuple(stack(x).shape) == (2, 4, 2)
 
@@ -182,12 +186,15 @@ def test_initial_state_is_used():
     "make",
     [
         lambda: Bidirectional(Recurrent(GRUCell(3), return_sequences=True)),
-        lambda: Bidirectional(Recurrent(LSTMCell(3), return_state=True),
-                              merge_mode="sum"),
+        lambda: Bidirectional(Recurrent(LSTMCell(3), return_state=True), merge_mode="sum"),
         lambda: StackedRecurrent(
-            [Recurrent(GRUCell(3), return_sequences=True),
-             Recurrent(SimpleRNNCell(3), return_sequences=True)],
-            dropout=0.2, residual=True),
+            [
+                Recurrent(GRUCell(3), return_sequences=True),
+                Recurrent(SimpleRNNCell(3), return_sequences=True),
+            ],
+            dropout=0.2,
+            residual=True,
+        ),
     ],
 )
 def test_wrapper_layer_contract(make):
@@ -208,23 +215,22 @@ def test_fit_under_xla_learns_adding_problem():
     assert mse < 0.1 * baseline, (mse, baseline)
 
 
-# --- bad input -----------------------------------------------------------------  # noqa: E501
+# --- bad input -----------------------------------------------------------------
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="`Recurrent` expects inputs of rank 3"):  # noqa: E501
+    with pytest.raises(ValueError, match="`Recurrent` expects inputs of rank 3"):
         Recurrent(GRUCell(2))(np.zeros((2, 3), "float32"))
-    with pytest.raises(TypeError, match="`Recurrent` received an invalid value for `cell`"):  # noqa: E501
+    with pytest.raises(TypeError, match="`Recurrent` received an invalid value for `cell`"):
         Recurrent(keras.layers.GRUCell(2))
     with pytest.raises(ValueError, match="`merge_mode`: expected one of"):
         Bidirectional(Recurrent(GRUCell(2)), merge_mode="max")
     with pytest.raises(ValueError, match="expects 2 initial state"):
         Recurrent(LSTMCell(2))(_x(1, 3, 2), initial_state=[np.zeros((1, 2))])
-    with pytest.raises(ValueError, match=r"`initial_state`: expected tensors of shape \(1, 2\)"):  # noqa: E501
+    with pytest.raises(ValueError, match=r"`initial_state`: expected tensors of shape \(1, 2\)"):
         Recurrent(GRUCell(2))(_x(1, 3, 2), initial_state=[np.zeros((1, 5))])
-    with pytest.raises(ValueError, match=r"`mask`: expected shape \(batch, time\)"):  # noqa: E501
+    with pytest.raises(ValueError, match=r"`mask`: expected shape \(batch, time\)"):
         Recurrent(GRUCell(2))(_x(1, 3, 2), mask=np.ones((1, 4), bool))
     with pytest.raises(ValueError, match="residual=True"):
-        StackedRecurrent([Recurrent(GRUCell(4), return_sequences=True)],
-                         residual=True)(_x(1, 3, 2))
+        StackedRecurrent([Recurrent(GRUCell(4), return_sequences=True)], residual=True)(_x(1, 3, 2))
     with pytest.raises(ValueError, match="return_sequences=True"):
         StackedRecurrent([Recurrent(GRUCell(4)), Recurrent(GRUCell(4))])
     with pytest.raises(ValueError, match="`dropout`"):

@@ -29,23 +29,25 @@ def test_gradient_with_recurrent_dropout_and_mask(name, save_residuals):
     x = tf.Variable(rng.normal(size=(steps, batch, 2)))
     n_states = len(cell.get_initial_state(batch))
     h0 = [tf.Variable(rng.normal(size=(batch, units))) for _ in range(n_states)]
-    mask = tf.constant([[[True], [True]], [[False], [True]],
-                        [[True], [True]], [[True], [False]]])
+    mask = tf.constant([[[True], [True]], [[False], [True]], [[True], [True]], [[True], [False]]])
     rmask = tf.constant([[2.0, 0.0, 2.0], [0.0, 2.0, 2.0]], tf.float64)
     probe_seq = tf.constant(rng.normal(size=(steps, batch, units)))
-    probe_states = [tf.constant(rng.normal(size=(batch, units)))
-                    for _ in range(n_states)]
+    probe_states = [tf.constant(rng.normal(size=(batch, units))) for _ in range(n_states)]
 
     def loss():
         out, states = time_loop.run(
-            cell, cell.project_inputs(x), h0, mask=mask, rmask=rmask,
-            return_sequences=True, save_residuals=save_residuals)
+            cell,
+            cell.project_inputs(x),
+            h0,
+            mask=mask,
+            rmask=rmask,
+            return_sequences=True,
+            save_residuals=save_residuals,
+        )
         total = tf.reduce_sum(out * probe_seq)
         for s, p in zip(states, probe_states):
             total += tf.reduce_sum(s * p)
         return total
 
-    value = check_gradients_numerically(
-        loss, [x] + cell.trainable_weights + h0
-    )
+    value = check_gradients_numerically(loss, [x] + cell.trainable_weights + h0)
     assert keras.backend.standardize_dtype(value.dtype) == "float64"

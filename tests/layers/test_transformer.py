@@ -26,6 +26,7 @@ def _x(*shape, seed=0):
 def copy_by_sublayer(ours, theirs):
     """Randomizes `ours` and copies into `theirs`, sublayer by sublayer
     (same sublayer names; weights in the same order and shapes)."""
+
     def groups(layer):
         out = {}
         for w in layer.weights:
@@ -45,28 +46,27 @@ def copy_by_sublayer(ours, theirs):
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_encoder_matches_keras_hub(norm_first, activation):
-    ours = TransformerEncoderBlock(2, 16, activation=activation,
-                                   norm_first=norm_first)
+    ours = TransformerEncoderBlock(2, 16, activation=activation, norm_first=norm_first)
     theirs = keras_hub.layers.TransformerEncoder(
-        16, 2, activation=activation, normalize_first=norm_first)
+        16, 2, activation=activation, normalize_first=norm_first
+    )
     x = _x(2, 6, 8)
     ours(x), theirs(x)
     copy_by_sublayer(ours, theirs)
     mask = np.ones((2, 6), bool)
     mask[1, 4:] = False
-    np.testing.assert_allclose(ours(x, padding_mask=mask),
-                               theirs(x, padding_mask=mask), atol=1e-5)
+    np.testing.assert_allclose(ours(x, padding_mask=mask), theirs(x, padding_mask=mask), atol=1e-5)
     causal = np.tril(np.ones((2, 6, 6), bool))
-    np.testing.assert_allclose(ours(x, use_causal_mask=True),
-                               theirs(x, attention_mask=causal), atol=1e-5)
+    np.testing.assert_allclose(
+        ours(x, use_causal_mask=True), theirs(x, attention_mask=causal), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("cross", [True, False])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_matches_keras_hub(cross, norm_first):
     ours = TransformerDecoderBlock(2, 16, norm_first=norm_first)
-    theirs = keras_hub.layers.TransformerDecoder(16, 2,
-                                                 normalize_first=norm_first)
+    theirs = keras_hub.layers.TransformerDecoder(16, 2, normalize_first=norm_first)
     y, h = _x(2, 6, 8), _x(2, 5, 8, seed=1)
     enc = h if cross else None
     ours(y, enc), theirs(y, enc)
@@ -76,8 +76,7 @@ def test_decoder_matches_keras_hub(cross, norm_first):
     kwargs = {"decoder_padding_mask": dec_mask}
     if cross:
         kwargs["encoder_padding_mask"] = enc_mask
-    np.testing.assert_allclose(ours(y, enc, **kwargs),
-                               theirs(y, enc, **kwargs), atol=1e-5)
+    np.testing.assert_allclose(ours(y, enc, **kwargs), theirs(y, enc, **kwargs), atol=1e-5)
 
 
 @pytest.mark.parametrize("cross", [True, False])
@@ -93,12 +92,17 @@ def test_decoder_incremental_equals_full_pass(cross):
     # Encoder keys and values projected once for the whole decode.
     cross = block.compute_cross_attention_cache(h) if cross else None
     step = tf.function(
-        lambda t, c, i: block(t, enc, self_attention_cache=c,
-                              self_attention_cache_index=i,
-                              cross_attention_cache=cross),
-        jit_compile=True)
+        lambda t, c, i: block(
+            t,
+            enc,
+            self_attention_cache=c,
+            self_attention_cache_index=i,
+            cross_attention_cache=cross,
+        ),
+        jit_compile=True,
+    )
     for i in range(6):
-        out, cache = step(y[:, i:i + 1], cache, tf.constant(i))
+        out, cache = step(y[:, i : i + 1], cache, tf.constant(i))
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 
@@ -125,23 +129,29 @@ def test_masks_flow_through_blocks():
     model = keras.Model(inp, z)
     ids = np.array([[3, 4, 5, 0, 0]])
     # Padding never changes the real positions' outputs.
-    np.testing.assert_allclose(np.asarray(model(ids))[:, :3],
-                               np.asarray(model(ids[:, :3])), atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(model(ids))[:, :3], np.asarray(model(ids[:, :3])), atol=1e-5
+    )
 
 
 def test_encoder_layer_contract():
     # self-attention (4 kernels, 4 biases), 2 feed-forward Dense (kernel,
     # bias), 2 LayerNorms (gamma, beta)
-    run_layer_test(lambda: TransformerEncoderBlock(2, 16, dropout=0.1),
-                   _x(2, 5, 8), num_weights=(16, 0))
+    run_layer_test(
+        lambda: TransformerEncoderBlock(2, 16, dropout=0.1), _x(2, 5, 8), num_weights=(16, 0)
+    )
 
 
 def test_decoder_layer_contract():
-    run_layer_test(lambda: TransformerDecoderBlock(2, 16, activation="gelu"),
-                   _x(2, 5, 8), num_weights=(16, 0))
+    run_layer_test(
+        lambda: TransformerDecoderBlock(2, 16, activation="gelu"), _x(2, 5, 8), num_weights=(16, 0)
+    )
     # with cross-attention: 8 more attention weights and a third LayerNorm
-    run_layer_test(lambda: TransformerDecoderBlock(2, 16, dropout=0.1),
-                   (_x(2, 5, 8), _x(2, 4, 6, seed=1)), num_weights=(26, 0))
+    run_layer_test(
+        lambda: TransformerDecoderBlock(2, 16, dropout=0.1),
+        (_x(2, 5, 8), _x(2, 4, 6, seed=1)),
+        num_weights=(26, 0),
+    )
 
 
 def test_blocks_export_builtin_tflite(tmp_path):

@@ -31,8 +31,7 @@ class MLPHeadGRU(seqkeras.models.SequenceModel):
         return [self.part("gru").cell.get_initial_state(batch_size)]
 
     def call_with_cache(self, token_ids, cache, index):
-        h, states = self.part("gru").cell(self.part("embedding")(token_ids),
-                                          list(cache[0]))
+        h, states = self.part("gru").cell(self.part("embedding")(token_ids), list(cache[0]))
         logits = self.part("out")(self.part("hidden")(h))
         states = states if isinstance(states, (list, tuple)) else [states]
         return keras.ops.cast(logits, "float32"), [list(states)]
@@ -44,10 +43,12 @@ def build():
     gru = sk.Recurrent(sk.GRUCell(12), return_sequences=True)
     hidden = keras.layers.Dense(16, activation="relu")
     out = keras.layers.Dense(V, name="logits")
-    model = MLPHeadGRU(ids, out(hidden(gru(embedding(ids)))),
-                       vocabulary_sizes={"token_ids": V},
-                       parts={"embedding": embedding, "gru": gru,
-                              "hidden": hidden, "out": out})
+    model = MLPHeadGRU(
+        ids,
+        out(hidden(gru(embedding(ids)))),
+        vocabulary_sizes={"token_ids": V},
+        parts={"embedding": embedding, "gru": gru, "hidden": hidden, "out": out},
+    )
     # never predict PAD: the full pass over a prefix holding PAD would
     # mask it, the cached steps not
     out.bias.assign(np.eye(V, dtype="float32")[0] * -100.0)
@@ -67,12 +68,11 @@ PROMPT = np.array([[4, 5], [6, 7]], "int32")
 
 def test_user_model_generates_like_a_builtin_one():
     model = build()
-    out = seqkeras.models.generate(model, prompt=PROMPT, max_length=7,
-                                   eos_id=None)
-    np.testing.assert_array_equal(np.asarray(out),
-                                  greedy_by_recomputation(model, PROMPT, 7))
+    out = seqkeras.models.generate(model, prompt=PROMPT, max_length=7, eos_id=None)
+    np.testing.assert_array_equal(np.asarray(out), greedy_by_recomputation(model, PROMPT, 7))
     ids, scores = seqkeras.models.generate(
-        model, prompt=PROMPT, max_length=7, strategy="beam", beam_width=3)
+        model, prompt=PROMPT, max_length=7, strategy="beam", beam_width=3
+    )
     assert np.asarray(ids).shape == (2, 7)
     assert np.all(np.isfinite(np.asarray(scores)))
     with pytest.raises(ValueError, match="token id 20"):
@@ -81,13 +81,15 @@ def test_user_model_generates_like_a_builtin_one():
 
 def test_user_model_exports_generate_signatures(tmp_path):
     model = build()
-    path = saved_model(model, tmp_path / "1",
-                       signatures=S.generation(max_length=7))
-    served = tf.saved_model.load(path).signatures["generate"](
-        prompt_ids=tf.constant(PROMPT))["ids"].numpy()
+    path = saved_model(model, tmp_path / "1", signatures=S.generation(max_length=7))
+    served = (
+        tf.saved_model.load(path)
+        .signatures["generate"](prompt_ids=tf.constant(PROMPT))["ids"]
+        .numpy()
+    )
     np.testing.assert_array_equal(
-        served, np.asarray(seqkeras.models.generate(model, prompt=PROMPT,
-                                                    max_length=7)))
+        served, np.asarray(seqkeras.models.generate(model, prompt=PROMPT, max_length=7))
+    )
 
 
 def test_user_model_streams_and_round_trips(tmp_path):
@@ -96,26 +98,22 @@ def test_user_model_streams_and_round_trips(tmp_path):
     assert shapes == [(12,)]
     flatbuffer = open(path, "rb").read()
     assert_builtin_only(flatbuffer)
-    tokens = np.random.default_rng(0).integers(4, V, size=(2, 6)).astype(
-        "int32")
+    tokens = np.random.default_rng(0).integers(4, V, size=(2, 6)).astype("int32")
     expected = np.asarray(model(tokens))
     state = np.zeros((2, 12), "float32")
     for t in range(tokens.shape[1]):
-        out = run_tflite_signature(flatbuffer, token_ids=tokens[:, t],
-                                   state_0=state)
+        out = run_tflite_signature(flatbuffer, token_ids=tokens[:, t], state_0=state)
         np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
         state = out["new_state_0"]
     model.save(tmp_path / "m.keras")
     loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     assert type(loaded) is MLPHeadGRU
     assert loaded.part("gru").name == model.part("gru").name
-    np.testing.assert_allclose(np.asarray(loaded(tokens)), expected,
-                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(loaded(tokens)), expected, atol=1e-6)
     np.testing.assert_array_equal(
-        np.asarray(seqkeras.models.generate(loaded, prompt=PROMPT,
-                                            max_length=6)),
-        np.asarray(seqkeras.models.generate(model, prompt=PROMPT,
-                                            max_length=6)))
+        np.asarray(seqkeras.models.generate(loaded, prompt=PROMPT, max_length=6)),
+        np.asarray(seqkeras.models.generate(model, prompt=PROMPT, max_length=6)),
+    )
 
 
 def test_a_model_without_the_contract_is_refused(tmp_path):
@@ -125,8 +123,7 @@ def test_a_model_without_the_contract_is_refused(tmp_path):
     with pytest.raises(ValueError, match="generation contract"):
         seqkeras.models.generate(plain, prompt=PROMPT)
     with pytest.raises(ValueError, match="generation contract"):
-        saved_model(plain, tmp_path / "1",
-                    signatures=[S.Generate(max_length=4)])
+        saved_model(plain, tmp_path / "1", signatures=[S.Generate(max_length=4)])
     with pytest.raises(ValueError, match="streaming contract"):
         streaming_tflite(plain, tmp_path / "s.tflite")
     functional = keras.Model(ids, keras.layers.Dense(V)(x))
@@ -134,13 +131,16 @@ def test_a_model_without_the_contract_is_refused(tmp_path):
         seqkeras.models.generate(functional, prompt=PROMPT)
 
 
-@pytest.mark.parametrize("build_model", [
-    lambda: seqkeras.models.seq2seq(V, V, embedding_dim=4, units=6,
-                                    attention="additive"),
-    lambda: seqkeras.models.transformer_language_model(
-        V, 8, num_layers=1, num_heads=2, hidden_dim=8),
-    lambda: seqkeras.models.tagger(V, 3, units=4, embedding_dim=4),
-])
+@pytest.mark.parametrize(
+    "build_model",
+    [
+        lambda: seqkeras.models.seq2seq(V, V, embedding_dim=4, units=6, attention="additive"),
+        lambda: seqkeras.models.transformer_language_model(
+            V, 8, num_layers=1, num_heads=2, hidden_dim=8
+        ),
+        lambda: seqkeras.models.tagger(V, 3, units=4, embedding_dim=4),
+    ],
+)
 def test_builtin_parts_survive_a_safe_round_trip(build_model, tmp_path):
     model = build_model()
     model.save(tmp_path / "m.keras")

@@ -39,9 +39,10 @@ def free_ports(n):
 def run_processes(commands):
     """Starts (argv, env) pairs together; waits at most TIMEOUT seconds,
     kills them all on failure or timeout; returns their outputs."""
-    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-             for argv, env in commands]
+    procs = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for argv, env in commands
+    ]
     try:
         outs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
     finally:
@@ -64,11 +65,13 @@ def test_two_workers_match_one_process(tmp_path):
     workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     commands = []
     for i in range(2):
-        config = {"cluster": {"worker": workers},
-                  "task": {"type": "worker", "index": i}}
-        commands.append(([sys.executable, "-P", WORKER, str(multi),
-                          "--strategy", "multiworker"],
-                         dict(env, TF_CONFIG=json.dumps(config))))
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}
+        commands.append(
+            (
+                [sys.executable, "-P", WORKER, str(multi), "--strategy", "multiworker"],
+                dict(env, TF_CONFIG=json.dumps(config)),
+            )
+        )
     run_processes(commands)
 
     one = json.loads((single / "losses-single.json").read_text())
@@ -88,10 +91,10 @@ def test_two_workers_match_one_process(tmp_path):
     a = keras.saving.load_model(str(multi / "model.keras"))
     b = keras.saving.load_model(str(single / "model.keras"))
     x = np.random.default_rng(1).integers(1, 20, (3, 12)).astype("int32")
-    np.testing.assert_allclose(np.asarray(a(x)), np.asarray(b(x)),
-                               atol=1e-4)
-    assert not any(os.path.exists(multi / f) for f in os.listdir(multi)
-                   if f.startswith("seqkeras-worker-"))
+    np.testing.assert_allclose(np.asarray(a(x)), np.asarray(b(x)), atol=1e-4)
+    assert not any(
+        os.path.exists(multi / f) for f in os.listdir(multi) if f.startswith("seqkeras-worker-")
+    )
 
 
 def tiny_builders():
@@ -102,43 +105,65 @@ def tiny_builders():
     future = rng.normal(size=(8, 2, 1)).astype("float32")
     M = seqkeras.models
     return [
-        ("classifier", lambda: M.classifier(12, 3, backbone="gru", units=8,
-                                            embedding_dim=8),
-         ids, ids[:, 0] % 3),
-        ("tagger", lambda: M.tagger(12, 4, backbone="lstm", units=8,
-                                    embedding_dim=8), ids, ids % 4),
-        ("crf tagger", lambda: M.tagger(12, 4, units=8, embedding_dim=8,
-                                        crf=True), ids, ids % 4),
-        ("rnn_language_model", lambda: M.rnn_language_model(
-            12, embedding_dim=8, units=8), ids, ids),
-        ("transformer_language_model", lambda: M.transformer_language_model(
-            12, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16,
-            max_length=8), ids, ids),
-        ("seq2seq", lambda: M.seq2seq(12, 12, embedding_dim=8, units=8,
-                                      attention="additive"),
-         {"source_ids": ids, "target_ids": ids}, ids),
-        ("transformer_seq2seq", lambda: M.transformer_seq2seq(
-            12, 12, num_layers=1, hidden_dim=8, num_heads=2,
-            intermediate_dim=16, max_length=8),
-         {"source_ids": ids, "target_ids": ids}, ids),
-        ("forecaster", lambda: M.forecaster(10, 2, units=8), series,
-         future),
-        ("seq2seq_forecaster (teacher forcing)", lambda: M.seq2seq_forecaster(
-            10, 2, units=8).teacher_forcing_model(),
-         {"series": series, "future": future}, future),
+        (
+            "classifier",
+            lambda: M.classifier(12, 3, backbone="gru", units=8, embedding_dim=8),
+            ids,
+            ids[:, 0] % 3,
+        ),
+        (
+            "tagger",
+            lambda: M.tagger(12, 4, backbone="lstm", units=8, embedding_dim=8),
+            ids,
+            ids % 4,
+        ),
+        ("crf tagger", lambda: M.tagger(12, 4, units=8, embedding_dim=8, crf=True), ids, ids % 4),
+        (
+            "rnn_language_model",
+            lambda: M.rnn_language_model(12, embedding_dim=8, units=8),
+            ids,
+            ids,
+        ),
+        (
+            "transformer_language_model",
+            lambda: M.transformer_language_model(
+                12, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, max_length=8
+            ),
+            ids,
+            ids,
+        ),
+        (
+            "seq2seq",
+            lambda: M.seq2seq(12, 12, embedding_dim=8, units=8, attention="additive"),
+            {"source_ids": ids, "target_ids": ids},
+            ids,
+        ),
+        (
+            "transformer_seq2seq",
+            lambda: M.transformer_seq2seq(
+                12, 12, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, max_length=8
+            ),
+            {"source_ids": ids, "target_ids": ids},
+            ids,
+        ),
+        ("forecaster", lambda: M.forecaster(10, 2, units=8), series, future),
+        (
+            "seq2seq_forecaster (teacher forcing)",
+            lambda: M.seq2seq_forecaster(10, 2, units=8).teacher_forcing_model(),
+            {"series": series, "future": future},
+            future,
+        ),
     ]
 
 
-@pytest.mark.parametrize("name,build,x,y", tiny_builders(),
-                         ids=[b[0] for b in tiny_builders()])
+@pytest.mark.parametrize("name,build,x,y", tiny_builders(), ids=[b[0] for b in tiny_builders()])
 def test_every_builder_trains_under_mirrored_strategy(name, build, x, y):
     def train(strategy):
         keras.utils.set_random_seed(0)
         with strategy.scope():
             model = build()
             compile_model(model, jit_compile=False)  # as multi-replica
-        return model.fit(x, y, batch_size=4, epochs=2, shuffle=False,
-                         verbose=0).history["loss"]
+        return model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
 
     plain = train(dist.get_strategy("default"))
     mirrored = train(dist.get_strategy("mirrored"))
@@ -152,18 +177,22 @@ def test_bad_strategy_and_cluster_config(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(ValueError, match="TF_CONFIG is not set"):
         dist.get_strategy("multiworker")
-    for raw, match in [("{not json", "not valid JSON"),
-                       ('{"task": {}}', "`worker` list"),
-                       ('{"cluster": {"worker": ["a:1"]}, "task": '
-                        '{"type": "worker", "index": 3}}', "must name one")]:
+    for raw, match in [
+        ("{not json", "not valid JSON"),
+        ('{"task": {}}', "`worker` list"),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}',
+            "must name one",
+        ),
+    ]:
         with pytest.raises(ValueError, match=match):
             dist.cluster_spec({"TF_CONFIG": raw})
-    two = {"cluster": {"worker": ["a:1", "b:2"]},
-           "task": {"type": "worker", "index": 1}}
+    two = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}
     assert not dist.is_chief({"TF_CONFIG": json.dumps(two)})
     two["task"]["index"] = 0
     assert dist.is_chief({"TF_CONFIG": json.dumps(two)})
     assert dist.is_chief({})
-    path = dist.worker_path("/x/model.keras", {"TF_CONFIG": json.dumps(
-        dict(two, task={"type": "worker", "index": 1}))})
+    path = dist.worker_path(
+        "/x/model.keras", {"TF_CONFIG": json.dumps(dict(two, task={"type": "worker", "index": 1}))}
+    )
     assert path != "/x/model.keras" and path.endswith("model.keras")

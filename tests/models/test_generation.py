@@ -14,27 +14,33 @@ FEATURES = np.random.default_rng(0).normal(size=(2, 5)).astype("float32")
 
 def build(kind):
     if kind == "rnn_lm":
-        return M.rnn_language_model(V, 8, units=12, cell="lstm",
-                                    num_layers=2), None
+        return M.rnn_language_model(V, 8, units=12, cell="lstm", num_layers=2), None
     if kind == "transformer_lm":
-        return M.transformer_language_model(V, 8, num_layers=2, num_heads=2,
-                                            hidden_dim=16), None
+        return M.transformer_language_model(V, 8, num_layers=2, num_heads=2, hidden_dim=16), None
     if kind == "seq2seq":
         return M.seq2seq(V, V, embedding_dim=8, units=12, cell="gru"), SRC
     if kind == "seq2seq_bahdanau":
-        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="lstm",
-                         attention="additive"), SRC
+        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="lstm", attention="additive"), SRC
     if kind == "seq2seq_luong":
-        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="gru",
-                         attention="general", style="luong"), SRC
+        return M.seq2seq(
+            V, V, embedding_dim=8, units=12, cell="gru", attention="general", style="luong"
+        ), SRC
     if kind == "transformer_seq2seq":
-        return M.transformer_seq2seq(V, V, max_length=8, num_layers=2,
-                                     num_heads=2, hidden_dim=16), SRC
+        return M.transformer_seq2seq(
+            V, V, max_length=8, num_layers=2, num_heads=2, hidden_dim=16
+        ), SRC
     return M.conditioned_decoder(5, V, embedding_dim=8, units=12), FEATURES
 
 
-KINDS = ["rnn_lm", "transformer_lm", "seq2seq", "seq2seq_bahdanau",
-         "seq2seq_luong", "transformer_seq2seq", "conditioned"]
+KINDS = [
+    "rnn_lm",
+    "transformer_lm",
+    "seq2seq",
+    "seq2seq_bahdanau",
+    "seq2seq_luong",
+    "transformer_seq2seq",
+    "conditioned",
+]
 
 
 def full_logits(model, kind, inputs, tokens):
@@ -55,8 +61,9 @@ def test_cached_steps_equal_the_full_pass(kind):
     cache = start(inputs, 2, 8)
     for t in range(tokens.shape[1]):
         logits, cache = step(tokens[:, t], cache, t)
-        np.testing.assert_allclose(np.asarray(logits), expected[:, t],
-                                   atol=1e-5, err_msg=f"step {t}")
+        np.testing.assert_allclose(
+            np.asarray(logits), expected[:, t], atol=1e-5, err_msg=f"step {t}"
+        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -65,21 +72,37 @@ def test_generate_greedy_equals_recomputation_and_strategies_run(kind):
     prompt = np.full((2, 1), seqkeras.data.BOS, "int32")
     if inputs is None:
         prompt = np.array([[4, 5], [6, 7]], "int32")
-    out = np.asarray(M.generate(model, inputs, prompt=prompt, max_length=6,
-                                eos_id=None))
+    out = np.asarray(M.generate(model, inputs, prompt=prompt, max_length=6, eos_id=None))
     # greedy by recomputing the whole model on the growing prefix
     tokens = prompt
     while tokens.shape[1] < 6:
         nxt = np.argmax(full_logits(model, kind, inputs, tokens)[:, -1], -1)
         tokens = np.concatenate([tokens, nxt[:, None].astype("int32")], 1)
     np.testing.assert_array_equal(out, tokens)
-    beam, scores = M.generate(model, inputs, prompt=prompt, max_length=6,
-                              strategy="beam", beam_width=3)
+    beam, scores = M.generate(
+        model, inputs, prompt=prompt, max_length=6, strategy="beam", beam_width=3
+    )
     assert np.asarray(beam).shape == (2, 6) and np.all(np.isfinite(scores))
-    a = M.generate(model, inputs, prompt=prompt, max_length=6,
-                   strategy="sample", top_p=0.9, temperature=0.8, seed=4)
-    b = M.generate(model, inputs, prompt=prompt, max_length=6,
-                   strategy="sample", top_p=0.9, temperature=0.8, seed=4)
+    a = M.generate(
+        model,
+        inputs,
+        prompt=prompt,
+        max_length=6,
+        strategy="sample",
+        top_p=0.9,
+        temperature=0.8,
+        seed=4,
+    )
+    b = M.generate(
+        model,
+        inputs,
+        prompt=prompt,
+        max_length=6,
+        strategy="sample",
+        top_p=0.9,
+        temperature=0.8,
+        seed=4,
+    )
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -93,21 +116,19 @@ def test_generate_bad_arguments():
     with pytest.raises(ValueError, match="learned positions"):
         M.generate(model, prompt=prompt, max_length=9)
     with pytest.raises(ValueError, match="top_p"):
-        M.generate(model, prompt=prompt, strategy="sample", top_p=2.0,
-                   max_length=6)
+        M.generate(model, prompt=prompt, strategy="sample", top_p=2.0, max_length=6)
     with pytest.raises(ValueError, match="beam_width"):
-        M.generate(model, prompt=prompt, strategy="beam", beam_width=0,
-                   max_length=6)
+        M.generate(model, prompt=prompt, strategy="beam", beam_width=0, max_length=6)
     with pytest.raises(ValueError, match="longer than max_length=2"):
         M.generate(model, prompt=np.ones((1, 3), "int32"), max_length=2)
     with pytest.raises(ValueError, match="seqkeras.models"):
         M.generate(M.classifier(10, 2), prompt=prompt)
     with pytest.raises(ValueError, match="prompt_lengths"):
-        M.generate(model, prompt=prompt, strategy="beam", max_length=6,
-                   prompt_lengths=np.array([1]))
+        M.generate(
+            model, prompt=prompt, strategy="beam", max_length=6, prompt_lengths=np.array([1])
+        )
     with pytest.raises(ValueError, match="one length per prompt row"):
-        M.generate(model, prompt=prompt, max_length=6,
-                   prompt_lengths=np.array([1, 2]))
+        M.generate(model, prompt=prompt, max_length=6, prompt_lengths=np.array([1, 2]))
 
 
 @pytest.mark.parametrize("kind", ["rnn_lm", "transformer_lm"])
@@ -115,11 +136,13 @@ def test_prompts_of_different_lengths_decode_as_alone(kind):
     model, _ = build(kind)
     prompts = np.array([[4, 5, 6], [7, 8, 0], [9, 0, 0]], "int32")
     lengths = np.array([3, 2, 1])
-    ids = np.asarray(M.generate(model, prompt=prompts, max_length=8,
-                                prompt_lengths=lengths, eos_id=None))
+    ids = np.asarray(
+        M.generate(model, prompt=prompts, max_length=8, prompt_lengths=lengths, eos_id=None)
+    )
     for row, n in enumerate(lengths):
-        alone = np.asarray(M.generate(model, prompt=prompts[row:row + 1, :n],
-                                      max_length=8, eos_id=None))
+        alone = np.asarray(
+            M.generate(model, prompt=prompts[row : row + 1, :n], max_length=8, eos_id=None)
+        )
         np.testing.assert_array_equal(ids[row], alone[0])
 
 
@@ -131,11 +154,18 @@ def test_numpy_scalars_are_accepted_as_python_numbers():
     expected = np.asarray(M.generate(model, prompt=prompt, max_length=6))
     got = M.generate(model, prompt=prompt, max_length=np.int64(6))
     np.testing.assert_array_equal(np.asarray(got), expected)
-    sampled = M.generate(model, prompt=prompt, max_length=np.int32(6),
-                         strategy="sample", temperature=np.float32(0.7),
-                         top_k=np.int64(3), seed=np.int64(2))
-    again = M.generate(model, prompt=prompt, max_length=6,
-                       strategy="sample", temperature=0.7, top_k=3, seed=2)
+    sampled = M.generate(
+        model,
+        prompt=prompt,
+        max_length=np.int32(6),
+        strategy="sample",
+        temperature=np.float32(0.7),
+        top_k=np.int64(3),
+        seed=np.int64(2),
+    )
+    again = M.generate(
+        model, prompt=prompt, max_length=6, strategy="sample", temperature=0.7, top_k=3, seed=2
+    )
     np.testing.assert_array_equal(np.asarray(sampled), np.asarray(again))
 
 
@@ -144,16 +174,13 @@ def test_compiled_decoders_per_model_are_bounded():
 
     model = M.rnn_language_model(V, 4, cell="gru")
     prompt = np.array([[4, 5]], "int32")
-    first = np.asarray(M.generate(model, prompt=prompt, max_length=4,
-                                  strategy="sample", seed=0))
+    first = np.asarray(M.generate(model, prompt=prompt, max_length=4, strategy="sample", seed=0))
     for seed in range(1, generation.COMPILED_CACHE_SIZE + 4):
-        M.generate(model, prompt=prompt, max_length=4, strategy="sample",
-                   seed=seed)
+        M.generate(model, prompt=prompt, max_length=4, strategy="sample", seed=seed)
     cache = model.__dict__["_seqkeras_generate"]
     assert len(cache) == generation.COMPILED_CACHE_SIZE
     # an evicted entry is compiled again and gives the same ids
-    again = M.generate(model, prompt=prompt, max_length=4, strategy="sample",
-                       seed=0)
+    again = M.generate(model, prompt=prompt, max_length=4, strategy="sample", seed=0)
     np.testing.assert_array_equal(np.asarray(again), first)
 
 
@@ -169,9 +196,11 @@ def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
     from seqkeras.models import steps
 
     model, inputs = build(kind)
-    width = (model.part("embedding").embeddings.shape[1]
-             if kind == "transformer_lm"
-             else model.part("logits").kernel.shape[0])
+    width = (
+        model.part("embedding").embeddings.shape[1]
+        if kind == "transformer_lm"
+        else model.part("logits").kernel.shape[0]
+    )
     h = np.random.default_rng(2).normal(size=(3, width)).astype("float32")
     bf16 = ml_dtypes.bfloat16
 
@@ -195,8 +224,11 @@ def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
     prompt = np.full((2, 1), seqkeras.data.BOS, "int32")
     if inputs is None:
         prompt = np.array([[4, 5], [6, 7]], "int32")
-    out = np.asarray(M.generate(model, inputs, prompt=prompt, max_length=6,
-                                eos_id=None, projection_dtype="bfloat16"))
+    out = np.asarray(
+        M.generate(
+            model, inputs, prompt=prompt, max_length=6, eos_id=None, projection_dtype="bfloat16"
+        )
+    )
     start, step = M.decoder_step(model)
     with steps.projection_weights(model, "bfloat16"):
         cache = start(inputs, 2, 6)
@@ -208,5 +240,4 @@ def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
                 tokens = np.concatenate([tokens, nxt[:, None]], 1)
     np.testing.assert_array_equal(out, tokens)
     with pytest.raises(ValueError, match="`projection_dtype`.*'int8'"):
-        M.generate(model, inputs, prompt=prompt, max_length=6,
-                   projection_dtype="int8")
+        M.generate(model, inputs, prompt=prompt, max_length=6, projection_dtype="int8")

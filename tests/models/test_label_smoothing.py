@@ -38,13 +38,14 @@ def test_equals_numpy_and_keras_one_hot(batch, e):
     got = float(SmoothedTokenCrossEntropy(e)(y, logits))
     assert got == pytest.approx(_numpy(y, logits, e), rel=1e-5)
     mask = y != 0
-    one_hot = keras.losses.CategoricalCrossentropy(
-        from_logits=True, label_smoothing=e)(
-            np.eye(7)[y[mask]], logits[mask])
+    one_hot = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=e)(
+        np.eye(7)[y[mask]], logits[mask]
+    )
     assert got == pytest.approx(float(one_hot), rel=1e-5)
     if e == 0.0:
-        sparse = keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, ignore_class=0)(y, logits)
+        sparse = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)(
+            y, logits
+        )
         assert got == pytest.approx(float(sparse), rel=1e-5)
 
 
@@ -53,16 +54,14 @@ def test_padding_changes_nothing_and_gradient_matches(batch):
     loss = SmoothedTokenCrossEntropy(0.2)
     wider = np.concatenate([logits, np.full((3, 2, 7), 9.0, "float32")], 1)
     y_wide = np.concatenate([y, np.zeros((3, 2), y.dtype)], 1)
-    assert float(loss(y_wide, wider)) == pytest.approx(
-        float(loss(y, logits)), rel=1e-6)
+    assert float(loss(y_wide, wider)) == pytest.approx(float(loss(y, logits)), rel=1e-6)
     x = tf.Variable(logits.astype("float64"))
     with tf.GradientTape() as tape:
         value = loss(y, tf.cast(x, "float32"))
     grad = tape.gradient(value, x).numpy()
     h = 1e-3
     for idx in [(0, 0, 1), (1, 4, 6), (0, 4, 2)]:  # (0, 4, .) is padding
-        up, down = logits.astype("float64").copy(), logits.astype(
-            "float64").copy()
+        up, down = logits.astype("float64").copy(), logits.astype("float64").copy()
         up[idx] += h
         down[idx] -= h
         fd = (_numpy(y, up, 0.2) - _numpy(y, down, 0.2)) / (2 * h)
@@ -82,9 +81,8 @@ def test_mixed_precision_serialization_and_errors(batch):
         SmoothedTokenCrossEntropy(1.0)
     import seqkeras
 
-    clf = seqkeras.models.classifier(20, 2, backbone="gru", units=4,
-                                     embedding_dim=4)
-    with pytest.raises(ValueError, match="\"tokens\" task only"):
+    clf = seqkeras.models.classifier(20, 2, backbone="gru", units=4, embedding_dim=4)
+    with pytest.raises(ValueError, match='"tokens" task only'):
         compile_model(clf, label_smoothing=0.1)
     lm = seqkeras.models.rnn_language_model(20, 4, cell="gru")
     compile_model(lm, label_smoothing=0.1)

@@ -11,21 +11,20 @@ from seqkeras.models import choose_jit_compile, compile_model
 from tests.models import test_builders as builders
 
 SAME_BARS = {
-    "classifier gru attention": lambda: (
-        builders.test_classifier_learns_and_round_trips(
-            "gru", "attention", True)),
-    "classifier transformer": lambda: (
-        builders.test_classifier_learns_and_round_trips(
-            "transformer", "mean", False)),
+    "classifier gru attention": lambda: builders.test_classifier_learns_and_round_trips(
+        "gru", "attention", True
+    ),
+    "classifier transformer": lambda: builders.test_classifier_learns_and_round_trips(
+        "transformer", "mean", False
+    ),
     "tagger": builders.test_tagger_learns_context_dependent_tags,
-    "rnn language model": lambda: (
-        builders.test_language_models_learn_and_tie_weights("rnn")),
-    "transformer language model": lambda: (
-        builders.test_language_models_learn_and_tie_weights("transformer")),
+    "rnn language model": lambda: builders.test_language_models_learn_and_tie_weights("rnn"),
+    "transformer language model": lambda: builders.test_language_models_learn_and_tie_weights(
+        "transformer"
+    ),
     "seq2seq attention": builders.test_seq2seq_overfits_one_batch,
     "transformer seq2seq": builders.test_transformer_seq2seq_learns_reversal,
-    "forecaster": lambda: (
-        builders.test_forecaster_beats_the_seasonal_naive_baseline("gru")),
+    "forecaster": lambda: builders.test_forecaster_beats_the_seasonal_naive_baseline("gru"),
 }
 
 
@@ -53,8 +52,7 @@ def test_same_bars_under_mixed_bfloat16(name):
 
 
 def cpu_only():
-    return all(d.lower().startswith("cpu")
-               for d in keras.distribution.list_devices())
+    return all(d.lower().startswith("cpu") for d in keras.distribution.list_devices())
 
 
 @pytest.mark.skipif(not cpu_only(), reason="the CPU rules; a GPU is here")
@@ -77,6 +75,5 @@ def test_compile_mode_choice_on_this_cpu():
 
 def test_compile_mode_argument_is_checked():
     model = seqkeras.models.tagger(12, 3, units=8, embedding_dim=8)
-    with pytest.raises(ValueError, match="`jit_compile`.*Received: "
-                       "jit_compile='yes'"):
+    with pytest.raises(ValueError, match="`jit_compile`.*Received: jit_compile='yes'"):
         compile_model(model, jit_compile="yes")

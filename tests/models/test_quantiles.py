@@ -26,8 +26,7 @@ def test_pinball_matches_numpy_and_is_minimised_by_the_quantile():
     draws = rng.exponential(size=1000)
     grid = np.linspace(0, 4, 401)
     for level in (0.1, 0.5, 0.9):
-        losses = [_numpy_pinball(draws, np.array([[c]]), np.array(level))
-                  for c in grid]
+        losses = [_numpy_pinball(draws, np.array([[c]]), np.array(level)) for c in grid]
         best = grid[int(np.argmin(losses))]
         assert best == pytest.approx(np.quantile(draws, level), abs=0.02)
     with pytest.raises(ValueError, match="PinballLoss"):
@@ -40,13 +39,10 @@ def test_pinball_matches_numpy_and_is_minimised_by_the_quantile():
 
 
 def test_quantiles_never_cross():
-    model = seqkeras.models.forecaster(12, 3, backbone="gru",
-                                       quantiles=[0.1, 0.5, 0.9])
+    model = seqkeras.models.forecaster(12, 3, backbone="gru", quantiles=[0.1, 0.5, 0.9])
     rng = np.random.default_rng(1)
-    model.set_weights([rng.normal(0, 2, w.shape) for w in
-                       model.get_weights()])
-    out = np.asarray(model(rng.normal(size=(16, 12, 1)).astype(
-        "float32")))
+    model.set_weights([rng.normal(0, 2, w.shape) for w in model.get_weights()])
+    out = np.asarray(model(rng.normal(size=(16, 12, 1)).astype("float32")))
     assert out.shape == (16, 3, 1, 3)
     assert np.all(np.diff(out, axis=-1) >= 0)
 
@@ -58,20 +54,17 @@ def test_learns_intervals_with_their_coverage(tmp_path):
 
     def data(n):
         x = rng.normal(size=(n, 8, 1)).astype("float32")
-        y = (x.mean(1, keepdims=True) + rng.normal(size=(n, 1, 1))).astype(
-            "float32")
+        y = (x.mean(1, keepdims=True) + rng.normal(size=(n, 1, 1))).astype("float32")
         return x, y
 
     x, y = data(4000)
-    model = seqkeras.models.forecaster(8, 1, backbone="gru", units=16,
-                                       quantiles=[0.1, 0.5, 0.9])
+    model = seqkeras.models.forecaster(8, 1, backbone="gru", units=16, quantiles=[0.1, 0.5, 0.9])
     seqkeras.models.compile_model(model, learning_rate=1e-2)
     assert isinstance(model.loss, PinballLoss)
     model.fit(x, y, epochs=8, batch_size=128, verbose=0)
     xt, yt = data(2000)
     f = np.asarray(model.predict(xt, verbose=0))
-    covered = np.mean((yt[..., 0] >= f[..., 0, 0]) &
-                      (yt[..., 0] <= f[..., 0, 2]))
+    covered = np.mean((yt[..., 0] >= f[..., 0, 0]) & (yt[..., 0] <= f[..., 0, 2]))
     assert 0.72 <= covered <= 0.88, covered
     path = str(tmp_path / "q.keras")
     model.save(path)
@@ -79,13 +72,10 @@ def test_learns_intervals_with_their_coverage(tmp_path):
 
     loaded = keras.saving.load_model(path)
     assert loaded.quantiles == [0.1, 0.5, 0.9]
-    np.testing.assert_allclose(np.asarray(loaded.predict(xt[:4],
-                                                         verbose=0)),
-                               f[:4], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(loaded.predict(xt[:4], verbose=0)), f[:4], atol=1e-5)
 
 
-@pytest.mark.parametrize("quantiles", [[0.5, 0.1], [0.1, 1.0], [], 0.5,
-                                       [0.1, 0.1]])
+@pytest.mark.parametrize("quantiles", [[0.5, 0.1], [0.1, 1.0], [], 0.5, [0.1, 0.1]])
 def test_bad_quantiles(quantiles):
     with pytest.raises(ValueError, match="forecaster.*quantiles"):
         seqkeras.models.forecaster(8, 2, quantiles=quantiles)

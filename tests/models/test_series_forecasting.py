@@ -24,33 +24,32 @@ def test_window_scaling_matches_numpy():
     x = rng.normal(50, 10, (3, 7, 2)).astype("float32")
     mu, sigma = _numpy_scale(x.astype("float64"), 1e-6)
     layer = seqkeras.layers.WindowScaling()
-    np.testing.assert_allclose(np.asarray(layer(x)), (x - mu) / sigma,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(layer(x)), (x - mu) / sigma, rtol=1e-5, atol=1e-5)
     v = rng.normal(size=(3, 4, 1)).astype("float32")
-    np.testing.assert_allclose(np.asarray(layer(x, v)),
-                               (v - mu[:, :, :1]) / sigma[:, :, :1],
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(layer(x, v)), (v - mu[:, :, :1]) / sigma[:, :, :1], rtol=1e-5, atol=1e-5
+    )
     q = rng.normal(size=(3, 4, 2, 3)).astype("float32")
     back = seqkeras.layers.WindowScaling(inverse=True)
     np.testing.assert_allclose(
-        np.asarray(back(x, q)), q * sigma[..., None] + mu[..., None],
-        rtol=1e-5, atol=1e-4)
+        np.asarray(back(x, q)), q * sigma[..., None] + mu[..., None], rtol=1e-5, atol=1e-4
+    )
     # a constant window: no division by zero, values map to the level
     flat = np.full((1, 5, 1), 7.0, "float32")
     out = np.asarray(layer(flat))
     assert np.all(np.isfinite(out)) and np.all(out == 0)
-    np.testing.assert_allclose(np.asarray(back(flat, np.zeros(
-        (1, 2, 1), "float32"))), 7.0)
+    np.testing.assert_allclose(np.asarray(back(flat, np.zeros((1, 2, 1), "float32"))), 7.0)
 
 
 def test_window_scaling_contract_and_errors():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(2, 6, 3)).astype("float32")
-    run_layer_test(lambda: seqkeras.layers.WindowScaling(), x,
-                   num_weights=(0, 0))
-    run_layer_test(lambda: seqkeras.layers.WindowScaling(inverse=True),
-                   (x, rng.normal(size=(2, 4, 2)).astype("float32")),
-                   num_weights=(0, 0))
+    run_layer_test(lambda: seqkeras.layers.WindowScaling(), x, num_weights=(0, 0))
+    run_layer_test(
+        lambda: seqkeras.layers.WindowScaling(inverse=True),
+        (x, rng.normal(size=(2, 4, 2)).astype("float32")),
+        num_weights=(0, 0),
+    )
     with pytest.raises(ValueError, match=r"WindowScaling.*values"):
         seqkeras.layers.WindowScaling(inverse=True)(x)
     with pytest.raises(ValueError, match=r"WindowScaling.*rank 3"):
@@ -68,25 +67,22 @@ def test_scaled_forecasts_follow_level_and_scale(kind):
     """With window scaling, forecast(a * x + b) = a * forecast(x) + b for
     a > 0: the model sees only the window's shape."""
     if kind == "seq2seq":
-        model = seqkeras.models.seq2seq_forecaster(
-            12, 3, units=8, quantiles=[0.1, 0.5, 0.9])
+        model = seqkeras.models.seq2seq_forecaster(12, 3, units=8, quantiles=[0.1, 0.5, 0.9])
     else:
         model = seqkeras.models.forecaster(
-            12, 3, backbone=kind, units=8, num_heads=2,
-            quantiles=[0.1, 0.5, 0.9], scaling="window")
+            12, 3, backbone=kind, units=8, num_heads=2, quantiles=[0.1, 0.5, 0.9], scaling="window"
+        )
     rng = np.random.default_rng(2)
     x = rng.normal(size=(4, 12, 1)).astype("float32")
     base = np.asarray(model(x))
     moved = np.asarray(model(x * 30.0 + 500.0))
-    np.testing.assert_allclose(moved, base * 30.0 + 500.0, rtol=1e-4,
-                               atol=1e-2)
+    np.testing.assert_allclose(moved, base * 30.0 + 500.0, rtol=1e-4, atol=1e-2)
     assert np.all(np.diff(moved, axis=-1) >= 0)
     assert not model.streamable
 
 
 def test_seq2seq_forecaster_teacher_forcing_and_feedback():
-    model = seqkeras.models.seq2seq_forecaster(10, 4, units=6,
-                                               scaling=None)
+    model = seqkeras.models.seq2seq_forecaster(10, 4, units=6, scaling=None)
     trainer = model.teacher_forcing_model()
     assert trainer is model.teacher_forcing_model()
     ours = {id(w) for w in model.weights}
@@ -104,8 +100,7 @@ def test_seq2seq_forecaster_teacher_forcing_and_feedback():
     assert np.abs(other[:, 1:] - free[:, 1:]).max() > 1e-3
     # training the teacher-forced graph trains the forecaster
     y = np.repeat(x[:, -1:], 4, axis=1)
-    seqkeras.models.compile_model(trainer, task="regression",
-                                  learning_rate=1e-2)
+    seqkeras.models.compile_model(trainer, task="regression", learning_rate=1e-2)
     before = np.abs(np.asarray(model(x)) - y).mean()
     trainer.fit({"series": x, "future": y}, y, epochs=30, verbose=0)
     assert np.abs(np.asarray(model(x)) - y).mean() < before
@@ -130,8 +125,9 @@ def _csv(tmp_path, text, name="s.csv", raw=False):
 
 
 def test_read_series_csv_and_its_errors(tmp_path):
-    dates, values = S.read_series_csv(_csv(
-        tmp_path, 'Date,Temp\n1981-01-01,20.7\n"1981-01-02","17.9"\n\n'))
+    dates, values = S.read_series_csv(
+        _csv(tmp_path, 'Date,Temp\n1981-01-01,20.7\n"1981-01-02","17.9"\n\n')
+    )
     assert dates == ["1981-01-01", "1981-01-02"]
     np.testing.assert_allclose(values, [20.7, 17.9], rtol=1e-6)
     cases = [
