@@ -25,7 +25,6 @@ weights.
 The apps import it as `common` (their own directory is on `sys.path` when
 they run as scripts; the tests load them the same way)."""
 
-import csv
 import json
 import os
 import sys
@@ -33,8 +32,10 @@ import time
 
 import keras
 
+import plots
+from train_callbacks import WEIGHTS, training_callbacks
+
 CONFIG = "config.json"
-WEIGHTS = "best.weights.h5"
 
 
 class AppError(Exception):
@@ -110,17 +111,25 @@ def load(directory):
     return load_weights(model, directory), config
 
 
-def preset(presets, name, tiny=False, small=None, overrides=None):
-    """`(builder, arguments)` of the preset `name` (`presets` maps a name
-    to a `(builder, arguments)` pair): with `tiny`, the arguments that
-    `small` names are replaced by its values (a smoke-run model); then
-    `overrides` (options given on the command line, None: not given).
-    An override of an argument the preset does not take is an
+def presets(app):
+    """The app's model presets from `presets.json` beside the apps:
+    `{"models": {name: [builder, arguments]}, "tiny": {argument: value}}`
+    (`tiny`: a model of a few thousand parameters, for smoke runs)."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets.json")) as f:
+        return json.load(f)[app]
+
+
+def preset(app, name, tiny=False, overrides=None):
+    """`(builder, arguments)` of the app's preset `name` (`presets`): with
+    `tiny`, the arguments the app's `tiny` table names take its values;
+    then `overrides` (options given on the command line, None: not
+    given). An override of an argument the preset does not take is an
     AppError."""
-    builder, arguments = presets[name]
+    table = presets(app)
+    builder, arguments = table["models"][name]
     arguments = dict(arguments)
     if tiny:
-        arguments.update({k: v for k, v in (small or {}).items() if k in arguments})
+        arguments.update({k: v for k, v in table["tiny"].items() if k in arguments})
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -202,25 +211,27 @@ def fit_and_report(
     **fit_options,
 ):
     """Fits `model` on `data` for `--epochs` with the callbacks of
-    `callbacks` (the `extra_callbacks` run after `BackupAndRestore` and
+    `train_callbacks.training_callbacks` (the `extra_callbacks` run after `BackupAndRestore` and
     before the checkpoint, so the metrics they add to the logs are
     checkpointed and written), times it and plots `curves` (the
     `plot_curves` arguments after the paths) from the history. Prints
     and returns `(seconds, best monitored value)`."""
     out = args.out
-    callbacks_, checkpoint = callbacks(out, kill_env, monitor, mode, target)
-    callbacks_[1:1] = list(extra_callbacks)
+    callbacks, checkpoint = training_callbacks(out, kill_env, monitor, mode, target)
+    callbacks[1:1] = list(extra_callbacks)
     start = time.perf_counter()
     model.fit(
         data,
         validation_data=validation,
         epochs=args.epochs,
-        callbacks=callbacks_,
+        callbacks=callbacks,
         verbose=args.verbose,
         **fit_options,
     )
     seconds = time.perf_counter() - start
-    png = plot_curves(os.path.join(out, "history.csv"), os.path.join(out, "curves.png"), *curves)
+    png = plots.plot_curves(
+        os.path.join(out, "history.csv"), os.path.join(out, "curves.png"), *curves
+    )
     print(
         f"trained in {seconds:.0f} s (this process); best {monitor} "
         f"{checkpoint.best:.4f}; curves: {png}"
@@ -228,7 +239,7 @@ def fit_and_report(
     return seconds, checkpoint.best
 
 
-def export(model, args, name, signatures, check, samples, beside=(), **verify):
+def export(model, args, name, signatures, check, samples, beside=(), more=None, **verify):
     """What every app's `export` does, into `--out` (default
     `MODEL/export`): the SavedModel with the app's `signatures` at the
     next version of `out/name` (TF Serving's layout); `check(path)`, the
@@ -238,8 +249,9 @@ def export(model, args, name, signatures, check, samples, beside=(), **verify):
     pass written and verified in every format
     (`seqkeras.export.export_and_verify(model, name + "-forward",
     samples, **verify)`); the files `beside` (paths, or `(path, new
-    name)`) copied next to the TFLite file; `report.json`. Returns the
-    report."""
+    name)`) copied next to the TFLite file; `more(report, out)`, a dict
+    of the app's own further exports (e.g. a streaming step model);
+    `report.json`. Returns the report."""
     import shutil
 
     from seqkeras.export import assert_servable, export_and_verify, next_version, saved_model
@@ -263,6 +275,8 @@ def export(model, args, name, signatures, check, samples, beside=(), **verify):
     for item in beside:
         source, new = item if isinstance(item, tuple) else (item, None)
         shutil.copy(source, os.path.join(directory, new or os.path.basename(source)))
+    if more is not None:
+        report.update(more(report, out))
     write_report(report, out)
     return report
 
@@ -285,63 +299,29 @@ def length_batches(rows, batch, limit=None, fill=0, dtype="int32"):
         yield chunk, x
 
 
-def pyplot():
-    """matplotlib's pyplot on the Agg backend (no screen needed)."""
-    import matplotlib
+def options(parser, spec, **help):
+    """Adds an option per `name=default` word of `spec` (e.g. `"epochs=10
+    lr=1e-3 warmup=0"`: `--epochs`, `--lr`, `--warmup`), its type that of
+    the default (a Python literal; `name=int` or `name=float`: no default,
+    None); `help` by option name (underscores)."""
+    import ast
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_figure(fig, path):
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    pyplot().close(fig)
-    return path
-
-
-def plot_by_length(path, bins, scores, counts, xlabel, ylabel, title):
-    """One line per model (`scores`: label -> a score per length bin) over
-    the length `bins` ((low, high) pairs; 99: no upper end), each bin
-    labelled with its count."""
-    fig, ax = pyplot().subplots(figsize=(7, 4))
-    for label, values in scores.items():
-        ax.plot(range(len(bins)), values, "o-", label=label)
-    ax.set_xticks(
-        range(len(bins)),
-        [f"{lo}-{hi}\n({n})" if hi < 99 else f"{lo}+\n({n})" for (lo, hi), n in zip(bins, counts)],
-    )
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    return save_figure(fig, path)
+    for word in spec.split():
+        name, value = word.split("=", 1)
+        key = name.replace("-", "_")
+        if value in ("int", "float"):
+            kind, default = {"int": int, "float": float}[value], None
+        else:
+            default = ast.literal_eval(value)
+            kind = type(default)
+        parser.add_argument(f"--{name}", type=kind, default=default, help=help.get(key))
 
 
-def plot_weights(path, weights, columns, rows=None, title="", xlabel="", ylabel=""):
-    """A heatmap of attention `weights` (len(rows) x len(columns); one row
-    without `rows`), each cell a weight, the axes labelled with the
-    tokens."""
-    weights = weights if rows is not None else weights[None]
-    width = max(5, 0.5 * len(columns))
-    height = max(4, 0.35 * len(rows)) if rows is not None else 1.8
-    fig, ax = pyplot().subplots(figsize=(width, height))
-    ax.imshow(weights, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(columns)), columns, rotation=60, ha="right")
-    ax.set_yticks(range(len(rows)) if rows is not None else [], rows if rows is not None else [])
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    return save_figure(fig, path)
-
-
-def subcommand(sub, name, help, func, model=True, **model_options):
-    """A subcommand parser running `func`, with `--model` (required; a
-    model directory) unless `model` is False."""
-    parser = sub.add_parser(name, help=help)
+def subcommand(sub, name, summary, func, model=True, **model_options):
+    """A subcommand parser (`summary`: its help line) running `func`, with
+    `--model` (required; a model directory; `model_options` for its
+    `add_argument`) unless `model` is False."""
+    parser = sub.add_parser(name, help=summary)
     if model:
         parser.add_argument("--model", required=True, **model_options)
     parser.set_defaults(func=func)
@@ -356,130 +336,6 @@ def load_weights(model, directory):
         )
     model.load_weights(weights)
     return model
-
-
-def best_so_far(history, monitor="val_loss", mode="min"):
-    """The best `monitor` value in a resumed run's history.csv (so the best
-    checkpoint is not overwritten by a worse epoch after a restart)."""
-    if not os.path.isfile(history):
-        return None
-    with open(history, newline="") as f:
-        values = [float(r[monitor]) for r in csv.DictReader(f) if r.get(monitor)]
-    if not values:
-        return None
-    return min(values) if mode == "min" else max(values)
-
-
-class _Checkpoint(keras.callbacks.ModelCheckpoint):
-    """A ModelCheckpoint that saves `target`'s weights (a model sharing the
-    trained model's layers, e.g. the forecaster a teacher-forced training
-    graph trains) instead of the fitted model's."""
-
-    def __init__(self, *args, target=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.target = target
-
-    def set_model(self, model):
-        super().set_model(model if self.target is None else self.target)
-
-
-def callbacks(out, kill_env, monitor="val_loss", mode="min", target=None):
-    """`(callbacks, checkpoint)`: BackupAndRestore under `out/backup`, the
-    best weights by `monitor` in `out/best.weights.h5` (of `target` when
-    given, else of the fitted model), `history.csv`,
-    TensorBoard under `out/logs`, `epoch_seconds.csv`; with the
-    environment variable `kill_env` set to N, a SIGKILL after epoch N (what
-    the resume tests do to a run). A worker other than the chief of a
-    multi-worker run writes all of these to a temporary directory."""
-    from seqkeras.distribute import worker_path
-
-    out = worker_path(out)  # the chief's own; another worker's: a temp dir
-    os.makedirs(out, exist_ok=True)
-    history = os.path.join(out, "history.csv")
-    checkpoint = _Checkpoint(
-        os.path.join(out, WEIGHTS),
-        monitor=monitor,
-        mode=mode,
-        save_best_only=True,
-        save_weights_only=True,
-        target=target,
-    )
-    best = best_so_far(history, monitor, mode)
-    if best is not None:
-        checkpoint.best = best
-    result = [
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
-        checkpoint,
-        keras.callbacks.CSVLogger(history, append=True),
-        keras.callbacks.TensorBoard(os.path.join(out, "logs")),
-        EpochTimer(os.path.join(out, "epoch_seconds.csv")),
-    ]
-    if os.environ.get(kill_env):
-        result.append(KillAfter(int(os.environ[kill_env])))
-    return result, checkpoint
-
-
-def plot_curves(history, path, title, loss_label, metric=None, metric_label=None, log=False):
-    """Loss and `metric` per epoch (train and validation) from a
-    history.csv, as a PNG (the loss alone without `metric`; `log`: a
-    logarithmic loss axis)."""
-    plt = pyplot()
-    with open(history, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return None
-    epochs = [int(r["epoch"]) + 1 for r in rows]
-    fig, axes = plt.subplots(1, 2 if metric else 1, figsize=(9, 3.5) if metric else (5, 3.5))
-    axes = list(axes) if metric else [axes]
-    panels = [("loss", loss_label)] + ([(metric, metric_label)] if metric else [])
-    for ax, (key, label) in zip(axes, panels):
-        for name, style in ((key, "-"), ("val_" + key, "--")):
-            if name in rows[0]:
-                ax.plot(epochs, [float(r[name]) for r in rows], style, label=name)
-        ax.set_ylabel(label)
-    if log:
-        axes[0].set_yscale("log")
-    for ax in axes:
-        ax.set_xlabel("epoch")
-        ax.legend()
-        ax.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, path)
-
-
-class EpochTimer(keras.callbacks.Callback):
-    """Appends each epoch's wall seconds to a CSV (survives resumes)."""
-
-    def __init__(self, path):
-        super().__init__()
-        self.path = path
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        new = not os.path.isfile(self.path)
-        with open(self.path, "a") as f:
-            if new:
-                f.write("epoch,seconds\n")
-            f.write(f"{epoch},{time.perf_counter() - self.start:.1f}\n")
-
-
-class KillAfter(keras.callbacks.Callback):
-    """SIGKILL this process once epoch `n` (1-based) is backed up: what the
-    resume test does to a training run."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n = n
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch + 1 == self.n:
-            import signal
-
-            sys.stdout.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def add_training_options(parser):

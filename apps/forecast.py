@@ -21,9 +21,8 @@ temperature file has no 29 February), else `--season`.
 of `--window` values to forecast the next `--horizon`, as the 10%, 50%
 and 90% quantiles (pinball loss; `--quantiles`), each window scaled by its
 own mean and deviation inside the model (raw values in, raw values out).
-It writes into `--out`: `config.json`, `best.weights.h5` (the lowest
-validation loss), `history.csv`, `curves.png`, `epoch_seconds.csv`,
-TensorBoard logs under `logs/` and `backup/` (`BackupAndRestore`).
+It writes the model directory of every app (`common.py`; the best weights
+by validation loss).
 
 `evaluate` reads any CSV of that shape, forecasts from every origin in
 its last 20% (rolling origin: the `--window` values before the origin in,
@@ -52,7 +51,6 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import common  # noqa: E402
@@ -60,7 +58,7 @@ from common import AppError  # noqa: E402
 
 PROG = "forecast.py"
 KILL_ENV = "FORECAST_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
-MODELS = ("lstm", "gru", "transformer", "seq2seq")
+MODELS = sorted(common.presets("forecast")["models"])  # presets.json
 HELD_BACK = 0.2
 # --window and --horizon by season when not given
 WINDOWS = {12: (36, 12), 365: (90, 14)}
@@ -73,10 +71,7 @@ def series_file(name):
 def read(path):
     from seqkeras.data import read_series_csv
 
-    try:
-        return read_series_csv(path, name=PROG)
-    except (ValueError, FileNotFoundError) as error:
-        raise AppError(str(error)) from None
+    return common.read_data(read_series_csv, path, name=PROG)
 
 
 def season_of(dates, given=None):
@@ -97,45 +92,24 @@ def held_back_start(n):
     return n - int(round(HELD_BACK * n))
 
 
-def build(config):
-    import seqkeras
-
-    a = config["arguments"]
-    if config["model"] == "seq2seq":
-        return seqkeras.models.seq2seq_forecaster(
-            config["window"],
-            config["horizon"],
-            cell="lstm",
-            quantiles=config["quantiles"],
-            scaling="window",
-            **a,
-        )
-    return seqkeras.models.forecaster(
-        config["window"],
-        config["horizon"],
-        backbone=config["model"],
-        quantiles=config["quantiles"],
-        scaling="window",
-        **a,
-    )
-
-
 def load(directory):
-    config = common.read_config(directory)
-    try:
-        model = build(config)
-    except (ValueError, KeyError, TypeError) as error:
-        raise AppError(f"--model {directory}: unreadable {common.CONFIG} ({error})") from None
-    return common.load_weights(model, directory), config
+    """`(model, config)`; the config's `window`, `horizon` and `quantiles`
+    are its builder's."""
+    model, config = common.load(directory)
+    config.update(
+        window=config["sizes"]["input_steps"],
+        horizon=config["sizes"]["horizon"],
+        quantiles=config["arguments"].get("quantiles"),
+    )
+    return model, config
 
 
 def windows(values, window, horizon, first=None, last=None, what="series"):
     from seqkeras.data.series import rolling_windows
 
-    try:
-        return rolling_windows(values, window, horizon, first, last, name=PROG)
-    except ValueError as error:
-        raise AppError(f"{what}: {error}") from None
+    return common.read_data(
+        rolling_windows, values, window, horizon, first, last, name=PROG, what=what
+    )
 
 
 # -- train -----------------------------------------------------------------
@@ -151,112 +125,49 @@ def train(args):
     quantiles = [float(q) for q in args.quantiles.split(",")] if args.quantiles else None
     end = held_back_start(len(values))
     split = end - max(2 * horizon, int(round(args.validation * end)))
-    x, y, _ = windows(
-        values,
-        window,
-        horizon,
-        last=split - horizon,
-        what=f"--csv {args.csv} (training part, the rows before {split})",
+    what = f"--csv {args.csv} (training part, the rows before {split})"
+    x, y, _ = windows(values, window, horizon, last=split - horizon, what=what)
+    what = f"--csv {args.csv} (validation part, rows {split}-{end})"
+    vx, vy, _ = windows(values, window, horizon, first=split, last=end - horizon, what=what)
+    out = common.begin_training(args)
+    overrides = {k: getattr(args, k) for k in ("units", "num_layers", "dropout", "num_heads")}
+    if args.model != "transformer":
+        overrides.pop("num_heads")
+    builder, arguments = common.preset("forecast", args.model, args.tiny, overrides)
+    arguments["quantiles"] = quantiles
+    config = common.model_config(
+        args,
+        builder,
+        arguments,
+        {"input_steps": window, "horizon": horizon},
+        model=args.model,
+        season=season,
+        training_rows=split,
+        validation_rows=[split, end],
+        held_back_from=end,
     )
-    vx, vy, _ = windows(
-        values,
-        window,
-        horizon,
-        first=split,
-        last=end - horizon,
-        what=f"--csv {args.csv} (validation part, rows {split}-{end})",
+    fit_x, val_x, trainer = x, vx, None
+    if args.model == "seq2seq":  # teacher-forced: the true future feeds the decoder
+        fit_x, val_x = {"series": x, "future": y}, {"series": vx, "future": vy}
+        trainer = lambda model: model.teacher_forcing_model()  # noqa: E731
+    loss = seqkeras.models.PinballLoss(quantiles) if quantiles else "mae"
+    model, fitted = common.build_and_compile(
+        args,
+        config,
+        lambda model: {"task": "regression", "learning_rate": args.lr, "loss": loss, "metrics": []},
+        trainer,
     )
-    out = args.out
-    os.makedirs(out, exist_ok=True)
-    if args.precision != "float32":
-        keras.mixed_precision.set_global_policy(args.precision)
-    keras.utils.set_random_seed(args.seed)
-    arguments = {"units": args.units, "num_layers": args.num_layers, "dropout": args.dropout}
-    if args.model == "transformer":
-        arguments["num_heads"] = args.num_heads
-    if args.tiny:
-        arguments["units"] = 8
-    config = {
-        "model": args.model,
-        "arguments": arguments,
-        "window": window,
-        "horizon": horizon,
-        "season": season,
-        "quantiles": quantiles,
-        "weights": common.WEIGHTS,
-        "training_rows": split,
-        "validation_rows": [split, end],
-        "held_back_from": end,
-        "training": {k: v for k, v in vars(args).items() if k != "func"},
-    }
-    with common.strategy_scope(args):  # build, compile
-        try:
-            model = build(config)
-        except ValueError as error:
-            raise AppError(str(error)) from None
-        trainer, fit_x, val_x = model, x, vx
-        if args.model == "seq2seq":
-            trainer = model.teacher_forcing_model()
-            fit_x, val_x = {"series": x, "future": y}, {"series": vx, "future": vy}
-        loss = seqkeras.models.PinballLoss(quantiles) if quantiles else "mae"
-        seqkeras.models.compile_model(
-            trainer,
-            task="regression",
-            learning_rate=args.lr,
-            jit_compile=common.jit_option(args),
-            loss=loss,
-            metrics=[],
-        )
-    config["parameters"] = int(model.count_params())
     common.write_config(out, config)
     print(
-        f"{args.model} forecaster: {model.count_params():,} parameters; "
-        f"window {window}, horizon {horizon}, season {season}; "
-        f"{len(x)} training windows (rows < {split}), {len(vx)} "
-        f"validation windows (targets in rows {split}-{end - 1}), rows "
-        f"from {end} held back"
+        f"{args.model} forecaster: {model.count_params():,} parameters; window {window}, "
+        f"horizon {horizon}, season {season}; {len(x)} training windows (rows < {split}), "
+        f"{len(vx)} validation windows (targets in rows {split}-{end - 1}), rows from {end} "
+        "held back"
     )
-    callbacks, checkpoint = common.callbacks(out, KILL_ENV, target=model)
-    start = time.perf_counter()
-    trainer.fit(
-        fit_x,
-        y,
-        validation_data=(val_x, vy),
-        epochs=args.epochs,
-        batch_size=args.batch,
-        callbacks=callbacks,
-        verbose=args.verbose,
+    curves = ("", "pinball loss (raw units)", None, None, True)  # one panel, log scale
+    common.fit_and_report(
+        fitted, args, fit_x, KILL_ENV, curves, (val_x, vy), target=model, y=y, batch_size=args.batch
     )
-    seconds = time.perf_counter() - start
-    png = plot_history(out)
-    print(f"trained in {seconds:.0f} s; best validation loss {checkpoint.best:.4f}; curves: {png}")
-
-
-def plot_history(out):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import csv
-
-    import matplotlib.pyplot as plt
-
-    with open(os.path.join(out, "history.csv"), newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return None
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for key in ("loss", "val_loss"):
-        ax.plot([int(r["epoch"]) + 1 for r in rows], [float(r[key]) for r in rows], label=key)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("pinball loss (raw units)")
-    ax.set_yscale("log")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    path = os.path.join(out, "curves.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 # -- evaluate --------------------------------------------------------------
@@ -433,13 +344,11 @@ def export(args):
 
     model, config = load(args.model)
     out = args.out or os.path.join(args.model, "export")
-    values = None
-    csv_path = config["training"].get("csv")
+    values, csv_path = None, config["training"].get("csv")
     if csv_path and os.path.isfile(csv_path):
         values = read(csv_path)[1]
     if values is None or len(values) < config["window"] + 8:
-        rng = np.random.default_rng(0)
-        values = 100 + np.cumsum(rng.normal(size=config["window"] + 8))
+        values = 100 + np.cumsum(np.random.default_rng(0).normal(size=config["window"] + 8))
     x, _, _ = windows(values, config["window"], 1)
     samples = [x[:1], x[-8:]]
     report = export_and_verify(model, "forecast", samples, out, tolerance=1e-4)
@@ -447,9 +356,8 @@ def export(args):
     keras_out = np.asarray(model.predict(samples[1], verbose=0))
     diff = float(np.max(np.abs(fresh - keras_out)))
     print(
-        f"SavedModel in a process without seqkeras, raw values in and "
-        f"out: max |diff| to Keras {diff:.2g} (forecasts up to "
-        f"{np.abs(keras_out).max():.1f})"
+        f"SavedModel in a process without seqkeras, raw values in and out: max |diff| to Keras "
+        f"{diff:.2g} (forecasts up to {np.abs(keras_out).max():.1f})"
     )
     if diff > 1e-3 * max(1.0, float(np.abs(keras_out).max())):
         raise RuntimeError("the exported forecaster differs from Keras")
@@ -457,35 +365,13 @@ def export(args):
     common.write_report(report, out)
 
 
-_FRESH = """
-import json, sys
-sys.modules["seqkeras"] = None  # as on a model server
-import numpy as np, tensorflow as tf
-loaded = tf.saved_model.load(sys.argv[1])
-x = np.asarray(json.loads(sys.stdin.read()), "float32")
-out = loaded.signatures["serving_default"](series=tf.constant(x))
-print(json.dumps(np.asarray(out["forecast"]).tolist()))
-"""
-
-
 def fresh_forecast(path, x):
     """The SavedModel's `serving_default` on raw windows `x`, in a new
     process where seqkeras cannot be imported."""
-    import json
-    import subprocess
+    from seqkeras.export import fresh_signature
 
-    result = subprocess.run(
-        [sys.executable, "-c", _FRESH, str(path)],
-        input=json.dumps(np.asarray(x).tolist()),
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-    )
-    if result.returncode:
-        raise RuntimeError(
-            f"the SavedModel failed in a new process: {result.stderr.strip().splitlines()[-1:]}"
-        )
-    return np.asarray(json.loads(result.stdout.strip().splitlines()[-1]))
+    outputs, _ = fresh_signature(path, "serving_default", series=np.asarray(x, "float32"))
+    return np.asarray(outputs["forecast"])
 
 
 # -- command line ----------------------------------------------------------
@@ -494,42 +380,27 @@ def fresh_forecast(path, x):
 def parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train a forecaster")
+    t = common.subcommand(sub, "train", "train a forecaster", train, False)
     t.add_argument("--out", required=True, help="the model directory")
     t.add_argument("--csv", default=series_file("airline-passengers.csv"))
     t.add_argument("--model", default="lstm", choices=MODELS)
-    t.add_argument("--season", type=int)
-    t.add_argument("--window", type=int)
-    t.add_argument("--horizon", type=int)
-    t.add_argument(
-        "--quantiles", default="0.1,0.5,0.9", help="comma-separated levels ('' for one value, MAE)"
+    t.add_argument("--quantiles", default="0.1,0.5,0.9", help="levels ('' for one value, MAE)")
+    common.options(
+        t,
+        "season=int window=int horizon=int validation=0.15 units=int num-layers=int "
+        "dropout=float num-heads=int epochs=100 batch=32 lr=3e-3",
+        validation="share of the training rows for validation",
+        units="default: the preset's (32)",
     )
-    t.add_argument(
-        "--validation", type=float, default=0.15, help="share of the training rows for validation"
-    )
-    t.add_argument("--units", type=int, default=32)
-    t.add_argument("--num-layers", type=int, default=1)
-    t.add_argument("--num-heads", type=int, default=4)
-    t.add_argument("--dropout", type=float, default=0.0)
-    t.add_argument("--epochs", type=int, default=100)
-    t.add_argument("--batch", type=int, default=32)
-    t.add_argument("--lr", type=float, default=3e-3)
     common.add_training_options(t)
-    t.set_defaults(func=train)
-    e = sub.add_parser("evaluate", help="MAE, RMSE, MASE on the last 20%%")
-    e.add_argument("--model", required=True)
+    e = common.subcommand(sub, "evaluate", "MAE, RMSE, MASE on the last 20%%", evaluate)
     e.add_argument("--csv", required=True)
     e.add_argument("--season", type=int, help="default: the model's (its training data's)")
     e.add_argument("--baseline", default="sarima", choices=("sarima", "none"))
     e.add_argument("--plot", help="write the forecast plot (PNG) here")
-    e.add_argument(
-        "--history", type=int, default=96, help="steps of history before the held-back part to plot"
-    )
-    e.set_defaults(func=evaluate)
-    x = sub.add_parser("export", help="SavedModel, TFLite, ONNX, verified")
-    x.add_argument("--model", required=True)
+    common.options(e, "history=96", history="steps of history before the held-back part")
+    x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--out", help="default: MODEL/export")
-    x.set_defaults(func=export)
     return p
 
 

@@ -12,12 +12,10 @@ from scratch.
 Data: the CoNLL format, one token per line with whitespace-separated
 columns (the word first, the IOB tag last), a blank line between
 sentences, `-DOCSTART-` lines ignored. `train` learns the word and
-character vocabularies (`seqkeras.data.WordFeatures`) and writes into
-`--out`: `config.json`, `words/vocabulary.txt`,
-`characters/vocabulary.txt`, `tags.txt`, `best.weights.h5` (the best
-validation entity F1), `history.csv`, `curves.png`, `epoch_seconds.csv`,
-TensorBoard logs under `logs/` and `backup/` (`BackupAndRestore`: kill the
-run, start the same command again, it resumes). `evaluate` scores any file
+character vocabularies (`seqkeras.data.WordFeatures`) and writes the model
+directory of every app (`common.py`; the best weights by validation entity
+F1) with `words/vocabulary.txt`, `characters/vocabulary.txt` and
+`tags.txt`. `evaluate` scores any file
 in the CoNLL format: entity-level precision, recall and F1 per type and
 micro-averaged (conlleval's rules), and its last line is
 `F1 = <micro F1>`. `tag` reads sentences on stdin (words separated by
@@ -34,7 +32,6 @@ with a one-line error and exit status 2.
 
 import argparse
 import os
-import shutil
 import sys
 import time
 
@@ -47,19 +44,7 @@ import numpy as np  # noqa: E402
 import common  # noqa: E402
 from common import AppError  # noqa: E402
 
-ARGUMENTS = {  # `seqkeras.models.tagger` arguments (vocabularies added)
-    "backbone": "lstm",
-    "bidirectional": True,
-    "embedding_dim": 100,
-    "units": 200,
-    "dropout": 0.5,
-    "word_dropout": 0.05,
-    "crf": True,
-    "char_embedding_dim": 30,
-    "char_filters": 50,
-    "casing": True,
-}
-TINY = {"embedding_dim": 16, "units": 16, "char_embedding_dim": 8, "char_filters": 8}
+MODELS = sorted(common.presets("ner")["models"])  # presets.json
 KILL_ENV = "NER_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 PROG = "ner.py"
 TAGS = "tags.txt"
@@ -72,57 +57,37 @@ def conll(name):
 def read(path):
     from seqkeras.data import read_conll
 
-    try:
-        return read_conll(path, name=PROG)
-    except (ValueError, FileNotFoundError) as error:
-        raise AppError(str(error)) from None
+    return common.read_data(read_conll, path, name=PROG)
+
+
+def read_tags(directory):
+    with open(os.path.join(directory, TAGS), encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
 
 
 def load(directory):
     """`(model, features, tag_vocabulary, config)` from a `train` output
     directory."""
-    import seqkeras
     from seqkeras.data import WordFeatures
 
-    config = common.read_config(directory)
+    model, config = common.load(directory)
     try:
         features = WordFeatures.load(directory, config["max_chars"])
-        with open(os.path.join(directory, TAGS), encoding="utf-8") as f:
-            tags = [line.rstrip("\n") for line in f]
-        model = seqkeras.models.tagger(
-            features.sizes["token_ids"],
-            len(tags),
-            char_vocab_size=features.sizes["char_ids"],
-            **config["arguments"],
-        )
-    except (ValueError, KeyError, TypeError, OSError) as error:
-        raise AppError(
-            f"--model {directory}: unreadable {common.CONFIG} or vocabularies ({error})"
-        ) from None
-    return common.load_weights(model, directory), features, tags, config
+        tags = read_tags(directory)
+    except (ValueError, KeyError, OSError) as error:
+        raise AppError(f"--model {directory}: unreadable vocabularies ({error})") from None
+    return model, features, tags, config
 
 
 # -- tagging ---------------------------------------------------------------
-
-
-def _width(n):
-    """Batch widths are rounded up to a multiple of 8 (few compiled
-    shapes)."""
-    return max(8, -(-n // 8) * 8)
 
 
 def predict_tags(model, features, tag_vocabulary, sentences, batch=128):
     """The predicted tag strings of each sentence (lists of words), in
     order: sentences sorted by length, batches padded to a multiple of 8
     words, the CRF's Viterbi path."""
-    order = np.argsort([len(s) for s in sentences], kind="stable")
     out = [None] * len(sentences)
-    for start in range(0, len(sentences), batch):
-        chunk = order[start : start + batch]
-        width = _width(max(len(sentences[i]) for i in chunk))
-        words = np.full((len(chunk), width), "", object)
-        for j, i in enumerate(chunk):
-            words[j, : len(sentences[i])] = sentences[i]
+    for chunk, words in common.length_batches(sentences, batch, fill="", dtype=object):
         feats = {k: v.numpy() for k, v in features(words).items()}
         ids = np.asarray(model.predict_on_batch(feats)["tags"])
         for j, i in enumerate(chunk):
@@ -154,23 +119,13 @@ class EntityF1(keras.callbacks.Callback):
 
 
 def train(args):
-    import tensorflow as tf
-
-    import seqkeras
     from seqkeras.data import WordFeatures, tagging_dataset
 
     sentences, tags = read(args.train)
     val_sentences, val_tags = read(args.validation)
-    out = args.out
-    os.makedirs(out, exist_ok=True)
-    if args.precision != "float32":
-        keras.mixed_precision.set_global_policy(args.precision)
-    keras.utils.set_random_seed(args.seed)
-    resumed = os.path.isfile(os.path.join(out, common.CONFIG))
-    if resumed:  # a resumed run keeps its vocabularies
-        features = WordFeatures.load(out, args.max_chars)
-        with open(os.path.join(out, TAGS), encoding="utf-8") as f:
-            vocabulary = [line.rstrip("\n") for line in f]
+    out = common.begin_training(args)
+    if os.path.isfile(os.path.join(out, common.CONFIG)):  # a resumed run keeps its vocabularies
+        features, vocabulary = WordFeatures.load(out, args.max_chars), read_tags(out)
     else:
         features = WordFeatures.train(sentences, min_count=args.min_count, max_chars=args.max_chars)
         features.save(out)
@@ -189,70 +144,54 @@ def train(args):
             seed=args.seed,
             name=PROG,
         )
-        tagging_dataset(
-            val_sentences, val_tags, features, vocabulary, name=PROG
-        )  # checks the validation tags
+        tagging_dataset(val_sentences, val_tags, features, vocabulary, name=PROG)  # checks tags
     except ValueError as error:
         raise AppError(
             f"{error} (training file {args.train}, validation file {args.validation})"
         ) from None
-    steps = sum(1 for _ in data)
-    data = data.apply(tf.data.experimental.assert_cardinality(steps))
-    arguments = dict(ARGUMENTS)
-    if args.tiny:
-        arguments.update(TINY)
-    with common.strategy_scope(args):  # build, compile
-        model = seqkeras.models.tagger(
-            features.sizes["token_ids"],
-            len(vocabulary),
-            char_vocab_size=features.sizes["char_ids"],
-            **arguments,
-        )
-        schedule = keras.optimizers.schedules.CosineDecay(args.lr, steps * args.epochs, alpha=0.05)
-        seqkeras.models.compile_model(
-            model,
-            learning_rate=schedule,
-            jit_compile=common.jit_option(args),
-            clipnorm=args.clipnorm,
-        )
-    config = {
-        "builder": "tagger",
-        "arguments": arguments,
-        "max_chars": args.max_chars,
-        "tags": TAGS,
-        "vocabularies": ["words/vocabulary.txt", "characters/vocabulary.txt"],
-        "weights": common.WEIGHTS,
-        "precision": args.precision,
-        "training": {k: v for k, v in vars(args).items() if k != "func"},
-        "parameters": int(model.count_params()),
-        "sizes": features.sizes,
-        "steps_per_epoch": steps,
+    data, steps = common.counted(data)
+    builder, arguments = common.preset("ner", args.model, args.tiny)
+    sizes = {
+        "vocab_size": features.sizes["token_ids"],
+        "num_tags": len(vocabulary),
+        "char_vocab_size": features.sizes["char_ids"],
     }
+    config = common.model_config(
+        args,
+        builder,
+        arguments,
+        sizes,
+        model=args.model,
+        max_chars=args.max_chars,
+        steps_per_epoch=steps,
+    )
+    schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
+    model, _ = common.build_and_compile(
+        args, config, lambda model: {"learning_rate": schedule, "clipnorm": args.clipnorm}
+    )
     common.write_config(out, config)
     print(
-        f"BiLSTM-CRF: {model.count_params():,} parameters, "
-        f"{features.sizes['token_ids']:,} words, "
-        f"{features.sizes['char_ids']:,} characters, "
-        f"{len(vocabulary) - 1} tags, {len(sentences):,} sentences, "
-        f"{steps} batches per epoch, {args.epochs} epochs"
+        f"BiLSTM-CRF: {model.count_params():,} parameters, {features.sizes['token_ids']:,} "
+        f"words, {features.sizes['char_ids']:,} characters, {len(vocabulary) - 1} tags, "
+        f"{len(sentences):,} sentences, {steps} batches per epoch, {args.epochs} epochs"
     )
-    callbacks, checkpoint = common.callbacks(out, KILL_ENV, monitor="val_f1", mode="max")
-    # val_f1 must be in the logs before the checkpoint and the CSV read it
-    callbacks.insert(1, EntityF1(features, vocabulary, val_sentences, val_tags))
-    start = time.perf_counter()
-    model.fit(data, epochs=args.epochs, callbacks=callbacks, verbose=args.verbose, shuffle=False)
-    seconds = time.perf_counter() - start
-    png = common.plot_curves(
-        os.path.join(out, "history.csv"),
-        os.path.join(out, "curves.png"),
+    f1 = EntityF1(features, vocabulary, val_sentences, val_tags)
+    curves = (
         "BiLSTM-CRF on CoNLL-2003",
         "CRF negative log-likelihood",
         "val_f1",
         "validation entity F1 (%)",
     )
-    print(
-        f"trained in {seconds:.0f} s (this process); best val F1 "
-        f"{checkpoint.best:.2f}; curves: {png}"
+    common.fit_and_report(
+        model,
+        args,
+        data,
+        KILL_ENV,
+        curves,
+        monitor="val_f1",
+        mode="max",
+        extra_callbacks=[f1],
+        shuffle=False,
     )
 
 
@@ -326,71 +265,47 @@ def tag(args):
 
 def export(args):
     from seqkeras.data.entities import entity_spans
-    from seqkeras.export import export_and_verify, next_version, saved_model
-    from seqkeras.export.audit import audit_serving, fresh_signature
+    from seqkeras.export import fresh_signature
+    from seqkeras.export.signatures import Tag
 
     model, features, vocabulary, config = load(args.model)
-    out = args.out or os.path.join(args.model, "export")
-    sentences, _ = read(args.data)
-    sentences = sentences[: args.check]
-    name = "ner"
-    path = saved_model(
-        model,
-        os.path.join(out, name, str(next_version(os.path.join(out, name)))),
-        tagging={"features": features, "tag_vocabulary": vocabulary},
-    )
-    print(f"SavedModel: {path} (signatures serving_default, tag)")
-    expected = predict_tags(model, features, vocabulary, sentences)
-    served, seconds = fresh_signature(path, "tag", [" ".join(s) for s in sentences])
-    same_tags = same_spans = 0
-    for i, (words, tags) in enumerate(zip(sentences, expected)):
-        n = len(words)
-        got = served["tags"][i][:n]
-        same_tags += got == tags and all(t == "" for t in served["tags"][i][n:])
-        spans = [
-            (k, a, b)
-            for k, a, b in zip(
-                served["entity_types"][i], served["entity_starts"][i], served["entity_ends"][i]
-            )
-            if a >= 0
-        ]
-        same_spans += spans == entity_spans(tags)
-    print(
-        f"tag signature in a process without seqkeras: {same_tags}/"
-        f"{len(sentences)} tag sequences (Viterbi) and {same_spans}/"
-        f"{len(sentences)} entity span lists equal to Keras"
-    )
-    if same_tags != len(sentences) or same_spans != len(sentences):
-        raise RuntimeError("the exported tag signature differs from Keras")
-    audit = audit_serving(path)
-    print(
-        f"serving audit: {len(audit['ops'])} ops, XLA-only: "
-        f"{audit['xla'] or 'none'}, ops without a CPU kernel: "
-        f"{audit['no_kernel'] or 'none'}"
-    )
-    if audit["xla"] or audit["tf_text_unsupported"] or audit["no_kernel"]:
-        raise RuntimeError(f"not servable by TF Serving: {audit}")
+    sentences = read(args.data)[0][: args.check]
+
+    def check(path):
+        expected = predict_tags(model, features, vocabulary, sentences)
+        texts = [" ".join(s) for s in sentences]
+        served, seconds = fresh_signature(path, "tag", text=texts)
+        same_tags = same_spans = 0
+        for i, (words, tags) in enumerate(zip(sentences, expected)):
+            got, n = served["tags"][i], len(words)
+            same_tags += got[:n] == tags and all(t == "" for t in got[n:])
+            found = zip(*(served[k][i] for k in ("entity_types", "entity_starts", "entity_ends")))
+            same_spans += [(k, a, b) for k, a, b in found if a >= 0] == entity_spans(tags)
+        n = len(sentences)
+        print(
+            f"tag signature in a process without seqkeras: {same_tags}/{n} tag sequences "
+            f"(Viterbi) and {same_spans}/{n} entity span lists equal to Keras"
+        )
+        if same_tags != n or same_spans != n:
+            raise RuntimeError("the exported tag signature differs from Keras")
+        return {
+            "tag_equal": f"{same_tags}/{n}",
+            "spans_equal": f"{same_spans}/{n}",
+            "tag_fresh_process_s": seconds,
+        }
+
     batch = sentences[:8]
     width = max(len(s) for s in batch)
     words = np.array([s + [""] * (width - len(s)) for s in batch], object)
     feats = {k: v.numpy() for k, v in features(words).items()}
     samples = [{k: v[:1, : len(batch[0])] for k, v in feats.items()}, feats]
-    report = export_and_verify(model, name + "-forward", samples, out, tolerance=1e-4)
-    report.update(
-        tag_savedmodel=path,
-        tag_equal=f"{same_tags}/{len(sentences)}",
-        spans_equal=f"{same_spans}/{len(sentences)}",
-        tag_fresh_process_s=seconds,
-        serving_ops=len(audit["ops"]),
+    beside = [
+        (os.path.join(args.model, part, "vocabulary.txt"), f"{part}_vocabulary.txt")
+        for part in ("words", "characters")
+    ] + [os.path.join(args.model, TAGS)]
+    common.export(
+        model, args, "ner", [Tag(features, vocabulary)], check, samples, beside, tolerance=1e-4
     )
-    tflite_dir = os.path.dirname(report["tflite"])
-    for part in ("words", "characters"):
-        shutil.copy(
-            os.path.join(args.model, part, "vocabulary.txt"),
-            os.path.join(tflite_dir, f"{part}_vocabulary.txt"),
-        )
-    shutil.copy(os.path.join(args.model, TAGS), tflite_dir)
-    common.write_report(report, out)
 
 
 # -- command line ----------------------------------------------------------
@@ -399,32 +314,22 @@ def export(args):
 def parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train the BiLSTM-CRF tagger")
+    t = common.subcommand(sub, "train", "train the BiLSTM-CRF tagger", train, False)
+    t.add_argument("--model", choices=MODELS, default=MODELS[0], help="the preset")
     t.add_argument("--out", required=True, help="the model directory")
     t.add_argument("--train", default=conll("train.txt"))
     t.add_argument("--validation", default=conll("valid.txt"))
-    t.add_argument("--min-count", type=int, default=1)
-    t.add_argument("--max-chars", type=int, default=20)
-    t.add_argument("--epochs", type=int, default=20)
-    t.add_argument("--batch", type=int, default=32)
-    t.add_argument("--lr", type=float, default=2e-3)
-    t.add_argument("--clipnorm", type=float, default=5.0)
-    t.add_argument("--max-length", type=int, default=128)
+    common.options(
+        t, "min-count=1 max-chars=20 epochs=20 batch=32 lr=2e-3 clipnorm=5.0 max-length=128"
+    )
     common.add_training_options(t)
-    t.set_defaults(func=train)
-    e = sub.add_parser("evaluate", help="entity F1 on a CoNLL file")
-    e.add_argument("--model", required=True)
+    e = common.subcommand(sub, "evaluate", "entity F1 on a CoNLL file", evaluate)
     e.add_argument("--data", required=True)
-    e.set_defaults(func=evaluate)
-    r = sub.add_parser("tag", help="stdin sentences -> entities")
-    r.add_argument("--model", required=True)
-    r.set_defaults(func=tag)
-    x = sub.add_parser("export", help="SavedModel, TFLite, ONNX, verified")
-    x.add_argument("--model", required=True)
+    common.subcommand(sub, "tag", "stdin sentences -> entities", tag)
+    x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--out", help="default: MODEL/export")
     x.add_argument("--data", default=conll("valid.txt"), help="sentences the export is checked on")
-    x.add_argument("--check", type=int, default=128)
-    x.set_defaults(func=export)
+    common.options(x, "check=128")
     return p
 
 

@@ -14,11 +14,9 @@ seq2seq without attention, with additive attention, or a Transformer.
 `train` learns two WordPiece vocabularies (`seqkeras.data.SubwordTokenizer`,
 or reuses a run's with `--tokenizers DIR`), feeds `fit` from
 `seqkeras.data.translation_dataset` (length buckets, dynamic padding) and
-writes into `--out`: `config.json` (what rebuilds the model),
-`source/vocabulary.txt`, `target/vocabulary.txt`, `best.weights.h5` (the
-best validation loss), `history.csv`, `curves.png`, TensorBoard logs under
-`logs/`, and `backup/` (`keras.callbacks.BackupAndRestore`: kill the run and
-start the same command again, it resumes from the last finished epoch).
+writes the model directory of every app (`common.py`: `config.json`, the
+best weights by validation loss, history, curves, TensorBoard logs, a
+backup it resumes from) with `source/` and `target/` vocabularies.
 `evaluate` translates any line-aligned pair of UTF-8 files and prints
 sacreBLEU (cased and lowercased, with its signatures), chrF and decoding
 speed; its last line is `BLEU = <cased, detokenized BLEU>`. `translate`
@@ -48,56 +46,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import common  # noqa: E402
+import plots  # noqa: E402
 from common import AppError  # noqa: E402
 
-MODELS = {
-    # builder, arguments (the vocabulary sizes and max_length are sizes)
-    "rnn": (
-        "seq2seq",
-        {
-            "embedding_dim": 256,
-            "units": 512,
-            "cell": "lstm",
-            "attention": None,
-            "bidirectional": True,
-            "encoder_units": 256,
-            "dropout": 0.1,
-        },
-    ),
-    "rnn-attention": (
-        "seq2seq",
-        {
-            "embedding_dim": 256,
-            "units": 384,
-            "cell": "gru",
-            "attention": "additive",
-            "attention_units": 256,
-            "bidirectional": True,
-            "encoder_units": 256,
-            "dropout": 0.1,
-        },
-    ),
-    "transformer": (
-        "transformer_seq2seq",
-        {
-            "num_layers": 3,
-            "num_heads": 8,
-            "hidden_dim": 256,
-            "intermediate_dim": 1024,
-            "dropout": 0.1,
-            "norm_first": True,
-        },
-    ),
-}
-TINY = {  # --tiny: smoke runs and tests
-    "seq2seq": {"embedding_dim": 16, "units": 32, "encoder_units": 16, "attention_units": 16},
-    "transformer_seq2seq": {
-        "num_layers": 1,
-        "num_heads": 2,
-        "hidden_dim": 16,
-        "intermediate_dim": 32,
-    },
-}
+MODELS = sorted(common.presets("translate")["models"])  # presets.json
 KILL_ENV = "TRANSLATE_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 
 
@@ -120,9 +72,8 @@ def _saved_tokenizers(directory, what):
     from seqkeras.data import SubwordTokenizer
 
     try:
-        return (
-            SubwordTokenizer.load(os.path.join(directory, "source")),
-            SubwordTokenizer.load(os.path.join(directory, "target")),
+        return tuple(
+            SubwordTokenizer.load(os.path.join(directory, s)) for s in ("source", "target")
         )
     except (ValueError, OSError) as error:
         raise AppError(f"{what}: unreadable vocabulary ({error})") from None
@@ -142,22 +93,12 @@ def translate_texts(model, src, tgt, texts, config, beam=1, batch=64, alpha=0.0)
     (`seqkeras.models.translate_texts`: greedy or beam search)."""
     import seqkeras
 
+    lengths, options = (config["target_length"], config["max_length"]), dict(batch_size=batch)
     out, cut = seqkeras.models.translate_texts(
-        model,
-        texts,
-        src,
-        tgt,
-        config["target_length"],
-        config["max_length"],
-        beam_width=beam,
-        length_penalty_alpha=alpha,
-        batch_size=batch,
+        model, texts, src, tgt, *lengths, beam_width=beam, length_penalty_alpha=alpha, **options
     )
     if cut:
-        print(
-            f"note: {cut} source sentences longer than {config['max_length']} tokens were cut",
-            file=sys.stderr,
-        )
+        print(f"note: {cut} sources over {config['max_length']} tokens were cut", file=sys.stderr)
     return out
 
 
@@ -179,12 +120,10 @@ def _tokenizers(args, sources, targets):
     if args.tokenizers:
         return _saved_tokenizers(args.tokenizers, f"--tokenizers {args.tokenizers}")
     start = time.perf_counter()
-    src = SubwordTokenizer.train(sources, args.vocabulary_size)
-    tgt = SubwordTokenizer.train(targets, args.vocabulary_size)
+    src, tgt = (SubwordTokenizer.train(t, args.vocabulary_size) for t in (sources, targets))
     print(
-        f"WordPiece vocabularies learned in "
-        f"{time.perf_counter() - start:.0f} s: {src.vocabulary_size} "
-        f"German, {tgt.vocabulary_size} English tokens"
+        f"WordPiece vocabularies learned in {time.perf_counter() - start:.0f} s: "
+        f"{src.vocabulary_size} German, {tgt.vocabulary_size} English tokens"
     )
     return src, tgt
 
@@ -196,9 +135,7 @@ def vocabulary(args):
     args.tokenizers = None
     src, tgt = _tokenizers(args, sources, targets)
     print(
-        "wrote",
-        src.save(os.path.join(args.out, "source")),
-        tgt.save(os.path.join(args.out, "target")),
+        "wrote", *(t.save(os.path.join(args.out, s)) for t, s in ((src, "source"), (tgt, "target")))
     )
 
 
@@ -213,32 +150,18 @@ def train(args):
     src, tgt = _tokenizers(args, sources, targets)
     src.save(os.path.join(out, "source"))
     tgt.save(os.path.join(out, "target"))
+    # bucket widths: a few batch shapes, so a few XLA programs
+    shared = dict(batch_size=args.batch, max_length=args.max_length, pad_to_bucket=True)
     data, kept = translation_dataset(
-        sources,
-        targets,
-        src,
-        tgt,
-        batch_size=args.batch,
-        max_length=args.max_length,
-        seed=args.seed,
-        pad_to_bucket=True,
-        drop_remainder=True,
-    )  # a few batch shapes: a few XLA programs
+        sources, targets, src, tgt, seed=args.seed, drop_remainder=True, **shared
+    )
     val, _ = translation_dataset(
-        val_sources,
-        val_targets,
-        src,
-        tgt,
-        batch_size=args.batch,
-        max_length=args.max_length,
-        shuffle=False,
-        verbose=False,
-        pad_to_bucket=True,
+        val_sources, val_targets, src, tgt, shuffle=False, verbose=False, **shared
     )
     data, steps = common.counted(data)
     if not steps:
         raise AppError(f"no full batch of {args.batch} pairs: too little training data for --batch")
-    builder, arguments = common.preset(MODELS, args.model, args.tiny, TINY[MODELS[args.model][0]])
+    builder, arguments = common.preset("translate", args.model, args.tiny)
     sizes = {"source_vocab_size": src.vocabulary_size, "target_vocab_size": tgt.vocabulary_size}
     if builder == "transformer_seq2seq":
         sizes["max_length"] = args.max_length
@@ -250,41 +173,28 @@ def train(args):
         model=args.model,
         max_length=args.max_length,
         target_length=args.max_length,
-        source_vocabulary="source/vocabulary.txt",
-        target_vocabulary="target/vocabulary.txt",
         train_pairs_kept=kept,
         steps_per_epoch=steps,
     )
     total = steps * args.epochs
-    warmup = min(args.warmup, total // 4)
+    schedule = common.cosine_schedule(args.lr, total, min(args.warmup, total // 4), alpha=0.02)
     model, _ = common.build_and_compile(
         args,
         config,
-        lambda model: {
-            "learning_rate": common.cosine_schedule(args.lr, total, warmup, alpha=0.02),
-            "label_smoothing": args.label_smoothing,
-        },
+        lambda model: {"learning_rate": schedule, "label_smoothing": args.label_smoothing},
     )
     common.write_config(out, config)
     print(
-        f"{args.model}: {model.count_params():,} parameters, {kept} "
-        f"training pairs, {steps} batches per epoch, {args.epochs} "
-        f"epochs, precision {args.precision}, jit {args.jit}"
+        f"{args.model}: {model.count_params():,} parameters, {kept} training pairs, {steps} "
+        f"batches per epoch, {args.epochs} epochs, precision {args.precision}, jit {args.jit}"
     )
-    common.fit_and_report(
-        model,
-        args,
-        data,
-        KILL_ENV,
-        validation=val,
-        shuffle=False,
-        curves=(
-            f"{args.model} on Multi30k de-en",
-            "masked cross-entropy (nats/token)",
-            "accuracy",
-            "token accuracy (teacher forcing)",
-        ),
+    curves = (
+        f"{args.model} on Multi30k de-en",
+        "masked cross-entropy (nats/token)",
+        "accuracy",
+        "token accuracy (teacher forcing)",
     )
+    common.fit_and_report(model, args, data, KILL_ENV, curves, val, shuffle=False)
     if args.evaluate_beams:
         model, src, tgt, config = load(out)
         results = {}
@@ -301,20 +211,18 @@ def train(args):
 def _evaluate(model, src, tgt, config, sources, references, beam, alpha=0.0):
     if beam < 1:
         raise AppError(f"--beam must be 1 (greedy) or more. Received: {beam}")
-    translate_texts(
-        model, src, tgt, sources[:8], config, beam=beam, alpha=alpha
-    )  # compiles the decoder once
+    options = dict(beam=beam, alpha=alpha)
+    translate_texts(model, src, tgt, sources[:8], config, **options)  # compiles once
     start = time.perf_counter()
-    hypotheses = translate_texts(model, src, tgt, sources, config, beam=beam, alpha=alpha)
+    hypotheses = translate_texts(model, src, tgt, sources, config, **options)
     seconds = time.perf_counter() - start
     scores = bleu_scores(hypotheses, references)
     for name, (score, metric) in scores.items():
         print(f"{name}: {score}  [{metric.get_signature()}]")
-    speed = len(sources) / seconds
-    how = f"beam {beam}" if beam > 1 else "greedy"
+    speed, how = len(sources) / seconds, f"beam {beam}" if beam > 1 else "greedy"
     print(
-        f"decoding: {len(sources)} sentences in {seconds:.1f} s, "
-        f"{speed:.1f} sentences/s ({how}, batch 64)"
+        f"decoding: {len(sources)} sentences in {seconds:.1f} s, {speed:.1f} sentences/s "
+        f"({how}, batch 64)"
     )
     return scores["BLEU"][0].score, speed, hypotheses
 
@@ -322,9 +230,8 @@ def _evaluate(model, src, tgt, config, sources, references, beam, alpha=0.0):
 def evaluate(args):
     sources, references = read_pair(args.source, args.reference)
     model, src, tgt, config = load(args.model)
-    bleu, _, hypotheses = _evaluate(
-        model, src, tgt, config, sources, references, args.beam, args.alpha
-    )
+    given = (sources, references, args.beam, args.alpha)
+    bleu, _, hypotheses = _evaluate(model, src, tgt, config, *given)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write("".join(h + "\n" for h in hypotheses))
@@ -350,52 +257,43 @@ def export(args):
 
     model, src, tgt, config = load(args.model)
     sources, references = read_pair(args.source, args.reference)
-    texts = sources[: args.check]
+    texts, beam = sources[: args.check], dict(beam_width=args.beam)
 
     def check(path):
         expected = translate_texts(model, src, tgt, texts, config, beam=args.beam, alpha=args.alpha)
         served, seconds = fresh_translate(path, texts)
-        same = sum(a == b for a, b in zip(served, expected))
+        same = f"{sum(a == b for a, b in zip(served, expected))}/{len(texts)}"
         print(
-            f"translate signature in a process without seqkeras: "
-            f"{same}/{len(texts)} strings equal to Keras (beam "
-            f"{args.beam})"
+            f"translate signature in a process without seqkeras: {same} strings equal to "
+            f"Keras (beam {args.beam})"
         )
         for a, b in zip(served, expected):
             if a != b:
                 raise RuntimeError(f"served {a!r} != Keras {b!r}")
-        return {
-            "translate_fresh_process_equal": f"{same}/{len(texts)}",
-            "translate_fresh_process_s": seconds,
-        }
+        return {"translate_fresh_process_equal": same, "translate_fresh_process_s": seconds}
 
     ids = src.encode(texts[:8], add_eos=True).to_tensor(0).numpy()
-    tgt_ids = tgt.encode(references[:8], add_eos=True).to_tensor(0).numpy()
+    target = teacher_forcing(tgt.encode(references[:8], add_eos=True).to_tensor(0).numpy())
     samples = [
-        {"source_ids": ids[:1], "target_ids": teacher_forcing(tgt_ids[:1])},
-        {"source_ids": ids, "target_ids": teacher_forcing(tgt_ids)},
+        {"source_ids": ids[:1], "target_ids": target[:1]},
+        {"source_ids": ids, "target_ids": target},
+    ]
+    length = config["target_length"]
+    signature = Translate(src, tgt, length, length_penalty_alpha=args.alpha, **beam)
+    beside = [
+        (os.path.join(args.model, side, "vocabulary.txt"), f"{side}_vocabulary.txt")
+        for side in ("source", "target")
     ]
     common.export(
         model,
         args,
         "translate",
-        [
-            Translate(
-                src,
-                tgt,
-                max_length=config["target_length"],
-                beam_width=args.beam,
-                length_penalty_alpha=args.alpha,
-            )
-        ],
+        [signature],
         check,
         samples,
+        beside,
         tolerance=1e-4,
-        beside=[
-            (os.path.join(args.model, side, "vocabulary.txt"), f"{side}_vocabulary.txt")
-            for side in ("source", "target")
-        ],
-        generate={"max_length": config["target_length"], "beam_width": args.beam, "eos_id": EOS},
+        generate=dict(max_length=length, eos_id=EOS, **beam),
     )
 
 
@@ -410,49 +308,31 @@ def plot(args):
     import sacrebleu
 
     sources, references = read_pair(args.source, args.reference)
-    lengths = np.array([len(s.split()) for s in sources])
+    bins = plots.by_length([len(s.split()) for s in sources], LENGTH_BINS)
     os.makedirs(args.out, exist_ok=True)
-    table, counts = {}, []
+    table = {}
     for directory in args.models:
         model, src, tgt, config = load(directory)
         hyps = translate_texts(model, src, tgt, sources, config, beam=args.beam)
-        scores, counts = [], []
-        for lo, hi in LENGTH_BINS:
-            idx = np.flatnonzero((lengths >= lo) & (lengths <= hi))
-            counts.append(len(idx))
-            scores.append(
-                sacrebleu.corpus_bleu([hyps[i] for i in idx], [[references[i] for i in idx]]).score
-                if len(idx)
-                else np.nan
-            )
-        table[config["model"]] = scores
+        table[config["model"]] = [
+            sacrebleu.corpus_bleu([hyps[i] for i in idx], [[references[i] for i in idx]]).score
+            if len(idx)
+            else np.nan
+            for idx in bins
+        ]
         if config["arguments"].get("attention"):
-            heatmap(
-                model,
-                src,
-                tgt,
-                config,
-                sources[args.sentence],
-                os.path.join(args.out, f"attention-{config['model']}.png"),
-            )
+            path = os.path.join(args.out, f"attention-{config['model']}.png")
+            heatmap(model, src, tgt, config, sources[args.sentence], path)
     how = "greedy" if args.beam == 1 else f"beam {args.beam}"
-    path = common.plot_by_length(
+    path = plots.plot_by_length(
         os.path.join(args.out, "bleu-by-length.png"),
         LENGTH_BINS,
         table,
-        counts,
+        [len(i) for i in bins],
         "source sentence length in words (sentences)",
         "sacreBLEU (cased)",
         f"Multi30k de-en val: BLEU by source length ({how})",
     )
-    print(
-        "BLEU by source length (words):",
-        [f"{lo}-{hi}" for lo, hi in LENGTH_BINS],
-        "sentences",
-        counts,
-    )
-    for label, scores in table.items():
-        print(f"  {label}: " + " ".join(f"{x:.1f}" for x in scores))
     print(f"plot: {path}")
 
 
@@ -462,23 +342,20 @@ def heatmap(model, src, tgt, config, text, path):
     import seqkeras
     from seqkeras.data import BOS, EOS
 
-    ids = src.encode([text], add_eos=True).numpy()[0]
-    out = np.asarray(
-        seqkeras.models.generate(
-            model, ids[None].astype("int32"), max_length=config["target_length"]
-        )
-    )[0, 1:]
-    n = int(np.argmax(out == EOS)) + 1 if (out == EOS).any() else len(out)
-    out = out[:n]
+    ids = src.encode([text], add_eos=True).numpy()[0][None].astype("int32")
+    out = np.asarray(seqkeras.models.generate(model, ids, max_length=config["target_length"]))[
+        0, 1:
+    ]
+    out = out[: int(np.argmax(out == EOS)) + 1 if (out == EOS).any() else len(out)]
     dec_in = np.concatenate([[BOS], out[:-1]])[None].astype("int32")
     _, weights = seqkeras.models.attention_model(model).predict(
-        {"source_ids": ids[None].astype("int32"), "target_ids": dec_in}, verbose=0
+        {"source_ids": ids, "target_ids": dec_in}, verbose=0
     )
-    common.plot_weights(
+    labels = [src.vocabulary[i] for i in ids[0]], [tgt.vocabulary[i] for i in out]
+    plots.plot_weights(
         path,
         np.asarray(weights)[0],
-        [src.vocabulary[i] for i in ids],
-        [tgt.vocabulary[i] for i in out],
+        *labels,
         "additive attention weights (Multi30k val)",
         "German source pieces",
         "English output pieces",
@@ -492,40 +369,22 @@ def heatmap(model, src, tgt, config, text, path):
 def parser():
     p = argparse.ArgumentParser(prog="translate.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    t = common.subcommand(sub, "train", "train a model", train, choices=sorted(MODELS))
+    t = common.subcommand(sub, "train", "train a model", train, choices=MODELS)
     t.add_argument("--out", required=True, help="the model directory")
     _data_options(t, "train", "val")
-    t.add_argument(
-        "--tokenizers",
-        help="reuse the vocabularies of this model directory instead of learning them",
+    t.add_argument("--tokenizers", help="reuse this model directory's vocabularies")
+    common.options(
+        t,
+        "vocabulary-size=8000 epochs=10 batch=64 lr=1e-3 warmup=0 label-smoothing=0.0 "
+        "max-length=64",
+        warmup="linear warm-up steps before the cosine decay",
     )
-    t.add_argument("--vocabulary-size", type=int, default=8000)
-    t.add_argument("--epochs", type=int, default=10)
-    t.add_argument("--batch", type=int, default=64)
-    t.add_argument("--lr", type=float, default=1e-3)
-    t.add_argument(
-        "--warmup", type=int, default=0, help="linear warm-up steps before the cosine decay"
-    )
-    t.add_argument("--label-smoothing", type=float, default=0.0)
-    t.add_argument("--max-length", type=int, default=64)
     common.add_training_options(t)
-    t.add_argument(
-        "--evaluate-beams",
-        type=int,
-        nargs="*",
-        default=[],
-        help="after training, val BLEU with these beam widths",
-    )
-    v = common.subcommand(
-        sub,
-        "vocabulary",
-        "learn the WordPiece vocabularies once (for train --tokenizers)",
-        vocabulary,
-        model=False,
-    )
+    t.add_argument("--evaluate-beams", type=int, nargs="*", default=[], help="val BLEU after")
+    v = common.subcommand(sub, "vocabulary", "learn the vocabularies once", vocabulary, False)
     v.add_argument("--out", required=True)
     _data_options(v, "train")
-    v.add_argument("--vocabulary-size", type=int, default=8000)
+    common.options(v, "vocabulary-size=8000")
     e = common.subcommand(sub, "evaluate", "BLEU on a line-aligned file pair", evaluate)
     e.add_argument("--source", required=True)
     e.add_argument("--reference", required=True)
@@ -534,30 +393,24 @@ def parser():
     _beam_options(common.subcommand(sub, "translate", "stdin (German) -> stdout", translate), 1)
     x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--out", help="default: MODEL/export")
-    x.add_argument(
-        "--source", default=multi30k("val.de"), help="sentences the export is checked on"
-    )
-    x.add_argument("--reference", default=multi30k("val.en"))
-    x.add_argument("--check", type=int, default=64, help="how many of them")
+    _data_options(x, "")
+    common.options(x, "check=64", check="how many sentences the export is checked on")
     _beam_options(x, 4)
-    g = common.subcommand(
-        sub, "plot", "BLEU by source length, attention heatmaps", plot, model=False
-    )
+    g = common.subcommand(sub, "plot", "BLEU by length, attention heatmaps", plot, False)
     g.add_argument("--models", nargs="+", required=True)
-    g.add_argument("--source", default=multi30k("val.de"))
-    g.add_argument("--reference", default=multi30k("val.en"))
-    g.add_argument("--beam", type=int, default=1)
-    g.add_argument(
-        "--sentence", type=int, default=1, help="which source line the heatmap shows (0-based)"
-    )
+    _data_options(g, "")
+    common.options(g, "beam=1 sentence=1", sentence="the heatmap's source line (0-based)")
     g.add_argument("--out", required=True, help="a directory for the PNGs")
     return p
 
 
 def _data_options(parser, *splits):
+    """--train-source ... (Multi30k by default); split "": --source,
+    --reference (validation)."""
     for split in splits:
         for side, language in (("source", "de"), ("target", "en")):
-            parser.add_argument(f"--{split}-{side}", default=multi30k(f"{split}.{language}"))
+            name = f"{split}-{side}" if split else {"source": "source"}.get(side, "reference")
+            parser.add_argument(f"--{name}", default=multi30k(f"{split or 'val'}.{language}"))
 
 
 def _beam_options(parser, beam):
@@ -566,19 +419,8 @@ def _beam_options(parser, beam):
 
 
 def main(argv=None):
-    common.run(
-        "translate.py",
-        parser(),
-        argv,
-        required=(
-            "train_source",
-            "train_target",
-            "val_source",
-            "val_target",
-            "source",
-            "reference",
-        ),
-    )
+    required = "train_source train_target val_source val_target source reference".split()
+    common.run("translate.py", parser(), argv, required=required)
 
 
 if __name__ == "__main__":

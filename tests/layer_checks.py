@@ -1,4 +1,4 @@
-"""One helper every layer test calls (DESIGN.md, "Style" 6)."""
+"""One helper every layer test calls (docs/design.md, Style 6)."""
 
 import os
 import tempfile
@@ -23,6 +23,22 @@ def _sublayers(layer):
         for item in items:
             if isinstance(item, keras.layers.Layer) and item is not layer:
                 yield item
+
+
+class _MaskProbe(keras.layers.Layer):
+    """Records the mask Keras hands it (public API: a layer whose `call`
+    takes `mask` receives the mask of its input)."""
+
+    def call(self, x, mask=None):
+        self.seen = mask
+        return x
+
+
+def mask_of(x):
+    """The Keras mask carried by `x` (symbolic or eager), or None."""
+    probe = _MaskProbe()
+    probe(x)
+    return probe.seen
 
 
 def _dims_agree(symbolic, eager, exact):

@@ -126,7 +126,7 @@ def test_long_range_app_small_run_and_versioned_exports(tmp_path):
 
 def test_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "recurrent.py"), "bench")
-    results = bench.main(["--quick", "--no-torch", "--cells", "gru"])
+    results = bench.main(["--quick", "--no-torch", "--cells", "gru", "--breakdown"])
     seconds, ratios = results["gru"]
     # ours and Keras, each in its four configurations
     assert len(seconds) == 8 and all(s > 0 for s in seconds.values())

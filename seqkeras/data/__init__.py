@@ -2,6 +2,7 @@
 readers and helpers that turn sequences into training pairs."""
 
 from seqkeras.data.sequences import forecast_windows
+from seqkeras.data.sequences import language_model_windows
 from seqkeras.data.sequences import tbptt_windows
 from seqkeras.data.sequences import teacher_forcing
 from seqkeras.data import tokens
@@ -17,6 +18,7 @@ from seqkeras.data.checks import check_token_dataset
 from seqkeras.data.checks import check_token_ids
 from seqkeras.data.conll import read_conll
 from seqkeras.data.pipelines import classification_dataset
+from seqkeras.data.pipelines import random_windows_dataset
 from seqkeras.data.pipelines import read_lines
 from seqkeras.data.pipelines import read_parallel
 from seqkeras.data.pipelines import read_text
@@ -47,7 +49,9 @@ __all__ = [
     "copy_task",
     "dates",
     "forecast_windows",
+    "language_model_windows",
     "multi_seasonal_series",
+    "random_windows_dataset",
     "read_conll",
     "read_labeled_tsv",
     "read_lines",

@@ -185,6 +185,44 @@ def translation_dataset(
     return data.prefetch(tf.data.AUTOTUNE), kept
 
 
+def random_windows_dataset(ids, block, batch_size, seed=0):
+    """An endless `tf.data.Dataset` of `(inputs, targets)` batches of
+    `batch_size` windows of `block` tokens, each starting at a random
+    offset of the token stream `ids` (nanoGPT's sampler: every epoch is
+    as many fresh random windows as `fit(steps_per_epoch=...)` asks for),
+    the targets the inputs shifted by one token.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from seqkeras.data import random_windows_dataset
+    >>> data = random_windows_dataset(np.arange(100), block=4, batch_size=2)
+    >>> x, y = next(iter(data))
+    >>> x.shape, bool(np.all(y.numpy() == x.numpy() + 1))
+    (TensorShape([2, 4]), True)
+    """
+    ids = np.asarray(ids)
+    starts = len(ids) - block - 1
+    if ids.ndim != 1 or starts < 1:
+        raise ValueError(
+            "`random_windows_dataset` needs 1-D `ids` longer than block + 1 tokens. "
+            f"Received: ids.shape={ids.shape}, block={block!r}"
+        )
+    ids = tf.constant(ids, tf.int32)
+    offsets = tf.range(block + 1, dtype=tf.int64)
+
+    def gather(r):
+        chunk = tf.gather(ids, tf.math.floormod(r, starts)[:, None] + offsets)
+        return chunk[:, :-1], chunk[:, 1:]
+
+    return (
+        tf.data.Dataset.random(seed=seed)
+        .batch(batch_size)
+        .map(gather, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
 def _shuffled_buckets(
     data,
     size,

@@ -93,6 +93,44 @@ def tbptt_windows(ids, batch_size, window):
     return order(lanes_x), order(lanes_y)
 
 
+def language_model_windows(ids, block):
+    """Consecutive `(inputs, targets)` windows of `block` tokens over one
+    token stream, for scoring a language model on a whole text: every
+    token after the first is a target exactly once; the last window is
+    right-padded with PAD (0), which the masked losses skip.
+
+    Args:
+        ids: 1-D int array, at least 2 tokens.
+        block: tokens per window (the model's context).
+
+    Returns:
+        `(x, y)`: int32 arrays (windows, block), `y` being `x` shifted by
+        one token.
+
+    Example:
+
+    >>> from seqkeras.data import language_model_windows
+    >>> x, y = language_model_windows([5, 6, 7, 8, 9, 10], block=3)
+    >>> x.tolist(), y.tolist()
+    ([[5, 6, 7], [8, 9, 0]], [[6, 7, 8], [9, 10, 0]])
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or len(ids) < 2 or int(block) < 1:
+        raise ValueError(
+            "`language_model_windows` needs 1-D `ids` of at least 2 tokens and block >= 1. "
+            f"Received: ids.shape={ids.shape}, block={block!r}"
+        )
+    n = len(ids) - 1
+    rows = -(-n // block)
+    x = np.zeros((rows, block), "int32")
+    y = np.zeros((rows, block), "int32")
+    for r in range(rows):
+        a, b = r * block, min((r + 1) * block, n)
+        x[r, : b - a] = ids[a:b]
+        y[r, : b - a] = ids[a + 1 : b + 1]
+    return x, y
+
+
 def forecast_windows(series, input_steps, horizon, stride=1):
     """Sliding windows for multi-step forecasting.
 

@@ -101,6 +101,43 @@ class CharVocabulary:
     def from_config(cls, config):
         return cls(config["characters"])
 
+    def save(self, directory, name="vocabulary.json"):
+        """Writes `directory/<name>`: the characters in id order (JSON, as
+        `get_config`); returns its path.
+
+        Example:
+
+        >>> import tempfile
+        >>> from seqkeras.data import CharVocabulary
+        >>> path = CharVocabulary("abc\n").save(tempfile.mkdtemp())
+        >>> CharVocabulary.load(path).characters == list("abc\n")
+        True
+        """
+        import json
+
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, name)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.get_config(), f)
+        return path
+
+    @classmethod
+    def load(cls, path):
+        """The vocabulary `save` wrote at `path` (the file, or its
+        directory). Raises a ValueError naming the file when it is
+        missing or not a saved vocabulary."""
+        import json
+
+        if os.path.isdir(path):
+            path = os.path.join(path, "vocabulary.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls(json.load(f)["characters"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"`CharVocabulary.load`: {path} is not a saved character vocabulary ({error})"
+            ) from None
+
 
 def _candidates():
     """Where `shared_data_dir` looks, in order."""

@@ -9,6 +9,8 @@ before writing anything.
 
 import keras
 
+from seqkeras.layers.walk import all_layers
+
 #: Keras' preprocessing layers that hold lookup tables or hash strings
 #: (they declare no property of their own).
 KERAS_LOOKUP_LAYERS = (
@@ -17,14 +19,6 @@ KERAS_LOOKUP_LAYERS = (
     keras.layers.IntegerLookup,
     keras.layers.Hashing,
 )
-
-
-def all_layers(model):
-    """Every layer of `model`, nested models included."""
-    for layer in getattr(model, "layers", []):
-        yield layer
-        if hasattr(layer, "layers"):
-            yield from all_layers(layer)
 
 
 def uses_lookup_tables(layer):

@@ -19,6 +19,7 @@ from seqkeras.layers.scaling import WindowScaling
 from seqkeras.layers.token_dropout import TokenDropout
 from seqkeras.layers.transformer import TransformerDecoderBlock
 from seqkeras.layers.transformer import TransformerEncoderBlock
+from seqkeras.layers.walk import all_layers
 
 __all__ = [
     "Attention",
@@ -40,4 +41,5 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "WindowScaling",
+    "all_layers",
 ]

@@ -1,4 +1,4 @@
-"""The one switch for export-only graph choices (DESIGN.md, Style 10).
+"""The one switch for export-only graph choices (docs/design.md, Style 10).
 
 Inside `export_mode()`, layers that have two ways to build a graph pick the
 one the target runtime runs, at the cost of training:

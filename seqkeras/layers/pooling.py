@@ -60,6 +60,7 @@ class SequencePooling(keras.layers.Layer):
                 "features, (batch, time, features). Received: "
                 f"input_shape={tuple(input_shape)}"
             )
+        self._features = int(input_shape[-1])
         if self.mode == "attention":
             d = input_shape[-1]
             units = self.units or d
@@ -110,6 +111,44 @@ class SequencePooling(keras.layers.Layer):
         """Attention mode: the score of each step, `v . tanh(W h_t + b)`,
         (batch, time) from `x` (batch, time, features)."""
         return ops.matmul(ops.tanh(ops.matmul(x, self.kernel) + self.bias), self.query)
+
+    # -- streaming: the pooled value of the sequence so far, one step at a
+    # time, from running states that start at zeros --
+
+    @property
+    def stream_state_sizes(self):
+        """The widths of the running states `stream_step` carries (built
+        layers only): none for "last"; the running sum and count for
+        "mean"; the running maximum and a seen-anything flag for "max";
+        the running maximum score, softmax normaliser and weighted sum
+        for "attention" (an online softmax)."""
+        if not self.built:
+            raise ValueError(f"`SequencePooling` {self.name!r} streams once it is built")
+        d = self._features
+        return {"last": [], "mean": [d, 1], "max": [d, 1], "attention": [1, 1, d]}[self.mode]
+
+    def stream_step(self, x, states):
+        """One streamed step: `x` (batch, features) and the running states
+        (zeros at the start) -> `(pooled value of the steps so far,
+        states)`, equal to the layer on the whole sequence so far."""
+        if self.mode == "last":
+            return x, []
+        if self.mode == "mean":
+            total, count = states[0] + x, states[1] + 1.0
+            return total / count, [total, count]
+        if self.mode == "max":
+            seen = states[1] > 0
+            top = ops.where(seen, ops.maximum(states[0], x), x)
+            return top, [top, ops.ones_like(states[1])]
+        # With norm = acc = 0 (the start), the first step gives exactly x
+        # whatever the running maximum holds.
+        top, norm, acc = states
+        score = self.scores(x[:, None])  # (batch, 1)
+        new_top = ops.maximum(top, score)
+        old, new = ops.exp(top - new_top), ops.exp(score - new_top)
+        norm = norm * old + new
+        acc = acc * old + new * x
+        return acc / norm, [new_top, norm, acc]
 
     def compute_mask(self, inputs, mask=None):
         return None

@@ -88,6 +88,24 @@ class Recurrent(keras.layers.Layer):
         sizes = self.cell.state_size
         return list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
 
+    @property
+    def stream_state_sizes(self):
+        """The widths of the states `stream_step` carries: the cell's. A
+        layer that runs backwards needs the whole sequence: ValueError."""
+        if self.go_backwards:
+            raise ValueError(f"layer {self.name!r} runs backwards")
+        return list(self.state_sizes)
+
+    def stream_step(self, x, states):
+        """One streamed time step, `x` (batch, features) and the states ->
+        `(output, states)`: the cell's step (`seqkeras.export.streaming`
+        chains these). A layer that runs backwards needs the whole
+        sequence and raises a ValueError."""
+        if self.go_backwards:
+            raise ValueError(f"layer {self.name!r} runs backwards")
+        h, new = self.cell(x, list(states))
+        return h, list(new) if isinstance(new, (list, tuple)) else [new]
+
     def build(self, input_shape):
         _check_rank3("Recurrent", input_shape)
         if not self.cell.built:

@@ -48,6 +48,13 @@ class TokenDropout(keras.layers.Layer):
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 
+    #: Streaming (inference): no state, and no work.
+    stream_state_sizes = ()
+
+    def stream_step(self, x, states):
+        """One streamed step at inference: `x` unchanged, no state."""
+        return x, []
+
     def call(self, inputs, training=False):
         validation.numeric("TokenDropout", "inputs", inputs)
         if not training or self.rate == 0.0:

@@ -34,6 +34,7 @@ from seqkeras.models.training import MaskedAccuracy
 from seqkeras.models.training import MaskedPerplexity
 from seqkeras.models.training import PinballLoss
 from seqkeras.models.training import ResetStatesAtEpochStart
+from seqkeras.models.training import TimeBudget
 from seqkeras.models.training import SmoothedTokenCrossEntropy
 from seqkeras.models.training import choose_jit_compile
 from seqkeras.models.training import compile_model
@@ -57,6 +58,7 @@ __all__ = [
     "Seq2SeqForecaster",
     "SequenceModel",
     "SmoothedTokenCrossEntropy",
+    "TimeBudget",
     "Tagger",
     "TransformerLanguageModel",
     "TransformerSeq2Seq",

@@ -124,7 +124,7 @@ def positions(x, kind, max_length, name):
     return position_layer(kind, max_length, name)(x)
 
 
-def logits_head(x, vocab_size, embedding=None, name="logits", return_layer=False):
+def output_logits(x, vocab_size, embedding=None, name="logits", return_layer=False):
     """Dense logits, or `embedding(x, reverse=True)` (weight tying: one
     variable, the embedding matrix); float32 under mixed precision. With
     `return_layer`, also the Dense layer (None when tied)."""

@@ -74,6 +74,10 @@ class SequenceModel(keras.Model):
     `SequenceModel`: input `token_ids` has token id 12, outside [0, 10)...
     """
 
+    #: What the model predicts, for `compile_model`'s loss and metrics and
+    #: the export signatures: `"tokens"`, `"classes"` or `"regression"`
+    #: (None: `infer_task` reads it from the outputs).
+    task = None
     #: The input that conditions generation (`"source_ids"`,
     #: `"features"`), or None: a language model, which continues a prompt.
     conditioning_input = None

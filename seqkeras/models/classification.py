@@ -15,8 +15,10 @@ from seqkeras.models.steps import ChainStreaming
 class Classifier(ChainStreaming, SequenceModel):
     """`classifier`'s class: `token_ids` -> class `logits`. With a
     one-direction recurrent backbone it streams: each step's output is the
-    logits of the sequence so far."""
+    logits of the sequence so far. Part `pooling` (the `SequencePooling`
+    layer; None when a recurrent backbone returns its last state)."""
 
+    task = "classes"
     stream_per_step = False
 
 
@@ -24,6 +26,8 @@ class Classifier(ChainStreaming, SequenceModel):
 class Tagger(ChainStreaming, SequenceModel):
     """`tagger`'s class: `token_ids` -> one tag's `logits` per token. With
     a one-direction recurrent backbone it streams a tag per token."""
+
+    task = "tokens"
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -37,6 +41,7 @@ class CRFTagger(SequenceModel):
     computed (zeros): training needs only the emissions. Viterbi needs the
     whole sequence: it does not stream."""
 
+    task = "tokens"
     own_loss = True
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
@@ -176,15 +181,23 @@ def classifier(
         return_sequences=not recurrent_last,
         word_dropout=word_dropout,
     )
+    pooling_layer = None
     if is_sequence:
-        x = sk.SequencePooling(pooling, name="pooling")(x)
+        pooling_layer = sk.SequencePooling(pooling, name="pooling")
+        x = pooling_layer(x)
     if backbone == "bag":
         units = bb.check(name, "units", units, "int")
         x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
-    logits = bb.logits_head(x, num_classes)
-    return Classifier(token_ids, logits, name=name, vocabulary_sizes={"token_ids": vocab_size})
+    logits = bb.output_logits(x, num_classes)
+    return Classifier(
+        token_ids,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": vocab_size},
+        parts={"pooling": pooling_layer},
+    )
 
 
 def tagger(
@@ -283,7 +296,7 @@ def tagger(
     if backbone == "bag":
         units = bb.check(name, "units", units, "int")
         x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
-    logits = bb.logits_head(x, num_tags)
+    logits = bb.output_logits(x, num_tags)
     if crf:
         layer = sk.CRF(num_tags, name="crf")
         tags = layer(logits)

@@ -21,6 +21,7 @@ class _Conditioned(SequenceModel):
     `target_ids`. `_encoder(layers)` is the model from the conditioning
     input to those layers' outputs, built once."""
 
+    task = "tokens"
     prompt_input = "target_ids"
 
     def _encoder(self, role):
@@ -50,7 +51,7 @@ class ConditionedDecoder(_Conditioned):
 
     def call_with_cache(self, token_ids, cache, index):
         h, states = self.part("decoder").cell(self.part("embedding")(token_ids), list(cache))
-        return steps.logits_head(self.part("logits"))(h), steps.as_list(states)
+        return steps.step_logits(self.part("logits"))(h), steps.as_list(states)
 
 
 class Seq2Seq(_Conditioned):
@@ -88,7 +89,7 @@ class RecurrentSeq2Seq(Seq2Seq):
     def call_with_cache(self, token_ids, cache, index):
         x = self.part("embedding")(token_ids)
         decoder = self.part("decoder")
-        head = steps.logits_head(self.part("logits"))
+        head = steps.step_logits(self.part("logits"))
         if not self._attention:
             h, states = decoder.cell(x, list(cache[0]))
             return head(h), [steps.as_list(states)]
@@ -129,7 +130,7 @@ class TransformerSeq2Seq(Seq2Seq):
             self.part("positions"),
             self.part("blocks"),
             self.part("norm"),
-            steps.logits_head(self.part("logits"), self.part("embedding")),
+            steps.step_logits(self.part("logits"), self.part("embedding")),
             memory,
             mask,
             cross_caches,
@@ -196,7 +197,7 @@ def conditioned_decoder(
         bb.make_cell(cell, units, dropout), return_sequences=True, name="decoder"
     )
     x = decoder(embedding(target_ids), initial_state=init)
-    logits, dense = bb.logits_head(x, vocab_size, return_layer=True)
+    logits, dense = bb.output_logits(x, vocab_size, return_layer=True)
     return ConditionedDecoder(
         {"features": features, "target_ids": target_ids},
         logits,
@@ -338,7 +339,7 @@ def seq2seq(
             name="decoder",
         )
         x, _ = decoder(tgt, memory, initial_state=init, return_attention_scores=True)
-    logits, dense = bb.logits_head(x, target_vocab_size, return_layer=True)
+    logits, dense = bb.output_logits(x, target_vocab_size, return_layer=True)
     return RecurrentSeq2Seq(
         {"source_ids": source_ids, "target_ids": target_ids},
         logits,
@@ -450,7 +451,7 @@ def transformer_seq2seq(
         name="decoder",
         parts=parts,
     )
-    logits, parts["logits"] = bb.logits_head(
+    logits, parts["logits"] = bb.output_logits(
         x, target_vocab_size, embedding if tie_weights else None, return_layer=True
     )
     return TransformerSeq2Seq(

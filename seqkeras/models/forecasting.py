@@ -15,6 +15,7 @@ class Forecaster(ChainStreaming, SequenceModel):
     backbone it streams one observation at a time; each step's output is
     the forecast from the series so far."""
 
+    task = "regression"
     stream_per_step = False
 
     def __init__(self, *args, quantiles=None, **kwargs):

@@ -73,7 +73,7 @@ def generate(
     bos_id=BOS,
     eos_id=EOS,
     pad_id=PAD,
-    jit_compile=True,
+    jit_compile="auto",
     prompt_lengths=None,
     projection_dtype=None,
     **kwargs,
@@ -95,8 +95,14 @@ def generate(
             `max_length` bounds it).
         strategy: `"greedy"`, `"beam"` or `"sample"`.
         eos_id: generation stops per row at this id (None: never).
-        jit_compile: run the decoding loop as one XLA-compiled graph
-            (TensorFlow backend).
+        jit_compile: TensorFlow backend, called eagerly: True runs the
+            decoding loop as one XLA-compiled graph, False as a plain
+            TensorFlow graph (`tf.function`, no XLA), `"auto"` (default)
+            as `compile_model` decides for training
+            (`seqkeras.models.choose_jit_compile(model)`: XLA except for
+            bfloat16/float16 models on CPUs and under multi-replica
+            strategies). Inside a traced function (an export) the loop is
+            part of that graph.
         prompt_lengths: greedy and sample: int (batch,), each row's prompt
             length when prompts of different lengths are right-padded to
             one width (default: all the full width).
@@ -231,12 +237,10 @@ def generate(
                 f"{tuple(prompt_lengths.shape)}, prompt.shape="
                 f"{tuple(prompt.shape)}"
             )
-    if jit_compile and keras.backend.backend() == "tensorflow":
-        run = _compiled(
-            model,
-            run,
-            (max_length, strategy, eos_id, pad_id, projection_dtype, tuple(sorted(kwargs.items()))),
-        )
+    if keras.backend.backend() == "tensorflow" and _eager():
+        jit = _jit_choice(model, jit_compile)
+        key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit)
+        run = _compiled(model, run, key + (tuple(sorted(kwargs.items())),), jit)
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 
@@ -274,11 +278,33 @@ def _check_conditioning(model, name, inputs, sizes):
 COMPILED_CACHE_SIZE = 8  # compiled decoders kept per model
 
 
-def _compiled(model, run, key):
-    """The XLA-compiled decoder for `key` (length, strategy, options), the
-    most recently used `COMPILED_CACHE_SIZE` kept per model: every new
-    option value (e.g. a sampling seed) compiles a new function, and an
-    unbounded cache grew without end."""
+def _eager():
+    import tensorflow as tf
+
+    return tf.executing_eagerly()
+
+
+def _jit_choice(model, jit_compile):
+    """`generate`'s `jit_compile` as a bool ("auto": the compile-mode
+    policy of `compile_model`)."""
+    if jit_compile == "auto":
+        from seqkeras.models.training import choose_jit_compile
+
+        return choose_jit_compile(model)[0]
+    if not isinstance(jit_compile, bool):
+        raise ValueError(
+            "`generate` received an invalid value for `jit_compile`: expected True, False or "
+            f'"auto". Received: jit_compile={jit_compile!r}'
+        )
+    return jit_compile
+
+
+def _compiled(model, run, key, jit_compile=True):
+    """The traced (XLA-compiled with `jit_compile`) decoder for `key`
+    (length, strategy, options), the most recently used
+    `COMPILED_CACHE_SIZE` kept per model: every new option value (e.g. a
+    sampling seed) compiles a new function, and an unbounded cache grew
+    without end."""
     import collections
 
     import tensorflow as tf
@@ -287,7 +313,7 @@ def _compiled(model, run, key):
     if key in cache:
         cache.move_to_end(key)
     else:
-        cache[key] = tf.function(run, jit_compile=True, reduce_retracing=True)
+        cache[key] = tf.function(run, jit_compile=jit_compile, reduce_retracing=True)
         while len(cache) > COMPILED_CACHE_SIZE:
             cache.popitem(last=False)
     return cache[key]

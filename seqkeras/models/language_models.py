@@ -18,10 +18,11 @@ class LanguageModel(SequenceModel):
     `SequenceModel`) and then generates and exports like a built-in one.
     """
 
+    task = "tokens"
     prompt_input = "token_ids"
 
     def _head(self):
-        return steps.logits_head(self.part("logits"), self.part("embedding"))
+        return steps.step_logits(self.part("logits"), self.part("embedding"))
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -143,7 +144,7 @@ def rnn_language_model(
     if tie_weights and units != embedding_dim:
         projection = keras.layers.Dense(embedding_dim, name="projection")
         x = projection(x)
-    logits, dense = bb.logits_head(
+    logits, dense = bb.output_logits(
         x, vocab_size, embedding if tie_weights else None, return_layer=True
     )
     return RecurrentLanguageModel(
@@ -239,7 +240,7 @@ def transformer_language_model(
         name="decoder",
         parts=parts,
     )
-    logits, parts["logits"] = bb.logits_head(
+    logits, parts["logits"] = bb.output_logits(
         x, vocab_size, embedding if tie_weights else None, return_layer=True
     )
     return TransformerLanguageModel(

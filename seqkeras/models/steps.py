@@ -8,10 +8,6 @@ import threading
 import keras
 from keras import ops
 
-from seqkeras.layers.pooling import SequencePooling
-from seqkeras.layers.recurrent import Recurrent
-from seqkeras.layers.token_dropout import TokenDropout
-
 
 def as_list(states):
     """A cell with one state returns it bare; make it a list."""
@@ -23,7 +19,7 @@ _HEAD = threading.local()
 
 @contextlib.contextmanager
 def projection_weights(model, dtype):
-    """Inside: `logits_head` of `model` reads its output matrix (the tied
+    """Inside: `step_logits` of `model` reads its output matrix (the tied
     embedding, or the Dense kernel and bias) cast to `dtype` once, here,
     instead of reading the float32 variable at every decoding step.
 
@@ -49,7 +45,7 @@ def projection_weights(model, dtype):
         _HEAD.store = previous
 
 
-def logits_head(dense=None, embedding=None):
+def step_logits(dense=None, embedding=None):
     """`h (batch, dim) -> float32 logits`: the dense output layer, or, with
     tied weights, `h @ E^T` without materialising `E^T` (the embedding's
     reverse call transposes the (vocab, dim) matrix at every step). Inside
@@ -117,71 +113,32 @@ def transformer_step(
     return head(x[:, 0]), new_caches
 
 
-def _pooling_step(layer):
-    """`(sizes, step(x, states) -> (pooled, states))`: the pooled value of
-    the sequence so far, from running states that start at zeros."""
-    mode = layer.mode
-    d = layer.output.shape[-1]
-    if mode == "last":
-        return [], lambda x, states: (x, [])
-    if mode == "mean":  # running sum, count
-
-        def mean(x, states):
-            total, count = states[0] + x, states[1] + 1.0
-            return total / count, [total, count]
-
-        return [d, 1], mean
-    if mode == "max":  # running max, seen-anything flag
-
-        def maximum(x, states):
-            seen = states[1] > 0
-            top = ops.where(seen, ops.maximum(states[0], x), x)
-            return top, [top, ops.ones_like(states[1])]
-
-        return [d, 1], maximum
-
-    def attention(x, states):  # online softmax: running max score, sum, acc
-        # With sum = acc = 0 (the start), the first step gives exactly x
-        # whatever the running max holds.
-        top, norm, acc = states
-        score = layer.scores(x[:, None])  # (batch, 1)
-        new_top = ops.maximum(top, score)
-        old, new = ops.exp(top - new_top), ops.exp(score - new_top)
-        norm = norm * old + new
-        acc = acc * old + new * x
-        return acc / norm, [new_top, norm, acc]
-
-    return [1, 1, d], attention
+#: Keras' own layers that work on one step as on a sequence (they declare
+#: no streaming step of their own).
+PER_STEP_LAYERS = (
+    keras.layers.Embedding,
+    keras.layers.Dense,
+    keras.layers.Activation,
+    keras.layers.Reshape,
+)
+#: Keras' layers that do nothing at inference.
+INFERENCE_IDENTITY = (keras.layers.InputLayer, keras.layers.Dropout)
 
 
 def layer_chain(model):
     """`[(state sizes, step(x, states) -> (y, states))]`: `model`'s layers
-    in order, each one step of a single-input, single-output layer. Raises
-    a ValueError naming the first layer that needs the whole sequence."""
+    in order, each asked for its streaming step (`stream_state_sizes`,
+    `stream_step`: `Recurrent`, `SequencePooling`, `TokenDropout`), Keras'
+    per-step layers (embedding, dense, activation, reshape) applied to the
+    step. Raises a ValueError naming the first layer that needs the whole
+    sequence."""
     chain = []
     for layer in model.layers:
-        if isinstance(layer, (keras.layers.InputLayer, keras.layers.Dropout, TokenDropout)):
-            continue  # no step work at inference
-        if isinstance(layer, Recurrent):
-            if layer.go_backwards:
-                raise ValueError(f"layer {layer.name!r} runs backwards")
-
-            def run(x, states, layer=layer):
-                h, new = layer.cell(x, list(states))
-                return h, as_list(new)
-
-            chain.append((layer.state_sizes, run))
-        elif isinstance(layer, SequencePooling):
-            chain.append(_pooling_step(layer))
-        elif isinstance(
-            layer,
-            (
-                keras.layers.Embedding,
-                keras.layers.Dense,
-                keras.layers.Activation,
-                keras.layers.Reshape,
-            ),
-        ):
+        if isinstance(layer, INFERENCE_IDENTITY):
+            continue
+        if hasattr(layer, "stream_step"):
+            chain.append((list(layer.stream_state_sizes), layer.stream_step))
+        elif isinstance(layer, PER_STEP_LAYERS):
             chain.append(([], lambda x, states, layer=layer: (layer(x), [])))
         else:
             raise ValueError(

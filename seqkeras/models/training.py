@@ -1,9 +1,13 @@
 """Training conventions: masked losses and metrics, and `compile_model`."""
 
+import math
+import time
+
 import keras
 from keras import ops
 
 from seqkeras.data.tokens import PAD
+from seqkeras.layers.walk import all_layers
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -213,14 +217,15 @@ def _first_output_shape(model):
 
 
 def infer_task(model):
-    """The task `compile_model` uses for `model`, read from its inputs and
-    outputs: `"regression"` when no input is integer (forecasters),
-    `"classes"` for one logits vector per example (rank-2 output:
-    classifiers), `"tokens"` for logits per step (rank-3 output: taggers,
-    language models, seq2seq, conditioned decoders). A model may declare
-    its own with a `task` attribute. Returns None when the model has no
-    symbolic inputs and outputs (a subclassed model that was not built
-    functionally).
+    """The task `compile_model` uses for `model`: the `task` its class
+    declares (every builder's class does: `"classes"` for classifiers,
+    `"tokens"` for taggers, language models, seq2seq and conditioned
+    decoders, `"regression"` for forecasters); for another model, read
+    from its inputs and outputs: `"regression"` when no input is integer,
+    `"classes"` for one logits vector per example (rank-2 output),
+    `"tokens"` for logits per step (rank-3 output). Returns None when the
+    model declares none and has no symbolic inputs and outputs (a
+    subclassed model that was not built functionally).
     """
     declared = getattr(model, "task", None)
     if isinstance(declared, str) and declared in TASKS:
@@ -426,6 +431,44 @@ def compile_model(
     return model
 
 
+class TimeBudget(keras.callbacks.Callback):
+    """A learning rate scheduled over wall time: linear warm-up over the
+    first `warmup` steps, then a cosine decay to `alpha * peak` at
+    `minutes` of training, when training stops (checked before and after
+    every call of the train step). Runs of different models then get the
+    same time and the same schedule shape. The optimizer's learning rate
+    must be a variable (a float, not a schedule).
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
+    >>> _ = seqkeras.models.compile_model(model, learning_rate=1e-3)
+    >>> budget = seqkeras.models.TimeBudget(minutes=0.0, peak=1e-2)
+    >>> history = model.fit(np.ones((8, 3), "int32"), np.zeros(8), epochs=5,
+    ...                     callbacks=[budget], verbose=0)
+    >>> len(history.history["loss"])  # stopped after the first step
+    1
+    """
+
+    def __init__(self, minutes, peak, warmup=0, alpha=0.1):
+        super().__init__()
+        self.seconds = 60 * minutes
+        self.peak, self.warmup, self.alpha = peak, warmup, alpha
+        self.start = time.perf_counter()
+
+    def on_train_batch_begin(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        frac = min(1.0, (time.perf_counter() - self.start) / max(self.seconds, 1e-9))
+        decay = self.alpha + (1 - self.alpha) * 0.5 * (1 + math.cos(math.pi * frac))
+        warm = min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
+        self.model.optimizer.learning_rate.assign(self.peak * warm * decay)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.perf_counter() - self.start > self.seconds:
+            self.model.stop_training = True
+
+
 class ResetStatesAtEpochStart(keras.callbacks.Callback):
     """For truncated BPTT: zero the stateful layers' states before each
     epoch (the windows restart at the corpus start)."""
@@ -436,6 +479,6 @@ class ResetStatesAtEpochStart(keras.callbacks.Callback):
 
 def reset_states(model):
     """Zeroes every stateful seqkeras layer in `model`."""
-    for layer in model._flatten_layers(include_self=False):
+    for layer in all_layers(model):
         if getattr(layer, "stateful", False) and hasattr(layer, "reset_states"):
             layer.reset_states()

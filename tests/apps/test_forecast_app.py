@@ -96,7 +96,7 @@ def test_train_writes_what_rebuilds_the_model(trained):
     config = json.loads((trained / "config.json").read_text())
     model, _ = app.load(str(trained))
     assert model.count_params() == config["parameters"]
-    assert config["season"] == 12 and config["quantiles"] == [0.1, 0.5, 0.9]
+    assert config["season"] == 12 and config["arguments"]["quantiles"] == [0.1, 0.5, 0.9]
     # validation targets stop before the held-back last 20%
     assert config["validation_rows"] == [config["validation_rows"][0], 144 - 29]
 

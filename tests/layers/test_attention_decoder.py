@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import seqkeras
-from tests.layer_checks import run_layer_test
+from tests.layer_checks import mask_of, run_layer_test
 
 L = seqkeras.layers
 
@@ -139,7 +139,7 @@ def test_decoder_serializes_fits_and_keeps_the_mask():
     # the embedding mask reaches the output
     masked = keras.Model([ids, mem], out)
     result = masked([tokens, memory])
-    np.testing.assert_array_equal(np.asarray(result._keras_mask), tokens != 0)
+    np.testing.assert_array_equal(np.asarray(mask_of(result)), tokens != 0)
 
 
 def test_decoder_bad_input():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from seqkeras.layers import PositionalEmbedding, SinusoidalPositionalEncoding
-from tests.layer_checks import run_layer_test
+from tests.layer_checks import mask_of, run_layer_test
 
 
 def np_sinusoid(length, d, start=0):
@@ -43,7 +43,7 @@ def test_sinusoidal_scale_and_mask():
     inp = keras.Input((None,), dtype="int32")
     emb = keras.layers.Embedding(10, 4, mask_zero=True)(inp)
     out = SinusoidalPositionalEncoding()(emb)
-    assert keras.src.backend.get_keras_mask(out) is not None
+    assert mask_of(out) is not None
 
 
 def test_positional_embedding_adds_rows_and_errors_past_max_length():

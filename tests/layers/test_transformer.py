@@ -14,7 +14,7 @@ from seqkeras.layers import (
     TransformerEncoderBlock,
 )
 from tests.export.export_checks import check_export
-from tests.layer_checks import run_layer_test
+from tests.layer_checks import mask_of, run_layer_test
 
 RNG = np.random.default_rng(0)
 
@@ -121,11 +121,11 @@ def test_masks_flow_through_blocks():
     x = keras.layers.Embedding(20, 8, mask_zero=True)(inp)
     x = TransformerEncoderBlock(2, 16)(x)
     x = TransformerDecoderBlock(2, 16)(x)
-    assert keras.src.backend.get_keras_mask(x) is not None
+    assert mask_of(x) is not None
     y = MultiHeadAttention(2, 4)(x, x)
-    assert keras.src.backend.get_keras_mask(y) is not None
+    assert mask_of(y) is not None
     z = Attention()(y, x)
-    assert keras.src.backend.get_keras_mask(z) is not None
+    assert mask_of(z) is not None
     model = keras.Model(inp, z)
     ids = np.array([[3, 4, 5, 0, 0]])
     # Padding never changes the real positions' outputs.

@@ -12,6 +12,7 @@ import pytest
 import seqkeras
 from seqkeras.data import copy_task, teacher_forcing
 from seqkeras.models import compile_model
+from tests.layer_checks import mask_of
 
 M = seqkeras.models
 
@@ -281,7 +282,7 @@ def test_padding_mask_reaches_the_tagger_logits():
     model = M.tagger(12, 3, backbone="lstm", embedding_dim=8, units=8)
     ids = np.array([[4, 5, 6, 0, 0], [7, 0, 0, 0, 0]], "int32")
     logits = model(ids)
-    np.testing.assert_array_equal(np.asarray(logits._keras_mask), ids != 0)
+    np.testing.assert_array_equal(np.asarray(mask_of(logits)), ids != 0)
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

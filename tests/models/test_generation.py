@@ -208,11 +208,11 @@ def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
         return np.asarray(a).astype(bf16).astype("float32")
 
     if kind == "transformer_lm":
-        head = steps.logits_head(None, model.part("embedding"))
+        head = steps.step_logits(None, model.part("embedding"))
         expected = rounded(h) @ rounded(model.part("embedding").embeddings).T
     else:
         dense = model.part("logits")
-        head = steps.logits_head(dense)
+        head = steps.step_logits(dense)
         expected = rounded(h) @ rounded(dense.kernel) + rounded(dense.bias)
     exact = np.asarray(head(h))
     with steps.projection_weights(model, "bfloat16"):

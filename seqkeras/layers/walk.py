@@ -1,0 +1,34 @@
+"""`all_layers(model)`: every layer inside a model or layer, through the
+public attributes that hold sublayers (`layers` of models and
+`StackedRecurrent`; `forward_layer`/`backward_layer` of `Bidirectional`;
+`layer` of wrappers), so no private Keras API is needed."""
+
+SUBLAYER_ATTRIBUTES = ("layers", "forward_layer", "backward_layer", "layer")
+
+
+def all_layers(layer):
+    """Every layer nested in `layer` (not `layer` itself), depth first,
+    each once.
+
+    Example:
+
+    >>> import keras, seqkeras
+    >>> model = seqkeras.models.tagger(10, 3, units=4, embedding_dim=4)
+    >>> names = [type(x).__name__ for x in seqkeras.layers.all_layers(model)]
+    >>> names.count("Recurrent")  # the two directions of Bidirectional
+    2
+    """
+    seen = set()
+
+    def walk(parent):
+        for attribute in SUBLAYER_ATTRIBUTES:
+            found = getattr(parent, attribute, None)
+            children = found if isinstance(found, (list, tuple)) else [found]
+            for child in children:
+                if child is None or not hasattr(child, "trainable_weights") or id(child) in seen:
+                    continue
+                seen.add(id(child))
+                yield child
+                yield from walk(child)
+
+    return list(walk(layer))
