@@ -152,16 +152,6 @@ def train(args):
         vocabulary = CharVocabulary.from_texts([train_text])
         vocabulary.save(out)
     keys = ("embedding_dim", "units", "hidden_dim", "num_layers", "num_heads", "dropout")
-    builder, arguments = common.preset(
-        "charlm", args.model, args.tiny, {k: getattr(args, k) for k in keys}
-    )
-    sizes = {"vocab_size": len(vocabulary)}
-    if builder == "transformer_language_model":
-        sizes["max_length"] = args.block
-    counts = dict(training_characters=len(train_text), validation_characters=len(val_text))
-    config = common.model_config(
-        args, builder, arguments, sizes, model=args.model, block=args.block, **counts
-    )
     steps = args.epochs * args.steps_per_epoch
     # a constant peak when `TimeBudget` schedules over wall time (--minutes)
     schedule = args.lr if args.minutes else common.cosine_schedule(args.lr, steps, args.warmup, 0.1)
@@ -174,8 +164,16 @@ def train(args):
         optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         return {"optimizer": optimizer, "steps_per_execution": args.steps_per_execution}
 
-    model, _ = common.build_and_compile(args, config, options)
-    common.write_config(out, config)
+    def sizes(builder, arguments):  # a Transformer's context is the block
+        if builder == "transformer_language_model":
+            return {"vocab_size": len(vocabulary), "max_length": args.block}
+        return {"vocab_size": len(vocabulary)}
+
+    counts = dict(training_characters=len(train_text), validation_characters=len(val_text))
+    overrides = {k: getattr(args, k) for k in keys}
+    model, _, _ = common.new_model(
+        args, "charlm", sizes, options, None, overrides, block=args.block, **counts
+    )
     ids = vocabulary.encode_text(train_text)
     data = random_windows_dataset(ids, args.block, args.batch, args.seed)
     validation = language_model_windows(vocabulary.encode_text(val_text), args.block)
@@ -207,8 +205,7 @@ def score(model, vocabulary, config, text):
     from seqkeras.data import language_model_windows
 
     ids = vocabulary.encode_text(text)
-    x, y = language_model_windows(ids, config["block"])
-    total, count = nll(model.predict_on_batch, x, y)
+    total, count = nll(model.predict_on_batch, *language_model_windows(ids, config["block"]))
     return total / count, count, int((ids == 3).sum())
 
 

@@ -5,17 +5,16 @@ The workflow of `train`:
 
 1. `begin_training(args)`: the output directory, the precision policy
    (`--precision`) and the seed (`--seed`).
-2. `preset(...)`: the model, as a `(builder, arguments)` pair from the
-   app's presets (`--model`), shrunk by `--tiny`, overridden by options.
-3. `build_and_compile(args, config, ...)`: inside `--strategy`'s scope,
-   `seqkeras.models.<builder>(**sizes, **arguments)` compiled by
-   `seqkeras.models.compile_model` with `--jit` (and a
-   `cosine_schedule`).
-4. `write_config(out, config)`: `config.json`, the layout every app
-   shares: `{"builder", "arguments", "sizes"}` (what rebuilds the model:
-   `build(config)`), the app's own keys, `parameters`, `precision`,
-   `weights` and the `training` options.
-5. `fit_and_report(...)`: the callbacks (progress bar, TensorBoard,
+2. `new_model(args, app, sizes, options)`: the model, as a `(builder,
+   arguments)` pair from the app's presets (`presets.json`, `--model`),
+   shrunk by `--tiny`, overridden by options (`preset`); inside
+   `--strategy`'s scope `seqkeras.models.<builder>(**sizes, **arguments)`
+   compiled by `seqkeras.models.compile_model` with `--jit` (and a
+   `cosine_schedule`; `build_and_compile`); `config.json` written, the
+   layout every app shares: `{"builder", "arguments", "sizes"}` (what
+   rebuilds the model: `build(config)`), the app's own keys, `model`,
+   `parameters`, `precision`, `weights` and the `training` options.
+3. `fit_and_report(...)`: the callbacks (progress bar, TensorBoard,
    `BackupAndRestore`, best checkpoint kept across a resume, history CSV,
    epoch times), a timed `fit`, the curves PNG.
 
@@ -137,6 +136,22 @@ def preset(app, name, tiny=False, overrides=None):
             raise AppError(f"--{key.replace('_', '-')} does not apply to --model {name}")
         arguments[key] = value
     return builder, arguments
+
+
+def new_model(args, app, sizes, options=None, trainer=None, overrides=None, **extra):
+    """`(model, fitted, config)`: the model of a `train` run in one step:
+    the app's preset `--model` (`preset`, with `--tiny` and `overrides`),
+    its `sizes` (a dict, or `sizes(builder, arguments)` giving the dict
+    and free to adjust the arguments), `build_and_compile` (`options`,
+    `trainer`) and `config.json` written (`model_config`, with the app's
+    `extra` keys and `model`: the preset name)."""
+    builder, arguments = preset(app, args.model, args.tiny, overrides)
+    if callable(sizes):
+        sizes = sizes(builder, arguments)
+    config = model_config(args, builder, arguments, sizes, model=args.model, **extra)
+    model, fitted = build_and_compile(args, config, options, trainer)
+    write_config(args.out, config)
+    return model, fitted, config
 
 
 def begin_training(args):

@@ -129,35 +129,27 @@ def train(args):
     x, y, _ = windows(values, window, horizon, last=split - horizon, what=what)
     what = f"--csv {args.csv} (validation part, rows {split}-{end})"
     vx, vy, _ = windows(values, window, horizon, first=split, last=end - horizon, what=what)
-    out = common.begin_training(args)
+    common.begin_training(args)
     overrides = {k: getattr(args, k) for k in ("units", "num_layers", "dropout", "num_heads")}
     if args.model != "transformer":
         overrides.pop("num_heads")
-    builder, arguments = common.preset("forecast", args.model, args.tiny, overrides)
-    arguments["quantiles"] = quantiles
-    config = common.model_config(
-        args,
-        builder,
-        arguments,
-        {"input_steps": window, "horizon": horizon},
-        model=args.model,
-        season=season,
-        training_rows=split,
-        validation_rows=[split, end],
-        held_back_from=end,
-    )
     fit_x, val_x, trainer = x, vx, None
     if args.model == "seq2seq":  # teacher-forced: the true future feeds the decoder
         fit_x, val_x = {"series": x, "future": y}, {"series": vx, "future": vy}
         trainer = lambda model: model.teacher_forcing_model()  # noqa: E731
     loss = seqkeras.models.PinballLoss(quantiles) if quantiles else "mae"
-    model, fitted = common.build_and_compile(
-        args,
-        config,
-        lambda model: {"task": "regression", "learning_rate": args.lr, "loss": loss, "metrics": []},
-        trainer,
+
+    def sizes(builder, arguments):
+        arguments["quantiles"] = quantiles
+        return {"input_steps": window, "horizon": horizon}
+
+    def options(model):
+        return {"task": "regression", "learning_rate": args.lr, "loss": loss, "metrics": []}
+
+    rows = dict(training_rows=split, validation_rows=[split, end], held_back_from=end)
+    model, fitted, _ = common.new_model(
+        args, "forecast", sizes, options, trainer, overrides, season=season, **rows
     )
-    common.write_config(out, config)
     print(
         f"{args.model} forecaster: {model.count_params():,} parameters; window {window}, "
         f"horizon {horizon}, season {season}; {len(x)} training windows (rows < {split}), "

@@ -150,26 +150,16 @@ def train(args):
             f"{error} (training file {args.train}, validation file {args.validation})"
         ) from None
     data, steps = common.counted(data)
-    builder, arguments = common.preset("ner", args.model, args.tiny)
     sizes = {
         "vocab_size": features.sizes["token_ids"],
         "num_tags": len(vocabulary),
         "char_vocab_size": features.sizes["char_ids"],
     }
-    config = common.model_config(
-        args,
-        builder,
-        arguments,
-        sizes,
-        model=args.model,
-        max_chars=args.max_chars,
-        steps_per_epoch=steps,
-    )
     schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
-    model, _ = common.build_and_compile(
-        args, config, lambda model: {"learning_rate": schedule, "clipnorm": args.clipnorm}
+    options = {"learning_rate": schedule, "clipnorm": args.clipnorm}
+    model, _, _ = common.new_model(
+        args, "ner", sizes, lambda model: options, max_chars=args.max_chars, steps_per_epoch=steps
     )
-    common.write_config(out, config)
     print(
         f"BiLSTM-CRF: {model.count_params():,} parameters, {features.sizes['token_ids']:,} "
         f"words, {features.sizes['char_ids']:,} characters, {len(vocabulary) - 1} tags, "

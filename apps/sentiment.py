@@ -124,25 +124,26 @@ def train(args):
     )
     data, steps = common.counted(data)
     overrides = {k: getattr(args, k) for k in ("embedding_dim", "units", "dropout", "word_dropout")}
-    builder, arguments = common.preset("sentiment", args.model, args.tiny, overrides)
-    if arguments["backbone"] == "transformer":
-        arguments["max_length"] = args.max_length
     sizes = {"vocab_size": tokenizer.vocabulary_size, "num_classes": len(LABELS)}
-    config = common.model_config(
+
+    def with_length(builder, arguments):  # a Transformer's learned positions
+        if arguments["backbone"] == "transformer":
+            arguments["max_length"] = args.max_length
+        return sizes
+
+    schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
+    options = {"learning_rate": schedule, "weight_decay": args.weight_decay}
+    model, _, _ = common.new_model(
         args,
-        builder,
-        arguments,
-        sizes,
-        model=args.model,
+        "sentiment",
+        with_length,
+        lambda model: options,
+        None,
+        overrides,
         labels=list(LABELS),
         max_length=args.max_length,
         steps_per_epoch=steps,
     )
-    schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
-    model, _ = common.build_and_compile(
-        args, config, lambda model: {"learning_rate": schedule, "weight_decay": args.weight_decay}
-    )
-    common.write_config(out, config)
     print(
         f"{args.model}: {model.count_params():,} parameters, {tokenizer.vocabulary_size:,} "
         f"words, {len(texts):,} training sentences, {steps} batches per epoch, "

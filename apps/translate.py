@@ -98,7 +98,8 @@ def translate_texts(model, src, tgt, texts, config, beam=1, batch=64, alpha=0.0)
         model, texts, src, tgt, *lengths, beam_width=beam, length_penalty_alpha=alpha, **options
     )
     if cut:
-        print(f"note: {cut} sources over {config['max_length']} tokens were cut", file=sys.stderr)
+        limit = config["max_length"]
+        print(f"note: {cut} source sentences longer than {limit} tokens were cut", file=sys.stderr)
     return out
 
 
@@ -161,29 +162,26 @@ def train(args):
     data, steps = common.counted(data)
     if not steps:
         raise AppError(f"no full batch of {args.batch} pairs: too little training data for --batch")
-    builder, arguments = common.preset("translate", args.model, args.tiny)
-    sizes = {"source_vocab_size": src.vocabulary_size, "target_vocab_size": tgt.vocabulary_size}
-    if builder == "transformer_seq2seq":
-        sizes["max_length"] = args.max_length
-    config = common.model_config(
-        args,
-        builder,
-        arguments,
-        sizes,
-        model=args.model,
-        max_length=args.max_length,
-        target_length=args.max_length,
-        train_pairs_kept=kept,
-        steps_per_epoch=steps,
-    )
     total = steps * args.epochs
     schedule = common.cosine_schedule(args.lr, total, min(args.warmup, total // 4), alpha=0.02)
-    model, _ = common.build_and_compile(
+    options = {"learning_rate": schedule, "label_smoothing": args.label_smoothing}
+
+    def sizes(builder, arguments):  # a Transformer's learned positions
+        found = {"source_vocab_size": src.vocabulary_size, "target_vocab_size": tgt.vocabulary_size}
+        if builder == "transformer_seq2seq":
+            found["max_length"] = args.max_length
+        return found
+
+    lengths = dict(max_length=args.max_length, target_length=args.max_length)
+    model, _, _ = common.new_model(
         args,
-        config,
-        lambda model: {"learning_rate": schedule, "label_smoothing": args.label_smoothing},
+        "translate",
+        sizes,
+        lambda model: options,
+        train_pairs_kept=kept,
+        steps_per_epoch=steps,
+        **lengths,
     )
-    common.write_config(out, config)
     print(
         f"{args.model}: {model.count_params():,} parameters, {kept} training pairs, {steps} "
         f"batches per epoch, {args.epochs} epochs, precision {args.precision}, jit {args.jit}"

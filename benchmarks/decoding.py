@@ -163,16 +163,13 @@ def main(argv=None):
         keras.utils.set_random_seed(0)
         mixed = ours_model(args)
 
-    def ours_mixed(jit="auto"):  # "auto": the compile-mode policy (no XLA in bf16 on CPUs)
-        return lambda: np.asarray(
-            gen(mixed, prompt=prompt, max_length=args.length, eos_id=None, jit_compile=jit)
-        )
+    def ours_mixed():
+        return np.asarray(gen(mixed, prompt=prompt, max_length=args.length, eos_id=None))
 
     steps = {
         "ours greedy": ours(),
         "ours greedy, bfloat16 projection": ours(projection_dtype="bfloat16"),
-        "ours greedy, mixed_bfloat16": ours_mixed(),
-        "ours greedy, mixed_bfloat16, XLA": ours_mixed(True),
+        "ours greedy, mixed_bfloat16": ours_mixed,
         "ours top-k": ours(strategy="sample", top_k=10, seed=1),
         "ours greedy, no cache": uncached(model, prompt, args.length, {"eos_id": None}),
     }

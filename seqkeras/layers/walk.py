@@ -1,9 +1,9 @@
 """`all_layers(model)`: every layer inside a model or layer, through the
-public attributes that hold sublayers (`layers` of models and
-`StackedRecurrent`; `forward_layer`/`backward_layer` of `Bidirectional`;
+public attributes that hold sublayers (`layers` of models, `stack` of
+`StackedRecurrent`, `forward_layer`/`backward_layer` of `Bidirectional`,
 `layer` of wrappers), so no private Keras API is needed."""
 
-SUBLAYER_ATTRIBUTES = ("layers", "forward_layer", "backward_layer", "layer")
+SUBLAYER_ATTRIBUTES = ("layers", "stack", "forward_layer", "backward_layer", "layer")
 
 
 def all_layers(layer):

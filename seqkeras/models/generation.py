@@ -98,10 +98,10 @@ def generate(
         jit_compile: TensorFlow backend, called eagerly: True runs the
             decoding loop as one XLA-compiled graph, False as a plain
             TensorFlow graph (`tf.function`, no XLA), `"auto"` (default)
-            as `compile_model` decides for training
-            (`seqkeras.models.choose_jit_compile(model)`: XLA except for
-            bfloat16/float16 models on CPUs and under multi-replica
-            strategies). Inside a traced function (an export) the loop is
+            the library's compile-mode policy
+            (`seqkeras.models.choose_jit_compile(model, "generate")`: XLA
+            in every precision, decoding being bound by per-op
+            overhead). Inside a traced function (an export) the loop is
             part of that graph.
         prompt_lengths: greedy and sample: int (batch,), each row's prompt
             length when prompts of different lengths are right-padded to
@@ -290,7 +290,7 @@ def _jit_choice(model, jit_compile):
     if jit_compile == "auto":
         from seqkeras.models.training import choose_jit_compile
 
-        return choose_jit_compile(model)[0]
+        return choose_jit_compile(model, purpose="generate")[0]
     if not isinstance(jit_compile, bool):
         raise ValueError(
             "`generate` received an invalid value for `jit_compile`: expected True, False or "

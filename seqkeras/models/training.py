@@ -265,9 +265,14 @@ def _check_task(model, task):
         )
 
 
-def choose_jit_compile(model=None):
-    """The compile mode `compile_model(jit_compile="auto")` picks for
-    `model` on this machine, and why.
+JIT_PURPOSES = ("train", "generate")
+
+
+def choose_jit_compile(model=None, purpose="train"):
+    """The compile mode `compile_model(jit_compile="auto")` (`purpose`
+    "train") and `seqkeras.models.generate(jit_compile="auto")`
+    ("generate") pick for `model` on this machine, and why: the one
+    compile-mode policy of the library.
 
     - JAX: XLA (the backend always compiles).
     - TensorFlow under a `tf.distribute` strategy with more than one
@@ -280,10 +285,16 @@ def choose_jit_compile(model=None):
       TensorFlow's oneDNN kernels twice as fast (390); the layers' time
       loops stack their steps in O(1) without XLA.
     - TensorFlow on CPUs only, float32: XLA (it fuses the loop bodies).
+    - Generation (`purpose="generate"`) on TensorFlow: XLA in every
+      precision. A decoding step is small matmuls and many ops, so it is
+      bound by per-op overhead, which XLA removes: a mixed_bfloat16
+      Transformer LM (4 layers, d=128, V=1000, B=8) generated 6,433
+      tokens/s with XLA and 1,681 as a plain graph on this CPU.
 
     Args:
         model: the model, for its compute dtype (default: the global
             dtype policy).
+        purpose: `"train"` (default) or `"generate"`.
 
     Returns:
         `(jit_compile, reason)`: a bool and one sentence.
@@ -295,11 +306,21 @@ def choose_jit_compile(model=None):
     >>> isinstance(jit, bool) and isinstance(reason, str)
     True
     """
+    if purpose not in JIT_PURPOSES:
+        raise ValueError(
+            "`choose_jit_compile` received an invalid value for `purpose`: expected one of "
+            f"{JIT_PURPOSES}. Received: purpose={purpose!r}"
+        )
     backend = keras.backend.backend()
     if backend == "jax":
         return True, "JAX compiles every step with XLA"
     if backend != "tensorflow":
         return False, f"XLA is not used with the {backend} backend"
+    if purpose == "generate":
+        return True, (
+            "generation: each decoding step is bound by per-op overhead, which XLA removes "
+            "(4x the tokens/s of a plain graph for a mixed_bfloat16 model on this CPU)"
+        )
     from seqkeras import distribute
 
     if distribute.distributes():

@@ -111,3 +111,30 @@ def test_tinyshakespeare_split():
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_language_model_windows_cover_every_target_once():
+    from seqkeras.data import language_model_windows
+
+    ids = np.arange(4, 15)  # 11 tokens: 10 targets
+    x, y = language_model_windows(ids, block=4)
+    assert x.shape == (3, 4) and x.dtype == np.int32
+    targets = y[y != 0]
+    np.testing.assert_array_equal(targets, ids[1:])  # each target once, in order
+    np.testing.assert_array_equal(x[x != 0], ids[:-1])
+    with pytest.raises(ValueError, match="language_model_windows"):
+        language_model_windows([5], block=4)
+
+
+def test_random_windows_are_shifted_slices_of_the_stream():
+    from seqkeras.data import random_windows_dataset
+
+    ids = np.arange(50) * 3
+    x, y = next(iter(random_windows_dataset(ids, block=5, batch_size=16, seed=3)))
+    x, y = x.numpy(), y.numpy()
+    for row_x, row_y in zip(x, y):
+        start = int(np.flatnonzero(ids == row_x[0])[0])
+        np.testing.assert_array_equal(row_x, ids[start : start + 5])
+        np.testing.assert_array_equal(row_y, ids[start + 1 : start + 6])
+    with pytest.raises(ValueError, match="random_windows_dataset"):
+        random_windows_dataset(np.arange(6), block=5, batch_size=2)

@@ -53,3 +53,30 @@ def test_pooling_layer_contract(mode):
 def test_pooling_bad_mode():
     with pytest.raises(ValueError, match="SequencePooling.*mode"):
         L.SequencePooling("median")
+
+
+@pytest.mark.parametrize("mode", ["last", "mean", "max", "attention"])
+def test_pooling_streams_the_prefix_pooling_step_by_step(mode):
+    # stream_step from zero states, one step at a time, equals the NumPy
+    # pooling of each prefix (the online softmax included)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 7, 4)).astype("float32")
+    layer = L.SequencePooling(mode)
+    layer(x)  # builds
+    params = None
+    if mode == "attention":
+        params = [np.asarray(w) for w in (layer.kernel, layer.bias, layer.query)]
+    sizes = layer.stream_state_sizes
+    assert sizes == {"last": [], "mean": [4, 1], "max": [4, 1], "attention": [1, 1, 4]}[mode]
+    states = [np.zeros((3, s), "float32") for s in sizes]
+    for t in range(7):
+        out, states = layer.stream_step(x[:, t], states)
+        prefix = np.ones((3, t + 1), bool)
+        np.testing.assert_allclose(
+            np.asarray(out), numpy_pool(x[:, : t + 1], prefix, mode, params), atol=1e-5
+        )
+
+
+def test_pooling_stream_state_sizes_need_a_built_layer():
+    with pytest.raises(ValueError, match="SequencePooling.*built"):
+        L.SequencePooling("mean").stream_state_sizes

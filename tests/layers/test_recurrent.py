@@ -256,3 +256,39 @@ def test_gradient_through_states_only(name):
         grads.append(tape.gradient(loss, layer.trainable_weights))
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_stream_step_equals_the_full_pass(name):
+    # the layer's own streaming step, from zero states, gives each step's
+    # output of the full pass
+    layer = Recurrent(CELLS[name](), return_sequences=True)
+    x = _x(2, 5, 3)
+    full = np.asarray(layer(x))
+    states = [np.zeros((2, s), "float32") for s in layer.stream_state_sizes]
+    assert layer.stream_state_sizes == layer.state_sizes
+    for t in range(5):
+        out, states = layer.stream_step(x[:, t], states)
+        np.testing.assert_allclose(np.asarray(out), full[:, t], atol=1e-5)
+
+
+def test_a_backward_layer_refuses_to_stream():
+    layer = Recurrent(GRUCell(4), go_backwards=True)
+    layer(_x(1, 3, 2))
+    with pytest.raises(ValueError, match="runs backwards"):
+        layer.stream_state_sizes
+    with pytest.raises(ValueError, match="runs backwards"):
+        layer.stream_step(_x(1, 2), [np.zeros((1, 4), "float32")])
+
+
+def test_all_layers_walks_wrappers_and_stacks():
+    from seqkeras.layers import all_layers
+
+    first = Bidirectional(Recurrent(GRUCell(3), return_sequences=True))
+    stack = StackedRecurrent([first, Recurrent(LSTMCell(2))])
+    inp = keras.Input((4, 2))
+    model = keras.Model(inp, stack(inp))
+    found = all_layers(model)
+    kinds = [type(x).__name__ for x in found]
+    assert kinds.count("Recurrent") == 3 and "Bidirectional" in kinds
+    assert len({id(x) for x in found}) == len(found)  # each once

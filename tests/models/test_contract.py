@@ -3,6 +3,9 @@ generation and streaming contract generates, exports with `generate`
 signatures and streams like a built-in one; a model without the contract
 is refused clearly."""
 
+import os
+import tempfile
+
 import keras
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from seqkeras.export.tflite import run_tflite_signature
 from tests.export.export_checks import assert_builtin_only
 
 V = 15
+M = seqkeras.models
 
 
 @keras.saving.register_keras_serializable(package="user_tests")
@@ -150,3 +154,22 @@ def test_builtin_parts_survive_a_safe_round_trip(build_model, tmp_path):
     for role, part in model._parts.items():
         if isinstance(part, keras.layers.Layer):  # the loaded model's own
             assert loaded.part(role) is loaded.get_layer(part.name)
+
+
+def test_builder_classes_state_their_task_and_parts():
+    assert M.classifier(10, 3, units=4).task == "classes"
+    assert M.tagger(10, 3, units=4).task == "tokens"
+    assert M.rnn_language_model(10, 4).task == "tokens"
+    assert M.seq2seq(10, 10, units=4).task == "tokens"
+    assert M.forecaster(6, 2, units=4).task == "regression"
+    # the task is declared, not guessed from shapes: infer_task reads it
+    model = M.classifier(10, 3, units=4, pooling="attention", backbone="gru")
+    assert M.infer_task(model) == "classes"
+    pooling = model.part("pooling")
+    assert isinstance(pooling, seqkeras.layers.SequencePooling) and pooling.mode == "attention"
+    # the part survives a save and load
+    path = os.path.join(tempfile.mkdtemp(), "c.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.part("pooling").name == pooling.name
+    assert M.classifier(10, 3, units=4, pooling="last").part("pooling") is None

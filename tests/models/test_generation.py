@@ -241,3 +241,42 @@ def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
     np.testing.assert_array_equal(out, tokens)
     with pytest.raises(ValueError, match="`projection_dtype`.*'int8'"):
         M.generate(model, inputs, prompt=prompt, max_length=6, projection_dtype="int8")
+
+
+def test_generate_follows_the_compile_mode_policy(monkeypatch):
+    import keras
+
+    from seqkeras.models import generation
+
+    model = M.rnn_language_model(V, 4, cell="gru")
+    prompt = np.array([[4, 5]], "int32")
+    chosen = []
+    real = generation._compiled
+
+    def spy(model, run, key, jit_compile=True):
+        chosen.append(jit_compile)
+        return real(model, run, key, jit_compile)
+
+    monkeypatch.setattr(generation, "_compiled", spy)
+    xla = np.asarray(M.generate(model, prompt=prompt, max_length=5, jit_compile=True))
+    graph = np.asarray(M.generate(model, prompt=prompt, max_length=5, jit_compile=False))
+    auto = np.asarray(M.generate(model, prompt=prompt, max_length=5))
+    want = M.choose_jit_compile(model, purpose="generate")[0]
+    assert chosen == [True, False, want]
+    np.testing.assert_array_equal(graph, xla)
+    np.testing.assert_array_equal(auto, xla)
+    with pytest.raises(ValueError, match="`generate`.*jit_compile.*Received: jit_compile='yes'"):
+        M.generate(model, prompt=prompt, max_length=5, jit_compile="yes")
+    if keras.backend.backend() == "tensorflow":
+        # one policy, by purpose: bfloat16 on CPUs trains without XLA and
+        # generates with it (decoding is bound by per-op overhead)
+        keras.config.set_dtype_policy("mixed_bfloat16")
+        try:
+            mixed = M.rnn_language_model(V, 4, cell="gru")
+        finally:
+            keras.config.set_dtype_policy("float32")
+        M.generate(mixed, prompt=prompt, max_length=5)
+        assert chosen[-1] is True
+        assert M.choose_jit_compile(mixed, purpose="generate")[0] is True
+        with pytest.raises(ValueError, match="choose_jit_compile.*purpose"):
+            M.choose_jit_compile(mixed, purpose="serve")
