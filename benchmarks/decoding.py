@@ -163,13 +163,19 @@ def main(argv=None):
         keras.utils.set_random_seed(0)
         mixed = ours_model(args)
 
-    def ours_mixed():
-        return np.asarray(gen(mixed, prompt=prompt, max_length=args.length, eos_id=None))
+    def ours_mixed(jit="auto"):  # "auto": XLA (choose_jit_compile(model, "generate"))
+        def run():
+            out = gen(mixed, prompt=prompt, max_length=args.length, eos_id=None, jit_compile=jit)
+            return np.asarray(out)
+
+        return run
 
     steps = {
         "ours greedy": ours(),
         "ours greedy, bfloat16 projection": ours(projection_dtype="bfloat16"),
-        "ours greedy, mixed_bfloat16": ours_mixed,
+        "ours greedy, mixed_bfloat16": ours_mixed(),
+        # why "auto" generates with XLA in bfloat16 too (training does not)
+        "ours greedy, mixed_bfloat16, no XLA": ours_mixed(False),
         "ours top-k": ours(strategy="sample", top_k=10, seed=1),
         "ours greedy, no cache": uncached(model, prompt, args.length, {"eos_id": None}),
     }

@@ -13,7 +13,8 @@ every pytest call (`-k`, `-x`, `-m slow`, ...). The `tests/jax` group runs
 with `KERAS_BACKEND=jax` (its modules skip on other backends). Each
 group's output is printed when it ends; then a table of the groups and
 the wall time and peak memory of all test processes together (their
-summed resident set size, sampled twice a second). Exit status 0 when
+summed resident set size, sampled twice a second), and each group's own
+peak. Exit status 0 when
 every group passed (a group with no selected tests counts as passed).
 """
 
@@ -95,8 +96,9 @@ def alone_groups():
     ]
 
 
-def _tree_rss_mb(root_pid):
-    """Summed VmRSS (MB) of `root_pid`'s descendants."""
+def _tree_rss_mb(root_pid, with_root=False):
+    """Summed VmRSS (MB) of `root_pid`'s descendants (and of `root_pid`
+    itself with `with_root`)."""
     parents = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -111,7 +113,7 @@ def _tree_rss_mb(root_pid):
         grew = bool(more - family)
         family |= more
     total = 0
-    for pid in family - {root_pid}:
+    for pid in family if with_root else family - {root_pid}:
         try:
             with open(f"/proc/{pid}/status") as f:
                 for line in f:
@@ -123,40 +125,51 @@ def _tree_rss_mb(root_pid):
 
 
 class PeakMemory(threading.Thread):
+    """The peak summed RSS of every test process, and each group's own
+    peak (`watch(pid)`: the process tree of one pytest call)."""
+
     def __init__(self):
         super().__init__(daemon=True)
         self.peak_mb = 0.0
+        self.groups = {}  # pid -> its tree's peak MB
         self.running = os.path.isdir("/proc")
+
+    def watch(self, pid):
+        self.groups[pid] = 0.0
 
     def run(self):
         while self.running:
             self.peak_mb = max(self.peak_mb, _tree_rss_mb(os.getpid()))
+            for pid, peak in list(self.groups.items()):
+                self.groups[pid] = max(peak, _tree_rss_mb(pid, with_root=True))
             time.sleep(0.5)
 
 
 JAX_TESTS = os.path.join("tests", "jax") + os.sep  # run on KERAS_BACKEND=jax
 
 
-def run_group(paths, args, lock):
+def run_group(paths, args, lock, memory):
     start = time.perf_counter()
     env = dict(os.environ)
     if all(p.startswith(JAX_TESTS) for p in paths):
         env["KERAS_BACKEND"] = "jax"
     with tempfile.TemporaryFile("w+") as out:
-        status = subprocess.call(
+        process = subprocess.Popen(
             [sys.executable, "-m", "pytest", *paths, *args],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
         )
+        memory.watch(process.pid)
+        status = process.wait()
         out.seek(0)
         text = out.read()
     seconds = time.perf_counter() - start
     with lock:
         print(f"===== {' '.join(paths)}: exit {status}, {seconds:.0f} s =====", flush=True)
         print(text, flush=True)
-    return paths, status, seconds
+    return paths, status, seconds, process.pid
 
 
 def main(args):
@@ -164,16 +177,18 @@ def main(args):
     memory = PeakMemory()
     memory.start()
     lock = threading.Lock()
-    results = [run_group(g, args, lock) for g in alone_groups()]
+    results = [run_group(g, args, lock, memory) for g in alone_groups()]
     with ThreadPoolExecutor(PARALLEL) as pool:
-        results += list(pool.map(lambda g: run_group(g, args, lock), groups()))
+        results += list(pool.map(lambda g: run_group(g, args, lock, memory), groups()))
     memory.running = False
     wall = time.perf_counter() - start
     failed = [r for r in results if r[1] not in (0, NO_TESTS)]
     print("===== summary =====")
-    for paths, status, seconds in results:
+    for paths, status, seconds, pid in results:
+        mb = memory.groups.get(pid, 0.0)
         print(
-            f"{'ok  ' if status in (0, NO_TESTS) else 'FAIL'} {seconds:6.0f} s  {' '.join(paths)}"
+            f"{'ok  ' if status in (0, NO_TESTS) else 'FAIL'} {seconds:6.0f} s {mb:6.0f} MB  "
+            + " ".join(paths)
         )
     print(
         f"test suite: {len(results)} pytest processes, {PARALLEL} at a "

@@ -109,8 +109,8 @@ class CharVocabulary:
 
         >>> import tempfile
         >>> from seqkeras.data import CharVocabulary
-        >>> path = CharVocabulary("abc\n").save(tempfile.mkdtemp())
-        >>> CharVocabulary.load(path).characters == list("abc\n")
+        >>> path = CharVocabulary("abc!").save(tempfile.mkdtemp())
+        >>> CharVocabulary.load(path).characters == list("abc!")
         True
         """
         import json
