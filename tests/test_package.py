@@ -124,47 +124,6 @@ def test_long_range_app_small_run_and_versioned_exports(tmp_path):
     assert report2["savedmodel"].endswith(os.path.join("long_range", "2"))
 
 
-def test_benchmark_smoke():
-    bench = _load(os.path.join(ROOT, "benchmarks", "recurrent.py"), "bench")
-    results = bench.main(["--quick", "--no-torch", "--cells", "gru", "--breakdown"])
-    seconds, ratios = results["gru"]
-    # ours and Keras, each in its four configurations
-    assert len(seconds) == 8 and all(s > 0 for s in seconds.values())
-    assert set(ratios) == {"keras"} and ratios["keras"] > 0
-
-
-def test_attention_benchmark_smoke():
-    bench = _load(os.path.join(ROOT, "benchmarks", "attention.py"), "abench")
-    results = bench.main(["--quick", "--no-torch"])
-    assert sorted(results) == [("encoder", 8), ("mha", 8)]
-    seconds, ratios = results["encoder", 8]
-    assert len(seconds) == 8 and set(ratios) == {"keras-hub"}
-    assert results["mha", 8][1]["keras"] > 0
-
-
-def test_tflite_latency_benchmark_smoke():
-    bench = _load(os.path.join(ROOT, "benchmarks", "tflite_latency.py"), "tflite_latency")
-    rows = bench.main(["--quick"])
-    assert [r["threads"] for r in rows] == [1]
-    # the three whole-sequence models carry the same weights
-    assert rows[0]["max_abs_diff"] < 1e-5
-    assert all(rows[0][k] > 0 for k in ("keras_ms", "ours_ms", "fused_ms", "step_ms"))
-
-
-def test_attention_chunking_experiment_computes_the_same_block():
-    bench = _load(os.path.join(ROOT, "benchmarks", "attention_chunking.py"), "chunking")
-    x = np.random.default_rng(0).normal(size=(2, 20, 16)).astype("float32")
-    one_shot = bench.make_block(None, False, 2, 32)
-    want = np.asarray(one_shot(x))
-    for remat in (False, True):
-        block = bench.make_block(8, remat, 2, 32)  # 3 blocks, the last short
-        block(x)
-        block.set_weights(one_shot.get_weights())
-        np.testing.assert_allclose(np.asarray(block(x)), want, atol=1e-5)
-    rates = bench.main(["--quick"])
-    assert set(rates) == {"one_shot", "chunk8", "chunk8_remat"}
-
-
 def test_reproduction_scripts_smoke(tmp_path):
     cells = _load(os.path.join(ROOT, "benchmarks", "cell_comparison.py"), "cell_comparison")
     rows = cells.main(
@@ -234,51 +193,6 @@ def test_baby_gpt_quick_from_outside_the_checkout(tmp_path):
     )
     assert result.returncode != 0
     assert "SEQKERAS_DATA" in result.stderr and "`path`" in result.stderr
-
-
-def test_seq2seq_benchmark_smoke():
-    bench = _load(os.path.join(ROOT, "benchmarks", "seq2seq.py"), "s2sbench")
-    seconds = bench.main(["--quick", "--no-torch"])
-    assert sorted(seconds) == sorted(
-        f"ours, {p}, {j}" for p in ("float32", "mixed_bfloat16") for j in ("jit", "no jit")
-    )
-    assert all(s > 0 for s in seconds.values())
-    # the FLOPs count grows with the source length only through attention
-    assert (
-        bench.train_flops_per_token(31) - bench.train_flops_per_token(30)
-        == 3 * 2 * 2 * bench.ENC * 2
-    )
-
-
-def test_torch_seq2seq_peer_trains():
-    pytest.importorskip("torch", reason="torch (a benchmark peer) is not installed")
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    try:
-        peers = _load(os.path.join(ROOT, "benchmarks", "torch_peers.py"), "torch_peers")
-        # seq2seq.py's batch: its vocabularies, lengths 10 to `steps`
-        net, forward, loss, optimizer = peers.build(
-            "seq2seq",
-            dict(
-                batch=4, steps=12, dims=dict(src_vocab=7800, tgt_vocab=5900, emb=8, enc=8, dec=16)
-            ),
-        )
-    finally:
-        sys.path.remove(os.path.join(ROOT, "benchmarks"))
-    out = forward()
-    assert tuple(out.shape) == (4, 12, 5900)
-    opt = optimizer(net.parameters(), lr=1e-2)
-    first = float(loss(out))
-    for _ in range(20):
-        opt.zero_grad()
-        loss(forward()).backward()
-        opt.step()
-    assert float(loss(forward())) < first
-
-
-def test_decoding_benchmark_smoke():
-    bench = _load(os.path.join(ROOT, "benchmarks", "decoding.py"), "dbench")
-    rows = bench.main(["--quick", "--no-keras-hub"])
-    assert rows["ours greedy"] > 0 and rows["beam 2"] > 0
 
 
 @pytest.mark.slow
