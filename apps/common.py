@@ -296,24 +296,6 @@ def export(model, args, name, signatures, check, samples, beside=(), more=None, 
     return report
 
 
-def length_batches(rows, batch, limit=None, fill=0, dtype="int32"):
-    """`(indices, x)` per batch: `rows` (lists) sorted by length (stable),
-    `batch` at a time, each batch right-padded with `fill` to a multiple
-    of 8 (at least 8; at most `limit`): few padded shapes, so few
-    compiled programs, and little padding."""
-    import numpy as np
-
-    order = np.argsort([len(r) for r in rows], kind="stable")
-    for start in range(0, len(rows), batch):
-        chunk = order[start : start + batch]
-        width = max(8, -(-max(len(rows[i]) for i in chunk) // 8) * 8)
-        width = width if limit is None else min(limit, width)
-        x = np.full((len(chunk), width), fill, dtype)
-        for j, i in enumerate(chunk):
-            x[j, : len(rows[i])] = rows[i]
-        yield chunk, x
-
-
 def options(parser, spec, **help):
     """Adds an option per `name=default` word of `spec` (e.g. `"epochs=10
     lr=1e-3 warmup=0"`: `--epochs`, `--lr`, `--warmup`), its type that of

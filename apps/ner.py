@@ -86,8 +86,10 @@ def predict_tags(model, features, tag_vocabulary, sentences, batch=128):
     """The predicted tag strings of each sentence (lists of words), in
     order: sentences sorted by length, batches padded to a multiple of 8
     words, the CRF's Viterbi path."""
+    from seqkeras.data import length_batches
+
     out = [None] * len(sentences)
-    for chunk, words in common.length_batches(sentences, batch, fill="", dtype=object):
+    for chunk, words in length_batches(sentences, batch, fill="", dtype=object):
         feats = {k: v.numpy() for k, v in features(words).items()}
         ids = np.asarray(model.predict_on_batch(feats)["tags"])
         for j, i in enumerate(chunk):

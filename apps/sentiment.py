@@ -77,10 +77,12 @@ def load(directory):
 def probabilities(model, tokenizer, texts, config, batch=256):
     """Class probabilities (n, classes) for `texts`, in order: sorted by
     length, batches padded to a multiple of 8 tokens, float32."""
+    from seqkeras.data import length_batches
+
     limit = config["max_length"]
     rows = [r[:limit] for r in tokenizer.encode(list(texts)).to_list()]
     out = np.zeros((len(rows), config["sizes"]["num_classes"]), "float32")
-    for chunk, x in common.length_batches(rows, batch, limit):
+    for chunk, x in length_batches(rows, batch, limit):
         logits = np.asarray(model.predict_on_batch(x), "float32")
         out[chunk] = np.asarray(keras.ops.softmax(logits))
     return out

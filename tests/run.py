@@ -96,37 +96,42 @@ def alone_groups():
     ]
 
 
-def _tree_rss_mb(root_pid, with_root=False):
-    """Summed VmRSS (MB) of `root_pid`'s descendants (and of `root_pid`
-    itself with `with_root`)."""
-    parents = {}
+def _process_table():
+    """`{pid: (parent pid, VmRSS in MB)}` of every process, read once."""
+    table = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    family, grew = {root_pid}, True
-    while grew:
-        more = {p for p, parent in parents.items() if parent in family}
-        grew = bool(more - family)
-        family |= more
-    total = 0
-    for pid in family if with_root else family - {root_pid}:
+        if not entry.isdigit():
+            continue
         try:
-            with open(f"/proc/{pid}/status") as f:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            rss = 0
+            with open(f"/proc/{entry}/status") as f:
                 for line in f:
                     if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        except OSError:
+                        rss = int(line.split()[1])
+            table[int(entry)] = (parent, rss / 1024)
+        except (OSError, IndexError, ValueError):
             pass
-    return total / 1024
+    return table
+
+
+def _tree_mb(table, root_pid, with_root=False):
+    """Summed RSS (MB) in `table` of `root_pid`'s descendants (and of
+    `root_pid` itself with `with_root`)."""
+    family, grew = {root_pid}, True
+    while grew:
+        more = {p for p, (parent, _) in table.items() if parent in family}
+        grew = bool(more - family)
+        family |= more
+    members = family if with_root else family - {root_pid}
+    return sum(table[p][1] for p in members if p in table)
 
 
 class PeakMemory(threading.Thread):
     """The peak summed RSS of every test process, and each group's own
-    peak (`watch(pid)`: the process tree of one pytest call)."""
+    peak (`watch(pid)`: the process tree of one pytest call, sampled while
+    it runs), from one read of the process table per sample."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -139,9 +144,11 @@ class PeakMemory(threading.Thread):
 
     def run(self):
         while self.running:
-            self.peak_mb = max(self.peak_mb, _tree_rss_mb(os.getpid()))
+            table = _process_table()
+            self.peak_mb = max(self.peak_mb, _tree_mb(table, os.getpid()))
             for pid, peak in list(self.groups.items()):
-                self.groups[pid] = max(peak, _tree_rss_mb(pid, with_root=True))
+                if pid in table:  # a finished group keeps its peak
+                    self.groups[pid] = max(peak, _tree_mb(table, pid, with_root=True))
             time.sleep(0.5)
 
 

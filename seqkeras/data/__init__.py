@@ -3,6 +3,7 @@ readers and helpers that turn sequences into training pairs."""
 
 from seqkeras.data.sequences import forecast_windows
 from seqkeras.data.sequences import language_model_windows
+from seqkeras.data.sequences import length_batches
 from seqkeras.data.sequences import tbptt_windows
 from seqkeras.data.sequences import teacher_forcing
 from seqkeras.data import tokens
@@ -50,6 +51,7 @@ __all__ = [
     "dates",
     "forecast_windows",
     "language_model_windows",
+    "length_batches",
     "multi_seasonal_series",
     "random_windows_dataset",
     "read_conll",

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqkeras.data.tokens import PAD
+from seqkeras.layers import validation
 
 
 def _decode(raw, source, name):
@@ -201,6 +202,8 @@ def random_windows_dataset(ids, block, batch_size, seed=0):
     >>> x.shape, bool(np.all(y.numpy() == x.numpy() + 1))
     (TensorShape([2, 4]), True)
     """
+    block = validation.positive_int("random_windows_dataset", "block", block)
+    batch_size = validation.positive_int("random_windows_dataset", "batch_size", batch_size)
     ids = np.asarray(ids)
     starts = len(ids) - block - 1
     if ids.ndim != 1 or starts < 1:

@@ -4,6 +4,7 @@ truncated-BPTT windows, forecasting windows."""
 import numpy as np
 
 from seqkeras.data.tokens import BOS, EOS, PAD
+from seqkeras.layers import validation
 
 
 def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):
@@ -93,6 +94,46 @@ def tbptt_windows(ids, batch_size, window):
     return order(lanes_x), order(lanes_y)
 
 
+def length_batches(rows, batch_size, max_width=None, fill=PAD, dtype="int32"):
+    """Batches for inference over sequences of different lengths: `rows`
+    (lists of ids, or of strings with `fill=""`, `dtype=object`) sorted by
+    length (stable), `batch_size` at a time, each batch right-padded with
+    `fill` to a multiple of 8 (at least 8, at most `max_width`): few padded
+    shapes, so few compiled programs, and little padding. A row longer
+    than `max_width` is a ValueError (cut the rows first).
+
+    Yields:
+        `(indices, x)`: the rows' positions in `rows`, and their padded
+        array (len(indices), width).
+
+    Example:
+
+    >>> from seqkeras.data import length_batches
+    >>> for indices, x in length_batches([[5] * 10, [6], [7, 8]], batch_size=2):
+    ...     print(indices.tolist(), x.shape)
+    [1, 2] (2, 8)
+    [0] (1, 16)
+    """
+    batch_size = validation.positive_int("length_batches", "batch_size", batch_size)
+    if max_width is not None:
+        max_width = validation.positive_int("length_batches", "max_width", max_width)
+    lengths = [len(r) for r in rows]
+    if max_width is not None and lengths and max(lengths) > max_width:
+        raise ValueError(
+            f"`length_batches`: row {int(np.argmax(lengths))} has {max(lengths)} items, more "
+            f"than max_width={max_width}; cut the rows first"
+        )
+    order = np.argsort(lengths, kind="stable")
+    for start in range(0, len(rows), batch_size):
+        chunk = order[start : start + batch_size]
+        width = max(8, -(-max(lengths[i] for i in chunk) // 8) * 8)
+        width = width if max_width is None else min(max_width, width)
+        x = np.full((len(chunk), width), fill, dtype)
+        for j, i in enumerate(chunk):
+            x[j, : lengths[i]] = rows[i]
+        yield chunk, x
+
+
 def language_model_windows(ids, block):
     """Consecutive `(inputs, targets)` windows of `block` tokens over one
     token stream, for scoring a language model on a whole text: every
@@ -114,11 +155,12 @@ def language_model_windows(ids, block):
     >>> x.tolist(), y.tolist()
     ([[5, 6, 7], [8, 9, 0]], [[6, 7, 8], [9, 10, 0]])
     """
+    block = validation.positive_int("language_model_windows", "block", block)
     ids = np.asarray(ids)
-    if ids.ndim != 1 or len(ids) < 2 or int(block) < 1:
+    if ids.ndim != 1 or len(ids) < 2:
         raise ValueError(
-            "`language_model_windows` needs 1-D `ids` of at least 2 tokens and block >= 1. "
-            f"Received: ids.shape={ids.shape}, block={block!r}"
+            "`language_model_windows` needs 1-D `ids` of at least 2 tokens. "
+            f"Received: ids.shape={ids.shape}"
         )
     n = len(ids) - 1
     rows = -(-n // block)

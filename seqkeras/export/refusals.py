@@ -70,11 +70,3 @@ def refuse_stateful(name, model):
             "(`seqkeras.export.streaming_tflite`), which takes and returns "
             "the states."
         )
-
-
-def call_model(model, inputs, **kwargs):
-    """Calls `model` on a dict of its named inputs (a single-input model
-    takes the bare tensor)."""
-    if len(inputs) > 1:
-        return model(inputs, **kwargs)
-    return model(next(iter(inputs.values())), **kwargs)

@@ -65,6 +65,14 @@ class Signature:
 # -- the model's own inputs and outputs ------------------------------------
 
 
+def call_model(model, inputs, **kwargs):
+    """Calls `model` on a dict of its named inputs (a single-input model
+    takes the bare tensor)."""
+    if len(inputs) > 1:
+        return model(inputs, **kwargs)
+    return model(next(iter(inputs.values())), **kwargs)
+
+
 class Forward(Signature):
     """`serving_default`: a dict of the model's named inputs (dynamic
     batch and time) to a dict of its named outputs. With `check`, token
@@ -75,8 +83,6 @@ class Forward(Signature):
     names = ("serving_default",)
 
     def build(self, model, check=True):
-        from seqkeras.export.refusals import call_model
-
         specs = {t.name: tf.TensorSpec(t.shape, t.dtype, name=t.name) for t in model.inputs}
         names = list(model.output_names)
 

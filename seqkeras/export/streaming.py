@@ -38,7 +38,7 @@ import tensorflow as tf
 from keras import ops, tree
 
 from seqkeras.export.files import check_target
-from seqkeras.export.refusals import call_model
+from seqkeras.export.signatures import call_model
 from seqkeras.export.tflite import convert_builtin, tflite_runner
 from seqkeras.layers.export_mode import export_mode
 

@@ -11,8 +11,8 @@ import tensorflow as tf
 from seqkeras.export.onnx import onnx, onnx_runner
 from seqkeras.export import signatures as S
 from seqkeras.export.files import next_version
-from seqkeras.export.refusals import call_model
 from seqkeras.export.saved_model import saved_model
+from seqkeras.export.signatures import call_model
 from seqkeras.export.streaming import streaming_tflite, verify_streaming
 from seqkeras.export.tflite import convert_builtin, op_names, run_tflite_signature, tflite_runner
 

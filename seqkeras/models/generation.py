@@ -27,9 +27,11 @@ from keras import ops
 
 from seqkeras import decoding
 from seqkeras.data.tokens import BOS, EOS, PAD
+from seqkeras.layers import validation
 from seqkeras.layers.validation import static_shape
 from seqkeras.models import steps
 from seqkeras.data.checks import check_token_ids
+from seqkeras.data.sequences import length_batches
 
 STRATEGIES = ("greedy", "beam", "sample")
 
@@ -237,8 +239,8 @@ def generate(
                 f"{tuple(prompt_lengths.shape)}, prompt.shape="
                 f"{tuple(prompt.shape)}"
             )
-    if keras.backend.backend() == "tensorflow" and _eager():
-        jit = _jit_choice(model, jit_compile)
+    jit = _jit_choice(model, jit_compile)  # validated on every backend and in every context
+    if keras.backend.backend() == "tensorflow" and _executing_eagerly():
         key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit)
         run = _compiled(model, run, key + (tuple(sorted(kwargs.items())),), jit)
     inputs = ops.zeros((1,)) if inputs is None else inputs
@@ -278,15 +280,16 @@ def _check_conditioning(model, name, inputs, sizes):
 COMPILED_CACHE_SIZE = 8  # compiled decoders kept per model
 
 
-def _eager():
+def _executing_eagerly():
+    """TensorFlow runs this call eagerly (not while tracing an export)."""
     import tensorflow as tf
 
     return tf.executing_eagerly()
 
 
 def _jit_choice(model, jit_compile):
-    """`generate`'s `jit_compile` as a bool ("auto": the compile-mode
-    policy of `compile_model`)."""
+    """`generate`'s `jit_compile` as a bool ("auto": the library's
+    compile-mode policy for generation, `choose_jit_compile`)."""
     if jit_compile == "auto":
         from seqkeras.models.training import choose_jit_compile
 
@@ -357,22 +360,20 @@ def translate_texts(
     """
     import numpy as np
 
+    for arg, value in (("batch_size", batch_size), ("beam_width", beam_width)):
+        validation.positive_int("translate_texts", arg, value)
+    if source_length is not None:
+        validation.positive_int("translate_texts", "source_length", source_length)
     rows = [list(r) for r in source_tokenizer.encode(list(texts), add_eos=True).numpy()]
     cut = 0
     if source_length is not None:
         cut = sum(len(r) > source_length for r in rows)
         rows = [r[:source_length] for r in rows]
-    order = np.argsort([len(r) for r in rows], kind="stable")
     out = [None] * len(rows)
-    for start in range(0, len(rows), batch_size):
-        chunk = order[start : start + batch_size]
-        width = max(8, -(-max(len(rows[i]) for i in chunk) // 8) * 8)
-        if source_length is not None:
-            width = min(source_length, width)
-        x = np.full((batch_size, width), PAD, "int32")
+    for chunk, given in length_batches(rows, batch_size, source_length):
+        x = np.full((batch_size, given.shape[1]), PAD, "int32")  # one batch shape: one program
         x[:, 0] = EOS  # padding rows: an empty sentence
-        for j, i in enumerate(chunk):
-            x[j, : len(rows[i])] = rows[i]
+        x[: len(chunk)] = given
         if beam_width > 1:
             y, _ = generate(
                 model,

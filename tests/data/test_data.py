@@ -138,3 +138,29 @@ def test_random_windows_are_shifted_slices_of_the_stream():
         np.testing.assert_array_equal(row_y, ids[start + 1 : start + 6])
     with pytest.raises(ValueError, match="random_windows_dataset"):
         random_windows_dataset(np.arange(6), block=5, batch_size=2)
+
+
+def test_length_batches_place_every_row_once_in_few_widths():
+    from seqkeras.data import length_batches
+
+    rng = np.random.default_rng(0)
+    rows = [list(rng.integers(1, 50, n)) for n in rng.integers(1, 25, 23)]
+    seen = []
+    for indices, x in length_batches(rows, batch_size=5, max_width=24):
+        longest = max(len(rows[i]) for i in indices)
+        assert x.shape == (len(indices), min(24, max(8, -(-longest // 8) * 8)))
+        for i, row in zip(indices, x):
+            np.testing.assert_array_equal(row[: len(rows[i])], rows[i])
+            assert np.all(row[len(rows[i]) :] == 0)
+        seen += list(indices)
+    assert sorted(seen) == list(range(23))  # every row once
+    lengths = [len(rows[i]) for i in seen]
+    assert lengths == sorted(lengths)  # shortest first: little padding
+    with pytest.raises(ValueError, match="length_batches.*max_width=4"):
+        next(length_batches(rows, batch_size=5, max_width=4))
+    with pytest.raises(ValueError, match="length_batches.*batch_size"):
+        next(length_batches(rows, batch_size=0))
+    with pytest.raises(ValueError, match="random_windows_dataset.*block"):
+        D.random_windows_dataset(np.arange(50), block=0, batch_size=2)
+    with pytest.raises(TypeError, match="language_model_windows.*block"):
+        D.language_model_windows(np.arange(50), block=2.5)

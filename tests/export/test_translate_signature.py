@@ -136,3 +136,21 @@ def test_greedy_translate_signature(exported, tmp_path):
     out = seqkeras.models.generate(model, ids, max_length=12)
     expected = tgt.decode(np.asarray(out)[:, 1:]).numpy()
     assert list(served) == list(expected)
+
+
+def test_translate_texts_equals_each_sentence_decoded_alone(exported):
+    # batched, length-sorted and padded (seqkeras.models.translate_texts)
+    # against one sentence at a time, unpadded
+    model, src, tgt, _ = exported
+    texts = DE * 2
+    got, cut = seqkeras.models.translate_texts(model, texts, src, tgt, 12, batch_size=3)
+    assert cut == 0
+    for text, out in zip(texts, got):
+        ids = src.encode([text], add_eos=True).to_tensor(0)
+        alone = seqkeras.models.generate(model, ids, max_length=12)
+        assert out == tgt.decode(np.asarray(alone)[:, 1:]).numpy()[0].decode("utf-8")
+    _, cut = seqkeras.models.translate_texts(model, texts, src, tgt, 12, source_length=2)
+    assert cut == sum(len(r) > 2 for r in src.encode(texts, add_eos=True).to_list())
+    for bad in ({"batch_size": 0}, {"beam_width": 0}, {"source_length": -1}):
+        with pytest.raises(ValueError, match=f"translate_texts.*{next(iter(bad))}"):
+            seqkeras.models.translate_texts(model, texts, src, tgt, 12, **bad)
