@@ -15,6 +15,8 @@ from seqkeras.data.synthetic import adding_problem
 from seqkeras.data.synthetic import copy_task
 from seqkeras.data.synthetic import dates
 from seqkeras.data.synthetic import multi_seasonal_series
+from seqkeras.data.bert_text import BertTokenizer
+from seqkeras.data.bert_text import BertWordFeatures
 from seqkeras.data.checks import check_token_dataset
 from seqkeras.data.checks import check_token_ids
 from seqkeras.data.conll import read_conll
@@ -36,6 +38,8 @@ from seqkeras.data.words import WordTokenizer
 
 __all__ = [
     "BOS",
+    "BertTokenizer",
+    "BertWordFeatures",
     "CharVocabulary",
     "EOS",
     "PAD",

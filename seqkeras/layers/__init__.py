@@ -5,6 +5,8 @@ from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.attention_decoder import AttentionDecoder
 from seqkeras.layers.char_encoder import CharacterEncoder
 from seqkeras.layers.crf import CRF
+from seqkeras.layers.embedding import BertEmbedding
+from seqkeras.layers.embedding import GatherSteps
 from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
@@ -24,10 +26,12 @@ from seqkeras.layers.walk import all_layers
 __all__ = [
     "Attention",
     "AttentionDecoder",
+    "BertEmbedding",
     "Bidirectional",
     "CRF",
     "CharacterEncoder",
     "GRUCell",
+    "GatherSteps",
     "LSTMCell",
     "MultiHeadAttention",
     "PositionalEmbedding",

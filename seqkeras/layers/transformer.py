@@ -10,6 +10,21 @@ from seqkeras.layers.attention import MultiHeadAttention
 
 _PACKAGE = "seqkeras"
 
+#: Feed-forward activations: `"gelu"` is the exact (erf) GELU of BERT;
+#: `"gelu_tanh"` its tanh approximation (GPT-2's `gelu_new`, keras-hub's
+#: BERT and GPT-2).
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+def gelu_tanh(x):
+    """The tanh approximation of GELU (GPT-2's `gelu_new`)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+def _activation(name):
+    return gelu_tanh if name == "gelu_tanh" else name
+
 
 class _TransformerBlock(keras.layers.Layer):
     """Shared arguments, sublayer construction and the residual sublayer
@@ -38,7 +53,7 @@ class _TransformerBlock(keras.layers.Layer):
             None if key_dim is None else validation.positive_int(name, "key_dim", key_dim)
         )
         self.dropout = validation.rate(name, "dropout", dropout)
-        self.activation = validation.choice(name, "activation", activation, ("relu", "gelu"))
+        self.activation = validation.choice(name, "activation", activation, ACTIVATIONS)
         self.norm_first = validation.boolean(name, "norm_first", norm_first)
         self.layer_norm_epsilon = validation.greater_than(
             name, "layer_norm_epsilon", layer_norm_epsilon, 0.0
@@ -98,7 +113,7 @@ class _TransformerBlock(keras.layers.Layer):
     def _build_feedforward(self, d):
         self.feedforward_intermediate_dense = keras.layers.Dense(
             self.intermediate_dim,
-            activation=self.activation,
+            activation=_activation(self.activation),
             kernel_initializer=self._initializer("kernel"),
             bias_initializer=self._initializer("bias"),
             dtype=self.dtype_policy,
@@ -171,7 +186,8 @@ class TransformerEncoderBlock(_TransformerBlock):
         intermediate_dim: positive int, FFN hidden size.
         key_dim: per-head size (default d // num_heads).
         dropout: rate in [0, 1).
-        activation: `"relu"` or `"gelu"`.
+        activation: `"relu"`, `"gelu"` (exact, erf) or `"gelu_tanh"`
+            (its tanh approximation, GPT-2's).
         norm_first: pre-LN instead of the seed notes' post-LN.
         layer_norm_epsilon: LayerNorm epsilon.
         kernel_initializer, bias_initializer: of the attention projections

@@ -1,0 +1,392 @@
+"""BERT's WordPiece tokenizer as servable graph ops: `BertTokenizer` and,
+for taggers, `BertWordFeatures`.
+
+The steps are those of Hugging Face `tokenizers`' `BertNormalizer`,
+`BertPreTokenizer` and `WordPiece` (the `tokenizer.json` of BERT-family
+checkpoints), so the ids are the checkpoint's own:
+
+1. clean: whitespace characters become spaces, then NUL, U+FFFD and
+   control/format characters (Unicode category C) are dropped;
+2. CJK ideographs are surrounded by spaces;
+3. uncased checkpoints: NFD, combining marks (Mn) dropped, lowercase;
+4. split on spaces and around each punctuation character (ASCII
+   punctuation and Unicode category P);
+5. WordPiece: greedy longest match, `##` continuations, `[UNK]` for a
+   word that cannot be covered or is over 100 characters.
+
+Why not TF Text's `BertTokenizer` or `FastBertTokenizer`: the first case-
+folds (ICU case folding turns "ß" into "ss"; the checkpoints lowercase),
+and the second runs `FastBertNormalize`, an op the TF Serving binary does
+not link (tensorflow/serving#2064). The ops here are core TensorFlow
+string ops plus TF Text's `NormalizeUTF8`, `RegexSplitWithOffsets` and
+`FastWordpieceTokenizeWithOffsets`, all in TF Serving's TF Text
+(`seqkeras.export.audit_serving` checks a SavedModel for this).
+
+Needs tensorflow-text (`pip install "seqkeras[text]"`).
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from seqkeras.data.subword import _text_extra
+from seqkeras.data.word_features import casing
+
+#: The settings file `BertTokenizer.save` writes beside `vocab.txt`.
+SETTINGS = "bert_tokenizer.json"
+VOCABULARY = "vocab.txt"
+SPECIAL = ("pad", "unk", "cls", "sep", "mask")
+_DEFAULT_SPECIAL = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+_CJK = (
+    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
+)
+_PUNCTUATION = r"[!-/:-@\[-`{-~]|\p{P}"
+_MAX_WORD_CHARS = 100  # Hugging Face WordPiece's max_input_chars_per_word
+
+
+class BertTokenizer(tf.Module):
+    """A BERT-family checkpoint's WordPiece tokenizer, in graph ops.
+
+    Args:
+        vocabulary: the tokens in id order (`vocab.txt`).
+        lowercase: uncased checkpoints (also strips accents by default).
+        strip_accents: None (follow `lowercase`), True or False.
+        chinese_chars: put spaces around CJK ideographs.
+        max_length: ids per sequence, `[CLS]` and `[SEP]` included; longer
+            text is cut before `[SEP]`.
+        special_tokens: `{"pad", "unk", "cls", "sep", "mask"}` -> token
+            (default `[PAD]`, `[UNK]`, ...); their ids are read from the
+            vocabulary, not from `seqkeras.data.tokens`.
+
+    Example:
+
+    >>> from seqkeras.data import BertTokenizer
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
+    ...          "sat", "!", "##s"]
+    >>> tok = BertTokenizer(vocab)
+    >>> tok.encode(["The cats sat!"]).to_list()
+    [[2, 5, 6, 9, 7, 8, 3]]
+    """
+
+    def __init__(
+        self,
+        vocabulary,
+        lowercase=True,
+        strip_accents=None,
+        chinese_chars=True,
+        max_length=512,
+        special_tokens=None,
+    ):
+        super().__init__(name="bert_tokenizer")
+        vocabulary = [str(t) for t in vocabulary]
+        if len(set(vocabulary)) != len(vocabulary):
+            raise ValueError("`BertTokenizer` received a vocabulary with duplicate tokens")
+        special = dict(_DEFAULT_SPECIAL, **(special_tokens or {}))
+        unknown = sorted(set(special) - set(SPECIAL))
+        if unknown:
+            raise ValueError(
+                f"`BertTokenizer` expects `special_tokens` keys among {list(SPECIAL)}. "
+                f"Received: {unknown}"
+            )
+        index = {t: i for i, t in enumerate(vocabulary)}
+        self.special_ids = {}
+        for role, token in special.items():
+            if token not in index:
+                raise ValueError(
+                    f"`BertTokenizer`: the vocabulary has no {role} token {token!r} "
+                    "(`special_tokens`)"
+                )
+            self.special_ids[role] = index[token]
+        for arg, value in (("lowercase", lowercase), ("chinese_chars", chinese_chars)):
+            if not isinstance(value, bool):
+                raise TypeError(f"`BertTokenizer` expects a bool `{arg}`. Received: {value!r}")
+        if strip_accents is not None and not isinstance(strip_accents, bool):
+            raise TypeError(
+                f"`BertTokenizer` expects `strip_accents` None or a bool. Received: "
+                f"{strip_accents!r}"
+            )
+        if not isinstance(max_length, int) or max_length < 3:
+            raise ValueError(
+                f"`BertTokenizer` expects an int `max_length` >= 3. Received: {max_length!r}"
+            )
+        self.vocabulary = vocabulary
+        self.special_tokens = special
+        self.lowercase = lowercase
+        self.strip_accents = lowercase if strip_accents is None else strip_accents
+        self.chinese_chars = chinese_chars
+        self.max_length = max_length
+        tf_text = _text_extra("tensorflow_text")
+        self._tf_text = tf_text
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=vocabulary,
+            suffix_indicator="##",
+            unknown_token=special["unk"],
+            no_pretokenization=True,
+            support_detokenization=False,
+            max_bytes_per_word=4 * _MAX_WORD_CHARS,  # the 100-character cut is below
+            token_out_type=tf.int32,
+        )
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def get_config(self):
+        return {
+            "lowercase": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "chinese_chars": self.chinese_chars,
+            "max_length": self.max_length,
+            "special_tokens": self.special_tokens,
+        }
+
+    # -- text -> pieces --------------------------------------------------
+
+    def normalize(self, strings):
+        """Steps 1-3 on strings (any shape). Graph ops."""
+        x = tf.convert_to_tensor(strings, tf.string)
+        x = tf.strings.regex_replace(x, r"[\t\n\r\p{Z}]", " ")
+        x = tf.strings.regex_replace(x, r"[\x{0}\x{FFFD}\p{C}]", "")
+        if self.chinese_chars:
+            x = tf.strings.regex_replace(x, "(" + _CJK + ")", r" \1 ")
+        if self.strip_accents:
+            x = self._tf_text.normalize_utf8(x, "NFD")
+            x = tf.strings.regex_replace(x, r"\p{Mn}", "")
+        if self.lowercase:
+            x = tf.strings.lower(x, encoding="utf-8")
+        return x
+
+    def split(self, strings):
+        """Steps 1-4: the pre-tokens of strings (batch,), ragged (batch,
+        None) strings."""
+        x = self.normalize(strings)
+        return self._tf_text.regex_split(x, " +|" + _PUNCTUATION, _PUNCTUATION)
+
+    def _pieces(self, words):
+        """Step 5 on a flat vector of pre-tokens: ragged (words, pieces)."""
+        long = tf.strings.length(words, unit="UTF8_CHAR") > _MAX_WORD_CHARS
+        words = tf.where(long, self.special_tokens["unk"], words)
+        return self._wordpiece.tokenize(words)
+
+    def tokenize(self, strings):
+        """WordPiece tokens (strings) of strings (batch,), ragged, without
+        `[CLS]` / `[SEP]`. Graph ops."""
+        ids = self.encode(strings, special_tokens=False)
+        return tf.gather(tf.constant(self.vocabulary), ids)
+
+    def encode(self, strings, special_tokens=True, max_length=None):
+        """int32 ids of strings (batch,), ragged (batch, None):
+        `[CLS] pieces [SEP]`, cut to `max_length` (default the
+        tokenizer's). Graph ops."""
+        max_length = max_length or self.max_length
+        tokens = self.split(tf.reshape(tf.convert_to_tensor(strings, tf.string), [-1]))
+        pieces = tokens.with_flat_values(self._pieces(tokens.flat_values)).merge_dims(1, 2)
+        if not special_tokens:
+            return pieces[:, :max_length]
+        pieces = pieces[:, : max_length - 2]
+        batch = pieces.nrows()
+        cls = tf.fill([batch, 1], self.special_ids["cls"])
+        sep = tf.fill([batch, 1], self.special_ids["sep"])
+        return tf.concat([cls, pieces, sep], axis=1)
+
+    def encode_words(self, words, max_length=None):
+        """For taggers: words (batch, words) strings, dense with "" as
+        padding or ragged -> `(token_ids, word_starts)`: int32 dense
+        `[CLS] pieces [SEP]` ids (batch, time) padded with `[PAD]`, and
+        each word's first-piece position (batch, words), 0 at padding. A
+        word with no piece (only control characters) is `[UNK]`; words
+        whose first piece falls past `max_length - 1` point at the last
+        kept piece. Graph ops."""
+        max_length = max_length or self.max_length
+        if not isinstance(words, tf.RaggedTensor):
+            words = tf.convert_to_tensor(words, tf.string)
+            words = tf.RaggedTensor.from_tensor(words, padding="")
+        tokens = self.split(words.flat_values)  # (all words, pre-tokens)
+        pieces = tokens.with_flat_values(self._pieces(tokens.flat_values)).merge_dims(1, 2)
+        counts = tf.cast(pieces.row_lengths(), tf.int32)
+        unk = tf.fill([pieces.nrows(), 1], self.special_ids["unk"])
+        keep = tf.ragged.range(counts + 1) < tf.maximum(counts, 1)[:, None]
+        pieces = tf.ragged.boolean_mask(tf.concat([pieces, unk], axis=1), keep)
+        lengths = words.with_flat_values(tf.cast(pieces.row_lengths(), tf.int32))
+        starts = 1 + tf.cumsum(lengths, axis=1, exclusive=True)
+        starts = tf.minimum(starts, max_length - 2)
+        per_sentence = words.with_flat_values(pieces).merge_dims(1, 2)[:, : max_length - 2]
+        batch = per_sentence.nrows()
+        ids = tf.concat(
+            [
+                tf.fill([batch, 1], self.special_ids["cls"]),
+                per_sentence,
+                tf.fill([batch, 1], self.special_ids["sep"]),
+            ],
+            axis=1,
+        )
+        pad = self.special_ids["pad"]
+        return ids.to_tensor(pad), starts.to_tensor(0)
+
+    # -- files -----------------------------------------------------------
+
+    def save(self, directory):
+        """Writes `directory/vocab.txt` and `directory/bert_tokenizer.json`;
+        returns the directory."""
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, VOCABULARY), "w", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t in self.vocabulary))
+        with open(os.path.join(directory, SETTINGS), "w", encoding="utf-8") as f:
+            json.dump(self.get_config(), f, indent=2)
+        return directory
+
+    @classmethod
+    def load(cls, directory, max_length=None):
+        """The tokenizer of `directory`: one written by `save`, a Hugging
+        Face checkpoint (`tokenizer.json`, or `vocab.txt` with
+        `tokenizer_config.json`) or a keras-hub preset
+        (`assets/tokenizer/vocabulary.txt` with `tokenizer.json`)."""
+        path = os.path.join
+        if os.path.isfile(path(directory, SETTINGS)):
+            with open(path(directory, SETTINGS), encoding="utf-8") as f:
+                config = json.load(f)
+            if max_length:
+                config["max_length"] = max_length
+            return cls(_read_lines(path(directory, VOCABULARY)), **config)
+        options = {"max_length": max_length} if max_length else {}
+        hf = path(directory, "tokenizer.json")
+        if os.path.isfile(hf) and _is_hf_tokenizer(hf):
+            vocabulary, settings = _from_hf_tokenizer(hf)
+            return cls(vocabulary, **settings, **options)
+        if os.path.isfile(path(directory, VOCABULARY)):
+            lowercase = True
+            settings = path(directory, "tokenizer_config.json")
+            if os.path.isfile(settings):
+                with open(settings, encoding="utf-8") as f:
+                    lowercase = bool(json.load(f).get("do_lower_case", True))
+            return cls(_read_lines(path(directory, VOCABULARY)), lowercase=lowercase, **options)
+        assets = path(directory, "assets", "tokenizer", "vocabulary.txt")
+        if os.path.isfile(assets):
+            lowercase = False
+            if os.path.isfile(hf):
+                with open(hf, encoding="utf-8") as f:
+                    lowercase = bool(json.load(f).get("config", {}).get("lowercase", False))
+            return cls(_read_lines(assets), lowercase=lowercase, **options)
+        raise ValueError(
+            f"`BertTokenizer.load`: {directory} has no tokenizer (expected {SETTINGS} + "
+            f"{VOCABULARY}, a Hugging Face tokenizer.json or vocab.txt, or a keras-hub "
+            "assets/tokenizer/vocabulary.txt)"
+        )
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n").rstrip("\r") for line in f if line.rstrip("\n\r") != ""]
+
+
+def _is_hf_tokenizer(path):
+    with open(path, encoding="utf-8") as f:
+        return "model" in json.load(f)
+
+
+def _from_hf_tokenizer(path):
+    """`(vocabulary, options)` of a Hugging Face `tokenizer.json` with a
+    WordPiece model and a `BertNormalizer` (ValueError otherwise, naming
+    the field)."""
+    with open(path, encoding="utf-8") as f:
+        spec = json.load(f)
+    model = spec.get("model") or {}
+    if model.get("type") != "WordPiece":
+        raise ValueError(
+            f"`BertTokenizer.load`: {path} model.type must be 'WordPiece'. "
+            f"Received: {model.get('type')!r}"
+        )
+    if model.get("continuing_subword_prefix", "##") != "##":
+        raise ValueError(
+            f"`BertTokenizer.load`: {path} model.continuing_subword_prefix must be '##'. "
+            f"Received: {model['continuing_subword_prefix']!r}"
+        )
+    normalizer = spec.get("normalizer") or {}
+    if normalizer.get("type") != "BertNormalizer":
+        raise ValueError(
+            f"`BertTokenizer.load`: {path} normalizer.type must be 'BertNormalizer'. "
+            f"Received: {normalizer.get('type')!r}"
+        )
+    pre = (spec.get("pre_tokenizer") or {}).get("type")
+    if pre != "BertPreTokenizer":
+        raise ValueError(
+            f"`BertTokenizer.load`: {path} pre_tokenizer.type must be 'BertPreTokenizer'. "
+            f"Received: {pre!r}"
+        )
+    vocab = model["vocab"]
+    vocabulary = [None] * len(vocab)
+    for token, i in vocab.items():
+        vocabulary[i] = token
+    options = {
+        "lowercase": bool(normalizer.get("lowercase", True)),
+        "strip_accents": normalizer.get("strip_accents"),
+        "chinese_chars": bool(normalizer.get("handle_chinese_chars", True)),
+        "special_tokens": {
+            role: token
+            for role, token in _DEFAULT_SPECIAL.items()
+            if token in vocab or role in ("pad", "unk", "cls", "sep")
+        },
+    }
+    if not normalizer.get("clean_text", True):
+        raise ValueError(
+            f"`BertTokenizer.load`: {path} normalizer.clean_text must be true. Received: false"
+        )
+    return vocabulary, options
+
+
+class BertWordFeatures(tf.Module):
+    """Words -> the inputs of a pretrained tagger (`seqkeras.pretrained.
+    bert_tagger`): `token_ids` and `word_starts` from the checkpoint's
+    `BertTokenizer`, and, as `seqkeras.data.WordFeatures` gives them,
+    `char_ids` (with a character `WordTokenizer`) and `casing_ids`.
+
+    Args:
+        tokenizer: a `BertTokenizer`.
+        characters: a cased character `WordTokenizer`, or None (no
+            `char_ids`).
+        casing: add `casing_ids`.
+        max_chars: characters kept per word.
+    """
+
+    def __init__(self, tokenizer, characters=None, casing=True, max_chars=20):
+        super().__init__(name="bert_word_features")
+        if not isinstance(tokenizer, BertTokenizer):
+            raise TypeError(
+                "`BertWordFeatures` expects a `BertTokenizer`. Received: "
+                f"{type(tokenizer).__name__}"
+            )
+        self.tokenizer = tokenizer
+        self.characters = characters
+        self.casing = bool(casing)
+        self.max_chars = max_chars
+
+    @property
+    def sizes(self):
+        sizes = {"token_ids": self.tokenizer.vocabulary_size}
+        if self.characters is not None:
+            sizes["char_ids"] = self.characters.vocabulary_size
+        return sizes
+
+    def __call__(self, words):
+        """Features of words (batch, words), dense with "" padding or
+        ragged. Graph ops."""
+        if isinstance(words, tf.RaggedTensor):
+            words = words.to_tensor("")
+        words = tf.convert_to_tensor(words, tf.string)
+        token_ids, starts = self.tokenizer.encode_words(words)
+        out = {"token_ids": token_ids, "word_starts": starts}
+        if self.characters is not None:
+            chars = tf.strings.unicode_split(words, "UTF-8")
+            out["char_ids"] = self.characters.lookup(chars).to_tensor(
+                0, shape=[None, None, self.max_chars]
+            )
+        if self.casing:
+            out["casing_ids"] = casing(words)
+        return out
+
+    def split(self, strings):
+        """Whitespace words of raw sentences (batch,): ragged (batch,
+        None)."""
+        return tf.strings.split(tf.convert_to_tensor(strings, tf.string))
