@@ -6,7 +6,7 @@ from keras import ops
 from seqkeras.layers import attention_core
 from seqkeras.layers import validation
 
-MODES = ("last", "mean", "max", "attention")
+MODES = ("last", "first", "mean", "max", "attention")
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -14,7 +14,8 @@ class SequencePooling(keras.layers.Layer):
     """Pools a sequence into one vector, ignoring padding.
 
     Args:
-        mode: `"last"` (the last unmasked step), `"mean"` or `"max"` over
+        mode: `"last"` (the last unmasked step), `"first"` (the first
+            unmasked step: BERT's `[CLS]`), `"mean"` or `"max"` over
             unmasked steps, or `"attention"`: a learned query scores each
             step, `w = masked_softmax(v . tanh(W h_t))`, and the output is
             `sum_t w_t h_t` (Yang et al. 2016's attention pooling).
@@ -95,6 +96,13 @@ class SequencePooling(keras.layers.Layer):
             pick = ops.one_hot(ops.maximum(last, 0), ops.shape(x)[1], dtype=x.dtype)
             pick = pick * ops.cast(ops.expand_dims(last >= 0, -1), x.dtype)
             return ops.einsum("bt,btd->bd", pick, x)
+        if self.mode == "first":
+            steps = ops.arange(ops.shape(x)[1])
+            big = ops.shape(x)[1]
+            first = ops.min(ops.where(mask, steps, big), axis=1)  # (batch,)
+            pick = ops.one_hot(ops.minimum(first, big - 1), ops.shape(x)[1], dtype=x.dtype)
+            pick = pick * ops.cast(ops.expand_dims(first < big, -1), x.dtype)
+            return ops.einsum("bt,btd->bd", pick, x)
         if self.mode == "mean":
             count = ops.maximum(ops.sum(m, axis=1), ops.cast(1, x.dtype))
             return ops.sum(x * m, axis=1) / count
@@ -118,14 +126,17 @@ class SequencePooling(keras.layers.Layer):
     @property
     def stream_state_sizes(self):
         """The widths of the running states `stream_step` carries (built
-        layers only): none for "last"; the running sum and count for
+        layers only): none for "last"; the first step and a
+        seen-anything flag for "first"; the running sum and count for
         "mean"; the running maximum and a seen-anything flag for "max";
         the running maximum score, softmax normaliser and weighted sum
         for "attention" (an online softmax)."""
         if not self.built:
             raise ValueError(f"`SequencePooling` {self.name!r} streams once it is built")
         d = self._features
-        return {"last": [], "mean": [d, 1], "max": [d, 1], "attention": [1, 1, d]}[self.mode]
+        return {"last": [], "first": [d, 1], "mean": [d, 1], "max": [d, 1], "attention": [1, 1, d]}[
+            self.mode
+        ]
 
     def stream_step(self, x, states):
         """One streamed step: `x` (batch, features) and the running states
@@ -136,6 +147,10 @@ class SequencePooling(keras.layers.Layer):
         if self.mode == "mean":
             total, count = states[0] + x, states[1] + 1.0
             return total / count, [total, count]
+        if self.mode == "first":
+            seen = states[1] > 0
+            first = ops.where(seen, states[0], x)
+            return first, [first, ops.ones_like(states[1])]
         if self.mode == "max":
             seen = states[1] > 0
             top = ops.where(seen, ops.maximum(states[0], x), x)

@@ -74,6 +74,7 @@ def transformer_stack(
     memory=None,
     name="encoder",
     parts=None,
+    layer_norm_epsilon=1e-5,
 ):
     """Encoder blocks (or decoder blocks when `causal` or with `memory`);
     pre-LN stacks end with a LayerNorm (nanoGPT's `ln_f`). With `parts` (a
@@ -87,6 +88,7 @@ def transformer_stack(
                 dropout=dropout,
                 activation=activation,
                 norm_first=norm_first,
+                layer_norm_epsilon=layer_norm_epsilon,
                 name=f"{name}_block_{i}",
             )
             x = block(x, memory) if memory is not None else block(x)
@@ -97,12 +99,13 @@ def transformer_stack(
                 dropout=dropout,
                 activation=activation,
                 norm_first=norm_first,
+                layer_norm_epsilon=layer_norm_epsilon,
                 name=f"{name}_block_{i}",
             )
             x = block(x)
         blocks.append(block)
     if norm_first:
-        norm = keras.layers.LayerNormalization(epsilon=1e-5, name=f"{name}_norm")
+        norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name=f"{name}_norm")
         x = norm(x)
     if parts is not None:
         parts.update(blocks=blocks, norm=norm)

@@ -43,9 +43,11 @@ class CRFTagger(SequenceModel):
 
     task = "tokens"
     own_loss = True
+    #: The input whose nonzero entries mark the words (default: the first).
+    mask_input = None
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        ids = x[self.inputs[0].name] if isinstance(x, dict) else x
+        ids = x[self.mask_input or self.inputs[0].name] if isinstance(x, dict) else x
         emissions = y_pred["logits"] if isinstance(y_pred, dict) else y_pred[0]
         mask = ops.not_equal(ops.cast(ids, "int32"), PAD)
         loss = self.part("crf").loss(emissions, y, mask)

@@ -173,6 +173,8 @@ def transformer_language_model(
     norm_first=True,
     activation="gelu",
     tie_weights=True,
+    layer_norm_epsilon=1e-5,
+    mask_padding=True,
 ):
     """Decoder-only Transformer language model (GPT): token and position
     embeddings, causal pre-LN blocks, a final LayerNorm and tied logits.
@@ -186,8 +188,12 @@ def transformer_language_model(
         positional: `"learned"` or `"sinusoidal"` (embeddings scaled by
             sqrt(hidden_dim), then the sinusoids added, as the paper).
         norm_first: pre-LN blocks (GPT-2) or post-LN (the original paper).
-        activation: `"gelu"` or `"relu"`.
+        activation: `"gelu"`, `"gelu_tanh"` (GPT-2's) or `"relu"`.
         tie_weights: output layer = transposed token embedding.
+        layer_norm_epsilon: of every LayerNorm.
+        mask_padding: id 0 is padding (masked). False: id 0 is a token
+            like any other (GPT-2's "!"); pad with any id and give
+            `generate` the `prompt_lengths`.
 
     Returns:
         A `TransformerLanguageModel` (a functional `keras.Model`):
@@ -219,7 +225,7 @@ def transformer_language_model(
         vocab_size,
         hidden_dim,
         tie_weights=True,
-        mask_zero=True,
+        mask_zero=bb.check(name, "mask_padding", mask_padding, "bool"),
         embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
         name="embedding",
     )
@@ -239,6 +245,7 @@ def transformer_language_model(
         causal=True,
         name="decoder",
         parts=parts,
+        layer_norm_epsilon=layer_norm_epsilon,
     )
     logits, parts["logits"] = bb.output_logits(
         x, vocab_size, embedding if tie_weights else None, return_layer=True

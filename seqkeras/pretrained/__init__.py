@@ -1,0 +1,46 @@
+"""Pretrained checkpoints: BERT-family encoders and GPT-2, from Hugging Face
+directories (`config.json` + `model.safetensors`, no torch) or keras-hub
+presets, as seqkeras models that fine-tune with `fit`, save as `.keras`
+and export like any other (`seqkeras.export`).
+
+    ckpt = seqkeras.pretrained.read_checkpoint("all-MiniLM-L6-v2/")
+    model = seqkeras.pretrained.bert_classifier(ckpt.architecture, 2)
+    seqkeras.pretrained.load_pretrained(model, ckpt)
+    tokenizer = seqkeras.data.BertTokenizer.load("all-MiniLM-L6-v2/")
+
+The checkpoint's own WordPiece tokenizer is `seqkeras.data.BertTokenizer`
+(graph ops that TF Serving has); GPT-2's byte-level BPE is not here (use
+`tokenizers` or keras-hub outside the graph).
+"""
+
+from seqkeras.pretrained.checkpoints import MINILM_SHA256
+from seqkeras.pretrained.checkpoints import Checkpoint
+from seqkeras.pretrained.checkpoints import bert_architecture
+from seqkeras.pretrained.checkpoints import extract_minilm
+from seqkeras.pretrained.checkpoints import gpt2_architecture
+from seqkeras.pretrained.checkpoints import read_checkpoint
+from seqkeras.pretrained.models import PretrainedClassifier
+from seqkeras.pretrained.models import PretrainedCRFTagger
+from seqkeras.pretrained.models import PretrainedTagger
+from seqkeras.pretrained.models import bert_classifier
+from seqkeras.pretrained.models import bert_encoder
+from seqkeras.pretrained.models import bert_tagger
+from seqkeras.pretrained.models import gpt2_language_model
+from seqkeras.pretrained.models import load_pretrained
+
+__all__ = [
+    "Checkpoint",
+    "MINILM_SHA256",
+    "PretrainedCRFTagger",
+    "PretrainedClassifier",
+    "PretrainedTagger",
+    "bert_architecture",
+    "bert_classifier",
+    "bert_encoder",
+    "bert_tagger",
+    "extract_minilm",
+    "gpt2_architecture",
+    "gpt2_language_model",
+    "load_pretrained",
+    "read_checkpoint",
+]

