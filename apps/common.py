@@ -91,10 +91,17 @@ def write_config(directory, config):
 
 
 def build(config):
-    """`seqkeras.models.<builder>(**sizes, **arguments)` of a config."""
+    """`seqkeras.models.<builder>(**sizes, **arguments)` of a config
+    (`pretrained.<builder>`: `seqkeras.pretrained`'s, whose sizes include
+    the checkpoint's `architecture`)."""
     import seqkeras
 
-    builder = getattr(seqkeras.models, config["builder"])
+    module, name = seqkeras.models, config["builder"]
+    if name.startswith("pretrained."):
+        import seqkeras.pretrained
+
+        module, name = seqkeras.pretrained, name.split(".", 1)[1]
+    builder = getattr(module, name)
     return builder(**config["sizes"], **config["arguments"])
 
 
@@ -138,18 +145,30 @@ def preset(app, name, tiny=False, overrides=None):
     return builder, arguments
 
 
-def new_model(args, app, sizes, options=None, trainer=None, overrides=None, **extra):
+def new_model(args, app, sizes, options=None, trainer=None, overrides=None, init=None, **extra):
     """`(model, fitted, config)`: the model of a `train` run in one step:
     the app's preset `--model` (`preset`, with `--tiny` and `overrides`),
     its `sizes` (a dict, or `sizes(builder, arguments)` giving the dict
     and free to adjust the arguments), `build_and_compile` (`options`,
-    `trainer`) and `config.json` written (`model_config`, with the app's
-    `extra` keys and `model`: the preset name)."""
+    `trainer`), the weights of the pretrained checkpoint `init` (a
+    `seqkeras.pretrained.Checkpoint`, or None) copied in, and
+    `config.json` written (`model_config`, with the app's `extra` keys and
+    `model`: the preset name)."""
     builder, arguments = preset(app, args.model, args.tiny, overrides)
     if callable(sizes):
         sizes = sizes(builder, arguments)
+    if init is not None:
+        extra["init"] = init.directory
     config = model_config(args, builder, arguments, sizes, model=args.model, **extra)
     model, fitted = build_and_compile(args, config, options, trainer)
+    if init is not None:
+        from seqkeras.pretrained import load_pretrained
+
+        unused = load_pretrained(model, init)
+        print(
+            f"initialised from {init.directory} ({init.source}; checkpoint tensors not used: "
+            f"{', '.join(unused) or 'none'})"
+        )
     write_config(args.out, config)
     return model, fitted, config
 
@@ -177,6 +196,19 @@ def model_config(args, builder, arguments, sizes, **extra):
         "precision": args.precision,
         "training": {k: v for k, v in vars(args).items() if k != "func"},
     }
+
+
+def read_init(args):
+    """The `--init` checkpoint (`seqkeras.pretrained.read_checkpoint`;
+    AppError if it cannot be read), or None."""
+    if not getattr(args, "init", None):
+        return None
+    from seqkeras.pretrained import read_checkpoint
+
+    try:
+        return read_checkpoint(args.init)
+    except (ValueError, OSError, ImportError) as error:
+        raise AppError(f"--init {args.init}: {error}") from None
 
 
 def cosine_schedule(peak, steps, warmup=0, alpha=0.05):

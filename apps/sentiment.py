@@ -62,13 +62,21 @@ def read(path, num_classes=len(LABELS)):
 
 
 def load(directory):
-    """`(model, tokenizer, config)` from a `train` output directory."""
-    from seqkeras.data import WordTokenizer
+    """`(model, tokenizer, config)` from a `train` output directory (a
+    word vocabulary, or a pretrained checkpoint's WordPiece tokenizer)."""
+    from seqkeras.data import BertTokenizer, WordTokenizer
 
     model, config = common.load(directory)
+    if config.get("init"):
+        tokenizer = common.read_data(BertTokenizer.load, directory, what=f"--model {directory}")
+        return model, tokenizer, config
     path = os.path.join(directory, "vocabulary.txt")
     tokenizer = common.read_data(WordTokenizer.load, path, what=f"--model {directory}")
     return model, tokenizer, config
+
+
+def vocabulary_file(directory, config):
+    return os.path.join(directory, "vocab.txt" if config.get("init") else "vocabulary.txt")
 
 
 # -- prediction ------------------------------------------------------------
@@ -106,14 +114,35 @@ def accuracy_report(probs, labels):
 # -- train -----------------------------------------------------------------
 
 
+def pretrained_options(args, init):
+    """`--init`: the `pretrained` preset, and the BERT recipe's defaults
+    (learning rate 1e-4, weight decay 0.01) where none was given."""
+    if args.model is None:
+        args.model = "pretrained" if init else "bilstm"
+    if (args.model == "pretrained") != (init is not None):
+        raise common.AppError("--model pretrained and --init DIR go together")
+    if args.lr is None:
+        args.lr = 1e-4 if init else 2e-3
+    if args.weight_decay is None:
+        args.weight_decay = 0.01 if init else 0.0
+
+
 def train(args):
-    from seqkeras.data import WordTokenizer, classification_dataset
+    from seqkeras.data import BertTokenizer, WordTokenizer, classification_dataset
 
     texts, labels = read(args.train)
     val_texts, val_labels = read(args.validation)
+    init = common.read_init(args)
+    pretrained_options(args, init)
     out = common.begin_training(args)
     vocabulary = os.path.join(out, "vocabulary.txt")
-    if os.path.isfile(os.path.join(out, common.CONFIG)) and os.path.isfile(vocabulary):
+    resumed = os.path.isfile(os.path.join(out, common.CONFIG))
+    if init is not None:  # the checkpoint's own WordPiece tokenizer
+        tokenizer = common.read_data(
+            BertTokenizer.load, args.init, max_length=args.max_length, what=f"--init {args.init}"
+        )
+        tokenizer.save(out)
+    elif resumed and os.path.isfile(vocabulary):
         tokenizer = WordTokenizer.load(vocabulary)  # a resumed run keeps its vocabulary
     else:
         tokenizer = WordTokenizer.train(texts, min_count=args.min_count)
@@ -129,11 +158,18 @@ def train(args):
     sizes = {"vocab_size": tokenizer.vocabulary_size, "num_classes": len(LABELS)}
 
     def with_length(builder, arguments):  # a Transformer's learned positions
+        if init is not None:
+            return {"architecture": init.architecture, "num_classes": len(LABELS)}
         if arguments["backbone"] == "transformer":
             arguments["max_length"] = args.max_length
         return sizes
 
     schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
+    if init is not None:  # BERT's: linear warm-up, then linear decay to 0
+        from seqkeras.models import WarmupLinearDecay
+
+        total = steps * args.epochs
+        schedule = WarmupLinearDecay(args.lr, total, int(args.warmup * total))
     options = {"learning_rate": schedule, "weight_decay": args.weight_decay}
     model, _, _ = common.new_model(
         args,
@@ -142,6 +178,7 @@ def train(args):
         lambda model: options,
         None,
         overrides,
+        init=init,
         labels=list(LABELS),
         max_length=args.max_length,
         steps_per_epoch=steps,
@@ -230,7 +267,7 @@ def export(args):
         [ServeText(tokenizer=tokenizer)],
         check,
         [ids[:1], ids],
-        [os.path.join(args.model, "vocabulary.txt")],
+        [vocabulary_file(args.model, config)],
         tolerance=1e-4,
     )
 
@@ -289,19 +326,26 @@ def parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = common.subcommand(sub, "train", "train a model", train, False)
-    t.add_argument("--model", choices=MODELS, default="bilstm")
+    t.add_argument("--model", choices=MODELS, help="the preset (default bilstm; with --init: pretrained)")
+    t.add_argument(
+        "--init",
+        help="fine-tune a pretrained BERT-family checkpoint: a Hugging Face or keras-hub directory",
+    )
     t.add_argument("--out", required=True, help="the model directory")
     t.add_argument("--train", default=sst2("train.tsv"))
     t.add_argument("--validation", default=sst2("dev.tsv"))
     common.options(
         t,
         "embedding-dim=int units=int dropout=float word-dropout=float min-count=1 epochs=4 "
-        "batch=64 lr=2e-3 weight-decay=0.0 max-length=64",
+        "batch=64 lr=float weight-decay=float warmup=0.1 max-length=64",
         embedding_dim="override the preset's",
         units="override the preset's",
         dropout="override the preset's",
         word_dropout="override the preset's (UNK replacement)",
         min_count="words seen fewer times are UNK",
+        lr="peak learning rate (default 2e-3; with --init 1e-4)",
+        weight_decay="AdamW's (default 0; with --init 0.01)",
+        warmup="with --init: the fraction of steps that warm the learning rate up",
     )
     common.add_training_options(t)
     e = common.subcommand(

@@ -35,6 +35,7 @@ from seqkeras.models.training import MaskedPerplexity
 from seqkeras.models.training import PinballLoss
 from seqkeras.models.training import ResetStatesAtEpochStart
 from seqkeras.models.training import TimeBudget
+from seqkeras.models.training import WarmupLinearDecay
 from seqkeras.models.training import SmoothedTokenCrossEntropy
 from seqkeras.models.training import choose_jit_compile
 from seqkeras.models.training import compile_model
@@ -59,6 +60,7 @@ __all__ = [
     "SequenceModel",
     "SmoothedTokenCrossEntropy",
     "TimeBudget",
+    "WarmupLinearDecay",
     "Tagger",
     "TransformerLanguageModel",
     "TransformerSeq2Seq",

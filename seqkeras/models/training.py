@@ -503,3 +503,52 @@ def reset_states(model):
     for layer in all_layers(model):
         if getattr(layer, "stateful", False) and hasattr(layer, "reset_states"):
             layer.reset_states()
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """BERT's learning-rate schedule (Devlin et al. 2019): linear warm-up
+    from 0 to `peak` over `warmup_steps`, then linear decay to 0 at
+    `total_steps` (and 0 after).
+
+    Args:
+        peak: the largest learning rate, > 0.
+        total_steps: positive int, the length of training in steps.
+        warmup_steps: int in [0, total_steps).
+
+    Example:
+
+    >>> from seqkeras.models import WarmupLinearDecay
+    >>> s = WarmupLinearDecay(1e-3, total_steps=10, warmup_steps=2)
+    >>> [round(float(s(i)), 6) for i in (0, 1, 2, 6, 10)]
+    [0.0, 0.0005, 0.001, 0.0005, 0.0]
+    """
+
+    def __init__(self, peak, total_steps, warmup_steps=0):
+        name = "WarmupLinearDecay"
+        if not isinstance(peak, (int, float)) or not peak > 0:
+            raise ValueError(f"`{name}` expects a number `peak` > 0. Received: {peak!r}")
+        if not isinstance(total_steps, int) or total_steps < 1:
+            raise ValueError(
+                f"`{name}` expects an int `total_steps` >= 1. Received: {total_steps!r}"
+            )
+        if not isinstance(warmup_steps, int) or not 0 <= warmup_steps < total_steps:
+            raise ValueError(
+                f"`{name}` expects an int `warmup_steps` in [0, total_steps={total_steps}). "
+                f"Received: {warmup_steps!r}"
+            )
+        self.peak, self.total_steps, self.warmup_steps = float(peak), total_steps, warmup_steps
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warm = step / max(1, self.warmup_steps)
+        decay = (self.total_steps - step) / (self.total_steps - self.warmup_steps)
+        rate = ops.where(step < self.warmup_steps, warm, decay)
+        return self.peak * ops.clip(rate, 0.0, 1.0)
+
+    def get_config(self):
+        return {
+            "peak": self.peak,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+        }
