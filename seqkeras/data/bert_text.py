@@ -14,6 +14,10 @@ checkpoints), so the ids are the checkpoint's own:
 5. WordPiece: greedy longest match, `##` continuations, `[UNK]` for a
    word that cannot be covered or is over 100 characters.
 
+One deliberate difference: a special token spelled out in the text
+("[SEP]") stays text here, where Hugging Face reads it as the token; a
+served request cannot inject one.
+
 Why not TF Text's `BertTokenizer` or `FastBertTokenizer`: the first case-
 folds (ICU case folding turns "ß" into "ss"; the checkpoints lowercase),
 and the second runs `FastBertNormalize`, an op the TF Serving binary does

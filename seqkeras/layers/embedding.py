@@ -90,16 +90,14 @@ class BertEmbedding(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout")
 
     def _check_ids(self, arg, ids, shape=None):
-        dtype = keras.backend.standardize_dtype(ids.dtype)
-        if "int" not in dtype:
-            raise TypeError(
-                f"`BertEmbedding` expects integer `{arg}`. Received: {arg}.dtype={dtype}"
-            )
+        """Numeric ids (cast to int32, as `keras.layers.Embedding` does)."""
+        validation.numeric("BertEmbedding", arg, ids)
         if shape is not None:
             validation.same_dims("BertEmbedding", arg, ids, shape, "(batch, time)")
+        return ops.cast(ids, "int32")
 
     def call(self, token_ids, segment_ids=None, training=None):
-        self._check_ids("token_ids", token_ids)
+        token_ids = self._check_ids("token_ids", token_ids)
         shape = validation.static_shape(token_ids)
         if shape[1] is not None and shape[1] > self.max_length:
             raise ValueError(
@@ -112,7 +110,7 @@ class BertEmbedding(keras.layers.Layer):
         if segment_ids is None:
             x = x + self.segment_embeddings[0]
         else:
-            self._check_ids("segment_ids", segment_ids, shape)
+            segment_ids = self._check_ids("segment_ids", segment_ids, shape)
             x = x + ops.take(self.segment_embeddings, segment_ids, axis=0)
         x = self.layer_norm(ops.cast(x, self.compute_dtype))
         return self.dropout_layer(x, training=training)
@@ -183,11 +181,11 @@ class GatherSteps(keras.layers.Layer):
                 "`GatherSteps` expects `sequence` of rank 3, (batch, time, features). "
                 f"Received: sequence.shape={shape}"
             )
-        dtype = keras.backend.standardize_dtype(index.dtype)
-        if "int" not in dtype or len(index.shape) != 2:
-            raise TypeError(
-                "`GatherSteps` expects integer `index` of rank 2, (batch, steps). "
-                f"Received: index.dtype={dtype}, index.shape={tuple(index.shape)}"
+        validation.numeric("GatherSteps", "index", index)
+        if len(index.shape) != 2:
+            raise ValueError(
+                "`GatherSteps` expects `index` of rank 2, (batch, steps). "
+                f"Received: index.shape={tuple(index.shape)}"
             )
         index = ops.clip(ops.cast(index, "int32"), 0, ops.shape(sequence)[1] - 1)
         return ops.take_along_axis(sequence, ops.expand_dims(index, -1), axis=1)

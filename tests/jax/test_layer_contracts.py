@@ -44,6 +44,12 @@ from tests.layers.test_crf import (  # noqa: E402,F401
 from tests.layers.test_char_encoder import (  # noqa: E402,F401
     test_layer_contract_and_errors as test_char_encoder_layer_contract,
 )
+from tests.layers.test_embedding import (  # noqa: E402,F401
+    test_bert_embedding_contract_and_errors,
+    test_bert_embedding_matches_numpy_with_segments_and_mask,
+    test_gather_steps_contract,
+    test_gather_steps_matches_numpy_and_masks_index_zero,
+)
 from tests.layers.test_token_dropout import (  # noqa: E402,F401
     test_layer_contract_and_errors as test_token_dropout_layer_contract,
 )

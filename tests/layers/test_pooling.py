@@ -15,6 +15,8 @@ def numpy_pool(x, mask, mode, params=None):
             out.append(np.zeros(x.shape[-1]))
         elif mode == "last":
             out.append(xi[np.nonzero(mi)[0][-1]])
+        elif mode == "first":
+            out.append(xi[np.nonzero(mi)[0][0]])
         elif mode == "mean":
             out.append(v.mean(0))
         elif mode == "max":
@@ -27,7 +29,7 @@ def numpy_pool(x, mask, mode, params=None):
     return np.stack(out)
 
 
-@pytest.mark.parametrize("mode", ["last", "mean", "max", "attention"])
+@pytest.mark.parametrize("mode", ["last", "first", "mean", "max", "attention"])
 def test_pooling_matches_numpy_with_padding(mode):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4, 6, 3)).astype("float32")
@@ -55,7 +57,7 @@ def test_pooling_bad_mode():
         L.SequencePooling("median")
 
 
-@pytest.mark.parametrize("mode", ["last", "mean", "max", "attention"])
+@pytest.mark.parametrize("mode", ["last", "first", "mean", "max", "attention"])
 def test_pooling_streams_the_prefix_pooling_step_by_step(mode):
     # stream_step from zero states, one step at a time, equals the NumPy
     # pooling of each prefix (the online softmax included)
@@ -67,7 +69,13 @@ def test_pooling_streams_the_prefix_pooling_step_by_step(mode):
     if mode == "attention":
         params = [np.asarray(w) for w in (layer.kernel, layer.bias, layer.query)]
     sizes = layer.stream_state_sizes
-    assert sizes == {"last": [], "mean": [4, 1], "max": [4, 1], "attention": [1, 1, 4]}[mode]
+    assert sizes == {
+        "last": [],
+        "first": [4, 1],
+        "mean": [4, 1],
+        "max": [4, 1],
+        "attention": [1, 1, 4],
+    }[mode]
     states = [np.zeros((3, s), "float32") for s in sizes]
     for t in range(7):
         out, states = layer.stream_step(x[:, t], states)
