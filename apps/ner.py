@@ -68,11 +68,16 @@ def read_tags(directory):
 def load(directory):
     """`(model, features, tag_vocabulary, config)` from a `train` output
     directory."""
-    from seqkeras.data import WordFeatures
+    from seqkeras.data import BertWordFeatures, WordFeatures
 
     model, config = common.load(directory)
     try:
-        features = WordFeatures.load(directory, config["max_chars"])
+        if config.get("init"):
+            features = BertWordFeatures.load(
+                directory, config["arguments"]["casing"], config["max_chars"]
+            )
+        else:
+            features = WordFeatures.load(directory, config["max_chars"])
         tags = read_tags(directory)
     except (ValueError, KeyError, OSError) as error:
         raise AppError(f"--model {directory}: unreadable vocabularies ({error})") from None
@@ -120,16 +125,42 @@ class EntityF1(keras.callbacks.Callback):
 # -- train -----------------------------------------------------------------
 
 
+def pretrained_features(args, sentences):
+    """`--init`: the checkpoint's WordPiece tokenizer, the training set's
+    characters, casing."""
+    from seqkeras.data import BertTokenizer, BertWordFeatures, WordFeatures
+
+    tokenizer = common.read_data(BertTokenizer.load, args.init, what=f"--init {args.init}")
+    characters = WordFeatures.train(sentences, max_chars=args.max_chars).characters
+    return BertWordFeatures(tokenizer, characters, casing=True, max_chars=args.max_chars)
+
+
 def train(args):
-    from seqkeras.data import WordFeatures, tagging_dataset
+    from seqkeras.data import BertWordFeatures, WordFeatures, tagging_dataset
 
     sentences, tags = read(args.train)
     val_sentences, val_tags = read(args.validation)
+    init = common.read_init(args)
+    if args.model is None:
+        args.model = "pretrained" if init else "bilstm-crf"
+    if (args.model == "pretrained") != (init is not None):
+        raise AppError("--model pretrained and --init DIR go together")
+    if args.lr is None:
+        args.lr = 1e-4 if init else 2e-3
     out = common.begin_training(args)
     if os.path.isfile(os.path.join(out, common.CONFIG)):  # a resumed run keeps its vocabularies
-        features, vocabulary = WordFeatures.load(out, args.max_chars), read_tags(out)
+        vocabulary = read_tags(out)
+        if init:
+            features = BertWordFeatures.load(out, max_chars=args.max_chars)
+        else:
+            features = WordFeatures.load(out, args.max_chars)
     else:
-        features = WordFeatures.train(sentences, min_count=args.min_count, max_chars=args.max_chars)
+        if init:
+            features = pretrained_features(args, sentences)
+        else:
+            features = WordFeatures.train(
+                sentences, min_count=args.min_count, max_chars=args.max_chars
+            )
         features.save(out)
         seen = sorted({t for s in tags for t in s} - {"O"})
         vocabulary = ["<pad>", "O"] + sorted(seen, key=lambda t: (t[2:], t))
@@ -159,11 +190,25 @@ def train(args):
     }
     schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
     options = {"learning_rate": schedule, "clipnorm": args.clipnorm}
+    if init is not None:  # BERT's recipe: AdamW, linear warm-up and decay
+        from seqkeras.models import WarmupLinearDecay
+
+        sizes = dict(sizes, architecture=init.architecture)
+        del sizes["vocab_size"]
+        total = steps * args.epochs
+        schedule = WarmupLinearDecay(args.lr, total, int(args.warmup * total))
+        options = {"learning_rate": schedule, "clipnorm": args.clipnorm, "weight_decay": 0.01}
     model, _, _ = common.new_model(
-        args, "ner", sizes, lambda model: options, max_chars=args.max_chars, steps_per_epoch=steps
+        args,
+        "ner",
+        sizes,
+        lambda model: options,
+        init=init,
+        max_chars=args.max_chars,
+        steps_per_epoch=steps,
     )
     print(
-        f"BiLSTM-CRF: {model.count_params():,} parameters, {features.sizes['token_ids']:,} "
+        f"{args.model}: {model.count_params():,} parameters, {features.sizes['token_ids']:,} "
         f"words, {features.sizes['char_ids']:,} characters, {len(vocabulary) - 1} tags, "
         f"{len(sentences):,} sentences, {steps} batches per epoch, {args.epochs} epochs"
     )
@@ -290,11 +335,15 @@ def export(args):
     width = max(len(s) for s in batch)
     words = np.array([s + [""] * (width - len(s)) for s in batch], object)
     feats = {k: v.numpy() for k, v in features(words).items()}
-    samples = [{k: v[:1, : len(batch[0])] for k, v in feats.items()}, feats]
+    first = {k: v.numpy() for k, v in features(np.array([batch[0]], object)).items()}
+    samples = [first, feats]
+    parts = ("characters",) if config.get("init") else ("words", "characters")
     beside = [
         (os.path.join(args.model, part, "vocabulary.txt"), f"{part}_vocabulary.txt")
-        for part in ("words", "characters")
+        for part in parts
     ] + [os.path.join(args.model, TAGS)]
+    if config.get("init"):
+        beside.append(os.path.join(args.model, "vocab.txt"))
     common.export(
         model, args, "ner", [Tag(features, vocabulary)], check, samples, beside, tolerance=1e-4
     )
@@ -307,12 +356,21 @@ def parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = common.subcommand(sub, "train", "train the BiLSTM-CRF tagger", train, False)
-    t.add_argument("--model", choices=MODELS, default=MODELS[0], help="the preset")
+    t.add_argument(
+        "--model", choices=MODELS, help="the preset (default bilstm-crf; with --init: pretrained)"
+    )
+    t.add_argument(
+        "--init",
+        help="fine-tune a pretrained BERT-family checkpoint: a Hugging Face or keras-hub directory",
+    )
     t.add_argument("--out", required=True, help="the model directory")
     t.add_argument("--train", default=conll("train.txt"))
     t.add_argument("--validation", default=conll("valid.txt"))
     common.options(
-        t, "min-count=1 max-chars=20 epochs=20 batch=32 lr=2e-3 clipnorm=5.0 max-length=128"
+        t, "min-count=1 max-chars=20 epochs=20 batch=32 lr=float clipnorm=5.0 warmup=0.1 "
+        "max-length=128",
+        lr="peak learning rate (default 2e-3; with --init 1e-4)",
+        warmup="with --init: the fraction of steps that warm the learning rate up",
     )
     common.add_training_options(t)
     e = common.subcommand(sub, "evaluate", "entity F1 on a CoNLL file", evaluate)

@@ -204,8 +204,10 @@ class BertTokenizer(tf.Module):
         whose first piece falls past `max_length - 1` point at the last
         kept piece. Graph ops."""
         max_length = max_length or self.max_length
+        width = None  # dense words: word_starts keeps their width
         if not isinstance(words, tf.RaggedTensor):
             words = tf.convert_to_tensor(words, tf.string)
+            width = tf.shape(words)[1]
             words = tf.RaggedTensor.from_tensor(words, padding="")
         tokens = self.split(words.flat_values)  # (all words, pre-tokens)
         pieces = tokens.with_flat_values(self._pieces(tokens.flat_values)).merge_dims(1, 2)
@@ -227,7 +229,10 @@ class BertTokenizer(tf.Module):
             axis=1,
         )
         pad = self.special_ids["pad"]
-        return ids.to_tensor(pad), starts.to_tensor(0)
+        starts = starts.to_tensor(0)
+        if width is not None:  # pad (trailing "" words) up to the input's width
+            starts = tf.pad(starts, [[0, 0], [0, width - tf.shape(starts)[1]]])
+        return ids.to_tensor(pad), starts
 
     # -- files -----------------------------------------------------------
 
@@ -394,3 +399,23 @@ class BertWordFeatures(tf.Module):
         """Whitespace words of raw sentences (batch,): ragged (batch,
         None)."""
         return tf.strings.split(tf.convert_to_tensor(strings, tf.string))
+
+    def save(self, directory):
+        """Writes the tokenizer (`vocab.txt`, `bert_tokenizer.json`) and the
+        character vocabulary (`characters/vocabulary.txt`)."""
+        from seqkeras.data.word_features import CHARS_DIR
+
+        self.tokenizer.save(directory)
+        if self.characters is not None:
+            self.characters.save(os.path.join(directory, CHARS_DIR))
+        return directory
+
+    @classmethod
+    def load(cls, directory, casing=True, max_chars=20):
+        """The features `save` wrote to `directory`."""
+        from seqkeras.data.word_features import CHARS_DIR
+        from seqkeras.data.words import WordTokenizer
+
+        chars = os.path.join(directory, CHARS_DIR)
+        characters = WordTokenizer.load(chars, lowercase=False) if os.path.isdir(chars) else None
+        return cls(BertTokenizer.load(directory), characters, casing, max_chars)
