@@ -367,7 +367,8 @@ def parser():
     t.add_argument("--train", default=conll("train.txt"))
     t.add_argument("--validation", default=conll("valid.txt"))
     common.options(
-        t, "min-count=1 max-chars=20 epochs=20 batch=32 lr=float clipnorm=5.0 warmup=0.1 "
+        t,
+        "min-count=1 max-chars=20 epochs=20 batch=32 lr=float clipnorm=5.0 warmup=0.1 "
         "max-length=128",
         lr="peak learning rate (default 2e-3; with --init 1e-4)",
         warmup="with --init: the fraction of steps that warm the learning rate up",

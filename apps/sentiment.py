@@ -260,6 +260,9 @@ def export(args):
         }
 
     ids = tokenizer.encode(texts[:8]).to_tensor(0).numpy()
+    verify = {"tolerance": 1e-4}
+    if config.get("init"):  # the float32 and int8 TFLite files' accuracy on --data
+        verify.update(quantize=("dynamic_int8",), metric=tflite_accuracy(args, tokenizer, config))
     common.export(
         model,
         args,
@@ -268,8 +271,28 @@ def export(args):
         check,
         [ids[:1], ids],
         [vocabulary_file(args.model, config)],
-        tolerance=1e-4,
+        **verify,
     )
+
+
+def tflite_accuracy(args, tokenizer, config):
+    """`metric(predict)`: the accuracy (percent) of `predict` (an id model:
+    Keras, or a TFLite file) on every sentence of `--data`, batches of 32
+    sorted by length."""
+    from seqkeras.data import length_batches
+
+    texts, labels = read(args.data, config["sizes"]["num_classes"])
+    rows = [r[: config["max_length"]] for r in tokenizer.encode(texts).to_list()]
+    labels = np.asarray(labels)
+
+    def metric(predict):
+        right = 0
+        for chunk, x in length_batches(rows, 32, config["max_length"]):
+            logits = np.asarray(predict({"token_ids": x.astype("int32")}))
+            right += int(np.sum(logits.argmax(-1) == labels[chunk]))
+        return 100.0 * right / len(rows)
+
+    return metric
 
 
 # -- plots -----------------------------------------------------------------
@@ -326,7 +349,9 @@ def parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = common.subcommand(sub, "train", "train a model", train, False)
-    t.add_argument("--model", choices=MODELS, help="the preset (default bilstm; with --init: pretrained)")
+    t.add_argument(
+        "--model", choices=MODELS, help="the preset (default bilstm; with --init: pretrained)"
+    )
     t.add_argument(
         "--init",
         help="fine-tune a pretrained BERT-family checkpoint: a Hugging Face or keras-hub directory",

@@ -41,7 +41,13 @@ from seqkeras.data.word_features import casing
 SETTINGS = "bert_tokenizer.json"
 VOCABULARY = "vocab.txt"
 SPECIAL = ("pad", "unk", "cls", "sep", "mask")
-_DEFAULT_SPECIAL = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+_DEFAULT_SPECIAL = {
+    "pad": "[PAD]",
+    "unk": "[UNK]",
+    "cls": "[CLS]",
+    "sep": "[SEP]",
+    "mask": "[MASK]",
+}
 _CJK = (
     r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
     r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"

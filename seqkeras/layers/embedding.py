@@ -78,7 +78,9 @@ class BertEmbedding(keras.layers.Layer):
             initializer = keras.initializers.get(
                 keras.initializers.serialize(self.embeddings_initializer)
             )
-            return self.add_weight(shape=(rows, self.hidden_dim), name=name, initializer=initializer)
+            return self.add_weight(
+                shape=(rows, self.hidden_dim), name=name, initializer=initializer
+            )
 
         self.token_embeddings = table("token_embeddings", self.vocab_size)
         self.position_embeddings = table("position_embeddings", self.max_length)
@@ -131,9 +133,7 @@ class BertEmbedding(keras.layers.Layer):
                 "num_segments": self.num_segments,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "dropout": self.dropout,
-                "embeddings_initializer": keras.initializers.serialize(
-                    self.embeddings_initializer
-                ),
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config

@@ -125,7 +125,11 @@ def gpt2_architecture(config, path="config.json"):
     act = config.get("activation_function", "gelu_new")
     if act not in ("gelu_new", "gelu_pytorch_tanh", "gelu"):
         _unsupported(path, "activation_function", act, "gelu_new or gelu")
-    for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
+    for key in (
+        "scale_attn_by_inverse_layer_idx",
+        "reorder_and_upcast_attn",
+        "add_cross_attention",
+    ):
         if config.get(key):
             _unsupported(path, key, config[key], "false")
     if not config.get("scale_attn_weights", True):
@@ -272,7 +276,5 @@ def extract_minilm(destination):
             z.extractall(destination)
     found = sha256(weights)
     if found != MINILM_SHA256:
-        raise ValueError(
-            f"extract_minilm: {weights} has sha256 {found}, expected {MINILM_SHA256}"
-        )
+        raise ValueError(f"extract_minilm: {weights} has sha256 {found}, expected {MINILM_SHA256}")
     return destination

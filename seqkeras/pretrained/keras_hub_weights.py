@@ -6,8 +6,10 @@ import numpy as np
 
 
 def _by_path(backbone):
-    return {v.path.split("/", 1)[1] if v.path.startswith(backbone.name + "/") else v.path: v
-            for v in backbone.weights}
+    return {
+        v.path.split("/", 1)[1] if v.path.startswith(backbone.name + "/") else v.path: v
+        for v in backbone.weights
+    }
 
 
 def _value(weights, path):
@@ -113,7 +115,10 @@ def gpt2_tensors(backbone):
         )
         t[dst + "attn.c_proj.weight"] = _heads_out(_value(w, att + "attention_output/kernel")).T
         t[dst + "attn.c_proj.bias"] = _value(w, att + "attention_output/bias")
-        for ours, theirs in (("self_attention_layer_norm", "ln_1"), ("feedforward_layer_norm", "ln_2")):
+        for ours, theirs in (
+            ("self_attention_layer_norm", "ln_1"),
+            ("feedforward_layer_norm", "ln_2"),
+        ):
             t[dst + theirs + ".weight"] = _value(w, src + ours + "/gamma")
             t[dst + theirs + ".bias"] = _value(w, src + ours + "/beta")
         for ours, theirs in (

@@ -279,8 +279,10 @@ def bert_tagger(
             )
         )
         sizes["casing_ids"] = len(CASINGS)
-    x = features[0] if len(features) == 1 else keras.layers.Concatenate(name="word_features")(
-        features
+    x = (
+        features[0]
+        if len(features) == 1
+        else keras.layers.Concatenate(name="word_features")(features)
     )
     if dropout:
         x = keras.layers.Dropout(dropout, name="features_dropout")(x)
@@ -361,7 +363,9 @@ def _linear(checkpoint, layer, prefix, used, conv1d=False):
     """A Dense from a torch Linear ((out, in) weight) or a GPT-2 Conv1D
     ((in, out))."""
     used.append(
-        _assign(checkpoint, layer.kernel, prefix + ".weight", transform=None if conv1d else np.transpose)
+        _assign(
+            checkpoint, layer.kernel, prefix + ".weight", transform=None if conv1d else np.transpose
+        )
     )
     used.append(_assign(checkpoint, layer.bias, prefix + ".bias"))
 
@@ -493,7 +497,4 @@ def load_pretrained(model, checkpoint):
     else:
         used = _load_gpt2(model, checkpoint)
     ignored = ("position_ids", "attn.bias", "attn.masked_bias", "lm_head.weight")
-    return sorted(
-        n for n in set(checkpoint.tensors) - set(used) if not n.endswith(ignored)
-    )
-
+    return sorted(n for n in set(checkpoint.tensors) - set(used) if not n.endswith(ignored))

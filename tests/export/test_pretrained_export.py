@@ -6,8 +6,6 @@ servability audit (no XLA-only op, TF Text ops that TF Serving links, no
 id model converts to builtin-only TFLite (float32 and dynamic-range int8)
 and to ONNX (`export_and_verify`)."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -15,6 +13,7 @@ import seqkeras.pretrained as sp
 from seqkeras.data import BertTokenizer, BertWordFeatures, WordFeatures
 from seqkeras.export import assert_servable, export_and_verify, fresh_signature, saved_model
 from seqkeras.export import signatures as S
+from tests.pretrained_checks import tiny_bert_directory
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -30,31 +29,8 @@ CORPUS = [
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """A tiny random BERT with a WordPiece tokenizer trained on CORPUS,
-    saved as a Hugging Face directory."""
-    from tokenizers import models, normalizers, pre_tokenizers, processors, trainers
-
-    path = str(tmp_path_factory.mktemp("ckpt"))
-    hf = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    hf.normalizer = normalizers.BertNormalizer(lowercase=True)
-    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    hf.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=120, special_tokens=special))
-    hf.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[(t, hf.token_to_id(t)) for t in special[2:4]]
-    )
-    hf.save(os.path.join(path, "tokenizer.json"))
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=hf.get_vocab_size(),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=24,
-        max_position_embeddings=64,
-    )
-    transformers.BertModel(config).eval().save_pretrained(path)
-    return path
+    """A tiny random BERT with a WordPiece tokenizer trained on CORPUS."""
+    return tiny_bert_directory(str(tmp_path_factory.mktemp("ckpt")), CORPUS)
 
 
 def test_classifier_serve_text_tflite_and_onnx(checkpoint, tmp_path):

@@ -69,13 +69,16 @@ def test_pooling_streams_the_prefix_pooling_step_by_step(mode):
     if mode == "attention":
         params = [np.asarray(w) for w in (layer.kernel, layer.bias, layer.query)]
     sizes = layer.stream_state_sizes
-    assert sizes == {
-        "last": [],
-        "first": [4, 1],
-        "mean": [4, 1],
-        "max": [4, 1],
-        "attention": [1, 1, 4],
-    }[mode]
+    assert (
+        sizes
+        == {
+            "last": [],
+            "first": [4, 1],
+            "mean": [4, 1],
+            "max": [4, 1],
+            "attention": [1, 1, 4],
+        }[mode]
+    )
     states = [np.zeros((3, s), "float32") for s in sizes]
     for t in range(7):
         out, states = layer.stream_step(x[:, t], states)

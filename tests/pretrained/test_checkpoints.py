@@ -43,7 +43,12 @@ def gpt2_dir(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("gpt2"))
     torch.manual_seed(1)
     config = transformers.GPT2Config(
-        vocab_size=101, n_positions=32, n_embd=32, n_layer=2, n_head=4, bos_token_id=1,
+        vocab_size=101,
+        n_positions=32,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=1,
         eos_token_id=2,
     )
     transformers.GPT2LMHeadModel(config).eval().save_pretrained(path)
