@@ -90,3 +90,37 @@ def test_crf_tagger_tag_signature(checkpoint, tmp_path):
         expected = [tags[k] for k in np.asarray(model(feats)["tags"])[0]]
         assert served["words"][i][: len(words)] == words
         assert served["tags"][i][: len(words)] == expected
+
+
+def test_gpt2_generate_signatures_equal_transformers(tmp_path):
+    config = transformers.GPT2Config(
+        vocab_size=101,
+        n_positions=32,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=1,
+        eos_token_id=100,
+    )
+    torch.manual_seed(2)
+    reference = transformers.GPT2LMHeadModel(config).eval()
+    reference.save_pretrained(str(tmp_path / "gpt2"))
+    ckpt = sp.read_checkpoint(str(tmp_path / "gpt2"))
+    model = sp.gpt2_language_model(ckpt.architecture)
+    sp.load_pretrained(model, ckpt)
+    path = saved_model(model, str(tmp_path / "g" / "1"), signatures=S.generation(16, eos_id=100))
+    assert not assert_servable(path)["xla"]
+    prompts = np.array([[0, 17, 42, 9], [5, 5, 0, 61]], "int32")  # 0 is a token ("!")
+    served, _ = fresh_signature(path, "generate", prompt_ids=prompts)
+    with torch.no_grad():
+        want = reference.generate(
+            torch.tensor(prompts, dtype=torch.long),
+            max_new_tokens=12,
+            do_sample=False,
+            eos_token_id=100,
+            pad_token_id=100,
+        ).numpy()
+    for got, expected in zip(np.asarray(served["ids"]), want):
+        expected = list(expected)
+        end = expected.index(100, 4) + 1 if 100 in expected[4:] else len(expected)
+        assert list(got[:end]) == expected[:end]
