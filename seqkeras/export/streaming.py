@@ -5,8 +5,9 @@ A model streams when it implements the streaming contract of
 `seqkeras.models.SequenceModel` (`streamable`, `stream_input`,
 `stream_output`, `stream_start`, `stream_step`); the builders' classes do:
 
-- `rnn_language_model`: `token_ids` (batch,) in, `logits` (batch, vocab)
-  out: the next token;
+- `rnn_language_model`, `transformer_language_model` (learned positions;
+  `seqkeras.pretrained.gpt2_language_model`): `token_ids` (batch,) in,
+  `logits` (batch, vocab) out: the next token;
 - `tagger` (recurrent, one direction): `token_ids` (batch,) in, `logits`
   (batch, tags) out: this token's tag;
 - `classifier` (recurrent, one direction): `token_ids` (batch,) in,
@@ -25,8 +26,10 @@ runs the encoder once (`source_ids` or `features` in) and returns the first
 states (the decoder states, and with attention the encoder outputs and the
 source mask, passed through each step unchanged); feed BOS as the first
 token. Each step is a real step: padding is not masked in a step model, so
-do not feed it. Bidirectional and Transformer backbones need the whole
-sequence and cannot stream.
+do not feed it. Bidirectional and Transformer encoder backbones need the
+whole sequence and cannot stream; a `transformer_language_model` (GPT-2
+included) streams one token per call with each block's key/value cache as
+states (state 0: the next token's position).
 """
 
 import os
@@ -183,8 +186,10 @@ def verify_streaming(model, flatbuffer, sample):
     import numpy as np
 
     row = {k: np.asarray(v)[:1] for k, v in sample.items()}
+    embedding = model.part("embedding") if hasattr(model, "part") else None
+    pads = getattr(embedding, "mask_zero", True)  # GPT-2: id 0 is a token
     for key in ("token_ids", "target_ids"):
-        if key in row:
+        if key in row and pads:
             ids = row[key][0]
             stop = int(np.argmax(ids == 0)) if (ids == 0).any() else len(ids)
             row[key] = row[key][:, : max(stop, 1)]

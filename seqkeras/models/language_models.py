@@ -2,6 +2,7 @@
 both with weight tying between the embedding and the output layer."""
 
 import keras
+from keras import ops
 
 from seqkeras.models import backbones as bb
 from seqkeras.models import steps
@@ -52,9 +53,34 @@ class TransformerLanguageModel(LanguageModel):
     `positions`, `blocks`, `norm` (or None), `logits` (or None: tied). The
     cache is each block's key/value cache."""
 
+    #: Streams one token per call with its key/value caches (a TFLite step
+    #: model: `seqkeras.export.streaming_tflite`), learned positions only.
+    streamable = True
+
     @property
     def max_generation_length(self):
         return getattr(self.part("positions"), "max_length", None)
+
+    def stream_start(self, inputs, batch_size):
+        """`[position, *caches]`: the next token's position (float32
+        (batch, 1), so that every state starts at zeros) and each block's
+        key/value cache over `max_length` positions."""
+        max_length = self.max_generation_length
+        if max_length is None:
+            raise ValueError(
+                f"model {self.name!r} streams with learned positions (`max_length` bounds "
+                "the caches); sinusoidal positions have no length"
+            )
+        position = ops.zeros((batch_size, 1), "float32")
+        return [position] + self.init_cache(inputs, batch_size, max_length)
+
+    def stream_step(self, x, states):
+        """One token `x` (batch,) at the position the states hold ->
+        `(logits (batch, vocab), states)`."""
+        position, caches = states[0], list(states[1:])
+        index = ops.cast(position[0, 0], "int32")
+        logits, caches = self.call_with_cache(x, caches, index)
+        return logits, [position + 1.0] + list(caches)
 
     def init_cache(self, inputs, batch_size, max_length):
         return [b.init_cache(batch_size, max_length) for b in self.part("blocks")]

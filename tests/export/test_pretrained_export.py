@@ -13,6 +13,8 @@ import seqkeras.pretrained as sp
 from seqkeras.data import BertTokenizer, BertWordFeatures, WordFeatures
 from seqkeras.export import assert_servable, export_and_verify, fresh_signature, saved_model
 from seqkeras.export import signatures as S
+from seqkeras.export.streaming import streaming_tflite, verify_streaming
+from tests.export.export_checks import assert_builtin_only
 from tests.pretrained_checks import tiny_bert_directory
 
 torch = pytest.importorskip("torch")
@@ -124,3 +126,12 @@ def test_gpt2_generate_signatures_equal_transformers(tmp_path):
         expected = list(expected)
         end = expected.index(100, 4) + 1 if 100 in expected[4:] else len(expected)
         assert list(got[:end]) == expected[:end]
+    # the TFLite step model with key/value caches, token by token (id 0
+    # included: a token, not padding) against the full Keras pass
+    step, _ = streaming_tflite(model, str(tmp_path / "step.tflite"))
+    with open(step, "rb") as f:
+        flatbuffer = f.read()
+    assert_builtin_only(flatbuffer)
+    ids = np.array([[5, 0, 17, 42, 9, 33, 2, 8, 0, 77]], "int32")
+    diff, _, steps = verify_streaming(model, flatbuffer, {"token_ids": ids})
+    assert steps == 10 and diff < 1e-4

@@ -83,14 +83,33 @@ def test_streaming_forecaster_ends_at_the_full_forecast(tmp_path):
         (lambda: seqkeras.models.tagger(10, 2), "whole sequence"),
         (lambda: seqkeras.models.classifier(10, 2, backbone="transformer"), "whole sequence"),
         (
-            lambda: seqkeras.models.transformer_language_model(10, 8, num_heads=2, hidden_dim=8),
-            "rnn_language_model",
+            lambda: seqkeras.models.transformer_language_model(
+                10, 8, num_heads=2, hidden_dim=8, positional="sinusoidal"
+            ),
+            "sinusoidal",
         ),
     ],
 )
 def test_streaming_refuses_what_cannot_stream(build, match, tmp_path):
     with pytest.raises(ValueError, match=match):
         streaming_tflite(build(), tmp_path / "x")
+
+
+def test_streaming_transformer_language_model_with_key_value_caches(tmp_path):
+    # one token per call, each block's cache a state: every step's logits
+    # equal the full causal pass at that position
+    model = seqkeras.models.transformer_language_model(
+        30, 12, num_layers=2, num_heads=2, hidden_dim=8
+    )
+    path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
+    assert shapes == [(1,), (2, 12, 2, 4), (2, 12, 2, 4)]
+    flatbuffer = open(path, "rb").read()
+    assert_builtin_only(flatbuffer)
+    ids = _tokens(1, 9, seed=5, vocab=30)
+    expected = np.asarray(model(ids))
+    outs = list(_stream(flatbuffer, "token_ids", ids, shapes))
+    for t, out in enumerate(outs):
+        np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["plain", "bahdanau", "luong", "conditioned"])
