@@ -363,9 +363,11 @@ class BertWordFeatures(tf.Module):
             `char_ids`).
         casing: add `casing_ids`.
         max_chars: characters kept per word.
+        pad_to_multiple: `token_ids` are padded to a multiple of this
+            width, so that a compiled model sees few shapes.
     """
 
-    def __init__(self, tokenizer, characters=None, casing=True, max_chars=20):
+    def __init__(self, tokenizer, characters=None, casing=True, max_chars=20, pad_to_multiple=16):
         super().__init__(name="bert_word_features")
         if not isinstance(tokenizer, BertTokenizer):
             raise TypeError(
@@ -376,6 +378,12 @@ class BertWordFeatures(tf.Module):
         self.characters = characters
         self.casing = bool(casing)
         self.max_chars = max_chars
+        if not isinstance(pad_to_multiple, int) or pad_to_multiple < 1:
+            raise ValueError(
+                "`BertWordFeatures` expects an int `pad_to_multiple` >= 1. Received: "
+                f"{pad_to_multiple!r}"
+            )
+        self.pad_to_multiple = pad_to_multiple
 
     @property
     def sizes(self):
@@ -391,6 +399,11 @@ class BertWordFeatures(tf.Module):
             words = words.to_tensor("")
         words = tf.convert_to_tensor(words, tf.string)
         token_ids, starts = self.tokenizer.encode_words(words)
+        width = tf.shape(token_ids)[1]
+        extra = (-width) % self.pad_to_multiple
+        token_ids = tf.pad(
+            token_ids, [[0, 0], [0, extra]], constant_values=self.tokenizer.special_ids["pad"]
+        )
         out = {"token_ids": token_ids, "word_starts": starts}
         if self.characters is not None:
             chars = tf.strings.unicode_split(words, "UTF-8")

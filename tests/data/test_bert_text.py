@@ -131,9 +131,11 @@ def test_save_load_and_features(tmp_path):
     again = BertTokenizer.load(str(tmp_path))
     assert again.vocabulary == tok.vocabulary and again.get_config() == tok.get_config()
     chars = WordTokenizer(["<pad>", "<bos>", "<eos>", "<unk>", "T", "h", "e"], lowercase=False)
-    features = BertWordFeatures(tok, chars, casing=True, max_chars=4)
+    features = BertWordFeatures(tok, chars, casing=True, max_chars=4, pad_to_multiple=4)
     out = features(tf.ragged.constant([["The", "cat"], ["sat"]]))
     assert out["token_ids"].numpy().tolist() == [[2, 5, 6, 3], [2, 7, 3, 0]]
+    wide = BertWordFeatures(tok, chars, pad_to_multiple=8)(tf.ragged.constant([["The", "cat"]]))
+    assert wide["token_ids"].numpy().tolist() == [[2, 5, 6, 3, 0, 0, 0, 0]]
     assert out["word_starts"].numpy().tolist() == [[1, 2], [1, 0]]
     assert out["casing_ids"].numpy().tolist() == [[3, 5], [5, 0]]
     assert out["char_ids"].shape == (2, 2, 4)
