@@ -1,8 +1,11 @@
 """Named entities (CoNLL-2003) with seqkeras: a BiLSTM-CRF tagger over
 word embeddings, a character CNN per word and casing features, trained
-from scratch.
+from scratch; or a pretrained BERT-family checkpoint fine-tuned (`--init
+DIR`: each word's first subword, the same character and casing features,
+a CRF over words).
 
     python apps/ner.py train --out runs/ner
+    python apps/ner.py train --init checkpoints/all-MiniLM-L6-v2 --out runs/ner-minilm
     python apps/ner.py evaluate --model runs/ner \\
         --data ../shared/data/conll2003/valid.txt
     echo "EU rejects German call to boycott British lamb ." | \\

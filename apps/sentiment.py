@@ -3,6 +3,7 @@ pooling, a Transformer encoder, and the seed notes' comparison models (a
 feed-forward network over averaged embeddings, SimpleRNN, GRU, LSTM).
 
     python apps/sentiment.py train --model bilstm --out runs/bilstm
+    python apps/sentiment.py train --init checkpoints/all-MiniLM-L6-v2 --out runs/minilm
     python apps/sentiment.py evaluate --model runs/bilstm \\
         --data ../shared/data/sst2/dev.tsv
     echo "a gorgeous , witty , seductive movie ." | \\
@@ -11,9 +12,12 @@ feed-forward network over averaged embeddings, SimpleRNN, GRU, LSTM).
     python apps/sentiment.py plot --models runs/bag runs/bilstm --out DIR
 
 Data: GLUE's SST-2 TSV layout, a header line `sentence<TAB>label` then one
-example per line (label 0 negative, 1 positive; LF or CRLF). `train` learns
-a word vocabulary (`seqkeras.data.WordTokenizer`: lowercase, whitespace
-words, Keras `StringLookup`) from the training file and writes the model
+example per line (label 0 negative, 1 positive; LF or CRLF). `--init DIR`
+fine-tunes a BERT-family checkpoint (Hugging Face or keras-hub directory)
+with its own WordPiece tokenizer (`vocab.txt` in the model directory);
+otherwise `train` learns a word vocabulary (`seqkeras.data.WordTokenizer`:
+lowercase, whitespace words, Keras `StringLookup`) from the training file.
+Either way it writes the model
 directory of every app (`common.py`; the best weights by validation
 accuracy) with `vocabulary.txt`. `evaluate` scores any file
 in that layout (one model, or the average of several models'
