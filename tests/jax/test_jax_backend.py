@@ -179,3 +179,19 @@ def test_every_model_kind_trains_and_generates(kind):
         _fit(model, ids, ids % 3)
     else:
         _fit(model, ids, ids[:, 0] % 3)
+
+
+def test_pretrained_builders_train_under_jit():
+    # the BERT classifier and CRF tagger of seqkeras.pretrained (random
+    # weights here: the checkpoint mapping is backend-independent NumPy)
+    import seqkeras.pretrained as sp
+
+    arch = dict(
+        vocab_size=12, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=16, max_length=16
+    )
+    ids = _ids(32, 7)
+    _fit(sp.bert_classifier(arch, 3, pooling="cls"), ids, ids[:, 0] % 3)
+    tagger = sp.bert_tagger(arch, 4, crf=True, casing=True)
+    starts = np.tile(np.arange(1, 6, dtype="int32"), (32, 1))
+    x = {"token_ids": ids, "word_starts": starts, "casing_ids": np.full((32, 5), 5, "int32")}
+    _fit(tagger, x, 1 + ids[:, 1:6] % 3)

@@ -96,6 +96,10 @@ def test_gpt2_logits_equal_transformers_and_generate_matches(gpt2_dir):
     with torch.no_grad():
         ref = model(input_ids=torch.tensor(ids, dtype=torch.long)).logits.numpy()
     np.testing.assert_allclose(np.asarray(lm(ids)), ref, atol=TOLERANCE)
+    path = os.path.join(gpt2_dir, "lm.keras")  # gelu_tanh and the unmasked id 0 survive
+    lm.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_allclose(np.asarray(loaded(ids)), ref, atol=TOLERANCE)
     # greedy generation: the same tokens as transformers' greedy search
     with torch.no_grad():
         hf = model.generate(
