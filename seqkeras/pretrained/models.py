@@ -215,6 +215,7 @@ def bert_tagger(
     char_embedding_dim=30,
     char_filters=50,
     casing=False,
+    units=None,
 ):
     """A tagger over a BERT network: one tag per word, read from the
     word's first subword (Devlin et al. 2019's NER recipe).
@@ -228,6 +229,8 @@ def bert_tagger(
             (batch, words, chars) through a `CharacterEncoder`, as
             `seqkeras.models.tagger`.
         casing: add `casing_ids` (batch, words), embedded in 8 dimensions.
+        units: a bidirectional LSTM of this many units per direction over
+            the word features before the output layer (None: none).
 
     Returns:
         A `PretrainedTagger` (or `PretrainedCRFTagger`): inputs
@@ -286,6 +289,9 @@ def bert_tagger(
     )
     if dropout:
         x = keras.layers.Dropout(dropout, name="features_dropout")(x)
+    if units is not None:
+        units = bb.check(name, "units", units, "int")
+        x = bb.recurrent_stack(x, "lstm", units, 1, bidirectional=True, dropout=dropout)
     logits = bb.output_logits(x, num_tags)
     if crf:
         layer = sk.CRF(num_tags, name="crf")

@@ -238,7 +238,7 @@ def test_classifier_fine_tunes_and_round_trips_keras_file(bert_dir, tmp_path):
 
 def test_crf_tagger_trains_on_word_positions_and_round_trips(bert_dir, tmp_path):
     ckpt = sp.read_checkpoint(bert_dir)
-    model = sp.bert_tagger(ckpt.architecture, 4, crf=True, char_vocab_size=10, casing=True)
+    model = sp.bert_tagger(ckpt.architecture, 4, crf=True, char_vocab_size=10, casing=True, units=6)
     sp.load_pretrained(model, ckpt)
     rng = np.random.RandomState(0)
     n, words = 32, 5
