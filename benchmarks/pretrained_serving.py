@@ -56,7 +56,7 @@ def run(chunk, bf16):
         h = model(**enc).last_hidden_state
         m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
         pooled = (h * m).sum(1) / m.sum(1)
-        return torch.softmax(head(pooled.float()), -1).numpy()
+        return torch.softmax(head(pooled.float()).float(), -1).numpy()
 out = {}
 for bf16 in (False, True):
     chunks = [texts[i:i + batch] for i in range(0, len(texts), batch)]
