@@ -211,6 +211,30 @@ def read_init(args):
         raise AppError(f"--init {args.init}: {error}") from None
 
 
+def init_options(args, init, scratch_model, **defaults):
+    """`--init` and `--model` together: the `pretrained` preset with a
+    checkpoint (`init`, from `read_init`), `scratch_model` without one;
+    each option in `defaults` (`name=(from scratch, from a checkpoint)`)
+    that the command line left None takes its default (AppError when
+    `--model` and `--init` disagree)."""
+    if args.model is None:
+        args.model = "pretrained" if init else scratch_model
+    if (args.model == "pretrained") != (init is not None):
+        raise AppError("--model pretrained and --init DIR go together")
+    for name, (scratch, pretrained) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, pretrained if init else scratch)
+
+
+def bert_schedule(args, steps):
+    """BERT's learning rate over `--epochs` of `steps`: a linear warm-up
+    over the `--warmup` fraction to `--lr`, then a linear decay to 0."""
+    from seqkeras.models import WarmupLinearDecay
+
+    total = steps * args.epochs
+    return WarmupLinearDecay(args.lr, total, int(args.warmup * total))
+
+
 def cosine_schedule(peak, steps, warmup=0, alpha=0.05):
     """Cosine decay from `peak` to `alpha * peak` over `steps` steps,
     after a linear warm-up over the first `warmup` steps (if any)."""

@@ -131,10 +131,11 @@ class EntityF1(keras.callbacks.Callback):
 def pretrained_features(args, sentences):
     """`--init`: the checkpoint's WordPiece tokenizer, the training set's
     characters, casing."""
-    from seqkeras.data import BertTokenizer, BertWordFeatures, WordFeatures
+    from seqkeras.data import BertTokenizer, BertWordFeatures
+    from seqkeras.data.word_features import character_tokenizer
 
     tokenizer = common.read_data(BertTokenizer.load, args.init, what=f"--init {args.init}")
-    characters = WordFeatures.train(sentences, max_chars=args.max_chars).characters
+    characters = character_tokenizer(sentences)
     return BertWordFeatures(tokenizer, characters, casing=True, max_chars=args.max_chars)
 
 
@@ -144,12 +145,7 @@ def train(args):
     sentences, tags = read(args.train)
     val_sentences, val_tags = read(args.validation)
     init = common.read_init(args)
-    if args.model is None:
-        args.model = "pretrained" if init else "bilstm-crf"
-    if (args.model == "pretrained") != (init is not None):
-        raise AppError("--model pretrained and --init DIR go together")
-    if args.lr is None:
-        args.lr = 1e-4 if init else 2e-3
+    common.init_options(args, init, "bilstm-crf", lr=(2e-3, 1e-4))
     out = common.begin_training(args)
     if os.path.isfile(os.path.join(out, common.CONFIG)):  # a resumed run keeps its vocabularies
         vocabulary = read_tags(out)
@@ -194,12 +190,9 @@ def train(args):
     schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
     options = {"learning_rate": schedule, "clipnorm": args.clipnorm}
     if init is not None:  # BERT's recipe: AdamW, linear warm-up and decay
-        from seqkeras.models import WarmupLinearDecay
-
         sizes = dict(sizes, architecture=init.architecture)
         del sizes["vocab_size"]
-        total = steps * args.epochs
-        schedule = WarmupLinearDecay(args.lr, total, int(args.warmup * total))
+        schedule = common.bert_schedule(args, steps)
         options = {"learning_rate": schedule, "clipnorm": args.clipnorm, "weight_decay": 0.01}
     model, _, _ = common.new_model(
         args,

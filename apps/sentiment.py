@@ -118,26 +118,14 @@ def accuracy_report(probs, labels):
 # -- train -----------------------------------------------------------------
 
 
-def pretrained_options(args, init):
-    """`--init`: the `pretrained` preset, and the BERT recipe's defaults
-    (learning rate 1e-4, weight decay 0.01) where none was given."""
-    if args.model is None:
-        args.model = "pretrained" if init else "bilstm"
-    if (args.model == "pretrained") != (init is not None):
-        raise common.AppError("--model pretrained and --init DIR go together")
-    if args.lr is None:
-        args.lr = 1e-4 if init else 2e-3
-    if args.weight_decay is None:
-        args.weight_decay = 0.01 if init else 0.0
-
-
 def train(args):
     from seqkeras.data import BertTokenizer, WordTokenizer, classification_dataset
 
     texts, labels = read(args.train)
     val_texts, val_labels = read(args.validation)
     init = common.read_init(args)
-    pretrained_options(args, init)
+    # with --init: the BERT recipe's learning rate and weight decay
+    common.init_options(args, init, "bilstm", lr=(2e-3, 1e-4), weight_decay=(0.0, 0.01))
     out = common.begin_training(args)
     vocabulary = os.path.join(out, "vocabulary.txt")
     resumed = os.path.isfile(os.path.join(out, common.CONFIG))
@@ -169,11 +157,8 @@ def train(args):
         return sizes
 
     schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
-    if init is not None:  # BERT's: linear warm-up, then linear decay to 0
-        from seqkeras.models import WarmupLinearDecay
-
-        total = steps * args.epochs
-        schedule = WarmupLinearDecay(args.lr, total, int(args.warmup * total))
+    if init is not None:
+        schedule = common.bert_schedule(args, steps)
     options = {"learning_rate": schedule, "weight_decay": args.weight_decay}
     model, _, _ = common.new_model(
         args,

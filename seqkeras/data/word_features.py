@@ -52,6 +52,13 @@ def casing(words):
     return tf.cast(out, tf.int32)
 
 
+def character_tokenizer(sentences):
+    """A cased `WordTokenizer` over every character of `sentences` (lists
+    of words), for `char_ids`."""
+    chars = sorted({c for s in sentences for w in s for c in w})
+    return WordTokenizer(list(RESERVED) + chars, lowercase=False)
+
+
 class WordFeatures(tf.Module):
     """Words -> `{"token_ids", "char_ids", "casing_ids"}`.
 
@@ -106,8 +113,7 @@ class WordFeatures(tf.Module):
         seen at least `min_count` times, and every character."""
         sentences = [list(s) for s in sentences]
         words = WordTokenizer.train(sentences, min_count=min_count)
-        chars = sorted({c for s in sentences for w in s for c in w})
-        return cls(words, WordTokenizer(list(RESERVED) + chars, lowercase=False), max_chars)
+        return cls(words, character_tokenizer(sentences), max_chars)
 
     def __call__(self, words):
         """Features of `words`, strings (batch, time), ragged or dense with

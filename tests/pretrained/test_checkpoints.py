@@ -265,8 +265,13 @@ def test_crf_tagger_trains_on_word_positions_and_round_trips(bert_dir, tmp_path)
     np.testing.assert_array_equal(loaded.predict(x, verbose=0)["tags"], out["tags"])
 
 
-def test_builders_refuse_bad_arguments(bert_dir):
+def test_builders_refuse_bad_arguments(bert_dir, gpt2_dir):
     arch = sp.read_checkpoint(bert_dir).architecture
+    gpt2 = sp.gpt2_language_model(sp.read_checkpoint(gpt2_dir).architecture)
+    with pytest.raises(ValueError, match="bert checkpoint loads into a model made by"):
+        sp.load_pretrained(gpt2, bert_dir)
+    with pytest.raises(ValueError, match="gpt2 checkpoint loads into a model made by"):
+        sp.load_pretrained(sp.bert_encoder(arch), gpt2_dir)
     with pytest.raises(ValueError, match="bert_classifier.*pooling"):
         sp.bert_classifier(arch, 2, pooling="max")
     with pytest.raises(TypeError, match="bert_tagger.*architecture"):
