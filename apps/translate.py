@@ -251,18 +251,22 @@ def translate(args):
 def export(args):
     from seqkeras.data import EOS, teacher_forcing
     from seqkeras.export import fresh_translate
-    from seqkeras.export.signatures import Translate
+    from seqkeras.export.signatures import Translate, generation
 
     model, src, tgt, config = load(args.model)
     sources, references = read_pair(args.source, args.reference)
     texts, beam = sources[: args.check], dict(beam_width=args.beam)
+    expected = []
 
-    def check(path):
-        expected = translate_texts(model, src, tgt, texts, config, beam=args.beam, alpha=args.alpha)
+    def check(path, what="translate signature"):
+        if not expected:
+            expected.extend(
+                translate_texts(model, src, tgt, texts, config, beam=args.beam, alpha=args.alpha)
+            )
         served, seconds = fresh_translate(path, texts)
         same = f"{sum(a == b for a, b in zip(served, expected))}/{len(texts)}"
         print(
-            f"translate signature in a process without seqkeras: {same} strings equal to "
+            f"{what} in a process without seqkeras: {same} strings equal to "
             f"Keras (beam {args.beam})"
         )
         for a, b in zip(served, expected):
@@ -277,19 +281,47 @@ def export(args):
         {"source_ids": ids, "target_ids": target},
     ]
     length = config["target_length"]
-    signature = Translate(src, tgt, length, length_penalty_alpha=args.alpha, **beam)
+    signatures = [Translate(src, tgt, length, length_penalty_alpha=args.alpha, **beam)]
+    signatures += generation(length, length_penalty_alpha=args.alpha, eos_id=EOS, **beam)
     beside = [
         (os.path.join(args.model, side, "vocabulary.txt"), f"{side}_vocabulary.txt")
         for side in ("source", "target")
     ]
+
+    def serving_files(report, out):
+        """The XLA-compiled variant and TF Serving's batching file."""
+        from seqkeras.export import assert_servable, batching_parameters, next_version
+        from seqkeras.export import saved_model
+
+        found = {"batching_parameters": os.path.join(out, "batching_parameters.txt")}
+        batching_parameters(found["batching_parameters"])
+        print(f"TF Serving batching file: {found['batching_parameters']}")
+        if args.no_xla:
+            return found
+        base = os.path.join(out, "translate-xla")
+        path = saved_model(
+            model, os.path.join(base, str(next_version(base))), signatures, jit_compile=True
+        )
+        checked = check(path, "translate signature (XLA-compiled)")
+        audit = assert_servable(path, xla_jit=True)
+        print(
+            f"XLA SavedModel: {path} ({len(audit['xla_compiled'])} functions compiled by XLA; "
+            f"XLA-only ops outside them: {audit['xla'] or 'none'}; TF Serving needs "
+            "--xla_cpu_compilation_enabled=true)"
+        )
+        found.update({"translate_xla_savedmodel": path})
+        found.update({k.replace("translate_", "translate_xla_"): v for k, v in checked.items()})
+        return found
+
     common.export(
         model,
         args,
         "translate",
-        [signature],
+        signatures,
         check,
         samples,
         beside,
+        serving_files,
         tolerance=1e-4,
         generate=dict(max_length=length, eos_id=EOS, **beam),
     )
@@ -391,6 +423,11 @@ def parser():
     _beam_options(common.subcommand(sub, "translate", "stdin (German) -> stdout", translate), 1)
     x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--out", help="default: MODEL/export")
+    x.add_argument(
+        "--no-xla",
+        action="store_true",
+        help="skip the XLA-compiled SavedModel (translate-xla), whose check compiles a while",
+    )
     _data_options(x, "")
     common.options(x, "check=64", check="how many sentences the export is checked on")
     _beam_options(x, 4)

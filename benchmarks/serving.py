@@ -1,25 +1,43 @@
-"""Serving under load: an exported `translate` SavedModel in a process
-without seqkeras, as a model server would run it.
+"""Serving speed: an exported `translate` SavedModel in a process without
+seqkeras, as a model server would run it, beside CTranslate2 with the
+same weights.
 
-    python benchmarks/serving.py saved_models/translate/transformer/export/translate/1 \\
+    python benchmarks/serving.py saved_models/translate/transformer/export/translate/1 \
         --sentences ../shared/data/multi30k/val.de --seconds 300
+    python benchmarks/serving.py saved_models/translate/transformer/export/translate/1 \
+        --sentences ../shared/data/multi30k/val.de --seconds 0 \
+        --xla saved_models/translate/transformer/export/translate-xla/1 \
+        --peer ctranslate2 --model saved_models/translate/transformer
 
-1. Decoding speed of the signature alone: sentences/s at batch 1 and 32
-   (one thread, after a warm-up call per shape).
-2. Load: 8 threads send one-sentence requests for `--seconds` (it stops by
-   itself; in-process calls of the loaded signature, no network), each
-   thread walking the sentences from its own offset. Checked: no request
-   fails, the same sentence always gets the same answer (the first
-   answer per sentence is kept and every later one compared), and resident
-   memory (VmRSS) is flat after the warm-up: sampled every 10 s, first and
-   last sample and the largest printed. Printed: p50/p99 latency,
-   sentences/s, errors, mismatches.
+1. Decoding speed of the signature alone: sentences/s at each of
+   `--batches` (default 1 and 32; one thread, after a warm-up call per
+   shape; an XLA SavedModel (`--xla`) gets a whole untimed pass first, so
+   that every bucket shape is compiled).
+2. `--peer ctranslate2` (needs `--model`, the trained model directory):
+   `benchmarks/ctranslate2_peer.py` copies the model's weights into a
+   CTranslate2 `TransformerSpec` (in a subprocess that imports seqkeras)
+   and writes the sentences as our source tokens; CTranslate2 then
+   translates them (tokens in and out, beam as ours, no length penalty,
+   2 threads) in float32 and int8 at the same batch sizes, and its float32
+   beam translations are compared with our `generate_beam` signature's,
+   sentence by sentence (ids up to EOS). Printed: ours-best / peer-best
+   per batch size, and batch 32 / batch 1 for ours.
+3. Load (`--seconds` > 0): 8 threads send one-sentence requests for
+   `--seconds` (it stops by itself; in-process calls of the loaded
+   signature, no network), each thread walking the sentences from its own
+   offset. Checked: no request fails, the same sentence always gets the
+   same answer (the first answer per sentence is kept and every later one
+   compared), and resident memory (VmRSS) is flat after the warm-up:
+   sampled every 10 s, first and last sample and the largest printed.
+   Printed: p50/p99 latency, sentences/s, errors, mismatches.
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -39,34 +57,168 @@ def rss_mb():
     return float("nan")
 
 
+def speed(call, sentences, batch, count=None):
+    """Sentences/s of `call(list of strings)` at `batch` per call."""
+    n = min(len(sentences), count or (256 if batch == 1 else max(1024, 8 * batch)))
+    call(sentences[:batch])  # warm-up
+    start = time.perf_counter()
+    for i in range(0, n, batch):
+        call(sentences[i : i + batch])
+    return n / (time.perf_counter() - start)
+
+
+def ctranslate2_peer(model_dir, sentences):
+    """`(model directory, source tokens per sentence, target vocabulary)`:
+    the CTranslate2 copy of our model, written by
+    `benchmarks/ctranslate2_peer.py` in a subprocess (it imports seqkeras)."""
+    out = tempfile.mkdtemp(prefix="ct2-")
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(out, "sentences.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(s + "\n" for s in sentences))
+    subprocess.run(
+        [sys.executable, os.path.join(here, "ctranslate2_peer.py"), "--model", model_dir]
+        + ["--out", out, "--tokenize", os.path.join(out, "sentences.txt")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    with open(os.path.join(out, "tokens.json"), encoding="utf-8") as f:
+        tokens = json.load(f)
+    return out, tokens["source"], tokens["target_vocabulary"]
+
+
+def compare_ctranslate2(args, loaded, sentences, table):
+    """Times CTranslate2 (float32, int8) with our weights at `args.batches`
+    into `table`; returns the agreement of its float32 beam translations
+    with our `generate_beam` signature's."""
+    import ctranslate2
+
+    out, source, target_vocabulary = ctranslate2_peer(args.model, sentences)
+    with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
+        max_length = json.load(f)["target_length"]
+    index = {t: i for i, t in enumerate(target_vocabulary)}
+    tokens = [row["tokens"] for row in source]
+    found = {"ctranslate2_version": ctranslate2.__version__}
+    translators = {}
+    for compute_type in ("float32", "int8"):
+        translator = ctranslate2.Translator(
+            out, device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=2
+        )
+        translators[compute_type] = translator
+
+        def call(batch, translator=translator):
+            return translator.translate_batch(
+                batch, beam_size=args.beam, length_penalty=0.0, max_decoding_length=max_length - 1
+            )
+
+        for batch in args.batches:
+            engine = f"ctranslate2-{compute_type}"
+            table[engine, batch] = speed(call, tokens, batch)
+            print(f"{engine}, batch {batch}: {table[engine, batch]:.1f} sentences/s", flush=True)
+    # like for like: CTranslate2 float32 against our generate_beam, every sentence
+    beam = loaded.signatures["generate_beam"]
+    same, differ = 0, []
+    for i in range(0, len(source), 32):
+        rows = source[i : i + 32]
+        width = max(len(r["ids"]) for r in rows)
+        ids = np.zeros((len(rows), width), "int32")
+        for j, r in enumerate(rows):
+            ids[j, : len(r["ids"])] = r["ids"]
+        ours = beam(source_ids=tf.constant(ids))["ids"].numpy()
+        theirs = translators["float32"].translate_batch(
+            [r["tokens"] for r in rows],
+            beam_size=args.beam,
+            length_penalty=0.0,
+            max_decoding_length=max_length - 1,
+        )
+        for j, r in enumerate(theirs):
+            mine = list(ours[j, 1:])
+            mine = mine[: mine.index(2)] if 2 in mine else [t for t in mine if t]  # up to EOS
+            peer = [index[t] for t in r.hypotheses[0]]
+            if mine == peer:
+                same += 1
+            else:
+                differ.append((sentences[i + j], mine, peer))
+    found["ctranslate2_equal"] = f"{same}/{len(source)}"
+    print(
+        f"CTranslate2 float32 beam-{args.beam} translations equal to our generate_beam's: "
+        f"{same}/{len(source)} ({100 * same / len(source):.1f}%)"
+    )
+    for text, mine, peer in differ[:3]:
+        print(f"differs: {text!r}: ours {mine}, CTranslate2 {peer}")
+    return found
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("savedmodel")
     p.add_argument("--sentences", required=True, help="a UTF-8 file, one source sentence per line")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    p.add_argument("--xla", help="a SavedModel written with jit_compile=True, timed beside")
+    p.add_argument("--peer", choices=["ctranslate2"], help="time this engine beside ours")
+    p.add_argument("--model", help="the trained model directory (for --peer)")
+    p.add_argument("--beam", type=int, default=4, help="the peer's beam (ours: the export's)")
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--json", help="write the numbers here too")
     args = p.parse_args(argv)
+    if args.peer and not args.model:
+        p.error("--peer needs --model (the trained model directory the export came from)")
 
     with open(args.sentences, encoding="utf-8") as f:
         sentences = [s.rstrip("\r\n") for s in f if s.strip()]
-    fn = tf.saved_model.load(args.savedmodel).signatures["translate"]
+    loaded = tf.saved_model.load(args.savedmodel)
+    fn = loaded.signatures["translate"]
 
-    def call(texts):
-        return [t.decode("utf-8") for t in fn(text=tf.constant(texts))["text"].numpy()]
+    def caller(signature):
+        def call(texts):
+            return [t.decode("utf-8") for t in signature(text=tf.constant(texts))["text"].numpy()]
 
+        return call
+
+    call = caller(fn)
     result = {"savedmodel": args.savedmodel, "threads": args.threads, "seconds": args.seconds}
-    for batch in (1, 32):  # decoding speed, one thread
-        call(sentences[:batch])  # warm-up (traces nothing: graph is fixed)
-        n = min(len(sentences), 256 if batch == 1 else 1024)
-        start = time.perf_counter()
-        for i in range(0, n, batch):
-            call(sentences[i : i + batch])
-        speed = n / (time.perf_counter() - start)
-        result[f"sentences_per_s_batch{batch}"] = speed
-        print(
-            f"translate signature, batch {batch}: {speed:.1f} sentences/s (one thread)", flush=True
+    table = {}  # (engine, batch) -> sentences/s
+    for batch in args.batches:  # decoding speed, one thread
+        table["ours", batch] = result[f"sentences_per_s_batch{batch}"] = speed(
+            call, sentences, batch
         )
+        print(
+            f"translate signature, batch {batch}: {table['ours', batch]:.1f} sentences/s",
+            flush=True,
+        )
+    if args.xla:
+        xla_call = caller(tf.saved_model.load(args.xla).signatures["translate"])
+        for batch in args.batches:
+            for i in range(0, len(sentences), batch):  # compiles every bucket shape
+                xla_call(sentences[i : i + batch])
+            table["ours-xla", batch] = speed(xla_call, sentences, batch)
+            print(
+                f"translate signature (XLA), batch {batch}: {table['ours-xla', batch]:.1f} "
+                "sentences/s",
+                flush=True,
+            )
+    if args.peer == "ctranslate2":
+        result.update(compare_ctranslate2(args, loaded, sentences, table))
+    peers = {
+        b: max([v for (e, bb), v in table.items() if bb == b and not e.startswith("ours")] or [0])
+        for b in args.batches
+    }
+    for b in args.batches:
+        if peers[b]:
+            for engine in sorted({e for e, _ in table}):
+                if engine.startswith("ours"):
+                    ratio = table[engine, b] / peers[b]
+                    result[f"{engine}_over_peer_best_batch{b}"] = ratio
+                    print(f"batch {b}: {engine} / peer best = {ratio:.2f}x")
+    if 1 in args.batches and 32 in args.batches:
+        for engine in sorted({e for e, _ in table}):
+            print(f"{engine}: batch 32 / batch 1 = {table[engine, 32] / table[engine, 1]:.2f}x")
+    result["table"] = {f"{e}@{b}": v for (e, b), v in table.items()}
+    if args.seconds <= 0:
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=2)
+        return 0
 
     answers, lock = {}, threading.Lock()
     latencies, errors, mismatches = [], [], []

@@ -414,6 +414,20 @@ def length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
+def _best_candidates(total, batch, k, compiled):
+    """`(values, flat ids)` (batch, k) of the k best of each row's
+    (k, vocab) candidates `total` (batch * k, vocab), flat ids indexing the
+    row's k * vocab candidates."""
+    vocab = ops.shape(total)[-1]
+    if not compiled or k > _SMALL_K:
+        return ops.top_k(ops.reshape(total, (batch, k * vocab)), k)
+    ids = _largest(total, k)  # (batch * k, k): each beam's k best
+    values = ops.reshape(ops.take_along_axis(total, ids, axis=1), (batch, k * k))
+    flat = ops.reshape(ids + ops.expand_dims(ops.arange(batch * k) % k * vocab, 1), (batch, k * k))
+    pick = _largest(values, k)  # the k best of the k * k
+    return ops.take_along_axis(values, pick, axis=1), ops.take_along_axis(flat, pick, axis=1)
+
+
 def beam_search(
     step_fn,
     prompt,
@@ -424,6 +438,7 @@ def beam_search(
     eos_id=None,
     pad_id=0,
     return_all_beams=False,
+    compiled=False,
 ):
     """Beam search with GNMT's length penalty.
 
@@ -440,6 +455,13 @@ def beam_search(
         beam_width: a positive integer; 1 is greedy decoding.
         length_penalty_alpha: alpha >= 0.
         return_all_beams: return every beam, best first.
+        compiled: the loop will be compiled by XLA. The k best candidates
+            of a step are then found by k rounds of argmax per beam and
+            across beams (XLA fuses each round into one pass over the
+            logits), not by `top_k`, which XLA on CPU lowers to a full
+            sort of the (batch, beam_width * vocab) scores at every step.
+            The same candidates either way (ties: the lower beam, then the
+            lower token, as `top_k`).
 
     Returns:
         `(sequences, scores)`: int32 (batch, max_length) and float32
@@ -482,8 +504,7 @@ def beam_search(
         # A finished beam extends only with padding, at no cost.
         pad_row = ops.where(ops.arange(vocab) == pad_id, 0.0, -1e9)
         logp = ops.where(ops.expand_dims(done, 1), pad_row[None], logp)
-        total = ops.reshape(ops.expand_dims(scores, 1) + logp, (batch, k * vocab))
-        best, flat = ops.top_k(total, k)  # (batch, k)
+        best, flat = _best_candidates(ops.expand_dims(scores, 1) + logp, batch, k, compiled)
         parent = flat // vocab + ops.expand_dims(ops.arange(batch) * k, 1)
         parent = ops.reshape(parent, (-1,))
         chosen = ops.cast(ops.reshape(flat % vocab, (-1,)), "int32")

@@ -1,9 +1,12 @@
 """Export (TensorFlow-specific code lives here, not in layers).
 
-- `saved_model(model, path, signatures=[...])` (TF Serving layout): the
-  writer; the signatures are objects from `seqkeras.export.signatures`
-  (`Forward`, `Generate`, `GenerateBeam`, `GenerateText`, `ServeText`,
-  `Tag`, `Translate`).
+- `saved_model(model, path, signatures=[...], jit_compile=False)` (TF
+  Serving layout): the writer; the signatures are objects from
+  `seqkeras.export.signatures` (`Forward`, `Generate`, `GenerateBeam`,
+  `GenerateText`, `ServeText`, `Tag`, `Translate`); a `transformer_seq2seq`
+  decodes through `serving_decoder.TransformerServingDecoder`, or, with
+  `jit_compile=True`, in one XLA cluster per signature.
+  `batching_parameters(path)` writes TF Serving's batching file.
 - `tflite(model, path)` (builtin ops only, optional quantization),
   `onnx(model, path)` (tf2onnx, opset 17), `streaming_tflite(model,
   path)` (one-step TFLite models for recurrent models).
@@ -28,6 +31,7 @@ from seqkeras.export.audit import fresh_translate
 from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
 from seqkeras.export.files import next_version
+from seqkeras.export.saved_model import batching_parameters
 from seqkeras.export.saved_model import saved_model
 from seqkeras.export.signatures import serving_function
 from seqkeras.export.streaming import streaming_tflite
@@ -41,6 +45,7 @@ from seqkeras.export.verify import export_and_verify
 __all__ = [
     "NotServable",
     "assert_servable",
+    "batching_parameters",
     "audit_serving",
     "convert_builtin",
     "export_and_verify",

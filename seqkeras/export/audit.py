@@ -53,29 +53,76 @@ TF_SERVING_TF_TEXT_OPS = frozenset(
 )
 
 
-def serving_ops(path):
-    """Every op in a SavedModel's graphs (all signatures and library
-    functions; calls of library functions themselves excluded)."""
+def _graphs(path):
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
     with open(os.path.join(str(path), "saved_model.pb"), "rb") as f:
         saved.ParseFromString(f.read())
+    return [graph.graph_def for graph in saved.meta_graphs]
+
+
+def _called(function, library):
+    """Names of the library functions `function`'s nodes call (as ops or
+    through function-valued attributes: a while loop's body, a call)."""
+    names = set()
+    for node in function.node_def:
+        if node.op in library:
+            names.add(node.op)
+        for value in node.attr.values():
+            if value.HasField("func"):
+                names.add(value.func.name)
+            names |= {f.name for f in value.list.func}
+    return names & set(library)
+
+
+def xla_compiled_functions(path):
+    """Names of the SavedModel's library functions that XLA compiles whole
+    (`tf.function(jit_compile=True)`: attribute `_XlaMustCompile`) and of
+    every function they call: the XLA clusters."""
+    found = set()
+    for graph in _graphs(path):
+        library = {f.signature.name: f for f in graph.library.function}
+        todo = [
+            name
+            for name, f in library.items()
+            if f.attr.get("_XlaMustCompile") is not None and f.attr["_XlaMustCompile"].b
+        ]
+        while todo:
+            name = todo.pop()
+            if name not in found:
+                found.add(name)
+                todo += _called(library[name], library)
+    return found
+
+
+def serving_ops(path, compiled=None):
+    """Every op in a SavedModel's graphs (all signatures and library
+    functions; calls of library functions themselves excluded). With
+    `compiled` True: only the ops inside XLA clusters
+    (`xla_compiled_functions`); False: only those outside."""
+    clusters = xla_compiled_functions(path) if compiled is not None else set()
     ops = set()
-    for graph in saved.meta_graphs:
-        library = {f.signature.name for f in graph.graph_def.library.function}
-        ops |= {n.op for n in graph.graph_def.node}
-        for function in graph.graph_def.library.function:
-            ops |= {n.op for n in function.node_def}
+    for graph in _graphs(path):
+        library = {f.signature.name for f in graph.library.function}
+        if not compiled:
+            ops |= {n.op for n in graph.node}
+        for function in graph.library.function:
+            if compiled is None or (function.signature.name in clusters) == compiled:
+                ops |= {n.op for n in function.node_def}
         ops -= library
     return ops
 
 
 def audit_serving(path):
-    """A dict: `ops` (sorted), `xla` (XLA-only ops), `tf_text` (the TF Text
-    ops used), `tf_text_unsupported` (TF Text ops the model server does not
-    register) and `no_kernel` (core ops without a CPU kernel). All three
-    lists empty: the TF Serving binary can load the graph.
+    """A dict: `ops` (sorted), `xla` (XLA-only ops outside XLA clusters),
+    `xla_compiled` (the functions XLA compiles whole: a SavedModel written
+    with `jit_compile=True`; TF Serving runs them only with
+    `--xla_cpu_compilation_enabled=true`), `tf_text` (the TF Text ops
+    used), `tf_text_unsupported` (TF Text ops the model server does not
+    register) and `no_kernel` (core ops without a CPU kernel, outside XLA
+    clusters). `xla`, `tf_text_unsupported` and `no_kernel` empty: the TF
+    Serving binary can load the graph.
 
     Example:
 
@@ -92,6 +139,8 @@ def audit_serving(path):
     import tensorflow as tf
 
     ops = serving_ops(path)
+    clusters = xla_compiled_functions(path)
+    outside = serving_ops(path, compiled=False) if clusters else ops
     text_ops = sorted(
         op
         for op in ops
@@ -114,10 +163,11 @@ def audit_serving(path):
 
     return {
         "ops": sorted(ops),
-        "xla": sorted(op for op in ops if op.startswith("Xla")),
+        "xla": sorted(op for op in outside if op.startswith("Xla")),
+        "xla_compiled": sorted(clusters),
         "tf_text": text_ops,
         "tf_text_unsupported": [op for op in text_ops if op not in TF_SERVING_TF_TEXT_OPS],
-        "no_kernel": sorted(op for op in ops if op not in text_ops and not has_cpu_kernel(op)),
+        "no_kernel": sorted(op for op in outside if op not in text_ops and not has_cpu_kernel(op)),
     }
 
 
@@ -125,13 +175,15 @@ class NotServable(ValueError):
     """A SavedModel the TF Serving binary would refuse."""
 
 
-def assert_servable(path):
+def assert_servable(path, xla_jit=False):
     """The audit of `path` (`audit_serving`) when the TF Serving binary
     can load it: no XLA-only op, no TF Text op the server does not
     register, a CPU kernel for every other op. Otherwise raises
     `NotServable` (a ValueError) naming the offending ops. The one
     servability rule: the exporters' callers, the apps and the tests
-    check with it.
+    check with it. A SavedModel with XLA clusters (`saved_model(...,
+    jit_compile=True)`) is refused unless `xla_jit` (the server then
+    needs `--xla_cpu_compilation_enabled=true`).
 
     Example:
 
@@ -148,8 +200,12 @@ def assert_servable(path):
     problems = {
         key: report[key] for key in ("xla", "tf_text_unsupported", "no_kernel") if report[key]
     }
+    if report["xla_compiled"] and not xla_jit:
+        problems["xla_compiled"] = report["xla_compiled"]
     if problems:
         what = {
+            "xla_compiled": "functions compiled by XLA (TF Serving runs them only with "
+            "--xla_cpu_compilation_enabled=true; pass xla_jit=True to accept them)",
             "xla": "XLA-only ops",
             "tf_text_unsupported": "TF Text ops TF Serving does not register",
             "no_kernel": "ops without a CPU kernel",

@@ -34,7 +34,7 @@ def _signature_objects(signatures):
     return signatures
 
 
-def saved_model(model, path, signatures=None, overwrite=False, target="serving"):
+def saved_model(model, path, signatures=None, overwrite=False, target="serving", jit_compile=False):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature
     whose inputs and outputs carry the model's names (`token_ids` ->
@@ -71,6 +71,11 @@ def saved_model(model, path, signatures=None, overwrite=False, target="serving")
             "`saved_model` received an invalid value for `target`: expected "
             f"one of {export_targets.TARGETS}. Received: target={target!r}"
         )
+    if not isinstance(jit_compile, bool):
+        raise ValueError(
+            "`saved_model` received an invalid value for `jit_compile`: expected True or False. "
+            f"Received: jit_compile={jit_compile!r}"
+        )
     signatures = _signature_objects(signatures)
     refuse_stateful("saved_model", model)
     path = files.check_target("saved_model", path, overwrite, want="dir")
@@ -82,7 +87,7 @@ def saved_model(model, path, signatures=None, overwrite=False, target="serving")
             check = target == "serving"  # TFLite has no Assert op
             functions, resources = {}, []
             for signature in signatures:
-                built = signature(model, check=check)
+                built = signature(model, check=check, jit_compile=jit_compile)
                 repeated = sorted(set(built) & set(functions))
                 if repeated:
                     raise ValueError(
@@ -106,4 +111,65 @@ def saved_model(model, path, signatures=None, overwrite=False, target="serving")
     return path
 
 
-__all__ = ["saved_model"]
+#: TF Serving's defaults for a 2-core CPU server of a decoding signature:
+#: requests wait at most 5 ms to be batched up to 32 sentences, one batch
+#: runs at a time (its ops use both cores), and a batch is padded up to the
+#: next allowed size (the signature's input is a (batch,) string vector,
+#: so no length padding is needed)
+BATCHING_DEFAULTS = dict(
+    max_batch_size=32,
+    batch_timeout_micros=5000,
+    max_enqueued_batches=64,
+    num_batch_threads=1,
+    allowed_batch_sizes=(1, 2, 4, 8, 16, 32),
+)
+
+
+def batching_parameters(path, **options):
+    """Writes TF Serving's `--batching_parameters_file` (a text
+    `BatchingParameters` proto) to `path` and returns its text: the server
+    started with `--enable_batching --batching_parameters_file=PATH`
+    merges concurrent requests into batches of the allowed sizes.
+
+    Args:
+        path: the file to write.
+        **options: `max_batch_size`, `batch_timeout_micros`,
+            `max_enqueued_batches`, `num_batch_threads`,
+            `allowed_batch_sizes` (increasing, the last equal to
+            `max_batch_size`); defaults `BATCHING_DEFAULTS`.
+
+    Example:
+
+    >>> import tempfile, os
+    >>> from seqkeras.export import batching_parameters
+    >>> text = batching_parameters(os.path.join(tempfile.mkdtemp(), "b.txt"))
+    >>> text.splitlines()[0]
+    'max_batch_size { value: 32 }'
+    """
+    unknown = sorted(set(options) - set(BATCHING_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"`batching_parameters` takes {sorted(BATCHING_DEFAULTS)}. Received: {unknown}"
+        )
+    given = {**BATCHING_DEFAULTS, **options}
+    allowed = [int(b) for b in given.pop("allowed_batch_sizes")]
+    for name, value in given.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(
+                f"`batching_parameters` received an invalid value for `{name}`: expected a "
+                f"positive integer. Received: {name}={value!r}"
+            )
+    if not allowed or allowed != sorted(set(allowed)) or allowed[-1] != given["max_batch_size"]:
+        raise ValueError(
+            "`batching_parameters` expects `allowed_batch_sizes` increasing and ending at "
+            f"max_batch_size={given['max_batch_size']}. Received: {allowed}"
+        )
+    lines = [f"{name} {{ value: {value} }}" for name, value in given.items()]
+    lines += [f"allowed_batch_sizes: {b}" for b in allowed]
+    text = "\n".join(lines) + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
+
+
+__all__ = ["BATCHING_DEFAULTS", "batching_parameters", "saved_model"]

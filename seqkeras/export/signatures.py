@@ -51,8 +51,12 @@ class Signature:
     they add) and implement `build(model, check)`."""
 
     names = ()
+    #: set by the writer (`saved_model(..., jit_compile=True)`): decoding
+    #: loops become one XLA cluster each
+    jit_compile = False
 
-    def __call__(self, model, check=True):
+    def __call__(self, model, check=True, jit_compile=False):
+        self.jit_compile = bool(jit_compile)
         return self.build(model, check)
 
     def build(self, model, check):
@@ -118,35 +122,59 @@ def _generation_input(model):
     return conditioning, tf.TensorSpec(spec.shape, spec.dtype, name=conditioning)
 
 
-def _decoder(model, max_length, eos_id):
-    """`decode(inputs, strategy, **options)`: `seqkeras.models.generate`
-    on the conditioning input, or continuing a prompt."""
+_SOURCE_BUCKET = 16
+
+
+def _decoder(model, max_length, eos_id, jit_compile=False):
+    """`(decode, resources)`: `decode(inputs, strategy, **options)` runs
+    `seqkeras.models.generate` on the conditioning input (or continuing a
+    prompt), in a function XLA compiles whole with `jit_compile`.
+    Without it, a `transformer_seq2seq` model's greedy and beam decoding
+    run `TransformerServingDecoder` (a loop laid out for TensorFlow's
+    executor; the same outputs), whose fused weights are `resources`."""
+    from seqkeras.export import serving_decoder
     from seqkeras.models.generation import generate
 
     conditioned = getattr(model, "conditioning_input", None) is not None
+    fast = None
+    if not jit_compile and serving_decoder.supports(model):
+        fast = serving_decoder.TransformerServingDecoder(model)
+
+    def run(inputs, strategy, **kwargs):
+        if fast is not None and strategy in ("greedy", "beam") and "prompt_lengths" not in kwargs:
+            return fast.decode(
+                inputs,
+                max_length,
+                beam_width=kwargs.get("beam_width", 1) if strategy == "beam" else 1,
+                length_penalty_alpha=kwargs.get("length_penalty_alpha", 0.0),
+                eos_id=eos_id,
+            )
+        options = dict(max_length=max_length, strategy=strategy, eos_id=eos_id, **kwargs)
+        if conditioned:
+            return generate(model, inputs, jit_compile=jit_compile, **options)
+        return generate(model, prompt=inputs, jit_compile=jit_compile, **options)
+
+    if not jit_compile:
+        return run, [fast] if fast is not None else []
+    compiled = {}
 
     def decode(inputs, strategy, **kwargs):
-        if conditioned:
-            return generate(
-                model,
-                inputs,
-                max_length=max_length,
-                strategy=strategy,
-                eos_id=eos_id,
-                jit_compile=False,
-                **kwargs,
-            )
-        return generate(
-            model,
-            prompt=inputs,
-            max_length=max_length,
-            strategy=strategy,
-            eos_id=eos_id,
-            jit_compile=False,
-            **kwargs,
-        )
+        if conditioned and inputs.dtype.is_integer:
+            # XLA compiles one program per input shape: source ids padded
+            # to a multiple of 16 tokens (masked) bound the programs per
+            # batch size to max_source_length / 16
+            width = tf.shape(inputs)[1]
+            inputs = tf.pad(inputs, [[0, 0], [0, (-width) % _SOURCE_BUCKET]])
+        key = (strategy, tuple(sorted(kwargs)))
+        if key not in compiled:  # one XLA cluster per strategy
 
-    return decode
+            def loop(inputs, *values):
+                return run(inputs, strategy, **dict(zip(sorted(kwargs), values)))
+
+            compiled[key] = tf.function(loop, jit_compile=True)
+        return compiled[key](inputs, *[kwargs[k] for k in sorted(kwargs)])
+
+    return decode, []
 
 
 class _Generation(Signature):
@@ -162,7 +190,8 @@ class _Generation(Signature):
         check_generative(
             self.where, model, "generate signatures need a generative model: one that implements"
         )
-        return _generation_input(model), _decoder(model, self.max_length, self.eos_id)
+        decode, resources = _decoder(model, self.max_length, self.eos_id, self.jit_compile)
+        return _generation_input(model), decode, resources
 
 
 class Generate(_Generation):
@@ -172,7 +201,7 @@ class Generate(_Generation):
     names = ("generate",)
 
     def build(self, model, check=True):
-        (name, spec), decode = self._prepare(model)
+        (name, spec), decode, resources = self._prepare(model)
         fed = {"prompt_ids": model.prompt_input}
 
         @tf.function(input_signature=[{name: spec}])
@@ -181,7 +210,7 @@ class Generate(_Generation):
                 inputs = checked_inputs(model, inputs, "generate", fed)
             return {"ids": decode(inputs[name], "greedy")}
 
-        return Functions({"generate": greedy})
+        return Functions({"generate": greedy}, resources)
 
 
 class GenerateBeam(_Generation):
@@ -195,7 +224,7 @@ class GenerateBeam(_Generation):
         self.length_penalty_alpha = length_penalty_alpha
 
     def build(self, model, check=True):
-        (name, spec), decode = self._prepare(model)
+        (name, spec), decode, resources = self._prepare(model)
         fed = {"prompt_ids": model.prompt_input}
 
         @tf.function(input_signature=[{name: spec}])
@@ -210,7 +239,7 @@ class GenerateBeam(_Generation):
             )
             return {"ids": ids, "scores": scores}
 
-        return Functions({"generate_beam": beam})
+        return Functions({"generate_beam": beam}, resources)
 
 
 class GenerateText(_Generation):
@@ -232,7 +261,7 @@ class GenerateText(_Generation):
         return _generation_input(model)[1].dtype.is_integer
 
     def build(self, model, check=True):
-        (_, spec), decode = self._prepare(model)
+        (_, spec), decode, resources = self._prepare(model)
         if not spec.dtype.is_integer:
             raise ValueError(
                 "`GenerateText` needs a model conditioned on token ids or "
@@ -263,7 +292,7 @@ class GenerateText(_Generation):
             pieces = tf.where(keep, tf.gather(tokens, out), "")
             return {"text": tf.strings.reduce_join(pieces, axis=1)}
 
-        return Functions({"generate_text": text}, [table])
+        return Functions({"generate_text": text}, [table] + resources)
 
 
 def generation(max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None, vocabulary=None):
@@ -500,7 +529,7 @@ class Translate(Signature):
         self.eos_id = EOS if eos_id is None else eos_id
 
     def build(self, model, check=True):
-        from seqkeras.models.generation import check_generative, generate
+        from seqkeras.models.generation import check_generative
 
         check_generative("saved_model (translate)", model)
         key = getattr(model, "conditioning_input", None)
@@ -518,26 +547,19 @@ class Translate(Signature):
         max_length, beam_width = self.max_length, self.beam_width
         alpha, eos_id = self.length_penalty_alpha, self.eos_id
 
+        decode, resources = _decoder(model, max_length, eos_id, self.jit_compile)
+
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def translate(inputs):
             ids = source.encode(inputs["text"], add_eos=True)
             ids = ids.to_tensor(PAD)
             if beam_width > 1:
-                out, _ = generate(
-                    model,
-                    ids,
-                    max_length=max_length,
-                    strategy="beam",
-                    beam_width=beam_width,
-                    length_penalty_alpha=alpha,
-                    eos_id=eos_id,
-                    jit_compile=False,
-                )
+                out, _ = decode(ids, "beam", beam_width=beam_width, length_penalty_alpha=alpha)
             else:
-                out = generate(model, ids, max_length=max_length, eos_id=eos_id, jit_compile=False)
+                out = decode(ids, "greedy")
             return {"text": target.decode(out[:, 1:])}  # no BOS
 
-        return Functions({"translate": translate})
+        return Functions({"translate": translate}, resources)
 
 
 __all__ = [

@@ -70,6 +70,10 @@ class RecurrentSeq2Seq(Seq2Seq):
     streams one token at a time."""
 
     streamable = True
+    #: with attention, `init_cache(...)[1:]` (memory, mask) is the same for
+    #: every beam of a source (see `TransformerSeq2Seq.shared_cache_index`);
+    #: without, the cache is the states alone (1 == its length).
+    shared_cache_index = 1
 
     @property
     def _attention(self):
@@ -105,6 +109,11 @@ class TransformerSeq2Seq(Seq2Seq):
     None: tied). The cache is the self-attention key/value caches, the
     cross-attention keys and values (projected once), the memory and its
     mask."""
+
+    #: `init_cache(...)[1:]` (cross-attention keys and values, memory,
+    #: mask) is the same for every beam of a source: beam search tiles it
+    #: once and does not reorder it (`generate`).
+    shared_cache_index = 1
 
     @property
     def max_generation_length(self):

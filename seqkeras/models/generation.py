@@ -24,6 +24,7 @@ layers (no copies):
 
 import keras
 from keras import ops
+from keras import tree
 
 from seqkeras import decoding
 from seqkeras.data.tokens import BOS, EOS, PAD
@@ -202,8 +203,16 @@ def generate(
                 step, prompt, cache, max_length, eos_id, pad_id, prompt_lengths=lengths, **kwargs
             )
         if strategy == "beam":
+            beam_step, cache = _beam_cache(model, step, cache, kwargs.get("beam_width", 4))
             return decoding.beam_search(
-                step, prompt, cache, max_length, eos_id=eos_id, pad_id=pad_id, **kwargs
+                beam_step,
+                prompt,
+                cache,
+                max_length,
+                eos_id=eos_id,
+                pad_id=pad_id,
+                compiled=compiled,
+                **kwargs,
             )
         return decoding.sample(
             step,
@@ -240,11 +249,31 @@ def generate(
                 f"{tuple(prompt.shape)}"
             )
     jit = _jit_choice(model, jit_compile)  # validated on every backend and in every context
+    # the loop is compiled: XLA (TensorFlow), jax.jit (JAX)
+    compiled = jit or keras.backend.backend() == "jax"
     if keras.backend.backend() == "tensorflow" and _executing_eagerly():
         key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit)
         run = _compiled(model, run, key + (tuple(sorted(kwargs.items())),), jit)
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
+
+
+def _beam_cache(model, step, cache, beam_width):
+    """`(step, cache)` for beam search: a model whose `shared_cache_index`
+    is `n` keeps `cache[n:]` (the encoder outputs, their projections, the
+    source mask: the same for every beam of a source) out of the loop
+    state, tiled once for the beams and never reordered; the loop carries
+    and reorders `cache[:n]` only."""
+    n = getattr(model, "shared_cache_index", None)
+    if n is None or n >= len(cache):
+        return step, cache
+    shared = tree.map_structure(lambda c: ops.repeat(c, beam_width, axis=0), list(cache[n:]))
+
+    def beam_step(tokens, varying, index):
+        logits, full = step(tokens, list(varying) + shared, index)
+        return logits, list(full[:n])
+
+    return beam_step, list(cache[:n])
 
 
 def _check_conditioning(model, name, inputs, sizes):

@@ -270,6 +270,12 @@ def test_export_serves_the_same_strings(trained, data, tmp_path, capsys):
     assert code == 0, err
     assert "8/8 strings equal to Keras" in out
     assert "XLA-only: none" in out
+    # the XLA-compiled variant serves the same strings, and the batching file
+    assert "translate signature (XLA-compiled) in a process without seqkeras: 8/8" in out
+    report = json.loads((tmp_path / "e" / "report.json").read_text())
+    assert report["translate_xla_fresh_process_equal"] == "8/8"
+    batching = (tmp_path / "e" / "batching_parameters.txt").read_text()
+    assert "max_batch_size { value: 32 }" in batching
     report = json.loads((tmp_path / "e" / "report.json").read_text())
     assert report["tflite_step_max_abs_diff"] < 1e-4
     tflite_dir = os.path.dirname(report["tflite"])

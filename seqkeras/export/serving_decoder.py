@@ -1,0 +1,459 @@
+"""A Transformer encoder-decoder's decoding loop laid out for serving
+without XLA: the graph the `translate`, `generate` and `generate_beam`
+signatures of a `transformer_seq2seq` model run by default.
+
+`seqkeras.decoding` is written once for every backend and for XLA: fixed
+shapes, a `max_length` key/value cache written with a scatter, and every
+cache leaf (the cross-attention keys and values and the encoder outputs
+too) reordered with a gather at every beam step. Under XLA those copies
+fuse; in a plain TensorFlow graph each is an op of its own that copies
+the whole buffer, and each op costs the executor's dispatch time. This
+module is TensorFlow code (it lives in `seqkeras.export`) that decodes
+the same way (the same beam search, scores and stopping rule; outputs
+equal to `seqkeras.models.generate`) with fewer and smaller ops per step:
+
+- one (d, 3d) matrix product for the self-attention queries, keys and
+  values, and the cross-attention keys and values of all blocks
+  projected by one product per request (the weights concatenated once,
+  at export);
+- caches that grow by one position per step (a `tf.while_loop` with a
+  variable time axis), so attention and the beam reordering touch the
+  `t` positions decoded so far, not `max_length`;
+- the cross-attention keys and values and the source mask are computed
+  once per request and never reordered (every beam of a sentence shares
+  them);
+- greedy decoding as its own loop, without beam bookkeeping;
+- the loop stops when every row has ended.
+
+The layer norms and the feed-forward layers are the model's own Keras
+layers, called on (rows, d) tensors.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from seqkeras.data.tokens import BOS, PAD
+
+_ACTIVATIONS = {
+    "relu": tf.nn.relu,
+    "gelu": lambda x: tf.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
+}
+
+
+def supports(model):
+    """Whether `model` is a `transformer_seq2seq` model this module
+    decodes (its parts: embedding, positions, decoder blocks with
+    cross-attention)."""
+    from seqkeras.models.encoder_decoder import TransformerSeq2Seq
+
+    if not isinstance(model, TransformerSeq2Seq):
+        return False
+    blocks = model.part("blocks") or []
+    return bool(blocks) and all(getattr(b, "has_cross_attention", False) for b in blocks)
+
+
+def _flat(kernel):
+    """A (d_in, heads, head_dim) kernel as (d_in, heads * head_dim)."""
+    value = np.asarray(kernel)
+    return value.reshape(value.shape[0], -1)
+
+
+def _bias(bias, size):
+    return np.zeros((size,), "float32") if bias is None else np.asarray(bias).reshape(-1)
+
+
+class TransformerServingDecoder(tf.Module):
+    """The decoding loop of a `transformer_seq2seq` model in plain
+    TensorFlow ops (see the module docstring).
+
+    Args:
+        model: a `TransformerSeq2Seq` (`supports(model)`).
+
+    Call `decode(source_ids, max_length, beam_width=1,
+    length_penalty_alpha=0.0, eos_id=EOS)` inside a traced function: int32
+    (batch, max_length) ids, BOS first (beam search: also the scores), as
+    `seqkeras.models.generate`.
+    """
+
+    def __init__(self, model):
+        super().__init__(name="serving_decoder")
+        if not supports(model):
+            raise ValueError(
+                "`TransformerServingDecoder` decodes `transformer_seq2seq` "
+                f"models. Received: {getattr(model, 'name', model)!r} ({type(model).__name__})"
+            )
+        self._model = [model]  # a list: not tracked twice (the writer tracks the model)
+        blocks = model.part("blocks")
+        attention = blocks[0].self_attention
+        self.num_heads, self.head_dim = attention.num_heads, attention.key_dim
+        self.width = self.num_heads * self.head_dim
+        self.norm_first = blocks[0].norm_first
+        self.activation = blocks[0].activation
+        self.scale = 1.0 / float(np.sqrt(self.head_dim))
+        qkv, self_out, cross_q, cross_kv, cross_out = [], [], [], [], []
+        for block in blocks:
+            sa, ca = block.self_attention, block.cross_attention
+            for layer in (sa, ca):
+                if layer.key_dim != layer.value_dim:
+                    raise ValueError(
+                        "`TransformerServingDecoder` needs key_dim == value_dim. "
+                        f"Received: {layer.key_dim} and {layer.value_dim} in {block.name!r}"
+                    )
+            w = self.width
+            qkv.append(
+                (
+                    np.concatenate(
+                        [_flat(sa.query_kernel), _flat(sa.key_kernel), _flat(sa.value_kernel)], 1
+                    ),
+                    np.concatenate(
+                        [
+                            _bias(sa.query_bias, w),
+                            _bias(sa.key_bias, w),
+                            _bias(sa.value_bias, w),
+                        ]
+                    ),
+                )
+            )
+            self_out.append((_out(sa), _bias(sa.output_bias, _out(sa).shape[1])))
+            cross_q.append((_flat(ca.query_kernel), _bias(ca.query_bias, w)))
+            cross_kv.append(
+                (
+                    np.concatenate([_flat(ca.key_kernel), _flat(ca.value_kernel)], 1),
+                    np.concatenate([_bias(ca.key_bias, w), _bias(ca.value_bias, w)]),
+                )
+            )
+            cross_out.append((_out(ca), _bias(ca.output_bias, _out(ca).shape[1])))
+
+        def variables(pairs, name):
+            return [
+                (
+                    tf.Variable(k.astype("float32"), trainable=False, name=f"{name}_{i}_kernel"),
+                    tf.Variable(b.astype("float32"), trainable=False, name=f"{name}_{i}_bias"),
+                )
+                for i, (k, b) in enumerate(pairs)
+            ]
+
+        self.self_qkv = variables(qkv, "self_qkv")
+        self.self_output = variables(self_out, "self_output")
+        self.cross_query = variables(cross_q, "cross_query")
+        self.cross_output = variables(cross_out, "cross_output")
+        # every block's cross-attention keys and values: one product per request
+        self.cross_kv_kernel = tf.Variable(
+            np.concatenate([k for k, _ in cross_kv], 1).astype("float32"),
+            trainable=False,
+            name="cross_kv_kernel",
+        )
+        self.cross_kv_bias = tf.Variable(
+            np.concatenate([b for _, b in cross_kv]).astype("float32"),
+            trainable=False,
+            name="cross_kv_bias",
+        )
+        dense = model.part("logits")
+        embedding = model.part("embedding")
+        if dense is None:  # tied: h @ E^T, E^T laid out once
+            self.output_kernel = tf.Variable(
+                np.asarray(embedding.embeddings).T.copy(), trainable=False, name="output_kernel"
+            )
+            self.output_bias = None
+        else:
+            self.output_kernel = tf.Variable(
+                np.asarray(dense.kernel), trainable=False, name="output_kernel"
+            )
+            self.output_bias = (
+                None
+                if dense.bias is None
+                else tf.Variable(np.asarray(dense.bias), trainable=False, name="output_bias")
+            )
+        positions = model.part("positions")
+        limit = getattr(positions, "max_length", None)
+        self.max_positions = limit
+        if hasattr(positions, "encoding"):  # sinusoidal: a table of the code
+            self.scale_inputs = positions.scale_inputs
+            self.position_table = None
+        else:
+            self.scale_inputs = False
+            self.position_table = positions.embeddings
+
+    @property
+    def model(self):
+        return self._model[0]
+
+    # -- pieces ------------------------------------------------------------
+
+    def _positions(self, max_length):
+        """(max_length, d) position code (compute dtype)."""
+        model = self.model
+        positions = model.part("positions")
+        d = self.output_kernel.shape[0]
+        if self.position_table is not None:
+            return tf.convert_to_tensor(self.position_table)[:max_length]
+        return tf.convert_to_tensor(positions.encoding(max_length, d))
+
+    def _heads(self, x):
+        """(rows, heads * dim) -> (rows, heads, 1, dim)."""
+        return tf.reshape(x, [-1, self.num_heads, 1, self.head_dim])
+
+    def _attend(self, q, k, v, bias=None):
+        """q (rows, heads, 1, dim) over k, v (rows, heads, t, dim) ->
+        (rows, heads * dim)."""
+        logits = tf.matmul(q * self.scale, k, transpose_b=True)
+        if bias is not None:
+            logits = logits + bias
+        weights = tf.nn.softmax(tf.cast(logits, tf.float32))
+        context = tf.matmul(tf.cast(weights, v.dtype), v)
+        return tf.reshape(context, [-1, self.width])
+
+    def _sublayer(self, x, norm, fn):
+        if self.norm_first:
+            return x + fn(norm(x))
+        return norm(x + fn(x))
+
+    def _step(self, tokens, index, caches, cross, bias, table, weights):
+        """One decoding step for (rows,) tokens at position `index`:
+        `(float32 logits (rows, vocab), caches)`."""
+        model = self.model
+        embedding = model.part("embedding")
+        x = tf.gather(weights["embedding"], tokens)
+        if self.scale_inputs:
+            x = x * tf.cast(tf.sqrt(float(x.shape[-1])), x.dtype)
+        x = x + tf.cast(table[index], x.dtype)
+        del embedding
+        new_caches = []
+        for i, block in enumerate(model.part("blocks")):
+            (k_cache, v_cache), (k_cross, v_cross) = caches[i], cross[i]
+            qkv_w, qkv_b = weights["self_qkv"][i]
+            out_w, out_b = weights["self_output"][i]
+
+            def self_attend(h, qkv_w=qkv_w, qkv_b=qkv_b, out_w=out_w, out_b=out_b, i=i):
+                q, k, v = tf.split(tf.matmul(h, qkv_w) + qkv_b, 3, axis=1)
+                k_all = tf.concat([k_cache, self._heads(k)], axis=2)
+                v_all = tf.concat([v_cache, self._heads(v)], axis=2)
+                new_caches.append((k_all, v_all))
+                return tf.matmul(self._attend(self._heads(q), k_all, v_all), out_w) + out_b
+
+            x = self._sublayer(x, block.self_attention_layer_norm, self_attend)
+            cq_w, cq_b = weights["cross_query"][i]
+            co_w, co_b = weights["cross_output"][i]
+
+            def cross_attend(h, cq_w=cq_w, cq_b=cq_b, co_w=co_w, co_b=co_b, kc=k_cross, vc=v_cross):
+                q = self._heads(tf.matmul(h, cq_w) + cq_b)
+                return tf.matmul(self._attend(q, kc, vc, bias), co_w) + co_b
+
+            x = self._sublayer(x, block.cross_attention_layer_norm, cross_attend)
+
+            def feedforward(h, block=block):
+                return block.feedforward_output_dense(block.feedforward_intermediate_dense(h))
+
+            x = self._sublayer(x, block.feedforward_layer_norm, feedforward)
+        norm = model.part("norm")
+        if norm is not None:
+            x = norm(x)
+        logits = tf.matmul(x, weights["output_kernel"])
+        if weights["output_bias"] is not None:
+            logits = logits + weights["output_bias"]
+        return tf.cast(logits, tf.float32), new_caches
+
+    def _weights(self):
+        """The fused weights cast to the compute dtype once per request
+        (outside the loop)."""
+        dtype = self.model.dtype_policy.compute_dtype
+
+        def cast(v):
+            return None if v is None else tf.cast(v, dtype)
+
+        return {
+            "embedding": cast(self.model.part("embedding").embeddings),
+            "self_qkv": [(cast(k), cast(b)) for k, b in self.self_qkv],
+            "self_output": [(cast(k), cast(b)) for k, b in self.self_output],
+            "cross_query": [(cast(k), cast(b)) for k, b in self.cross_query],
+            "cross_output": [(cast(k), cast(b)) for k, b in self.cross_output],
+            "output_kernel": cast(self.output_kernel),
+            "output_bias": cast(self.output_bias),
+        }
+
+    def _start(self, source_ids, rows_per_source, weights):
+        """The per-request state: empty self-attention caches, the cross-
+        attention keys and values of every block (computed once, repeated
+        for the beams), the source mask as an additive bias."""
+        model = self.model
+        memory = model._encode("memory", source_ids)[0]  # the model's own encoder
+        batch, length = tf.shape(memory)[0], tf.shape(memory)[1]
+        dtype = self.model.dtype_policy.compute_dtype
+        flat = tf.reshape(memory, [-1, memory.shape[-1]])
+        kv = tf.matmul(flat, tf.cast(self.cross_kv_kernel, dtype)) + tf.cast(
+            self.cross_kv_bias, dtype
+        )
+        blocks = len(model.part("blocks"))
+        # (batch, S, blocks * 2 * heads * dim) -> (2 * blocks, batch, heads, S, dim)
+        kv = tf.reshape(kv, [batch, length, 2 * blocks, self.num_heads, self.head_dim])
+        kv = tf.transpose(kv, [2, 0, 3, 1, 4])
+        if rows_per_source > 1:
+            kv = tf.repeat(kv, rows_per_source, axis=1)
+        cross = [(kv[2 * i], kv[2 * i + 1]) for i in range(blocks)]
+        visible = tf.not_equal(source_ids, PAD)
+        bias = tf.where(visible, 0.0, -1e9)[:, None, None, :]
+        if rows_per_source > 1:
+            bias = tf.repeat(bias, rows_per_source, axis=0)
+        rows = batch * rows_per_source
+        empty = tf.zeros([rows, self.num_heads, 0, self.head_dim], dtype)
+        caches = [(empty, empty) for _ in range(blocks)]
+        return caches, cross, tf.cast(bias, dtype), rows
+
+    def _invariants(self, caches):
+        shape = tf.TensorShape([None, self.num_heads, None, self.head_dim])
+        return [(shape, shape) for _ in caches]
+
+    # -- decoding ----------------------------------------------------------
+
+    def decode(
+        self,
+        source_ids,
+        max_length,
+        beam_width=1,
+        length_penalty_alpha=0.0,
+        eos_id=None,
+        pad_id=PAD,
+        bos_id=BOS,
+    ):
+        """Greedy decoding (`beam_width=1`: ids (batch, max_length)) or
+        beam search (ids (batch, max_length), float32 scores (batch,)), as
+        `seqkeras.models.generate` with the default prompt `[[bos_id]]`."""
+        if self.max_positions is not None and max_length > self.max_positions:
+            raise ValueError(
+                f"`TransformerServingDecoder`: max_length={max_length} is more than the "
+                f"model's {self.max_positions} learned positions"
+            )
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        weights = self._weights()
+        table = self._positions(max_length)
+        if beam_width == 1:
+            return self._greedy(source_ids, max_length, eos_id, pad_id, bos_id, weights, table)
+        return self._beam(
+            source_ids,
+            max_length,
+            beam_width,
+            length_penalty_alpha,
+            eos_id,
+            pad_id,
+            bos_id,
+            weights,
+            table,
+        )
+
+    def _finish(self, tokens, max_length, pad_id):
+        """Right-pads (rows, t) tokens with `pad_id` to `max_length`."""
+        short = max_length - tf.shape(tokens)[1]
+        return tf.pad(tokens, [[0, 0], [0, short]], constant_values=pad_id)
+
+    def _greedy(self, source_ids, max_length, eos_id, pad_id, bos_id, weights, table):
+        caches, cross, bias, rows = self._start(source_ids, 1, weights)
+        tokens = tf.fill([rows, 1], tf.constant(bos_id, tf.int32))
+        done = tf.zeros([rows], tf.bool)
+        if max_length == 1:
+            return tokens
+
+        def cond(index, tokens, caches, done):
+            return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
+
+        def body(index, tokens, caches, done):
+            logits, caches = self._step(tokens[:, -1], index, caches, cross, bias, table, weights)
+            chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            nxt = tf.where(done, pad_id, chosen)
+            if eos_id is not None:
+                done = tf.logical_or(done, tf.equal(nxt, eos_id))
+            return index + 1, tf.concat([tokens, nxt[:, None]], 1), caches, done
+
+        _, tokens, _, _ = tf.while_loop(
+            cond,
+            body,
+            (tf.constant(0), tokens, caches, done),
+            shape_invariants=(
+                tf.TensorShape([]),
+                tf.TensorShape([None, None]),
+                self._invariants(caches),
+                tf.TensorShape([None]),
+            ),
+        )
+        return self._finish(tokens, max_length, pad_id)
+
+    def _beam(
+        self,
+        source_ids,
+        max_length,
+        k,
+        alpha,
+        eos_id,
+        pad_id,
+        bos_id,
+        weights,
+        table,
+    ):
+        from seqkeras.decoding import length_penalty
+
+        batch = tf.shape(source_ids)[0]
+        caches, cross, bias, rows = self._start(source_ids, k, weights)
+        tokens = tf.fill([rows, 1], tf.constant(bos_id, tf.int32))
+        # only beam 0 is live at first (seqkeras.decoding.beam_search)
+        scores = tf.tile(tf.constant([0.0] + [-1e9] * (k - 1), tf.float32), [batch])
+        done = tf.zeros([rows], tf.bool)
+        lengths = tf.zeros([rows], tf.int32)
+        vocab = self.output_kernel.shape[1]
+        pad_row = tf.where(tf.range(vocab) == pad_id, 0.0, -1e9)[None]
+        offsets = (tf.range(batch) * k)[:, None]
+
+        def cond(index, tokens, caches, scores, done, lengths):
+            return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
+
+        def body(index, tokens, caches, scores, done, lengths):
+            logits, caches = self._step(tokens[:, -1], index, caches, cross, bias, table, weights)
+            logp = tf.nn.log_softmax(logits)
+            logp = tf.where(done[:, None], pad_row, logp)
+            total = tf.reshape(scores[:, None] + logp, [batch, k * vocab])
+            best, flat = tf.math.top_k(total, k)
+            parent = tf.reshape(flat // vocab + offsets, [-1])
+            chosen = tf.reshape(flat % vocab, [-1])
+            tokens = tf.gather(tokens, parent)
+            caches = [(tf.gather(c, parent), tf.gather(v, parent)) for c, v in caches]
+            done = tf.gather(done, parent)
+            lengths = tf.gather(lengths, parent) + tf.cast(tf.logical_not(done), tf.int32)
+            nxt = tf.where(done, pad_id, chosen)
+            if eos_id is not None:
+                done = tf.logical_or(done, tf.equal(nxt, eos_id))
+            tokens = tf.concat([tokens, nxt[:, None]], 1)
+            return index + 1, tokens, caches, tf.reshape(best, [-1]), done, lengths
+
+        if max_length > 1:
+            _, tokens, _, scores, done, lengths = tf.while_loop(
+                cond,
+                body,
+                (tf.constant(0), tokens, caches, scores, done, lengths),
+                shape_invariants=(
+                    tf.TensorShape([]),
+                    tf.TensorShape([None, None]),
+                    self._invariants(caches),
+                    tf.TensorShape([None]),
+                    tf.TensorShape([None]),
+                    tf.TensorShape([None]),
+                ),
+            )
+        final = scores
+        if alpha:
+            final = scores / length_penalty(tf.maximum(lengths, 1), alpha)
+        final = tf.reshape(final, [batch, k])
+        order = tf.argsort(-final, axis=-1)  # best first, as keras.ops.argsort
+        tokens = tf.reshape(self._finish(tokens, max_length, pad_id), [batch, k, max_length])
+        best = order[:, 0]
+        return (
+            tf.gather(tokens, best, axis=1, batch_dims=1),
+            tf.gather(final, best, axis=1, batch_dims=1),
+        )
+
+
+def _out(attention):
+    """An attention layer's (heads, dim, d_out) output kernel as (heads * dim, d_out)."""
+    value = np.asarray(attention.output_kernel)
+    return value.reshape(-1, value.shape[-1])
+
+
+__all__ = ["TransformerServingDecoder", "supports"]
