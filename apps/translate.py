@@ -281,6 +281,8 @@ def export(args):
         {"source_ids": ids, "target_ids": target},
     ]
     length = config["target_length"]
+    if hasattr(model, "stream_max_length"):  # the Transformer's TFLite step pair
+        model.stream_max_length = length
     signatures = [Translate(src, tgt, length, length_penalty_alpha=args.alpha, **beam)]
     signatures += generation(length, length_penalty_alpha=args.alpha, eos_id=EOS, **beam)
     beside = [

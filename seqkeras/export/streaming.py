@@ -29,7 +29,11 @@ token. Each step is a real step: padding is not masked in a step model, so
 do not feed it. Bidirectional and Transformer encoder backbones need the
 whole sequence and cannot stream; a `transformer_language_model` (GPT-2
 included) streams one token per call with each block's key/value cache as
-states (state 0: the next token's position).
+states (state 0: the next token's position), and a `transformer_seq2seq`
+decoder likewise after `encode` (states: the position, each block's
+self-attention cache over `model.stream_max_length` positions, each
+block's cross-attention keys and values, the encoder outputs and the
+source mask; the axes that follow the source length are dynamic).
 """
 
 import os
@@ -96,6 +100,20 @@ def _functions(model):
     except ValueError as error:  # e.g. a bidirectional backbone
         raise _refusal(model, error) from None
     specs = [_spec(x, f"state_{i}") for i, x in enumerate(tree.flatten(init))]
+    if cond is not None and cond.shape[1] is None:
+        # the axes that follow the source length (encoder outputs, the
+        # cross-attention keys and values, the mask) are dynamic: those
+        # that differ from a start on a source one token longer
+        longer = ops.zeros((1, 4) + tuple(example.shape[2:]), cond.dtype)
+        other = tree.flatten(model.stream_start(longer, 1))
+        specs = [
+            tf.TensorSpec(
+                [None] + [None if a != b else a for a, b in zip(x.shape[1:], y.shape[1:])],
+                x.dtype,
+                name=f"state_{i}",
+            )
+            for i, (x, y) in enumerate(zip(tree.flatten(init), other))
+        ]
     name, shape, dtype = model.stream_input
     input_spec = tf.TensorSpec((None,) + tuple(shape), dtype, name=name)
     output = model.stream_output
@@ -146,11 +164,24 @@ def step_function(model):
     return serve, shapes
 
 
-def streaming_tflite(model, path, overwrite=False, quantize=None):
+def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=None):
     """Writes the step model as a builtin-ops TFLite file at `path`
     (signature `serving_default`; decoders also `encode`); returns
-    `(path, state_shapes)`."""
+    `(path, state_shapes)`. `max_length`: a Transformer decoder's cache
+    length (sets `model.stream_max_length`; default the model's own)."""
     path = check_target("streaming_tflite", path, overwrite)
+    if max_length is not None:
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
+            raise ValueError(
+                "`streaming_tflite` received an invalid value for `max_length`: expected a "
+                f"positive integer. Received: max_length={max_length!r}"
+            )
+        if not hasattr(model, "stream_max_length"):
+            raise ValueError(
+                f"`streaming_tflite`: `max_length` sets a Transformer decoder's cache length; "
+                f"model {getattr(model, 'name', model)!r} has none"
+            )
+        model.stream_max_length = max_length
     with export_mode("tflite"):
         encode, serve, shapes = _functions(model)
         signatures = {}

@@ -114,10 +114,45 @@ class TransformerSeq2Seq(Seq2Seq):
     #: mask) is the same for every beam of a source: beam search tiles it
     #: once and does not reorder it (`generate`).
     shared_cache_index = 1
+    streamable = True
+    #: the self-attention caches' length when streaming (the longest
+    #: output, BOS included); None: the learned positions' `max_length`
+    #: (sinusoidal positions have none: set it)
+    stream_max_length = None
 
     @property
     def max_generation_length(self):
         return getattr(self.part("positions"), "max_length", None)
+
+    def stream_start(self, inputs, batch_size):
+        """`[position, *self caches, *cross caches, memory, mask]`: the
+        next token's position (float32 (batch, 1), so that every state
+        starts at zeros), each block's self-attention cache over
+        `stream_max_length` positions, the cross-attention keys and values
+        and the encoder outputs and source mask (computed once, by the
+        step pair's `encode`)."""
+        length = self.stream_max_length or self.max_generation_length
+        if length is None:
+            raise ValueError(
+                f"model {self.name!r} streams with a bounded output: set "
+                "`model.stream_max_length` (e.g. the longest output, BOS included) or pass "
+                "`max_length` to `streaming_tflite`; sinusoidal positions have no length"
+            )
+        self_caches, cross, memory, mask = self.init_cache(inputs, batch_size, length)
+        position = ops.zeros((batch_size, 1), "float32")
+        return [position] + list(self_caches) + list(cross) + [memory, mask]
+
+    def stream_step(self, x, states):
+        """One decoder token `x` (batch,) at the position the states hold
+        -> `(logits (batch, vocab), states)`."""
+        n = len(self.part("blocks"))
+        position, memory, mask = states[0], states[-2], states[-1]
+        self_caches, cross = list(states[1 : 1 + n]), list(states[1 + n : 1 + 2 * n])
+        index = ops.cast(position[0, 0], "int32")
+        logits, (self_caches, *_) = self.call_with_cache(
+            x, [self_caches, cross, memory, mask], index
+        )
+        return logits, [position + 1.0] + list(self_caches) + cross + [memory, mask]
 
     def init_cache(self, inputs, batch_size, max_length):
         memory = self._encode("memory", inputs)[0]

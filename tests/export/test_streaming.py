@@ -88,6 +88,10 @@ def test_streaming_forecaster_ends_at_the_full_forecast(tmp_path):
             ),
             "sinusoidal",
         ),
+        (
+            lambda: seqkeras.models.transformer_seq2seq(10, 10, 8, num_heads=2, hidden_dim=8),
+            "stream_max_length",
+        ),
     ],
 )
 def test_streaming_refuses_what_cannot_stream(build, match, tmp_path):
@@ -112,10 +116,16 @@ def test_streaming_transformer_language_model_with_key_value_caches(tmp_path):
         np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["plain", "bahdanau", "luong", "conditioned"])
+@pytest.mark.parametrize("kind", ["plain", "bahdanau", "luong", "conditioned", "transformer"])
 def test_streaming_decoder_equals_the_teacher_forced_pass(kind, tmp_path):
     M = seqkeras.models
-    if kind == "conditioned":
+    length = None
+    if kind == "transformer":  # self-attention caches of 6 positions, pre-LN
+        model = M.transformer_seq2seq(20, 20, 16, num_heads=2, hidden_dim=8, norm_first=True)
+        key, length = "source_ids", 6
+        given = _tokens(2, 7, seed=3)
+        given[1, 5:] = 0
+    elif kind == "conditioned":
         model = M.conditioned_decoder(5, 20, units=6, embedding_dim=5)
         key = "features"
         given = np.random.default_rng(3).normal(size=(2, 5)).astype("float32")
@@ -129,7 +139,7 @@ def test_streaming_decoder_equals_the_teacher_forced_pass(kind, tmp_path):
         key = "source_ids"
         given = _tokens(2, 7, seed=3)
         given[1, 5:] = 0  # padded source
-    path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
+    path, shapes = streaming_tflite(model, tmp_path / "step.tflite", max_length=length)
     flatbuffer = open(path, "rb").read()
     assert_builtin_only(flatbuffer)
     target = _tokens(2, 5, seed=4)
