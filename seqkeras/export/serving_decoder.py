@@ -141,6 +141,24 @@ class TransformerServingDecoder(tf.Module):
                 for i, (k, b) in enumerate(pairs)
             ]
 
+        self._encoder_blocks = _encoder_blocks(model)
+        encoder_qkv, encoder_out = [], []
+        for block in self._encoder_blocks or []:
+            sa = block.self_attention_layer
+            w = sa.num_heads * sa.key_dim
+            encoder_qkv.append(
+                (
+                    np.concatenate(
+                        [_flat(sa.query_kernel), _flat(sa.key_kernel), _flat(sa.value_kernel)], 1
+                    ),
+                    np.concatenate(
+                        [_bias(sa.query_bias, w), _bias(sa.key_bias, w), _bias(sa.value_bias, w)]
+                    ),
+                )
+            )
+            encoder_out.append((_out(sa), _bias(sa.output_bias, _out(sa).shape[1])))
+        self.encoder_qkv = variables(encoder_qkv, "encoder_qkv")
+        self.encoder_output = variables(encoder_out, "encoder_output")
         self.self_qkv = variables(qkv, "self_qkv")
         self.self_output = variables(self_out, "self_output")
         self.cross_query = variables(cross_q, "cross_query")
@@ -288,6 +306,8 @@ class TransformerServingDecoder(tf.Module):
             "self_output": [(cast(k), cast(b)) for k, b in self.self_output],
             "cross_query": [(cast(k), cast(b)) for k, b in self.cross_query],
             "cross_output": [(cast(k), cast(b)) for k, b in self.cross_output],
+            "encoder_qkv": [(cast(k), cast(b)) for k, b in self.encoder_qkv],
+            "encoder_output": [(cast(k), cast(b)) for k, b in self.encoder_output],
             "output_kernel": cast(self.output_kernel),
             "output_bias": cast(self.output_bias),
         }
@@ -297,7 +317,7 @@ class TransformerServingDecoder(tf.Module):
         attention keys and values of every block (computed once, repeated
         for the beams), the source mask as an additive bias."""
         model = self.model
-        memory = model._encode("memory", source_ids)[0]  # the model's own encoder
+        memory = self._encode(source_ids, weights)
         batch, length = tf.shape(memory)[0], tf.shape(memory)[1]
         dtype = self.model.dtype_policy.compute_dtype
         flat = tf.reshape(memory, [-1, memory.shape[-1]])
@@ -319,6 +339,48 @@ class TransformerServingDecoder(tf.Module):
         empty = tf.zeros([rows, self.num_heads, 0, self.head_dim], dtype)
         caches = [(empty, empty) for _ in range(blocks)]
         return caches, cross, tf.cast(bias, dtype), rows
+
+    def _encode(self, source_ids, weights):
+        """The encoder outputs (batch, S, d): the model's own layers for the
+        embedding, positions, norms and feed-forward layers, the attention
+        with one (d, 3d) product and its softmax written out. Padded
+        positions are masked as keys (their own outputs differ from Keras'
+        zeroed ones and are never read: the decoder masks them too).
+        Models whose encoder layers are not named as `transformer_seq2seq`
+        names them run their Keras encoder."""
+        model = self.model
+        if self._encoder_blocks is None:
+            return model._encode("memory", source_ids)[0]
+        x = model.get_layer("source_positions")(model.get_layer("source_embedding")(source_ids))
+        batch, length, d = tf.shape(x)[0], tf.shape(x)[1], x.shape[-1]
+        x = tf.reshape(x, [-1, d])
+        bias = tf.where(tf.not_equal(source_ids, PAD), 0.0, -1e9)[:, None, None, :]
+        bias = tf.cast(bias, x.dtype)
+        heads, dim = self._encoder_blocks[0].self_attention_layer.num_heads, None
+        for i, block in enumerate(self._encoder_blocks):
+            qkv_w, qkv_b = weights["encoder_qkv"][i]
+            out_w, out_b = weights["encoder_output"][i]
+            dim = qkv_w.shape[1] // (3 * heads)
+            scale = 1.0 / float(np.sqrt(dim))
+
+            def attend(h, qkv_w=qkv_w, qkv_b=qkv_b, out_w=out_w, out_b=out_b):
+                qkv = tf.reshape(tf.matmul(h, qkv_w) + qkv_b, [batch, length, 3, heads, dim])
+                q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # (batch, heads, S, dim)
+                logits = tf.cast(tf.matmul(q * scale, k, transpose_b=True) + bias, tf.float32)
+                e = tf.exp(logits - tf.reduce_max(logits, -1, keepdims=True))
+                weights_ = tf.cast(e / tf.reduce_sum(e, -1, keepdims=True), v.dtype)
+                context = tf.transpose(tf.matmul(weights_, v), [0, 2, 1, 3])
+                return tf.matmul(tf.reshape(context, [-1, heads * dim]), out_w) + out_b
+
+            x = self._sublayer(x, block.self_attention_layer_norm, attend)
+
+            def feedforward(h, block=block):
+                return block.feedforward_output_dense(block.feedforward_intermediate_dense(h))
+
+            x = self._sublayer(x, block.feedforward_layer_norm, feedforward)
+        if block.norm_first:
+            x = model.get_layer("encoder_norm")(x)
+        return tf.reshape(x, [batch, length, d])
 
     def _invariants(self, caches):
         shape = tf.TensorShape([None, self.num_heads, None, self.head_dim])
@@ -481,6 +543,29 @@ class TransformerServingDecoder(tf.Module):
             tf.gather(tokens, best, axis=1, batch_dims=1),
             tf.gather(final, best, axis=1, batch_dims=1),
         )
+
+
+def _encoder_blocks(model):
+    """The encoder blocks of a `transformer_seq2seq` (`encoder_block_i`,
+    with `source_embedding`, `source_positions` and, pre-LN,
+    `encoder_norm`), or None for a model laid out otherwise."""
+    from seqkeras.layers import TransformerEncoderBlock
+
+    names = {layer.name: layer for layer in model.layers}
+    blocks = []
+    while f"encoder_block_{len(blocks)}" in names:
+        blocks.append(names[f"encoder_block_{len(blocks)}"])
+    needed = ["source_embedding", "source_positions"]
+    if blocks and blocks[0].norm_first:
+        needed.append("encoder_norm")
+    if (
+        not blocks
+        or not all(isinstance(b, TransformerEncoderBlock) for b in blocks)
+        or not all(n in names for n in needed)
+        or any(b.self_attention_layer.key_dim != b.self_attention_layer.value_dim for b in blocks)
+    ):
+        return None
+    return blocks
 
 
 def _out(attention):

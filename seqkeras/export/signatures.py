@@ -25,6 +25,14 @@ family adds a signature class here and touches nothing else.
 
 `check`: in-graph token-id asserts (off for a TFLite-bound graph: TFLite
 has no Assert op).
+
+Decoding signatures (`Generate`, `GenerateBeam`, `GenerateText`,
+`Translate`) of a `transformer_seq2seq` run
+`seqkeras.export.serving_decoder.TransformerServingDecoder` (the same
+outputs as `seqkeras.models.generate`, in fewer and smaller TensorFlow
+ops); `serving_decoder=False` keeps the generic `seqkeras.decoding` loop
+(for comparisons). `saved_model(..., jit_compile=True)` makes each loop
+one XLA cluster instead.
 """
 
 import tensorflow as tf
@@ -125,7 +133,7 @@ def _generation_input(model):
 _SOURCE_BUCKET = 16
 
 
-def _decoder(model, max_length, eos_id, jit_compile=False):
+def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=True):
     """`(decode, resources)`: `decode(inputs, strategy, **options)` runs
     `seqkeras.models.generate` on the conditioning input (or continuing a
     prompt), in a function XLA compiles whole with `jit_compile`.
@@ -137,7 +145,7 @@ def _decoder(model, max_length, eos_id, jit_compile=False):
 
     conditioned = getattr(model, "conditioning_input", None) is not None
     fast = None
-    if not jit_compile and serving_decoder.supports(model):
+    if not jit_compile and use_serving_decoder and serving_decoder.supports(model):
         fast = serving_decoder.TransformerServingDecoder(model)
 
     def run(inputs, strategy, **kwargs):
@@ -180,9 +188,10 @@ def _decoder(model, max_length, eos_id, jit_compile=False):
 class _Generation(Signature):
     where = "saved_model"
 
-    def __init__(self, max_length, eos_id=None):
+    def __init__(self, max_length, eos_id=None, serving_decoder=True):
         self.max_length = max_length
         self.eos_id = EOS if eos_id is None else eos_id
+        self.serving_decoder = bool(serving_decoder)
 
     def _prepare(self, model):
         from seqkeras.models.generation import check_generative
@@ -190,7 +199,9 @@ class _Generation(Signature):
         check_generative(
             self.where, model, "generate signatures need a generative model: one that implements"
         )
-        decode, resources = _decoder(model, self.max_length, self.eos_id, self.jit_compile)
+        decode, resources = _decoder(
+            model, self.max_length, self.eos_id, self.jit_compile, self.serving_decoder
+        )
         return _generation_input(model), decode, resources
 
 
@@ -218,8 +229,10 @@ class GenerateBeam(_Generation):
 
     names = ("generate_beam",)
 
-    def __init__(self, max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None):
-        super().__init__(max_length, eos_id)
+    def __init__(
+        self, max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None, serving_decoder=True
+    ):
+        super().__init__(max_length, eos_id, serving_decoder)
         self.beam_width = beam_width
         self.length_penalty_alpha = length_penalty_alpha
 
@@ -250,8 +263,8 @@ class GenerateText(_Generation):
 
     names = ("generate_text",)
 
-    def __init__(self, vocabulary, max_length, eos_id=None):
-        super().__init__(max_length, eos_id)
+    def __init__(self, vocabulary, max_length, eos_id=None, serving_decoder=True):
+        super().__init__(max_length, eos_id, serving_decoder)
         self.vocabulary = as_char_vocabulary("GenerateText", vocabulary)
 
     @staticmethod
@@ -295,16 +308,23 @@ class GenerateText(_Generation):
         return Functions({"generate_text": text}, [table] + resources)
 
 
-def generation(max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None, vocabulary=None):
+def generation(
+    max_length,
+    beam_width=4,
+    length_penalty_alpha=0.0,
+    eos_id=None,
+    vocabulary=None,
+    serving_decoder=True,
+):
     """`[Generate, GenerateBeam]`, and `GenerateText` when `vocabulary` (a
     `CharVocabulary`) is given: the generate signatures of a generative
     model (`GenerateText.applies(model)` tells whether it takes text)."""
     found = [
-        Generate(max_length, eos_id),
-        GenerateBeam(max_length, beam_width, length_penalty_alpha, eos_id),
+        Generate(max_length, eos_id, serving_decoder),
+        GenerateBeam(max_length, beam_width, length_penalty_alpha, eos_id, serving_decoder),
     ]
     if vocabulary is not None:
-        found.append(GenerateText(vocabulary, max_length, eos_id))
+        found.append(GenerateText(vocabulary, max_length, eos_id, serving_decoder))
     return found
 
 
@@ -520,7 +540,9 @@ class Translate(Signature):
         beam_width=4,
         length_penalty_alpha=0.0,
         eos_id=None,
+        serving_decoder=True,
     ):
+        self.serving_decoder = bool(serving_decoder)
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_length = max_length
@@ -547,7 +569,9 @@ class Translate(Signature):
         max_length, beam_width = self.max_length, self.beam_width
         alpha, eos_id = self.length_penalty_alpha, self.eos_id
 
-        decode, resources = _decoder(model, max_length, eos_id, self.jit_compile)
+        decode, resources = _decoder(
+            model, max_length, eos_id, self.jit_compile, self.serving_decoder
+        )
 
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def translate(inputs):
