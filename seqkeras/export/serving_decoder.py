@@ -241,12 +241,31 @@ class TransformerServingDecoder(tf.Module):
             context = tf.matmul(weights, v)
         return tf.reshape(context, [-1, self.width])
 
+    def _cross_attend(self, q, k, v, bias, beams, small):
+        """The queries of each source's `beams` rows, q (rows, heads * dim),
+        over that source's keys and values k, v (batch, heads, S, dim),
+        never repeated per beam -> (rows, heads * dim)."""
+        q = tf.reshape(q * self.scale, [-1, beams, self.num_heads, self.head_dim])
+        q = tf.transpose(q, [0, 2, 1, 3])  # (batch, heads, beams, dim)
+        if small:
+            logits = tf.reduce_sum(q[:, :, :, None, :] * k[:, :, None], -1)
+        else:
+            logits = tf.matmul(q, k, transpose_b=True)  # (batch, heads, beams, S)
+        logits = tf.cast(logits + bias, tf.float32)
+        e = tf.exp(logits - tf.reduce_max(logits, -1, keepdims=True))
+        weights = tf.cast(e / tf.reduce_sum(e, -1, keepdims=True), v.dtype)
+        if small:
+            context = tf.reduce_sum(weights[..., None] * v[:, :, None], 3)
+        else:
+            context = tf.matmul(weights, v)  # (batch, heads, beams, dim)
+        return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.width])
+
     def _sublayer(self, x, norm, fn):
         if self.norm_first:
             return x + fn(norm(x))
         return norm(x + fn(x))
 
-    def _step(self, tokens, index, caches, cross, bias, table, weights, small):
+    def _step(self, tokens, index, caches, cross, bias, table, weights, beams, small):
         """One decoding step for (rows,) tokens at position `index`:
         `(float32 logits (rows, vocab), caches)`."""
         model = self.model
@@ -275,8 +294,9 @@ class TransformerServingDecoder(tf.Module):
             co_w, co_b = weights["cross_output"][i]
 
             def cross_attend(h, cq_w=cq_w, cq_b=cq_b, co_w=co_w, co_b=co_b, kc=k_cross, vc=v_cross):
-                q = self._heads(tf.matmul(h, cq_w) + cq_b)
-                return tf.matmul(self._attend(q, kc, vc, bias, small), co_w) + co_b
+                q = tf.matmul(h, cq_w) + cq_b
+                context = self._cross_attend(q, kc, vc, bias, beams, small)
+                return tf.matmul(context, co_w) + co_b
 
             x = self._sublayer(x, block.cross_attention_layer_norm, cross_attend)
 
@@ -328,13 +348,10 @@ class TransformerServingDecoder(tf.Module):
         # (batch, S, blocks * 2 * heads * dim) -> (2 * blocks, batch, heads, S, dim)
         kv = tf.reshape(kv, [batch, length, 2 * blocks, self.num_heads, self.head_dim])
         kv = tf.transpose(kv, [2, 0, 3, 1, 4])
-        if rows_per_source > 1:
-            kv = tf.repeat(kv, rows_per_source, axis=1)
+        # (batch, heads, S, dim) each: the beams of a source share them
         cross = [(kv[2 * i], kv[2 * i + 1]) for i in range(blocks)]
         visible = tf.not_equal(source_ids, PAD)
-        bias = tf.where(visible, 0.0, -1e9)[:, None, None, :]
-        if rows_per_source > 1:
-            bias = tf.repeat(bias, rows_per_source, axis=0)
+        bias = tf.where(visible, 0.0, -1e9)[:, None, None, :]  # (batch, 1, 1, S)
         rows = batch * rows_per_source
         empty = tf.zeros([rows, self.num_heads, 0, self.head_dim], dtype)
         caches = [(empty, empty) for _ in range(blocks)]
@@ -429,6 +446,7 @@ class TransformerServingDecoder(tf.Module):
         return tf.pad(tokens, [[0, 0], [0, short]], constant_values=pad_id)
 
     def _greedy(self, source_ids, max_length, eos_id, pad_id, bos_id, weights, table):
+        beams = 1
         caches, cross, bias, rows = self._start(source_ids, 1, weights)
         tokens = tf.fill([rows, 1], tf.constant(bos_id, tf.int32))
         done = tf.zeros([rows], tf.bool)
@@ -441,7 +459,7 @@ class TransformerServingDecoder(tf.Module):
         def loop(small):
             def body(index, tokens, caches, done):
                 logits, caches = self._step(
-                    tokens[:, -1], index, caches, cross, bias, table, weights, small
+                    tokens[:, -1], index, caches, cross, bias, table, weights, beams, small
                 )
                 chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
                 nxt = tf.where(done, pad_id, chosen)
@@ -485,9 +503,15 @@ class TransformerServingDecoder(tf.Module):
         scores = tf.tile(tf.constant([0.0] + [-1e9] * (k - 1), tf.float32), [batch])
         done = tf.zeros([rows], tf.bool)
         lengths = tf.zeros([rows], tf.int32)
+        beams = k
         vocab = self.output_kernel.shape[1]
-        pad_row = tf.where(tf.range(vocab) == pad_id, 0.0, -1e9)[None]
+        # a finished beam extends with padding only, at no cost: its k
+        # candidates, as `top_k` over (0 at pad_id, -1e9 elsewhere) orders them
+        ended_ids = [pad_id] + [i for i in range(k + 1) if i != pad_id][: k - 1]
+        ended_ids = tf.constant(ended_ids, tf.int32)[None]
+        ended_values = tf.constant([0.0] + [-1e9] * (k - 1), tf.float32)[None]
         offsets = (tf.range(batch) * k)[:, None]
+        within = tf.tile(tf.range(k)[None, :, None] * vocab, [1, 1, k])  # beam j's flat offset
 
         def cond(index, tokens, caches, scores, done, lengths):
             return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
@@ -495,12 +519,22 @@ class TransformerServingDecoder(tf.Module):
         def loop(small):
             def body(index, tokens, caches, scores, done, lengths):
                 logits, caches = self._step(
-                    tokens[:, -1], index, caches, cross, bias, table, weights, small
+                    tokens[:, -1], index, caches, cross, bias, table, weights, beams, small
                 )
-                logp = tf.nn.log_softmax(logits)
-                logp = tf.where(done[:, None], pad_row, logp)
-                total = tf.reshape(scores[:, None] + logp, [batch, k * vocab])
-                best, flat = tf.math.top_k(total, k)
+                # each beam's k best tokens by logit (the same as by
+                # log-probability: log_softmax shifts a row by a constant),
+                # log-probabilities for those only, then the k best of the
+                # k * k: the candidates of one top_k over all k * vocab
+                peak = tf.reduce_max(logits, -1, keepdims=True)
+                norm = tf.math.log(tf.reduce_sum(tf.exp(logits - peak), -1, keepdims=True))
+                values, ids = tf.math.top_k(logits, k)
+                logp = values - peak - norm
+                logp = tf.where(done[:, None], ended_values, logp)
+                ids = tf.where(done[:, None], ended_ids, ids)
+                total = tf.reshape(scores[:, None] + logp, [batch, k * k])
+                flat_ids = tf.reshape(tf.reshape(ids, [batch, k, k]) + within, [batch, k * k])
+                best, pick = tf.math.top_k(total, k)
+                flat = tf.gather(flat_ids, pick, batch_dims=1)
                 parent = tf.reshape(flat // vocab + offsets, [-1])
                 chosen = tf.reshape(flat % vocab, [-1])
                 tokens = tf.gather(tokens, parent)
