@@ -12,8 +12,9 @@ summed per op type over the executor's compute threads: calls, time, and
 the share of all op time, sorted by time; then grouped into what a
 decoding step does (projections, the output projection, attention, cache
 writes and reorders, beam bookkeeping, layer norms, the rest). "Calls per
-step" divides by the decoding steps the beam loop ran (the number of
-`TopKV2` calls: one per step). The profiler's own cost inflates short ops;
+step" divides by the decoding steps the loop ran: the `TopKV2` calls
+(`ArgMax` for greedy graphs) over the number of such nodes in one loop
+body of the SavedModel's graph. The profiler's own cost inflates short ops;
 compare op types and graphs with each other, not with wall times.
 """
 
@@ -76,8 +77,26 @@ def profile(path, sentences, batch, count):
                     continue
                 ops[name][0] += 1
                 ops[name][1] += event.duration_ps / 1e6
-    steps = max(ops.get("TopKV2", [0])[0], ops.get("ArgMax", [0])[0], 1)
+    op = "TopKV2" if ops.get("TopKV2") else "ArgMax"
+    steps = max(ops.get(op, [0])[0] // per_step(path, op), 1)
     return dict(ops), steps
+
+
+def per_step(path, op):
+    """How many `op` nodes one decoding-loop body holds (the most in any
+    `while_body` function of the SavedModel's graph)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    counts = [
+        sum(node.op == op for node in function.node_def)
+        for graph in saved.meta_graphs
+        for function in graph.graph_def.library.function
+        if "while_body" in function.signature.name
+    ]
+    return max(counts + [1])
 
 
 def main(argv=None):

@@ -141,9 +141,9 @@ def audit_serving(path):
     ops = serving_ops(path)
     clusters = xla_compiled_functions(path)
     outside = serving_ops(path, compiled=False) if clusters else ops
-    text_ops = sorted(
+    text_ops = sorted(  # ops inside XLA clusters are XLA's to compile, not kernels to find
         op
-        for op in ops
+        for op in outside
         if op.startswith("TFText>") or (op not in tf.raw_ops.__dict__ and not op.startswith("_"))
     )
     if text_ops:  # registers TF Text's kernels for the kernel check

@@ -14,7 +14,6 @@ import tensorflow as tf
 from seqkeras.export import files
 from seqkeras.export.refusals import refuse_stateful
 from seqkeras.export.signatures import Forward, Signature
-from seqkeras.layers import export_mode as export_targets
 from seqkeras.layers.export_mode import export_mode
 
 
@@ -66,10 +65,10 @@ def saved_model(model, path, signatures=None, overwrite=False, target="serving",
     Returns:
         `path`.
     """
-    if target not in export_targets.TARGETS:
+    if target not in ("serving", "tflite"):
         raise ValueError(
             "`saved_model` received an invalid value for `target`: expected "
-            f"one of {export_targets.TARGETS}. Received: target={target!r}"
+            f"one of ('serving', 'tflite'). Received: target={target!r}"
         )
     if not isinstance(jit_compile, bool):
         raise ValueError(

@@ -31,6 +31,7 @@ layers, called on (rows, d) tensors.
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from seqkeras.data.tokens import BOS, PAD
 
@@ -76,6 +77,12 @@ class TransformerServingDecoder(tf.Module):
 
     Args:
         model: a `TransformerSeq2Seq` (`supports(model)`).
+        compiled: the loop will be compiled by XLA (`saved_model(...,
+            jit_compile=True)`), which needs fixed shapes: caches of
+            `max_length` positions written in place (dynamic-update-slice)
+            and attended under a causal bias, the tokens in a fixed buffer,
+            the k best candidates by k rounds of argmax (XLA on CPU sorts
+            for `top_k`).
 
     Call `decode(source_ids, max_length, beam_width=1,
     length_penalty_alpha=0.0, eos_id=EOS)` inside a traced function: int32
@@ -83,8 +90,9 @@ class TransformerServingDecoder(tf.Module):
     `seqkeras.models.generate`.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, compiled=False):
         super().__init__(name="serving_decoder")
+        self.compiled = bool(compiled)
         if not supports(model):
             raise ValueError(
                 "`TransformerServingDecoder` decodes `transformer_seq2seq` "
@@ -283,10 +291,18 @@ class TransformerServingDecoder(tf.Module):
 
             def self_attend(h, qkv_w=qkv_w, qkv_b=qkv_b, out_w=out_w, out_b=out_b, i=i):
                 q, k, v = tf.split(tf.matmul(h, qkv_w) + qkv_b, 3, axis=1)
-                k_all = tf.concat([k_cache, self._heads(k)], axis=2)
-                v_all = tf.concat([v_cache, self._heads(v)], axis=2)
+                if self.compiled:  # written in place at `index`; later positions masked
+                    at = [0, 0, index, 0]
+                    k_all = ops.slice_update(k_cache, at, self._heads(k))
+                    v_all = ops.slice_update(v_cache, at, self._heads(v))
+                    visible = tf.range(tf.shape(k_cache)[2]) <= index
+                    causal = tf.cast(tf.where(visible, 0.0, -1e9), k_all.dtype)
+                else:
+                    k_all = tf.concat([k_cache, self._heads(k)], axis=2)
+                    v_all = tf.concat([v_cache, self._heads(v)], axis=2)
+                    causal = None
                 new_caches.append((k_all, v_all))
-                context = self._attend(self._heads(q), k_all, v_all, None, small)
+                context = self._attend(self._heads(q), k_all, v_all, causal, small)
                 return tf.matmul(context, out_w) + out_b
 
             x = self._sublayer(x, block.self_attention_layer_norm, self_attend)
@@ -332,7 +348,7 @@ class TransformerServingDecoder(tf.Module):
             "output_bias": cast(self.output_bias),
         }
 
-    def _start(self, source_ids, rows_per_source, weights):
+    def _start(self, source_ids, rows_per_source, weights, max_length=None):
         """The per-request state: empty self-attention caches, the cross-
         attention keys and values of every block (computed once, repeated
         for the beams), the source mask as an additive bias."""
@@ -353,7 +369,15 @@ class TransformerServingDecoder(tf.Module):
         visible = tf.not_equal(source_ids, PAD)
         bias = tf.where(visible, 0.0, -1e9)[:, None, None, :]  # (batch, 1, 1, S)
         rows = batch * rows_per_source
-        empty = tf.zeros([rows, self.num_heads, 0, self.head_dim], dtype)
+        empty = tf.zeros(
+            [
+                rows,
+                self.num_heads,
+                _capacities(max_length)[0] if self.compiled else 0,
+                self.head_dim,
+            ],
+            dtype,
+        )
         caches = [(empty, empty) for _ in range(blocks)]
         return caches, cross, tf.cast(bias, dtype), rows
 
@@ -445,10 +469,72 @@ class TransformerServingDecoder(tf.Module):
         short = max_length - tf.shape(tokens)[1]
         return tf.pad(tokens, [[0, 0], [0, short]], constant_values=pad_id)
 
+    def _top_k(self, x, k):
+        """`(values, indices)` of the k largest of each row of `x`: `top_k`,
+        or, compiled, k rounds of argmax (the same order; ties: the lower
+        index first)."""
+        if not self.compiled:
+            return tf.math.top_k(x, k)
+        values, indices = [], []
+        columns = tf.range(tf.shape(x)[-1])[None]
+        for _ in range(k):
+            i = tf.argmax(x, -1, output_type=tf.int32)
+            values.append(tf.gather(x, i, batch_dims=1))
+            indices.append(i)
+            x = tf.where(columns == i[:, None], -np.inf, x)
+        return tf.stack(values, 1), tf.stack(indices, 1)
+
+    def _tokens(self, rows, max_length, bos_id, pad_id):
+        """The output buffer: BOS, then (rows, 0) more columns that grow, or
+        compiled, `max_length - 1` columns of padding written in place."""
+        first = tf.fill([rows, 1], tf.constant(bos_id, tf.int32))
+        if not self.compiled:
+            return first
+        return tf.concat([first, tf.fill([rows, max_length - 1], tf.constant(pad_id))], 1)
+
+    def _current(self, tokens, index):
+        return tf.gather(tokens, index, axis=1) if self.compiled else tokens[:, -1]
+
+    def _append(self, tokens, index, nxt):
+        if self.compiled:
+            return ops.slice_update(tokens, [0, index + 1], nxt[:, None])
+        return tf.concat([tokens, nxt[:, None]], 1)
+
+    def _loop(self, rows, cond, body, state, invariants, max_length):
+        """`tf.while_loop` over `body(small)`: the products-and-sums
+        attention up to `SMALL_ROWS` rows, batched products above. Compiled:
+        batched products, and one loop per cache capacity (16, 32, ...,
+        `max_length` positions; the caches padded between them), so that a
+        step reorders and attends over a cache about as long as the output
+        so far, not `max_length` (state 2 is the caches)."""
+
+        def run(small):
+            return tf.while_loop(
+                cond,
+                lambda *args: body(small, *args),
+                state,
+                shape_invariants=invariants,
+            )
+
+        if not self.compiled:
+            return tf.cond(rows <= SMALL_ROWS, lambda: run(True), lambda: run(False))
+        capacities = _capacities(max_length)
+        for i, capacity in enumerate(capacities):
+            if i:
+                grow = [[0, 0], [0, 0], [0, capacity - capacities[i - 1]], [0, 0]]
+                caches = [(tf.pad(k, grow), tf.pad(v, grow)) for k, v in state[2]]
+                state = state[:2] + (caches,) + state[3:]
+            state = tf.while_loop(
+                lambda *args, capacity=capacity: tf.logical_and(cond(*args), args[0] < capacity),
+                lambda *args: body(False, *args),
+                state,
+            )
+        return state
+
     def _greedy(self, source_ids, max_length, eos_id, pad_id, bos_id, weights, table):
         beams = 1
-        caches, cross, bias, rows = self._start(source_ids, 1, weights)
-        tokens = tf.fill([rows, 1], tf.constant(bos_id, tf.int32))
+        caches, cross, bias, rows = self._start(source_ids, 1, weights, max_length)
+        tokens = self._tokens(rows, max_length, bos_id, pad_id)
         done = tf.zeros([rows], tf.bool)
         if max_length == 1:
             return tokens
@@ -456,49 +542,34 @@ class TransformerServingDecoder(tf.Module):
         def cond(index, tokens, caches, done):
             return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
 
-        def loop(small):
-            def body(index, tokens, caches, done):
-                logits, caches = self._step(
-                    tokens[:, -1], index, caches, cross, bias, table, weights, beams, small
-                )
-                chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
-                nxt = tf.where(done, pad_id, chosen)
-                if eos_id is not None:
-                    done = tf.logical_or(done, tf.equal(nxt, eos_id))
-                return index + 1, tf.concat([tokens, nxt[:, None]], 1), caches, done
+        def body(small, index, tokens, caches, done):
+            current = self._current(tokens, index)
+            logits, caches = self._step(
+                current, index, caches, cross, bias, table, weights, beams, small
+            )
+            chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            nxt = tf.where(done, pad_id, chosen)
+            # no eos_id: an id no token has (a loop whose `done` never
+            # changes trips TensorFlow's loop optimizer under XLA)
+            done = tf.logical_or(done, tf.equal(nxt, -1 if eos_id is None else eos_id))
+            return index + 1, self._append(tokens, index, nxt), caches, done
 
-            return tf.while_loop(
-                cond,
-                body,
-                (tf.constant(0), tokens, caches, done),
-                shape_invariants=(
-                    tf.TensorShape([]),
-                    tf.TensorShape([None, None]),
-                    self._invariants(caches),
-                    tf.TensorShape([None]),
-                ),
-            )[1]
-
-        tokens = tf.cond(rows <= SMALL_ROWS, lambda: loop(True), lambda: loop(False))
+        invariants = (
+            tf.TensorShape([]),
+            tf.TensorShape([None, None]),
+            self._invariants(caches),
+            tf.TensorShape([None]),
+        )
+        state = (tf.constant(0), tokens, caches, done)
+        tokens = self._loop(rows, cond, body, state, invariants, max_length)[1]
         return self._finish(tokens, max_length, pad_id)
 
-    def _beam(
-        self,
-        source_ids,
-        max_length,
-        k,
-        alpha,
-        eos_id,
-        pad_id,
-        bos_id,
-        weights,
-        table,
-    ):
+    def _beam(self, source_ids, max_length, k, alpha, eos_id, pad_id, bos_id, weights, table):
         from seqkeras.decoding import length_penalty
 
         batch = tf.shape(source_ids)[0]
-        caches, cross, bias, rows = self._start(source_ids, k, weights)
-        tokens = tf.fill([rows, 1], tf.constant(bos_id, tf.int32))
+        caches, cross, bias, rows = self._start(source_ids, k, weights, max_length)
+        tokens = self._tokens(rows, max_length, bos_id, pad_id)
         # only beam 0 is live at first (seqkeras.decoding.beam_search)
         scores = tf.tile(tf.constant([0.0] + [-1e9] * (k - 1), tf.float32), [batch])
         done = tf.zeros([rows], tf.bool)
@@ -516,55 +587,50 @@ class TransformerServingDecoder(tf.Module):
         def cond(index, tokens, caches, scores, done, lengths):
             return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
 
-        def loop(small):
-            def body(index, tokens, caches, scores, done, lengths):
-                logits, caches = self._step(
-                    tokens[:, -1], index, caches, cross, bias, table, weights, beams, small
-                )
-                # each beam's k best tokens by logit (the same as by
-                # log-probability: log_softmax shifts a row by a constant),
-                # log-probabilities for those only, then the k best of the
-                # k * k: the candidates of one top_k over all k * vocab
-                peak = tf.reduce_max(logits, -1, keepdims=True)
-                norm = tf.math.log(tf.reduce_sum(tf.exp(logits - peak), -1, keepdims=True))
-                values, ids = tf.math.top_k(logits, k)
-                logp = values - peak - norm
-                logp = tf.where(done[:, None], ended_values, logp)
-                ids = tf.where(done[:, None], ended_ids, ids)
-                total = tf.reshape(scores[:, None] + logp, [batch, k * k])
-                flat_ids = tf.reshape(tf.reshape(ids, [batch, k, k]) + within, [batch, k * k])
-                best, pick = tf.math.top_k(total, k)
-                flat = tf.gather(flat_ids, pick, batch_dims=1)
-                parent = tf.reshape(flat // vocab + offsets, [-1])
-                chosen = tf.reshape(flat % vocab, [-1])
-                tokens = tf.gather(tokens, parent)
-                caches = [(tf.gather(c, parent), tf.gather(v, parent)) for c, v in caches]
-                done = tf.gather(done, parent)
-                lengths = tf.gather(lengths, parent) + tf.cast(tf.logical_not(done), tf.int32)
-                nxt = tf.where(done, pad_id, chosen)
-                if eos_id is not None:
-                    done = tf.logical_or(done, tf.equal(nxt, eos_id))
-                tokens = tf.concat([tokens, nxt[:, None]], 1)
-                return index + 1, tokens, caches, tf.reshape(best, [-1]), done, lengths
-
-            _, out, _, out_scores, _, out_lengths = tf.while_loop(
-                cond,
-                body,
-                (tf.constant(0), tokens, caches, scores, done, lengths),
-                shape_invariants=(
-                    tf.TensorShape([]),
-                    tf.TensorShape([None, None]),
-                    self._invariants(caches),
-                    tf.TensorShape([None]),
-                    tf.TensorShape([None]),
-                    tf.TensorShape([None]),
-                ),
+        def body(small, index, tokens, caches, scores, done, lengths):
+            current = self._current(tokens, index)
+            logits, caches = self._step(
+                current, index, caches, cross, bias, table, weights, beams, small
             )
-            return out, out_scores, out_lengths
+            # each beam's k best tokens by logit (the same as by
+            # log-probability: log_softmax shifts a row by a constant),
+            # log-probabilities for those only, then the k best of the
+            # k * k: the candidates of one top_k over all k * vocab
+            peak = tf.reduce_max(logits, -1, keepdims=True)
+            norm = tf.math.log(tf.reduce_sum(tf.exp(logits - peak), -1, keepdims=True))
+            values, ids = self._top_k(logits, k)
+            logp = values - peak - norm
+            logp = tf.where(done[:, None], ended_values, logp)
+            ids = tf.where(done[:, None], ended_ids, ids)
+            total = tf.reshape(scores[:, None] + logp, [batch, k * k])
+            flat_ids = tf.reshape(tf.reshape(ids, [batch, k, k]) + within, [batch, k * k])
+            best, pick = self._top_k(total, k)
+            flat = tf.gather(flat_ids, pick, batch_dims=1)
+            parent = tf.reshape(flat // vocab + offsets, [-1])
+            chosen = tf.reshape(flat % vocab, [-1])
+            tokens = tf.gather(tokens, parent)
+            caches = [(tf.gather(c, parent), tf.gather(v, parent)) for c, v in caches]
+            done = tf.gather(done, parent)
+            lengths = tf.gather(lengths, parent) + tf.cast(tf.logical_not(done), tf.int32)
+            nxt = tf.where(done, pad_id, chosen)
+            # no eos_id: an id no token has (a loop whose `done` never
+            # changes trips TensorFlow's loop optimizer under XLA)
+            done = tf.logical_or(done, tf.equal(nxt, -1 if eos_id is None else eos_id))
+            tokens = self._append(tokens, index, nxt)
+            return index + 1, tokens, caches, tf.reshape(best, [-1]), done, lengths
 
         if max_length > 1:
-            tokens, scores, lengths = tf.cond(
-                rows <= SMALL_ROWS, lambda: loop(True), lambda: loop(False)
+            invariants = (
+                tf.TensorShape([]),
+                tf.TensorShape([None, None]),
+                self._invariants(caches),
+                tf.TensorShape([None]),
+                tf.TensorShape([None]),
+                tf.TensorShape([None]),
+            )
+            state = (tf.constant(0), tokens, caches, scores, done, lengths)
+            _, tokens, _, scores, _, lengths = self._loop(
+                rows, cond, body, state, invariants, max_length
             )
         final = scores
         if alpha:
@@ -577,6 +643,14 @@ class TransformerServingDecoder(tf.Module):
             tf.gather(tokens, best, axis=1, batch_dims=1),
             tf.gather(final, best, axis=1, batch_dims=1),
         )
+
+
+def _capacities(max_length, first=16):
+    """The compiled loop's cache capacities: 16, 32, ... up to `max_length`."""
+    capacities = [min(first, max_length)]
+    while capacities[-1] < max_length:
+        capacities.append(min(2 * capacities[-1], max_length))
+    return capacities
 
 
 def _encoder_blocks(model):

@@ -137,16 +137,17 @@ def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=T
     """`(decode, resources)`: `decode(inputs, strategy, **options)` runs
     `seqkeras.models.generate` on the conditioning input (or continuing a
     prompt), in a function XLA compiles whole with `jit_compile`.
-    Without it, a `transformer_seq2seq` model's greedy and beam decoding
-    run `TransformerServingDecoder` (a loop laid out for TensorFlow's
-    executor; the same outputs), whose fused weights are `resources`."""
+    A `transformer_seq2seq` model's greedy and beam decoding run
+    `TransformerServingDecoder` (a loop laid out for TensorFlow's executor,
+    or with `jit_compile` for XLA; the same outputs), whose fused weights
+    are `resources`."""
     from seqkeras.export import serving_decoder
     from seqkeras.models.generation import generate
 
     conditioned = getattr(model, "conditioning_input", None) is not None
     fast = None
-    if not jit_compile and use_serving_decoder and serving_decoder.supports(model):
-        fast = serving_decoder.TransformerServingDecoder(model)
+    if use_serving_decoder and serving_decoder.supports(model):
+        fast = serving_decoder.TransformerServingDecoder(model, compiled=jit_compile)
 
     def run(inputs, strategy, **kwargs):
         if fast is not None and strategy in ("greedy", "beam") and "prompt_lengths" not in kwargs:
@@ -162,8 +163,9 @@ def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=T
             return generate(model, inputs, jit_compile=jit_compile, **options)
         return generate(model, prompt=inputs, jit_compile=jit_compile, **options)
 
+    resources = [fast] if fast is not None else []
     if not jit_compile:
-        return run, [fast] if fast is not None else []
+        return run, resources
     compiled = {}
 
     def decode(inputs, strategy, **kwargs):
@@ -177,12 +179,15 @@ def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=T
         if key not in compiled:  # one XLA cluster per strategy
 
             def loop(inputs, *values):
-                return run(inputs, strategy, **dict(zip(sorted(kwargs), values)))
+                from seqkeras.layers.export_mode import export_mode
+
+                with export_mode("xla"):  # cache writes XLA does in place
+                    return run(inputs, strategy, **dict(zip(sorted(kwargs), values)))
 
             compiled[key] = tf.function(loop, jit_compile=True)
         return compiled[key](inputs, *[kwargs[k] for k in sorted(kwargs)])
 
-    return decode, []
+    return decode, resources
 
 
 class _Generation(Signature):

@@ -12,7 +12,9 @@ one the target runtime runs, at the cost of training:
   `target="serving"` (`TensorScatterUpdate`, a standard op with a CPU
   kernel: the TF Serving binary does not run XLA-only ops such as
   `XlaDynamicUpdateSlice` without experimental flags, and tf2onnx maps
-  it to ONNX `ScatterND`).
+  it to ONNX `ScatterND`), and `keras.ops.slice_update` again for
+  `target="xla"` (a function compiled whole by XLA, where the XLA-only op
+  is allowed and a scatter would run element by element).
 
 `seqkeras.export` traces models inside it; training code never should.
 """
@@ -23,7 +25,7 @@ import threading
 from keras import ops
 
 _STATE = threading.local()
-TARGETS = ("serving", "tflite")
+TARGETS = ("serving", "tflite", "xla")
 
 
 def active():
@@ -43,7 +45,10 @@ def export_mode(target="serving"):
 
     Args:
         target: `"serving"` (SavedModels for TF Serving and ONNX: standard
-            ops only) or `"tflite"` (graphs for the TFLite converter).
+            ops only), `"tflite"` (graphs for the TFLite converter) or
+            `"xla"` (a function XLA compiles whole inside a serving
+            SavedModel: its buffer writes are dynamic-update-slices, which
+            XLA does in place; a scatter it runs element by element).
     """
     if target not in TARGETS:
         raise ValueError(

@@ -61,6 +61,35 @@ def test_serving_decoder_equals_generate(norm_first):
         np.testing.assert_allclose(scores.numpy(), np.asarray(want_scores), atol=1e-4)
 
 
+def test_compiled_serving_decoder_equals_generate():
+    # XLA's fixed shapes: caches of 16, then 32, then 36 positions (outputs
+    # of 35 tokens with no EOS cross both capacity changes)
+    from seqkeras.layers.export_mode import export_mode
+
+    model = seqkeras.models.transformer_seq2seq(
+        50, 40, max_length=40, num_layers=2, num_heads=2, hidden_dim=16, norm_first=True
+    )
+    rng = np.random.default_rng(1)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.3, w.shape).astype("float32"))
+    decoder = TransformerServingDecoder(model, compiled=True)
+    src = _sources(1)
+    for eos in (None, 3):
+        for beam in (1, 3):
+            options = dict(strategy="beam", beam_width=3, length_penalty_alpha=0.6)
+            want = seqkeras.models.generate(
+                model, src, max_length=36, eos_id=eos, **(options if beam > 1 else {})
+            )
+            run = tf.function(
+                lambda s, b=beam, e=eos: decoder.decode(s, 36, b, 0.6, eos_id=e), jit_compile=True
+            )
+            with export_mode("xla"):
+                got = run(src)
+            if beam > 1:
+                got, want = got[0], want[0]
+            np.testing.assert_array_equal(got.numpy(), np.asarray(want))
+
+
 def test_serving_decoder_refuses_other_models():
     model = seqkeras.models.seq2seq(20, 20, units=8)
     assert not supports(model)
