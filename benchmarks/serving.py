@@ -166,7 +166,9 @@ def main(argv=None):
     p.add_argument("--model", help="the trained model directory (for --peer)")
     p.add_argument("--beam", type=int, default=4, help="the peer's beam (ours: the export's)")
     p.add_argument(
-        "--tf-threads", type=int, help="TensorFlow's intra-op threads (default: one per core)"
+        "--tf-threads",
+        type=int,
+        help="TensorFlow's intra- and inter-op threads (default: one per core)",
     )
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--seconds", type=float, default=300)
@@ -177,8 +179,9 @@ def main(argv=None):
 
     with open(args.sentences, encoding="utf-8") as f:
         sentences = [s.rstrip("\r\n") for s in f if s.strip()]
-    if args.tf_threads:  # TF Serving's --tensorflow_intra_op_parallelism
+    if args.tf_threads:  # TF Serving's --tensorflow_{intra,inter}_op_parallelism
         tf.config.threading.set_intra_op_parallelism_threads(args.tf_threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.tf_threads)
     loaded = tf.saved_model.load(args.savedmodel)
     fn = loaded.signatures["translate"]
 

@@ -444,6 +444,9 @@ def beam_search(
 
     Keeps the `beam_width` most probable prefixes (by total log-probability)
     at every step; a beam that emitted EOS keeps its score and is padded.
+    Without a length penalty (and without `return_all_beams`) the loop
+    stops once every source's best beam has ended: later tokens only lower
+    the other beams' scores, so the answer is final.
     At the end beams are ranked by `log P(Y) / lp(Y)` with
     `lp(Y) = ((5 + |Y|) / 6) ** alpha` (`alpha = 0`: raw log-probability),
     |Y| counting generated tokens up to and including EOS.
@@ -530,6 +533,12 @@ def beam_search(
     if max_length > 1:
 
         def cond(index, tokens, cache, scores, done, lengths):
+            if not length_penalty_alpha and not return_all_beams:
+                # Beams are kept best first and, without a length penalty,
+                # scores only fall as tokens are added: once each source's
+                # best beam has ended, nothing can overtake it (CTranslate2's
+                # early exit), so the loop stops with the same answer.
+                done = ops.reshape(done, (batch, k))[:, 0]
             return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(done)))
 
         _, tokens, _, scores, done, lengths = ops.while_loop(

@@ -585,6 +585,8 @@ class TransformerServingDecoder(tf.Module):
         within = tf.tile(tf.range(k)[None, :, None] * vocab, [1, 1, k])  # beam j's flat offset
 
         def cond(index, tokens, caches, scores, done, lengths):
+            if not alpha:  # see seqkeras.decoding.beam_search: the best beam ended
+                done = tf.reshape(done, [batch, k])[:, 0]
             return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
 
         def body(small, index, tokens, caches, scores, done, lengths):
