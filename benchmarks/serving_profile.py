@@ -35,7 +35,13 @@ import tensorflow_text  # noqa: E402,F401  (registers the TF Text ops)
 GROUPS = {
     "projections (MatMul)": ("MatMul", "FusedMatMul", "Einsum", "BiasAdd"),
     "attention (BatchMatMul, softmax)": ("BatchMatMul", "Softmax"),
-    "cache writes and reorders": ("TensorScatterUpdate", "ConcatV2", "GatherV2", "ResourceGather"),
+    "cache copies (writes, reorders, slices, transposes)": (
+        "TensorScatterUpdate",
+        "ConcatV2",
+        "GatherV2",
+        "StridedSlice",
+        "Transpose",
+    ),
     "beam bookkeeping": ("TopKV2", "LogSoftmax", "SelectV2", "ArgMax", "FloorDiv", "FloorMod"),
     "layer norms": ("SquaredDifference", "Mean", "Rsqrt"),
 }

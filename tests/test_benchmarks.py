@@ -104,3 +104,47 @@ def test_decoding_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "decoding.py"), "dbench")
     rows = bench.main(["--quick", "--no-keras-hub"])
     assert rows["ours greedy"] > 0 and rows["beam 2"] > 0
+
+
+def test_ctranslate2_peer_carries_our_weights(tmp_path):
+    # the serving benchmark's like-for-like claim: CTranslate2 with the
+    # weights copied through TransformerSpec scores every target token as
+    # Keras does, and its greedy translations are Keras' ids
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    import seqkeras
+
+    peer = _load(os.path.join(ROOT, "benchmarks", "ctranslate2_peer.py"), "ct2_peer")
+    vocab = 40
+    model = seqkeras.models.transformer_seq2seq(
+        vocab,
+        vocab,
+        32,
+        num_layers=2,
+        num_heads=4,
+        hidden_dim=16,
+        intermediate_dim=32,
+        norm_first=True,
+    )
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.2, w.shape).astype("float32"))
+    tokens = ["<pad>", "<bos>", "<eos>", "<unk>"] + [f"t{i}" for i in range(vocab - 4)]
+    peer.transformer_spec(model, tokens, tokens).save(str(tmp_path))
+    translator = ctranslate2.Translator(str(tmp_path), device="cpu", intra_threads=1)
+    src = rng.integers(4, vocab, (3, 6)).astype("int32")
+    src[:, -1] = 2  # EOS, as our tokenizers end a source
+    tgt = rng.integers(4, vocab, (3, 5)).astype("int32")
+    scored = translator.score_batch(
+        [[tokens[i] for i in r] for r in src], [[tokens[i] for i in r] for r in tgt]
+    )
+    logits = np.asarray(model({"source_ids": src, "target_ids": np.c_[np.ones(3, "int32"), tgt]}))
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = np.take_along_axis(logp, np.c_[tgt, np.full(3, 2)][..., None], -1)[..., 0]
+    np.testing.assert_allclose([s.log_probs for s in scored], expected, atol=1e-4)
+    ours = np.asarray(seqkeras.models.generate(model, src, max_length=8, eos_id=2))
+    theirs = translator.translate_batch(
+        [[tokens[i] for i in r] for r in src], beam_size=1, max_decoding_length=7
+    )
+    for row, result in zip(ours, theirs):
+        mine = [int(t) for t in row[1:] if t not in (0, 2)]
+        assert [tokens.index(t) for t in result.hypotheses[0]] == mine
