@@ -279,6 +279,7 @@ class TransformerServingDecoder(tf.Module):
         model = self.model
         embedding = model.part("embedding")
         x = tf.gather(weights["embedding"], tokens)
+        masked_now = tf.equal(tokens, 0)[:, None]
         if self.scale_inputs:
             x = x * tf.cast(tf.sqrt(float(x.shape[-1])), x.dtype)
         x = x + tf.cast(table[index], x.dtype)
@@ -303,6 +304,10 @@ class TransformerServingDecoder(tf.Module):
                     causal = None
                 new_caches.append((k_all, v_all))
                 context = self._attend(self._heads(q), k_all, v_all, causal, small)
+                # a generated PAD token (id 0, which the embedding masks) is
+                # a masked query in Keras' step: its self-attention context
+                # is zero (its key stays visible to later steps)
+                context = tf.where(masked_now, tf.zeros_like(context), context)
                 return tf.matmul(context, out_w) + out_b
 
             x = self._sublayer(x, block.self_attention_layer_norm, self_attend)
