@@ -61,14 +61,39 @@ def supports(model):
     return bool(blocks) and all(getattr(b, "has_cross_attention", False) for b in blocks)
 
 
-def _flat(kernel):
-    """A (d_in, heads, head_dim) kernel as (d_in, heads * head_dim)."""
-    value = np.asarray(kernel)
-    return value.reshape(value.shape[0], -1)
+def _fused(attention, names):
+    """`(kernel, bias)`: the attention layer's `names` projections
+    ((d_in, heads, dim) kernels) side by side as one (d_in, len(names) *
+    heads * dim) matrix product."""
+    kernels, biases = [], []
+    for name in names:
+        kernel = np.asarray(getattr(attention, f"{name}_kernel"))
+        kernels.append(kernel.reshape(kernel.shape[0], -1))
+        bias = getattr(attention, f"{name}_bias")
+        biases.append(
+            np.zeros(kernels[-1].shape[1], "float32")
+            if bias is None
+            else np.asarray(bias).reshape(-1)
+        )
+    return np.concatenate(kernels, 1), np.concatenate(biases)
 
 
-def _bias(bias, size):
-    return np.zeros((size,), "float32") if bias is None else np.asarray(bias).reshape(-1)
+def _output(attention):
+    """`(kernel, bias)`: the (heads, dim, d_out) output projection as
+    (heads * dim, d_out)."""
+    kernel = np.asarray(attention.output_kernel)
+    kernel = kernel.reshape(-1, kernel.shape[-1])
+    bias = attention.output_bias
+    return kernel, np.zeros(kernel.shape[1], "float32") if bias is None else np.asarray(bias)
+
+
+def _softmax(logits, dtype):
+    """Softmax over the last axis in float32, written out (oneDNN's softmax
+    kernel costs ~90 us a call on these shapes, its four ops ~15 us),
+    cast to `dtype`."""
+    logits = tf.cast(logits, tf.float32)
+    e = tf.exp(logits - tf.reduce_max(logits, -1, keepdims=True))
+    return tf.cast(e / tf.reduce_sum(e, -1, keepdims=True), dtype)
 
 
 class TransformerServingDecoder(tf.Module):
@@ -115,30 +140,11 @@ class TransformerServingDecoder(tf.Module):
                         "`TransformerServingDecoder` needs key_dim == value_dim. "
                         f"Received: {layer.key_dim} and {layer.value_dim} in {block.name!r}"
                     )
-            w = self.width
-            qkv.append(
-                (
-                    np.concatenate(
-                        [_flat(sa.query_kernel), _flat(sa.key_kernel), _flat(sa.value_kernel)], 1
-                    ),
-                    np.concatenate(
-                        [
-                            _bias(sa.query_bias, w),
-                            _bias(sa.key_bias, w),
-                            _bias(sa.value_bias, w),
-                        ]
-                    ),
-                )
-            )
-            self_out.append((_out(sa), _bias(sa.output_bias, _out(sa).shape[1])))
-            cross_q.append((_flat(ca.query_kernel), _bias(ca.query_bias, w)))
-            cross_kv.append(
-                (
-                    np.concatenate([_flat(ca.key_kernel), _flat(ca.value_kernel)], 1),
-                    np.concatenate([_bias(ca.key_bias, w), _bias(ca.value_bias, w)]),
-                )
-            )
-            cross_out.append((_out(ca), _bias(ca.output_bias, _out(ca).shape[1])))
+            qkv.append(_fused(sa, ("query", "key", "value")))
+            self_out.append(_output(sa))
+            cross_q.append(_fused(ca, ("query",)))
+            cross_kv.append(_fused(ca, ("key", "value")))
+            cross_out.append(_output(ca))
 
         def variables(pairs, name):
             return [
@@ -153,18 +159,8 @@ class TransformerServingDecoder(tf.Module):
         encoder_qkv, encoder_out = [], []
         for block in self._encoder_blocks or []:
             sa = block.self_attention_layer
-            w = sa.num_heads * sa.key_dim
-            encoder_qkv.append(
-                (
-                    np.concatenate(
-                        [_flat(sa.query_kernel), _flat(sa.key_kernel), _flat(sa.value_kernel)], 1
-                    ),
-                    np.concatenate(
-                        [_bias(sa.query_bias, w), _bias(sa.key_bias, w), _bias(sa.value_bias, w)]
-                    ),
-                )
-            )
-            encoder_out.append((_out(sa), _bias(sa.output_bias, _out(sa).shape[1])))
+            encoder_qkv.append(_fused(sa, ("query", "key", "value")))
+            encoder_out.append(_output(sa))
         self.encoder_qkv = variables(encoder_qkv, "encoder_qkv")
         self.encoder_output = variables(encoder_out, "encoder_output")
         self.self_qkv = variables(qkv, "self_qkv")
@@ -240,9 +236,7 @@ class TransformerServingDecoder(tf.Module):
             logits = tf.matmul(q, k, transpose_b=True)
         if bias is not None:
             logits = logits + bias
-        logits = tf.cast(logits, tf.float32)
-        e = tf.exp(logits - tf.reduce_max(logits, -1, keepdims=True))
-        weights = tf.cast(e / tf.reduce_sum(e, -1, keepdims=True), v.dtype)
+        weights = _softmax(logits, v.dtype)
         if small:
             context = tf.reduce_sum(tf.transpose(weights, [0, 1, 3, 2]) * v, 2)
         else:
@@ -259,9 +253,7 @@ class TransformerServingDecoder(tf.Module):
             logits = tf.reduce_sum(q[:, :, :, None, :] * k[:, :, None], -1)
         else:
             logits = tf.matmul(q, k, transpose_b=True)  # (batch, heads, beams, S)
-        logits = tf.cast(logits + bias, tf.float32)
-        e = tf.exp(logits - tf.reduce_max(logits, -1, keepdims=True))
-        weights = tf.cast(e / tf.reduce_sum(e, -1, keepdims=True), v.dtype)
+        weights = _softmax(logits + bias, v.dtype)
         if small:
             context = tf.reduce_sum(weights[..., None] * v[:, :, None], 3)
         else:
@@ -277,13 +269,11 @@ class TransformerServingDecoder(tf.Module):
         """One decoding step for (rows,) tokens at position `index`:
         `(float32 logits (rows, vocab), caches)`."""
         model = self.model
-        embedding = model.part("embedding")
         x = tf.gather(weights["embedding"], tokens)
         masked_now = tf.equal(tokens, 0)[:, None]
         if self.scale_inputs:
             x = x * tf.cast(tf.sqrt(float(x.shape[-1])), x.dtype)
         x = x + tf.cast(table[index], x.dtype)
-        del embedding
         new_caches = []
         for i, block in enumerate(model.part("blocks")):
             (k_cache, v_cache), (k_cross, v_cross) = caches[i], cross[i]
@@ -402,7 +392,7 @@ class TransformerServingDecoder(tf.Module):
         x = tf.reshape(x, [-1, d])
         bias = tf.where(tf.not_equal(source_ids, PAD), 0.0, -1e9)[:, None, None, :]
         bias = tf.cast(bias, x.dtype)
-        heads, dim = self._encoder_blocks[0].self_attention_layer.num_heads, None
+        heads = self._encoder_blocks[0].self_attention_layer.num_heads
         for i, block in enumerate(self._encoder_blocks):
             qkv_w, qkv_b = weights["encoder_qkv"][i]
             out_w, out_b = weights["encoder_output"][i]
@@ -412,10 +402,8 @@ class TransformerServingDecoder(tf.Module):
             def attend(h, qkv_w=qkv_w, qkv_b=qkv_b, out_w=out_w, out_b=out_b):
                 qkv = tf.reshape(tf.matmul(h, qkv_w) + qkv_b, [batch, length, 3, heads, dim])
                 q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # (batch, heads, S, dim)
-                logits = tf.cast(tf.matmul(q * scale, k, transpose_b=True) + bias, tf.float32)
-                e = tf.exp(logits - tf.reduce_max(logits, -1, keepdims=True))
-                weights_ = tf.cast(e / tf.reduce_sum(e, -1, keepdims=True), v.dtype)
-                context = tf.transpose(tf.matmul(weights_, v), [0, 2, 1, 3])
+                weights = _softmax(tf.matmul(q * scale, k, transpose_b=True) + bias, v.dtype)
+                context = tf.transpose(tf.matmul(weights, v), [0, 2, 1, 3])
                 return tf.matmul(tf.reshape(context, [-1, heads * dim]), out_w) + out_b
 
             x = self._sublayer(x, block.self_attention_layer_norm, attend)
@@ -681,12 +669,6 @@ def _encoder_blocks(model):
     ):
         return None
     return blocks
-
-
-def _out(attention):
-    """An attention layer's (heads, dim, d_out) output kernel as (heads * dim, d_out)."""
-    value = np.asarray(attention.output_kernel)
-    return value.reshape(-1, value.shape[-1])
 
 
 __all__ = ["TransformerServingDecoder", "supports"]
