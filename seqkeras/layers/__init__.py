@@ -11,6 +11,8 @@ from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
 from seqkeras.layers.cells import SimpleRNNCell
+from seqkeras.layers.mixing import ReverseSequence
+from seqkeras.layers.mixing import ScalarMix
 from seqkeras.layers.pooling import SequencePooling
 from seqkeras.layers.positional import PositionalEmbedding
 from seqkeras.layers.positional import SinusoidalPositionalEncoding
@@ -37,6 +39,8 @@ __all__ = [
     "PositionalEmbedding",
     "Recurrent",
     "RecurrentCell",
+    "ReverseSequence",
+    "ScalarMix",
     "SequencePooling",
     "SimpleRNNCell",
     "SinusoidalPositionalEncoding",

@@ -27,11 +27,17 @@ class BertEmbedding(keras.layers.Layer):
         layer_norm_epsilon: the LayerNorm's epsilon (BERT: 1e-12).
         dropout: rate in [0, 1) after the LayerNorm.
         embeddings_initializer: of the three tables.
+        output_bias: also create `output_bias` (vocab_size,), added to the
+            logits of `reverse=True` (a masked-LM head's output bias,
+            Hugging Face's `cls.predictions.bias`).
 
     Call arguments:
-        token_ids: int (batch, time).
+        token_ids: int (batch, time); with `reverse=True`, vectors
+            (..., hidden_dim) instead.
         segment_ids: optional int (batch, time); default all 0.
         training: enables dropout.
+        reverse: weight tying: vectors -> logits over the vocabulary,
+            `x E_token^T (+ output_bias)`, float32 under mixed precision.
 
     Example:
 
@@ -50,10 +56,12 @@ class BertEmbedding(keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         dropout=0.0,
         embeddings_initializer=None,
+        output_bias=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         name = "BertEmbedding"
+        self.output_bias = bool(output_bias)
         self.vocab_size = validation.positive_int(name, "vocab_size", vocab_size)
         self.hidden_dim = validation.positive_int(name, "hidden_dim", hidden_dim)
         self.max_length = validation.positive_int(name, "max_length", max_length)
@@ -85,6 +93,11 @@ class BertEmbedding(keras.layers.Layer):
         self.token_embeddings = table("token_embeddings", self.vocab_size)
         self.position_embeddings = table("position_embeddings", self.max_length)
         self.segment_embeddings = table("segment_embeddings", self.num_segments)
+        self.output_bias_weight = None
+        if self.output_bias:
+            self.output_bias_weight = self.add_weight(
+                shape=(self.vocab_size,), name="output_bias", initializer="zeros"
+            )
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
@@ -98,7 +111,9 @@ class BertEmbedding(keras.layers.Layer):
             validation.same_dims("BertEmbedding", arg, ids, shape, "(batch, time)")
         return ops.cast(ids, "int32")
 
-    def call(self, token_ids, segment_ids=None, training=None):
+    def call(self, token_ids, segment_ids=None, training=None, reverse=False):
+        if reverse:
+            return self._logits(token_ids)
         token_ids = self._check_ids("token_ids", token_ids)
         shape = validation.static_shape(token_ids)
         if shape[1] is not None and shape[1] > self.max_length:
@@ -117,11 +132,33 @@ class BertEmbedding(keras.layers.Layer):
         x = self.layer_norm(ops.cast(x, self.compute_dtype))
         return self.dropout_layer(x, training=training)
 
-    def compute_mask(self, token_ids, mask=None):
+    def _logits(self, x):
+        shape = validation.static_shape(x)
+        if shape[-1] != self.hidden_dim:
+            raise ValueError(
+                f"`BertEmbedding(reverse=True)` expects vectors of width {self.hidden_dim} "
+                f"(`hidden_dim`). Received: shape {shape}"
+            )
+        table = ops.cast(self.token_embeddings, x.dtype)
+        logits = ops.cast(ops.matmul(x, ops.transpose(table)), "float32")
+        if self.output_bias_weight is not None:
+            logits = logits + ops.cast(self.output_bias_weight, "float32")
+        return logits
+
+    def compute_mask(self, token_ids, mask=None, reverse=False):
+        if reverse or "float" in str(token_ids.dtype):  # reverse: vectors in
+            return mask
         return ops.not_equal(token_ids, 0)
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
         return tuple(token_ids_shape) + (self.hidden_dim,)
+
+    def compute_output_spec(self, token_ids, segment_ids=None, training=None, reverse=False):
+        if reverse:
+            shape = tuple(token_ids.shape[:-1]) + (self.vocab_size,)
+            return keras.KerasTensor(shape, dtype="float32")
+        shape = self.compute_output_shape(token_ids.shape)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()
@@ -134,6 +171,7 @@ class BertEmbedding(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "dropout": self.dropout,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+                "output_bias": self.output_bias,
             }
         )
         return config

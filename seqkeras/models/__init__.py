@@ -30,6 +30,10 @@ from seqkeras.models.language_models import RecurrentLanguageModel
 from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.language_models import rnn_language_model
 from seqkeras.models.language_models import transformer_language_model
+from seqkeras.models.pretraining import BiLanguageModel
+from seqkeras.models.pretraining import bilm
+from seqkeras.models.pretraining import bilm_loss
+from seqkeras.models.pretraining import elmo_features
 from seqkeras.models.training import MaskedAccuracy
 from seqkeras.models.training import MaskedPerplexity
 from seqkeras.models.training import PinballLoss
@@ -44,6 +48,7 @@ from seqkeras.models.training import masked_loss
 from seqkeras.models.training import reset_states
 
 __all__ = [
+    "BiLanguageModel",
     "CRFTagger",
     "Classifier",
     "ConditionedDecoder",
@@ -65,12 +70,15 @@ __all__ = [
     "TransformerLanguageModel",
     "TransformerSeq2Seq",
     "attention_model",
+    "bilm",
+    "bilm_loss",
     "check_token_ids",
     "choose_jit_compile",
     "classifier",
     "compile_model",
     "conditioned_decoder",
     "decoder_step",
+    "elmo_features",
     "forecaster",
     "generate",
     "infer_task",

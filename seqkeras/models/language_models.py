@@ -247,11 +247,57 @@ def transformer_language_model(
             f"hidden_dim={hidden_dim}, num_heads={num_heads}"
         )
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    parts = {}
+    x = causal_network(
+        token_ids,
+        parts,
+        vocab_size=vocab_size,
+        max_length=max_length,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        dropout=dropout,
+        positional=positional,
+        norm_first=norm_first,
+        activation=activation,
+        layer_norm_epsilon=layer_norm_epsilon,
+        mask_padding=bb.check(name, "mask_padding", mask_padding, "bool"),
+    )
+    embedding = parts["embedding"]
+    logits, parts["logits"] = bb.output_logits(
+        x, vocab_size, embedding if tie_weights else None, return_layer=True
+    )
+    return TransformerLanguageModel(
+        token_ids, logits, name=name, vocabulary_sizes={"token_ids": vocab_size}, parts=parts
+    )
+
+
+def causal_network(
+    token_ids,
+    parts,
+    vocab_size,
+    max_length,
+    num_layers,
+    num_heads,
+    hidden_dim,
+    intermediate_dim,
+    dropout,
+    positional,
+    norm_first,
+    activation,
+    layer_norm_epsilon,
+    mask_padding,
+):
+    """The body of `transformer_language_model` on `token_ids` (its final
+    hidden states, (batch, time, hidden_dim)), for heads other than the
+    logits (a GPT classifier); `parts` gets `embedding`, `positions`,
+    `blocks` and `norm`."""
     embedding = keras.layers.ReversibleEmbedding(
         vocab_size,
         hidden_dim,
         tie_weights=True,
-        mask_zero=bb.check(name, "mask_padding", mask_padding, "bool"),
+        mask_zero=mask_padding,
         embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
         name="embedding",
     )
@@ -259,8 +305,8 @@ def transformer_language_model(
     x = positions(embedding(token_ids))
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
-    parts = {"embedding": embedding, "positions": positions}
-    x = bb.transformer_stack(
+    parts.update(embedding=embedding, positions=positions)
+    return bb.transformer_stack(
         x,
         num_layers,
         num_heads,
@@ -272,10 +318,4 @@ def transformer_language_model(
         name="decoder",
         parts=parts,
         layer_norm_epsilon=layer_norm_epsilon,
-    )
-    logits, parts["logits"] = bb.output_logits(
-        x, vocab_size, embedding if tie_weights else None, return_layer=True
-    )
-    return TransformerLanguageModel(
-        token_ids, logits, name=name, vocabulary_sizes={"token_ids": vocab_size}, parts=parts
     )

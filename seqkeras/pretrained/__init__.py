@@ -20,27 +20,35 @@ from seqkeras.pretrained.checkpoints import extract_minilm
 from seqkeras.pretrained.checkpoints import gpt2_architecture
 from seqkeras.pretrained.checkpoints import read_checkpoint
 from seqkeras.pretrained.models import PretrainedClassifier
+from seqkeras.pretrained.models import PretrainedMaskedLM
 from seqkeras.pretrained.models import PretrainedCRFTagger
 from seqkeras.pretrained.models import PretrainedTagger
 from seqkeras.pretrained.models import bert_classifier
 from seqkeras.pretrained.models import bert_encoder
+from seqkeras.pretrained.models import bert_masked_lm
 from seqkeras.pretrained.models import bert_tagger
+from seqkeras.pretrained.models import gpt2_classifier
 from seqkeras.pretrained.models import gpt2_language_model
 from seqkeras.pretrained.models import load_pretrained
+from seqkeras.pretrained.writing import save_checkpoint
 
 __all__ = [
     "Checkpoint",
     "MINILM_SHA256",
     "PretrainedCRFTagger",
     "PretrainedClassifier",
+    "PretrainedMaskedLM",
     "PretrainedTagger",
     "bert_architecture",
     "bert_classifier",
     "bert_encoder",
+    "bert_masked_lm",
     "bert_tagger",
     "extract_minilm",
     "gpt2_architecture",
+    "gpt2_classifier",
     "gpt2_language_model",
     "load_pretrained",
     "read_checkpoint",
+    "save_checkpoint",
 ]

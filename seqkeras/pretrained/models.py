@@ -24,7 +24,6 @@ from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
 from seqkeras.models.classification import CRFTagger
 from seqkeras.models.classification import word_features
-from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.language_models import transformer_language_model
 
 _BERT_KEYS = (
@@ -65,6 +64,17 @@ class PretrainedClassifier(SequenceModel):
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
+class PretrainedMaskedLM(SequenceModel):
+    """`bert_masked_lm`'s class: `token_ids` and `mask_positions` ->
+    `logits` (batch, selections, vocab) at the selected positions; its
+    loss is the cross-entropy there, weighted by `mask_weights` (give
+    them as `sample_weight`, or let the PAD labels of unused slots be
+    skipped: `compile_model`'s token loss)."""
+
+    task = "tokens"
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
 class PretrainedTagger(SequenceModel):
     """`bert_tagger`'s class without a CRF: `token_ids` (subwords) and
     `word_starts` -> tag `logits` per word."""
@@ -80,7 +90,7 @@ class PretrainedCRFTagger(CRFTagger):
     mask_input = "word_starts"
 
 
-def _encoder(builder, token_ids, arch, dropout, parts):
+def _encoder(builder, token_ids, arch, dropout, parts, output_bias=False):
     """The BERT network on `token_ids`: hidden states (batch, time, d);
     `parts` gets `embedding` and `blocks`."""
     for key in _BERT_KEYS:
@@ -101,6 +111,7 @@ def _encoder(builder, token_ids, arch, dropout, parts):
         arch.get("layer_norm_epsilon", 1e-12),
         dropout,
         embeddings_initializer=init,
+        output_bias=output_bias,
         name="embeddings",
     )
     x = embedding(token_ids)
@@ -298,6 +309,132 @@ def bert_tagger(
     return PretrainedTagger(inputs, logits, name=name, vocabulary_sizes=sizes, parts=parts)
 
 
+def bert_masked_lm(architecture, dropout=None):
+    """BERT with its masked-LM head (Devlin et al. 2019): the encoder, then
+    at each selected position a tanh-free transform (dense + the
+    architecture's activation + LayerNorm) and logits tied to the token
+    embedding plus an output bias (Hugging Face's `BertForMaskedLM`).
+
+    Args:
+        architecture: sizes (a `Checkpoint`'s `architecture`, or a new
+            one: `vocab_size`, `hidden_dim`, `num_layers`, `num_heads`,
+            `intermediate_dim`, `max_length`).
+        dropout: in the network (default the architecture's, else 0.1).
+
+    Returns:
+        A `PretrainedMaskedLM`: `token_ids` (batch, time) and
+        `mask_positions` (batch, selections; 0 where unused) -> `logits`
+        (batch, selections, vocab_size), float32. Train it on
+        `seqkeras.data.pretraining.masked_lm_dataset`; write it as a
+        Hugging Face checkpoint with `save_checkpoint`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+    ...             intermediate_dim=16, max_length=16)
+    >>> model = sp.bert_masked_lm(arch)
+    >>> x = {"token_ids": np.array([[1, 4, 9, 2]]), "mask_positions": np.array([[1, 0]])}
+    >>> tuple(model(x).shape)
+    (1, 2, 40)
+    """
+    name = "bert_masked_lm"
+    arch = _architecture(name, architecture, "bert")
+    dropout = arch.get("dropout", 0.1) if dropout is None else dropout
+    inputs = {
+        "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+        "mask_positions": keras.Input((None,), dtype="int32", name="mask_positions"),
+    }
+    parts = {}
+    x = _encoder(name, inputs["token_ids"], arch, dropout, parts, output_bias=True)
+    x = sk.GatherSteps(name="masked_positions")([x, inputs["mask_positions"]])
+    transform = keras.layers.Dense(
+        arch["hidden_dim"],
+        activation=arch.get("activation", "gelu"),
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+        name="mlm_transform",
+    )
+    norm = keras.layers.LayerNormalization(
+        epsilon=arch.get("layer_norm_epsilon", 1e-12), name="mlm_norm"
+    )
+    logits = parts["embedding"](norm(transform(x)), reverse=True)
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
+    parts.update(pooler=None, mlm_transform=transform, mlm_norm=norm)
+    return PretrainedMaskedLM(
+        inputs,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": arch["vocab_size"]},
+        parts=parts,
+    )
+
+
+def _gpt2_network(builder, token_ids, arch, dropout, parts):
+    from seqkeras.models.language_models import causal_network
+
+    return causal_network(
+        token_ids,
+        parts,
+        vocab_size=arch["vocab_size"],
+        max_length=arch["max_length"],
+        num_layers=arch["num_layers"],
+        num_heads=arch["num_heads"],
+        hidden_dim=arch["hidden_dim"],
+        intermediate_dim=arch["intermediate_dim"],
+        dropout=bb.check(builder, "dropout", dropout, "rate"),
+        positional="learned",
+        norm_first=True,
+        activation=arch.get("activation", "gelu_tanh"),
+        layer_norm_epsilon=arch.get("layer_norm_epsilon", 1e-5),
+        mask_padding=False,
+    )
+
+
+def gpt2_classifier(architecture, num_classes, dropout=0.1, pad_id=0):
+    """A classifier over a GPT-2-shaped causal Transformer (Radford et al.
+    2018's fine-tuning): the final hidden state at each row's last
+    non-padding token (the `[SEP]` a `pretraining_vocabulary` tokenizer
+    ends with: GPT's "extract" token), dropout, a linear layer.
+
+    Args:
+        architecture: a `Checkpoint`'s `architecture` (model_type gpt2).
+        num_classes: positive int.
+        dropout: in the network and before the output layer.
+        pad_id: the padding id (rows are right-padded with it).
+
+    Returns:
+        A `PretrainedClassifier`: `token_ids` (batch, time) -> `logits`
+        (batch, num_classes). Copy the weights in with `load_pretrained`.
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(model_type="gpt2", vocab_size=40, hidden_dim=8, num_layers=1,
+    ...             num_heads=2, intermediate_dim=32, max_length=16)
+    >>> tuple(sp.gpt2_classifier(arch, 3)(np.array([[1, 5, 2, 0]])).shape)
+    (1, 3)
+    """
+    name = "gpt2_classifier"
+    arch = _architecture(name, architecture, "gpt2")
+    num_classes = bb.check(name, "num_classes", num_classes, "int")
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    parts = {}
+    x = _gpt2_network(name, token_ids, arch, dropout, parts)
+    pool = sk.SequencePooling("last", name="pooling")
+    x = pool(x, mask=keras.ops.not_equal(token_ids, pad_id))
+    if dropout:
+        x = keras.layers.Dropout(dropout, name="output_dropout")(x)
+    logits = bb.output_logits(x, num_classes)
+    parts.update(pooling=pool)
+    return PretrainedClassifier(
+        token_ids,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": arch["vocab_size"]},
+        parts=parts,
+    )
+
+
 def gpt2_language_model(architecture, dropout=None):
     """GPT-2 (Radford et al. 2019) as a `TransformerLanguageModel`: learned
     positions, pre-LN causal blocks with the tanh GELU, a final LayerNorm,
@@ -417,6 +554,12 @@ def _load_bert(model, checkpoint):
     pooler = model.part("pooler")
     if pooler is not None:
         _linear(checkpoint, pooler, "pooler.dense", used)
+    transform = model.part("mlm_transform")
+    head = "cls.predictions."
+    if transform is not None and head + "bias" in checkpoint.tensors:  # else: a new head
+        _linear(checkpoint, transform, head + "transform.dense", used)
+        _norm(checkpoint, model.part("mlm_norm"), head + "transform.LayerNorm", used)
+        used.append(_assign(checkpoint, embedding.output_bias_weight, head + "bias"))
     return used
 
 
@@ -462,10 +605,8 @@ def _check_target(model, checkpoint):
         fits = isinstance(part("embedding"), sk.BertEmbedding) and part("blocks")
         makers = "`bert_encoder`, `bert_classifier` or `bert_tagger`"
     else:
-        fits = isinstance(model, TransformerLanguageModel) and isinstance(
-            part("positions"), sk.PositionalEmbedding
-        )
-        makers = "`gpt2_language_model`"
+        fits = isinstance(part("positions"), sk.PositionalEmbedding) and part("blocks")
+        makers = "`gpt2_language_model` or `gpt2_classifier`"
     if not fits:
         raise ValueError(
             f"`load_pretrained`: a {checkpoint.model_type} checkpoint loads into a model made "
@@ -489,5 +630,12 @@ def load_pretrained(model, checkpoint):
         used = _load_bert(model, checkpoint)
     else:
         used = _load_gpt2(model, checkpoint)
-    ignored = ("position_ids", "attn.bias", "attn.masked_bias", "lm_head.weight")
+    ignored = (
+        "position_ids",
+        "attn.bias",
+        "attn.masked_bias",
+        "lm_head.weight",
+        "cls.predictions.decoder.weight",  # tied to the word embeddings
+        "cls.predictions.decoder.bias",  # = cls.predictions.bias
+    )
     return sorted(n for n in set(checkpoint.tensors) - set(used) if not n.endswith(ignored))
