@@ -161,7 +161,12 @@ def new_model(args, app, sizes, options=None, trainer=None, overrides=None, init
         extra["init"] = init.directory
     config = model_config(args, builder, arguments, sizes, model=args.model, **extra)
     model, fitted = build_and_compile(args, config, options, trainer)
-    if init is not None:
+    if init is not None and init.model_type == "bilm":
+        from seqkeras.models import load_bilm
+
+        load_bilm(model, load(init.directory)[0])
+        print(f"ELMo: the biLM of {init.directory}, frozen")
+    elif init is not None:
         from seqkeras.pretrained import load_pretrained
 
         unused = load_pretrained(model, init)
@@ -198,17 +203,52 @@ def model_config(args, builder, arguments, sizes, **extra):
     }
 
 
-def read_init(args):
-    """The `--init` checkpoint (`seqkeras.pretrained.read_checkpoint`;
-    AppError if it cannot be read), or None."""
+class PretrainedBiLM:
+    """`--init` of an `apps/pretrain.py --objective bilm` directory (ELMo):
+    `model_type` "bilm", `architecture` (the `bilm` arguments), `directory`,
+    `source`."""
+
+    model_type, source = "bilm", "apps/pretrain.py"
+
+    def __init__(self, directory, config):
+        self.directory, self.architecture = directory, dict(config["arguments"])
+
+
+#: The preset `--init` selects for each kind of pretrained model.
+INIT_PRESETS = {"bert": "pretrained", "gpt2": "pretrained-gpt2", "bilm": "elmo"}
+
+
+def read_init(args, kinds=tuple(INIT_PRESETS)):
+    """The `--init` checkpoint (`seqkeras.pretrained.read_checkpoint`, or a
+    `PretrainedBiLM` for a biLM pretrained by `apps/pretrain.py`; AppError
+    if it cannot be read or is not one of `kinds`), or None."""
     if not getattr(args, "init", None):
         return None
     from seqkeras.pretrained import read_checkpoint
 
     try:
-        return read_checkpoint(args.init)
+        path = os.path.join(args.init, CONFIG)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                config = json.load(f)
+            if config.get("objective") == "bilm":
+                return _init_kind(args, PretrainedBiLM(args.init, config), kinds)
+            if config.get("objective"):
+                raise ValueError(
+                    f"a {config['objective']} run of pretrain.py: give its checkpoint/ "
+                    "directory (mlm, causal)"
+                )
+        return _init_kind(args, read_checkpoint(args.init), kinds)
     except (ValueError, OSError, ImportError) as error:
         raise AppError(f"--init {args.init}: {error}") from None
+
+
+def _init_kind(args, init, kinds):
+    if init.model_type not in kinds:
+        raise AppError(
+            f"--init {args.init}: a {init.model_type} model; this app fine-tunes {', '.join(kinds)}"
+        )
+    return init
 
 
 def init_options(args, init, scratch_model, **defaults):
@@ -217,13 +257,17 @@ def init_options(args, init, scratch_model, **defaults):
     each option in `defaults` (`name=(from scratch, from a checkpoint)`)
     that the command line left None takes its default (AppError when
     `--model` and `--init` disagree)."""
+    preset = INIT_PRESETS[init.model_type] if init else None
     if args.model is None:
-        args.model = "pretrained" if init else scratch_model
-    if (args.model == "pretrained") != (init is not None):
-        raise AppError("--model pretrained and --init DIR go together")
+        args.model = preset or scratch_model
+    if (args.model in INIT_PRESETS.values() or init is not None) and args.model != preset:
+        raise AppError(
+            "--init DIR sets --model: pretrained (BERT), pretrained-gpt2 (GPT-2) or elmo (a biLM)"
+        )
+    fine_tunes = init is not None and init.model_type != "bilm"  # ELMo's biLM stays frozen
     for name, (scratch, pretrained) in defaults.items():
         if getattr(args, name) is None:
-            setattr(args, name, pretrained if init else scratch)
+            setattr(args, name, pretrained if fine_tunes else scratch)
 
 
 def bert_schedule(args, steps):

@@ -133,7 +133,7 @@ def train(args):
 
     import seqkeras
 
-    init = common.read_init(args)
+    init = common.read_init(args, kinds=("bert", "gpt2"))
     if init is not None and (init.model_type, args.objective) not in (
         ("bert", "mlm"),
         ("gpt2", "causal"),

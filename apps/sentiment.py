@@ -150,6 +150,8 @@ def train(args):
     sizes = {"vocab_size": tokenizer.vocabulary_size, "num_classes": len(LABELS)}
 
     def with_length(builder, arguments):  # a Transformer's learned positions
+        if init is not None and init.model_type == "bilm":
+            return dict(sizes, bilm_arguments=init.architecture)
         if init is not None:
             return {"architecture": init.architecture, "num_classes": len(LABELS)}
         if arguments["backbone"] == "transformer":
@@ -157,7 +159,7 @@ def train(args):
         return sizes
 
     schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
-    if init is not None:
+    if init is not None and init.model_type != "bilm":
         schedule = common.bert_schedule(args, steps)
     options = {"learning_rate": schedule, "weight_decay": args.weight_decay}
     model, _, _ = common.new_model(

@@ -31,9 +31,12 @@ from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.language_models import rnn_language_model
 from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.pretraining import BiLanguageModel
+from seqkeras.models.pretraining import ElmoClassifier
 from seqkeras.models.pretraining import bilm
 from seqkeras.models.pretraining import bilm_loss
+from seqkeras.models.pretraining import elmo_classifier
 from seqkeras.models.pretraining import elmo_features
+from seqkeras.models.pretraining import load_bilm
 from seqkeras.models.training import MaskedAccuracy
 from seqkeras.models.training import MaskedPerplexity
 from seqkeras.models.training import PinballLoss
@@ -49,6 +52,7 @@ from seqkeras.models.training import reset_states
 
 __all__ = [
     "BiLanguageModel",
+    "ElmoClassifier",
     "CRFTagger",
     "Classifier",
     "ConditionedDecoder",
@@ -78,10 +82,12 @@ __all__ = [
     "compile_model",
     "conditioned_decoder",
     "decoder_step",
+    "elmo_classifier",
     "elmo_features",
     "forecaster",
     "generate",
     "infer_task",
+    "load_bilm",
     "masked_loss",
     "reset_states",
     "rnn_language_model",

@@ -90,19 +90,21 @@ def bilm(vocab_size, embedding_dim=256, units=512, num_layers=2, dropout=0.1):
             tie_weights=True,
             mask_zero=True,
             embeddings_initializer=keras.initializers.RandomNormal(stddev=0.05),
-            name="embedding",
+            name="bilm_embedding",
         ),
-        "reverse": sk.ReverseSequence(name="reverse"),
+        "reverse": sk.ReverseSequence(name="bilm_reverse"),
     }
     for direction in ("forward", "backward"):
         parts[direction] = [
             sk.Recurrent(
-                bb.make_cell("lstm", units), return_sequences=True, name=f"{direction}_lstm_{i}"
+                bb.make_cell("lstm", units),
+                return_sequences=True,
+                name=f"bilm_{direction}_lstm_{i}",
             )
             for i in range(num_layers)
         ]
         parts[direction + "_projection"] = [
-            keras.layers.Dense(embedding_dim, name=f"{direction}_projection_{i}")
+            keras.layers.Dense(embedding_dim, name=f"bilm_{direction}_projection_{i}")
             for i in range(num_layers)
         ]
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
@@ -148,26 +150,154 @@ def elmo_features(model, trainable=False):
             "`elmo_features` expects a `bilm` model (a `BiLanguageModel`). "
             f"Received: {type(model).__name__}"
         )
-    parts = {
-        role: model.part(role)
-        for role in (
-            "embedding",
-            "reverse",
-            "forward",
-            "backward",
-            "forward_projection",
-            "backward_projection",
-        )
-    }
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-    x, layers = _directions(token_ids, parts, dropout=0.0)
+    features_model = keras.Model(token_ids, _features(token_ids, model), name="elmo_features")
+    features_model.trainable = trainable
+    return features_model
+
+
+_ROLES = (
+    "embedding",
+    "reverse",
+    "forward",
+    "backward",
+    "forward_projection",
+    "backward_projection",
+)
+
+
+def _features(token_ids, model):
+    """ELMo's layers of `model` (a `bilm`) on `token_ids`."""
+    x, layers = _directions(token_ids, {role: model.part(role) for role in _ROLES}, dropout=0.0)
     concat = keras.layers.Concatenate
     features = [concat(name="elmo_layer_0")([x, x])]
     for k, (f, b) in enumerate(zip(layers["forward"], layers["backward"])):
         features.append(concat(name=f"elmo_layer_{k + 1}")([f, b]))
-    features_model = keras.Model(token_ids, features, name="elmo_features")
-    features_model.trainable = trainable
-    return features_model
+    return features
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class ElmoClassifier(SequenceModel):
+    """`elmo_classifier`'s class: `token_ids` -> class `logits`."""
+
+    task = "classes"
+
+
+def elmo_classifier(
+    vocab_size,
+    num_classes,
+    bilm_arguments,
+    backbone="lstm",
+    pooling="attention",
+    embedding_dim=300,
+    units=256,
+    num_layers=1,
+    bidirectional=True,
+    dropout=0.5,
+    word_dropout=0.0,
+    layer_norm=False,
+):
+    """A classifier with ELMo (Peters et al. 2018, section 3.3): the frozen
+    biLM's layers mixed by a `ScalarMix` and concatenated with the
+    classifier's own token embedding, `[x_k; ELMo_k]`, then the recurrent
+    classifier of `seqkeras.models.classifier` (the same arguments).
+
+    Args:
+        vocab_size: the biLM's vocabulary (the classifier reads the same
+            token ids).
+        num_classes: positive int.
+        bilm_arguments: the `bilm` keyword arguments (without
+            `vocab_size`) of the pretrained biLM; copy its weights in with
+            `load_bilm`.
+        backbone, pooling, embedding_dim, units, num_layers,
+        bidirectional, dropout, word_dropout: as `classifier`'s.
+        layer_norm: `ScalarMix`'s.
+
+    Returns:
+        An `ElmoClassifier`: `token_ids` (batch, time) -> `logits`
+        (batch, num_classes). The biLM's layers are frozen; the mix
+        weights, gamma and the classifier train.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.elmo_classifier(
+    ...     30, 2, {"embedding_dim": 8, "units": 8, "num_layers": 1},
+    ...     embedding_dim=8, units=8)
+    >>> tuple(model(np.array([[1, 5, 2, 0]])).shape)
+    (1, 2)
+    """
+    from seqkeras.models.classification import POOLINGS, _encode
+
+    name = "elmo_classifier"
+    num_classes = bb.check(name, "num_classes", num_classes, "int")
+    pooling = bb.check(name, "pooling", pooling, "choice", POOLINGS)
+    if not isinstance(bilm_arguments, dict):
+        raise TypeError(
+            f"`{name}` expects `bilm_arguments` to be a dict of `bilm` arguments. "
+            f"Received: {type(bilm_arguments).__name__}"
+        )
+    lm = bilm(vocab_size, **bilm_arguments)
+    for layer in lm.layers:
+        layer.trainable = False
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    features = _features(token_ids, lm)
+    mix = sk.ScalarMix(len(features), layer_norm=layer_norm, name="elmo_mix")(features)
+    x, _ = _encode(
+        name,
+        token_ids,
+        vocab_size,
+        backbone,
+        embedding_dim,
+        units,
+        num_layers,
+        bidirectional,
+        dropout,
+        4,
+        None,
+        512,
+        return_sequences=True,
+        word_dropout=word_dropout,
+        features=[mix],
+    )
+    pool = sk.SequencePooling(pooling, name="pooling")
+    x = pool(x)
+    if dropout:
+        x = keras.layers.Dropout(dropout)(x)
+    logits = bb.output_logits(x, num_classes)
+    return ElmoClassifier(
+        token_ids,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": vocab_size},
+        parts={"pooling": pool, **{role: lm.part(role) for role in _ROLES}},
+    )
+
+
+def load_bilm(model, source):
+    """Copies the weights of `source` (a trained `bilm`) into the biLM
+    layers of `model` (an `elmo_classifier`, or another `bilm`), by layer
+    name; a ValueError names a layer `model` lacks or whose shapes
+    differ. Returns `model`."""
+    for layer in source.layers:
+        if not layer.weights:
+            continue
+        try:
+            target = model.get_layer(layer.name)
+        except ValueError:
+            raise ValueError(
+                f"`load_bilm`: {model.name} has no biLM layer {layer.name!r} (was it built "
+                "with the biLM's `bilm_arguments`?)"
+            ) from None
+        shapes = [tuple(w.shape) for w in layer.weights]
+        if [tuple(w.shape) for w in target.weights] != shapes:
+            raise ValueError(
+                f"`load_bilm`: layer {layer.name!r} has weights of shapes "
+                f"{[tuple(w.shape) for w in target.weights]} in {model.name}, {shapes} in "
+                "the biLM (different `bilm_arguments` or vocabulary)"
+            )
+        target.set_weights(layer.get_weights())
+    return model
 
 
 def bilm_loss():
