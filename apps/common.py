@@ -161,11 +161,8 @@ def new_model(args, app, sizes, options=None, trainer=None, overrides=None, init
         extra["init"] = init.directory
     config = model_config(args, builder, arguments, sizes, model=args.model, **extra)
     model, fitted = build_and_compile(args, config, options, trainer)
-    if init is not None and init.model_type == "bilm":
-        from seqkeras.models import load_bilm
-
-        load_bilm(model, load(init.directory)[0])
-        print(f"ELMo: the biLM of {init.directory}, frozen")
+    if isinstance(init, PretrainRun):
+        init.copy_weights(model)
     elif init is not None:
         from seqkeras.pretrained import load_pretrained
 
@@ -203,19 +200,37 @@ def model_config(args, builder, arguments, sizes, **extra):
     }
 
 
-class PretrainedBiLM:
-    """`--init` of an `apps/pretrain.py --objective bilm` directory (ELMo):
-    `model_type` "bilm", `architecture` (the `bilm` arguments), `directory`,
-    `source`."""
+class PretrainRun:
+    """`--init` of an `apps/pretrain.py` directory of `--objective bilm`
+    (ELMo) or `span` (T5): `model_type` (the objective), `architecture`
+    (the builder's arguments), `sizes`, `directory`, `source`."""
 
-    model_type, source = "bilm", "apps/pretrain.py"
+    source = "apps/pretrain.py"
 
     def __init__(self, directory, config):
-        self.directory, self.architecture = directory, dict(config["arguments"])
+        self.directory, self.model_type = directory, config["objective"]
+        self.architecture, self.sizes = dict(config["arguments"]), dict(config["sizes"])
+
+    def copy_weights(self, model):
+        """Its weights into `model` (ELMo: the biLM layers; T5: all)."""
+        from seqkeras.models import load_bilm
+
+        trained = load(self.directory)[0]
+        if self.model_type == "bilm":
+            load_bilm(model, trained)
+            print(f"ELMo: the biLM of {self.directory}, frozen")
+        else:
+            model.set_weights(trained.get_weights())
+            print(f"initialised from {self.directory} (span corruption)")
 
 
 #: The preset `--init` selects for each kind of pretrained model.
-INIT_PRESETS = {"bert": "pretrained", "gpt2": "pretrained-gpt2", "bilm": "elmo"}
+INIT_PRESETS = {
+    "bert": "pretrained",
+    "gpt2": "pretrained-gpt2",
+    "bilm": "elmo",
+    "span": "text-to-text",
+}
 
 
 def read_init(args, kinds=tuple(INIT_PRESETS)):
@@ -231,8 +246,8 @@ def read_init(args, kinds=tuple(INIT_PRESETS)):
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
                 config = json.load(f)
-            if config.get("objective") == "bilm":
-                return _init_kind(args, PretrainedBiLM(args.init, config), kinds)
+            if config.get("objective") in ("bilm", "span"):
+                return _init_kind(args, PretrainRun(args.init, config), kinds)
             if config.get("objective"):
                 raise ValueError(
                     f"a {config['objective']} run of pretrain.py: give its checkpoint/ "
@@ -262,7 +277,8 @@ def init_options(args, init, scratch_model, **defaults):
         args.model = preset or scratch_model
     if (args.model in INIT_PRESETS.values() or init is not None) and args.model != preset:
         raise AppError(
-            "--init DIR sets --model: pretrained (BERT), pretrained-gpt2 (GPT-2) or elmo (a biLM)"
+            "--init DIR sets --model: pretrained (BERT), pretrained-gpt2 (GPT-2), elmo (a "
+            "biLM) or text-to-text (a span-corruption seq2seq)"
         )
     fine_tunes = init is not None and init.model_type != "bilm"  # ELMo's biLM stays frozen
     for name, (scratch, pretrained) in defaults.items():

@@ -212,10 +212,13 @@ def evaluate_model(model, objective, tokenizer, data):
 
     seqkeras.models.compile_model(model, jit_compile=False)
     logs = model.evaluate(data, verbose=0, return_dict=True)
-    if objective == "bilm":
-        for direction in ("forward", "backward"):
-            print(f"{direction} perplexity {math.exp(logs[direction + '_loss']):.2f}")
-        loss = (logs["forward_loss"] + logs["backward_loss"]) / 2
+    if objective == "bilm":  # "loss" sums the directions' means; Keras 3.x logs
+        # `forward_loss`/`backward_loss` halved, so each comes from the total
+        forward = math.log(logs["forward_perplexity"])
+        backward = logs["loss"] - forward
+        print(f"forward perplexity {math.exp(forward):.2f}")
+        print(f"backward perplexity {math.exp(backward):.2f}")
+        loss = logs["loss"] / 2
     else:
         loss = logs["loss"]
     print(f"loss {loss:.4f} nats per token")

@@ -50,6 +50,7 @@ import common  # noqa: E402
 import plots  # noqa: E402
 
 LABELS = ("negative", "positive")
+PREFIX = "sst2 sentence: "  # T5's task prefix (text-to-text models)
 MODELS = sorted(common.presets("sentiment")["models"])  # presets.json
 KILL_ENV = "SENTIMENT_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 PROG = "sentiment.py"
@@ -88,12 +89,19 @@ def vocabulary_file(directory, config):
 
 def probabilities(model, tokenizer, texts, config, batch=256):
     """Class probabilities (n, classes) for `texts`, in order: sorted by
-    length, batches padded to a multiple of 8 tokens, float32."""
+    length, batches padded to a multiple of 8 tokens, float32. A
+    text-to-text model's are 1 for the label word it wrote (a row of 0
+    where it wrote another word)."""
     from seqkeras.data import length_batches
 
     limit = config["max_length"]
+    if config["model"] == "text-to-text":
+        from seqkeras.models import classify_by_generation
+
+        written = classify_by_generation(model, tokenizer, texts, LABELS, PREFIX, batch, limit)
+        return np.eye(len(LABELS) + 1, len(LABELS), dtype="float32")[written]
     rows = [r[:limit] for r in tokenizer.encode(list(texts)).to_list()]
-    out = np.zeros((len(rows), config["sizes"]["num_classes"]), "float32")
+    out = np.zeros((len(rows), config["sizes"].get("num_classes", len(LABELS))), "float32")
     for chunk, x in length_batches(rows, batch, limit):
         logits = np.asarray(model.predict_on_batch(x), "float32")
         out[chunk] = np.asarray(keras.ops.softmax(logits))
@@ -101,8 +109,11 @@ def probabilities(model, tokenizer, texts, config, batch=256):
 
 
 def accuracy_report(probs, labels):
-    """Accuracy (percent) and per-class precision / recall / F1 lines."""
+    """Accuracy (percent) and per-class precision / recall / F1 lines
+    (a row of zeros, a text-to-text model's other word, is wrong)."""
     predicted, labels, lines = probs.argmax(-1), np.asarray(labels), []
+    others = probs.sum(-1) == 0
+    predicted[others] = -1
     for k, name in enumerate(LABELS[: probs.shape[1]]):
         tp = int(np.sum((predicted == k) & (labels == k)))
         precision = tp / max(1, int(np.sum(predicted == k)))
@@ -139,12 +150,33 @@ def train(args):
     else:
         tokenizer = WordTokenizer.train(texts, min_count=args.min_count)
         tokenizer.save(out)
-    data = classification_dataset(
-        texts, labels, tokenizer, batch_size=args.batch, max_length=args.max_length, seed=args.seed
-    )
-    val = classification_dataset(
-        val_texts, val_labels, tokenizer, batch_size=256, max_length=args.max_length, shuffle=False
-    )
+    if args.model == "text-to-text":  # T5: the label's word is the target
+        from seqkeras.data.pretraining import text_to_text_dataset
+
+        words = [[LABELS[k] for k in y] for y in (labels, val_labels)]
+        data = text_to_text_dataset(
+            texts, words[0], tokenizer, PREFIX, args.batch, args.max_length, seed=args.seed
+        )
+        val = text_to_text_dataset(
+            val_texts, words[1], tokenizer, PREFIX, 256, args.max_length, shuffle=False
+        )
+    else:
+        data = classification_dataset(
+            texts,
+            labels,
+            tokenizer,
+            batch_size=args.batch,
+            max_length=args.max_length,
+            seed=args.seed,
+        )
+        val = classification_dataset(
+            val_texts,
+            val_labels,
+            tokenizer,
+            batch_size=256,
+            max_length=args.max_length,
+            shuffle=False,
+        )
     data, steps = common.counted(data)
     overrides = {k: getattr(args, k) for k in ("embedding_dim", "units", "dropout", "word_dropout")}
     sizes = {"vocab_size": tokenizer.vocabulary_size, "num_classes": len(LABELS)}
@@ -152,6 +184,9 @@ def train(args):
     def with_length(builder, arguments):  # a Transformer's learned positions
         if init is not None and init.model_type == "bilm":
             return dict(sizes, bilm_arguments=init.architecture)
+        if init is not None and init.model_type == "span":  # the pretrained seq2seq's shape
+            arguments.update(init.architecture)
+            return init.sizes
         if init is not None:
             return {"architecture": init.architecture, "num_classes": len(LABELS)}
         if arguments["backbone"] == "transformer":
@@ -197,7 +232,7 @@ def evaluate(args):
     """Accuracy of one model, or of the ensemble of several (`--model A
     B ...`: their class probabilities averaged)."""
     models = [load(directory) for directory in args.model]
-    texts, labels = read(args.data, models[0][2]["sizes"]["num_classes"])
+    texts, labels = read(args.data, models[0][2]["sizes"].get("num_classes", len(LABELS)))
     probs, seconds = 0.0, 0.0
     for model, tokenizer, config in models:
         probabilities(model, tokenizer, texts[:8], config)  # compiles
@@ -205,6 +240,8 @@ def evaluate(args):
         own = probabilities(model, tokenizer, texts, config)
         seconds += time.perf_counter() - start
         probs = probs + own
+        if config["model"] == "text-to-text":
+            print(f"  outputs other than a label word: {int(np.sum(own.sum(-1) == 0))}")
         if len(models) > 1:
             print(f"  {config['model']}: {accuracy_report(own, labels)[0]:.2f}")
     acc, lines = accuracy_report(probs / len(models), labels)
@@ -219,7 +256,7 @@ def predict(args):
     lines = common.stdin_lines(PROG)
     for p in probabilities(model, tokenizer, lines, config) if lines else []:
         k = int(p.argmax())
-        print(f"{config['labels'][k]}\t{p[k]:.3f}")
+        print(f"{config['labels'][k]}\t{p[k]:.3f}" if p.sum() else "(another word)\t0.000")
 
 
 # -- export ----------------------------------------------------------------
@@ -230,7 +267,12 @@ def export(args):
     from seqkeras.export.signatures import ServeText
 
     model, tokenizer, config = load(args.model)
-    texts = read(args.data, config["sizes"]["num_classes"])[0][: args.check]
+    if config["model"] == "text-to-text":
+        raise common.AppError(
+            "export: a text-to-text model is a seq2seq model; export it with "
+            "seqkeras.export (generate signatures)"
+        )
+    texts = read(args.data, config["sizes"].get("num_classes", len(LABELS)))[0][: args.check]
 
     def check(path):
         expected = probabilities(model, tokenizer, texts, config)
@@ -272,7 +314,7 @@ def tflite_accuracy(args, tokenizer, config):
     sorted by length."""
     from seqkeras.data import length_batches
 
-    texts, labels = read(args.data, config["sizes"]["num_classes"])
+    texts, labels = read(args.data, config["sizes"].get("num_classes", len(LABELS)))
     rows = [r[: config["max_length"]] for r in tokenizer.encode(texts).to_list()]
     labels = np.asarray(labels)
 

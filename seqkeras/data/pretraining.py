@@ -415,3 +415,51 @@ def bilm_dataset(texts, tokenizer, batch_size=64, max_length=128, shuffle=True, 
         max_length,
         (pad, {"forward": pad, "backward": pad}),
     )
+
+
+# -- T5 fine-tuning ---------------------------------------------------------
+
+
+def text_to_text_dataset(
+    texts, targets, tokenizer, prefix="", batch_size=64, max_length=128, shuffle=True, seed=0
+):
+    """T5's text-to-text fine-tuning (Raffel et al. 2020): every task as
+    strings in and strings out, e.g. `"sst2 sentence: a gorgeous movie"`
+    -> `"positive"`. Batches of `({"source_ids", "target_ids"}, labels)`
+    laid out as `span_corruption_dataset`'s: the source `pieces(prefix +
+    text) + [SEP]`, the decoder input `[CLS] + pieces(target)`, the labels
+    `pieces(target) + [SEP]`."""
+    if len(texts) != len(targets):
+        raise ValueError(
+            "`text_to_text_dataset` needs aligned texts and targets. "
+            f"Received {len(texts)} texts and {len(targets)} targets"
+        )
+    if not isinstance(tokenizer, BertTokenizer):
+        raise TypeError(
+            "`text_to_text_dataset` expects a `seqkeras.data.BertTokenizer`. "
+            f"Received: {type(tokenizer).__name__}"
+        )
+    special = tokenizer.special_ids
+    cls, sep, pad = special["cls"], special["sep"], special["pad"]
+    pairs = tf.data.Dataset.from_tensor_slices(([prefix + t for t in texts], list(targets)))
+    if shuffle:
+        pairs = pairs.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
+
+    def encode(source, target):
+        s = tokenizer.encode(source, special_tokens=False, max_length=max_length - 1)
+        t = tokenizer.encode(target, special_tokens=False, max_length=max_length - 1)
+        return s, t
+
+    def layout(s, t):
+        s, t = tf.reshape(s, [-1]), tf.reshape(t, [-1])
+        x = {"source_ids": tf.concat([s, [sep]], 0), "target_ids": tf.concat([[cls], t], 0)}
+        return x, tf.concat([t, [sep]], 0)
+
+    data = pairs.batch(1024).map(encode).unbatch().map(layout)
+    return _batched(
+        data,
+        lambda x, y: tf.maximum(tf.size(x["source_ids"]), tf.size(y)),
+        batch_size,
+        max_length,
+        ({"source_ids": pad, "target_ids": pad}, pad),
+    )

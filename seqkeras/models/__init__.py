@@ -34,6 +34,7 @@ from seqkeras.models.pretraining import BiLanguageModel
 from seqkeras.models.pretraining import ElmoClassifier
 from seqkeras.models.pretraining import bilm
 from seqkeras.models.pretraining import bilm_loss
+from seqkeras.models.pretraining import classify_by_generation
 from seqkeras.models.pretraining import elmo_classifier
 from seqkeras.models.pretraining import elmo_features
 from seqkeras.models.pretraining import load_bilm
@@ -79,6 +80,7 @@ __all__ = [
     "check_token_ids",
     "choose_jit_compile",
     "classifier",
+    "classify_by_generation",
     "compile_model",
     "conditioned_decoder",
     "decoder_step",

@@ -305,3 +305,52 @@ def bilm_loss():
     ...}`, each the token cross-entropy skipping padding; Keras sums
     them)."""
     return {"forward": masked_loss(), "backward": masked_loss()}
+
+
+def classify_by_generation(
+    model, tokenizer, texts, label_words, prefix="", batch_size=64, max_length=128
+):
+    """T5-style classification: each text (with `prefix`) is decoded
+    greedily by `model` (a seq2seq model trained on
+    `seqkeras.data.pretraining.text_to_text_dataset`) and the output
+    compared with each label word's pieces.
+
+    Returns:
+        int array (len(texts),): the index of the label word the model
+        wrote, or -1 where it wrote anything else.
+
+    Example:
+
+    >>> import seqkeras
+    >>> from seqkeras.data import pretraining
+    >>> tok = pretraining.pretraining_vocabulary(["good bad movie"], 40, sentinels=1)
+    >>> model = seqkeras.models.transformer_seq2seq(
+    ...     tok.vocabulary_size, tok.vocabulary_size, 16, num_layers=1, hidden_dim=8, num_heads=2)
+    >>> out = seqkeras.models.classify_by_generation(model, tok, ["good movie"], ["good", "bad"])
+    >>> out.shape, int(out[0]) in (-1, 0, 1)
+    ((1,), True)
+    """
+    import numpy as np
+
+    from seqkeras.data import length_batches
+    from seqkeras.models.generation import generate
+
+    special = tokenizer.special_ids
+    cls, sep = special["cls"], special["sep"]
+    words = [tuple(r) for r in tokenizer.encode(list(label_words), special_tokens=False).to_list()]
+    if len(set(words)) != len(words) or not all(words):
+        raise ValueError(
+            "`classify_by_generation` needs label words with distinct, non-empty pieces. "
+            f"Received: {list(label_words)} -> {words}"
+        )
+    width = max(len(w) for w in words) + 2  # BOS, the word, EOS
+    pieces = tokenizer.encode([prefix + t for t in texts], special_tokens=False)
+    rows = [r[: max_length - 1] + [sep] for r in pieces.to_list()]
+    out = np.full(len(rows), -1, "int64")
+    for chunk, x in length_batches(rows, batch_size, max_length):
+        y = np.asarray(generate(model, x, max_length=width, bos_id=cls, eos_id=sep))[:, 1:]
+        for i, row in zip(chunk, y):
+            row = list(row)
+            written = tuple(row[: row.index(sep)] if sep in row else row)
+            out[i] = words.index(written) if written in words else -1
+    return out
