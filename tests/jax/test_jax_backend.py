@@ -195,3 +195,40 @@ def test_pretrained_builders_train_under_jit():
     starts = np.tile(np.arange(1, 6, dtype="int32"), (32, 1))
     x = {"token_ids": ids, "word_starts": starts, "casing_ids": np.full((32, 5), 5, "int32")}
     _fit(tagger, x, 1 + ids[:, 1:6] % 3)
+
+
+def test_pretraining_models_train_under_jit():
+    # issue 28's model side: the masked LM, the GPT classifier, the biLM
+    # (both directions, ReverseSequence) and the ELMo classifier (ScalarMix)
+    import seqkeras.pretrained as sp
+
+    arch = dict(
+        vocab_size=12, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=16, max_length=16
+    )
+    ids = _ids(32, 7)
+    positions = np.tile(np.array([[1, 3, 0]], "int32"), (32, 1))
+    labels = np.where(positions > 0, ids[:, :3], 0)
+    _fit(sp.bert_masked_lm(arch), {"token_ids": ids, "mask_positions": positions}, labels)
+    _fit(sp.gpt2_classifier(dict(arch, model_type="gpt2"), 2, dropout=0.0), ids, ids[:, -1] % 2)
+    lm = seqkeras.models.bilm(12, embedding_dim=8, units=8, num_layers=1)
+    zero = np.zeros((32, 1), "int32")
+    y = {
+        "forward": np.concatenate([ids[:, 1:], zero], 1),
+        "backward": np.concatenate([zero, ids[:, :-1]], 1),
+    }
+    _fit(lm, ids, y)
+    # the backward direction ignores right padding on this backend too
+    padded = np.concatenate([ids[:2], np.zeros((2, 3), "int32")], 1)
+    np.testing.assert_allclose(
+        np.asarray(lm(padded)["backward"])[:, :7], np.asarray(lm(ids[:2])["backward"]), atol=1e-5
+    )
+    classifier = seqkeras.models.elmo_classifier(
+        12,
+        2,
+        {"embedding_dim": 8, "units": 8, "num_layers": 1},
+        embedding_dim=8,
+        units=8,
+        dropout=0.0,
+    )
+    seqkeras.models.load_bilm(classifier, lm)
+    _fit(classifier, ids, ids[:, 0] % 2)

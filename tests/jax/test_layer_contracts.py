@@ -53,3 +53,10 @@ from tests.layers.test_embedding import (  # noqa: E402,F401
 from tests.layers.test_token_dropout import (  # noqa: E402,F401
     test_layer_contract_and_errors as test_token_dropout_layer_contract,
 )
+from tests.layers.test_mixing import (  # noqa: E402,F401
+    test_reverse_sequence_contract_and_errors,
+    test_reverse_sequence_matches_numpy_and_undoes_itself,
+    test_scalar_mix_contract_and_errors,
+    test_scalar_mix_layer_norm_ignores_padding_values,
+    test_scalar_mix_matches_hand_computation,
+)
