@@ -161,7 +161,9 @@ def new_model(args, app, sizes, options=None, trainer=None, overrides=None, init
         extra["init"] = init.directory
     config = model_config(args, builder, arguments, sizes, model=args.model, **extra)
     model, fitted = build_and_compile(args, config, options, trainer)
-    if isinstance(init, PretrainRun):
+    if init is not None and getattr(args, "random_init", False):
+        print(f"the network of {init.directory}, random weights (--random-init)")
+    elif isinstance(init, PretrainRun):
         init.copy_weights(model)
     elif init is not None:
         from seqkeras.pretrained import load_pretrained

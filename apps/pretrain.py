@@ -133,15 +133,9 @@ def train(args):
 
     import seqkeras
 
-    init = common.read_init(args, kinds=("bert", "gpt2"))
-    if init is not None and (init.model_type, args.objective) not in (
-        ("bert", "mlm"),
-        ("gpt2", "causal"),
-    ):
-        raise AppError(
-            f"--init {args.init}: a {init.model_type} checkpoint; --objective mlm "
-            "continues a BERT checkpoint, causal a GPT-2 one"
-        )
+    # --init: continued pretraining of a BERT (mlm) or a GPT-2 (causal)
+    kind = {"mlm": "bert", "causal": "gpt2"}.get(args.objective, "bert or gpt2 (mlm or causal)")
+    init = common.read_init(args, kinds=(kind,))
     train_lines, val_lines = corpus(args)
     args.model = args.objective
     out = common.begin_training(args)
@@ -155,37 +149,22 @@ def train(args):
             arch = architecture(args.objective, arguments, vocab, args.max_length)
             return {"architecture": init.architecture if init else arch}
         if args.objective == "span":
-            return {
-                "source_vocab_size": vocab,
-                "target_vocab_size": vocab,
-                "max_length": args.max_length,
-            }
+            return dict(
+                source_vocab_size=vocab, target_vocab_size=vocab, max_length=args.max_length
+            )
         return {"vocab_size": vocab}
 
-    schedule = (
-        args.lr
-        if args.minutes
-        else common.cosine_schedule(args.lr, steps * args.epochs, args.warmup, alpha=0.05)
-    )
+    schedule = args.lr  # TimeBudget schedules it over --minutes; else a cosine over --epochs
+    if not args.minutes:
+        schedule = common.cosine_schedule(args.lr, steps * args.epochs, args.warmup, alpha=0.05)
 
     def options(model):
         optimizer = keras.optimizers.AdamW(schedule, weight_decay=0.01, global_clipnorm=1.0)
         optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         return {"optimizer": optimizer}
 
-    model, _, config = common.new_model(
-        args,
-        "pretrain",
-        sizes,
-        options,
-        None,
-        {},
-        init=init,
-        objective=args.objective,
-        max_length=args.max_length,
-        training_lines=len(train_lines),
-        steps_per_epoch=steps,
-    )
+    extra = dict(objective=args.objective, max_length=args.max_length, steps_per_epoch=steps)
+    model, _, config = common.new_model(args, "pretrain", sizes, options, None, {}, init, **extra)
     print(
         f"{args.objective}: {model.count_params():,} parameters, {vocab:,} tokens in the "
         f"vocabulary, {len(train_lines):,} training / {len(val_lines):,} validation lines, "
@@ -203,10 +182,10 @@ def train(args):
         arch = config["sizes"]["architecture"]
         path = save_checkpoint(model, os.path.join(out, "checkpoint"), arch, tokenizer)
         print(f"checkpoint for --init: {path}")
-    evaluate_model(model, args.objective, tokenizer, val)
+    evaluate_model(model, args.objective, val)
 
 
-def evaluate_model(model, objective, tokenizer, data):
+def evaluate_model(model, objective, data):
     """Prints the validation losses and `perplexity = X`."""
     import seqkeras
 
@@ -232,15 +211,11 @@ def evaluate(args):
     tokenizer = common.read_data(BertTokenizer.load, args.model, what=f"--model {args.model}")
     if args.text:
         lines = [x for x in text_lines(args.text) if x.strip()]
-    else:
-        lines = corpus(
-            argparse.Namespace(
-                text=config["training"]["text"], validation=config["training"]["validation"]
-            )
-        )[1]
+    else:  # the run's own held-out lines
+        lines = corpus(argparse.Namespace(**config["training"]))[1]
     args.batch, args.seed, args.max_length = 64, 0, config["max_length"]
     _, data = datasets(config["objective"], tokenizer, lines[:1], lines, args)
-    evaluate_model(model, config["objective"], tokenizer, data)
+    evaluate_model(model, config["objective"], data)
 
 
 def main(argv=None):
@@ -260,11 +235,7 @@ def main(argv=None):
     )
     common.add_training_options(p)
     p = common.subcommand(sub, "evaluate", "validation perplexity", evaluate)
-    p.add_argument(
-        "--text",
-        help="UTF-8 text, one sentence per line (default: the held-out "
-        "lines of the training corpus)",
-    )
+    p.add_argument("--text", help="UTF-8 text, one sentence per line (default: held-out lines)")
     common.run(PROG, parser, argv)
 
 

@@ -387,7 +387,14 @@ def parser():
     )
     t.add_argument(
         "--init",
-        help="fine-tune a pretrained BERT-family checkpoint: a Hugging Face or keras-hub directory",
+        help="fine-tune a pretrained model: a BERT-family or GPT-2 checkpoint (Hugging Face or "
+        "keras-hub directory), or an apps/pretrain.py bilm (ELMo) or span (T5) run",
+    )
+    t.add_argument(
+        "--random-init",
+        action="store_true",
+        help="with --init: its network, tokenizer and recipe, but random weights (the "
+        "from-scratch control of a pretraining comparison)",
     )
     t.add_argument("--out", required=True, help="the model directory")
     t.add_argument("--train", default=sst2("train.tsv"))
