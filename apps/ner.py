@@ -144,7 +144,7 @@ def train(args):
 
     sentences, tags = read(args.train)
     val_sentences, val_tags = read(args.validation)
-    init = common.read_init(args, kinds=("bert",))
+    init = common.read_init(args, kinds=("bert", "gpt2"))
     common.init_options(args, init, "bilstm-crf", lr=(2e-3, 1e-4))
     out = common.begin_training(args)
     if os.path.isfile(os.path.join(out, common.CONFIG)):  # a resumed run keeps its vocabularies

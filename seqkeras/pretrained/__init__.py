@@ -29,6 +29,7 @@ from seqkeras.pretrained.models import bert_masked_lm
 from seqkeras.pretrained.models import bert_tagger
 from seqkeras.pretrained.models import gpt2_classifier
 from seqkeras.pretrained.models import gpt2_language_model
+from seqkeras.pretrained.models import gpt2_tagger
 from seqkeras.pretrained.models import load_pretrained
 from seqkeras.pretrained.writing import save_checkpoint
 
@@ -48,6 +49,7 @@ __all__ = [
     "gpt2_architecture",
     "gpt2_classifier",
     "gpt2_language_model",
+    "gpt2_tagger",
     "load_pretrained",
     "read_checkpoint",
     "save_checkpoint",

@@ -271,17 +271,59 @@ def bert_tagger(
     """
     name = "bert_tagger"
     arch = _architecture(name, architecture, "bert")
-    num_tags = bb.check(name, "num_tags", num_tags, "int")
-    crf = bb.check(name, "crf", crf, "bool")
-    casing = bb.check(name, "casing", casing, "bool")
-    inputs = {
+    inputs, parts = _tagger_inputs(), {}
+    x = _encoder(name, inputs["token_ids"], arch, dropout, parts)
+    return _word_tagger(
+        name,
+        arch,
+        inputs,
+        x,
+        "word_starts",
+        parts,
+        num_tags,
+        crf,
+        dropout,
+        char_vocab_size,
+        char_embedding_dim,
+        char_filters,
+        casing,
+        units,
+    )
+
+
+def _tagger_inputs():
+    return {
         "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
         "word_starts": keras.Input((None,), dtype="int32", name="word_starts"),
     }
+
+
+def _word_tagger(
+    name,
+    arch,
+    inputs,
+    x,
+    positions,
+    parts,
+    num_tags,
+    crf,
+    dropout,
+    char_vocab_size,
+    char_embedding_dim,
+    char_filters,
+    casing,
+    units,
+):
+    """The head of `bert_tagger` / `gpt2_tagger` over subword states `x`:
+    each word's state at `positions` (an input name, or a tensor of
+    positions), word features, an optional BiLSTM, logits (and a CRF)."""
+    num_tags = bb.check(name, "num_tags", num_tags, "int")
+    crf = bb.check(name, "crf", crf, "bool")
+    casing = bb.check(name, "casing", casing, "bool")
     sizes = {"token_ids": arch["vocab_size"]}
-    parts = {}
-    x = _encoder(name, inputs["token_ids"], arch, dropout, parts)
-    words = sk.GatherSteps(name="first_subword")([x, inputs["word_starts"]])
+    first = isinstance(positions, str)  # BERT: word_starts; GPT-2: computed ends
+    index = inputs[positions] if first else positions
+    words = sk.GatherSteps(name="first_subword" if first else "last_subword")([x, index])
     features = [words] + word_features(
         inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
     )
@@ -307,6 +349,67 @@ def bert_tagger(
             parts=parts,
         )
     return PretrainedTagger(inputs, logits, name=name, vocabulary_sizes=sizes, parts=parts)
+
+
+def gpt2_tagger(
+    architecture,
+    num_tags,
+    crf=False,
+    dropout=0.1,
+    char_vocab_size=None,
+    char_embedding_dim=30,
+    char_filters=50,
+    casing=False,
+    units=None,
+    pad_id=0,
+):
+    """A tagger over a GPT-2-shaped causal Transformer: each word's tag is
+    read from its last subword's state (the first position that has seen
+    the whole word; a causal model's first subword has not). The
+    arguments and inputs are `bert_tagger`'s (`word_starts` from
+    `seqkeras.data.BertWordFeatures`, `[CLS] pieces [SEP]` rows); `pad_id`
+    is the padding id.
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(model_type="gpt2", vocab_size=40, hidden_dim=8, num_layers=1,
+    ...             num_heads=2, intermediate_dim=16, max_length=16)
+    >>> model = sp.gpt2_tagger(arch, 5)
+    >>> x = {"token_ids": np.array([[1, 5, 6, 7, 2, 0]]),
+    ...      "word_starts": np.array([[1, 3, 0]])}
+    >>> tuple(model(x).shape)
+    (1, 3, 5)
+    """
+    name = "gpt2_tagger"
+    arch = _architecture(name, architecture, "gpt2")
+    inputs, parts = _tagger_inputs(), {}
+    x = _gpt2_network(name, inputs["token_ids"], arch, dropout, parts)
+    starts = inputs["word_starts"]
+    # a word's last subword: the next word's start - 1; the last word's is
+    # the position before [SEP] (the row's length - 2); padding words stay 0
+    lengths = keras.ops.sum(
+        keras.ops.cast(keras.ops.not_equal(inputs["token_ids"], pad_id), "int32"), axis=1
+    )
+    following = keras.ops.pad(starts[:, 1:], [[0, 0], [0, 1]])
+    ends = keras.ops.where(following > 0, following - 1, keras.ops.expand_dims(lengths - 2, 1))
+    ends = keras.ops.where(starts > 0, ends, 0)
+    return _word_tagger(
+        name,
+        arch,
+        inputs,
+        x,
+        ends,
+        parts,
+        num_tags,
+        crf,
+        dropout,
+        char_vocab_size,
+        char_embedding_dim,
+        char_filters,
+        casing,
+        units,
+    )
 
 
 def bert_masked_lm(architecture, dropout=None):

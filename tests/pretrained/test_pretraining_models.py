@@ -177,3 +177,23 @@ def test_bilm_trains_saves_and_gives_elmo_features(tmp_path):
     np.testing.assert_allclose(np.asarray(mixed), sum(layers) / 3, atol=1e-5)
     with pytest.raises(TypeError, match="elmo_features.*bilm"):
         seqkeras.models.elmo_features(seqkeras.models.classifier(30, 2, units=4))
+
+
+def test_gpt2_tagger_reads_each_words_last_subword(tmp_path):
+    arch = dict(ARCH, model_type="gpt2")
+    lm = sp.gpt2_language_model(arch, dropout=0.0)
+    _randomize(lm, 4)
+    path = sp.save_checkpoint(lm, str(tmp_path / "gpt2"), arch)
+    tagger = sp.gpt2_tagger(arch, 4, dropout=0.0)
+    assert sp.load_pretrained(tagger, path) == []
+    # words: [5 6] [7] [8 9 10]; then padding
+    ids = np.array([[1, 5, 6, 7, 8, 9, 10, 2, 0, 0]])
+    starts = np.array([[1, 3, 4, 0]])
+    logits = np.asarray(tagger({"token_ids": ids, "word_starts": starts}))
+    hidden = keras.Model(tagger.input, tagger.get_layer("decoder_norm").output)
+    states = np.asarray(hidden({"token_ids": ids, "word_starts": starts}))[0]
+    kernel, bias = (np.asarray(w) for w in tagger.get_layer("logits_dense").weights)
+    np.testing.assert_allclose(logits[0, :3], states[[2, 3, 6]] @ kernel + bias, atol=1e-5)
+    # the lm's hidden states are the tagger's (same weights, causal)
+    lm_hidden = keras.Model(lm.input, lm.get_layer("decoder_norm").output)
+    np.testing.assert_allclose(np.asarray(lm_hidden(ids))[0], states, atol=1e-5)
