@@ -20,7 +20,6 @@ Sentences are batched by length (buckets padded to 16, 32, 64, ...), so a
 `fit(jit_compile=True)` compiles a handful of programs.
 """
 
-import math
 
 import tensorflow as tf
 
@@ -189,6 +188,14 @@ def mask_tokens(
     return masked, tf.pad(positions, pad), tf.pad(labels, pad)
 
 
+def _selections(selection_rate, width):
+    """Selection slots for rows of `width` tokens (a tensor): 1.5 times
+    the expected count plus 2, so that a batch of short rows does not run
+    the output layer over slots sized for `max_length`."""
+    expected = tf.math.ceil(selection_rate * 1.5 * tf.cast(width, tf.float32))
+    return tf.cast(expected, tf.int32) + 2
+
+
 def masked_lm_dataset(
     texts,
     tokenizer,
@@ -214,27 +221,21 @@ def masked_lm_dataset(
         mask_weights)`: token_ids (batch, time) after masking;
         mask_positions, mask_ids (the original tokens, 0 where unused)
         and mask_weights (1 for a selected position) (batch, selections),
-        with `selections = ceil(1.5 * selection_rate * max_length) + 2`;
-        the loss is the cross-entropy at the selected positions.
+        with `selections = ceil(1.5 * selection_rate * width) + 2` for a
+        batch `width` tokens wide (its length bucket's edge); the loss is
+        the cross-entropy at the selected positions.
     """
-    selections = int(math.ceil(selection_rate * max_length * 1.5)) + 2
     special = tokenizer.special_ids
     data = _sentences(texts, tokenizer, max_length, shuffle, seed, "masked_lm_dataset")
-    data = _batched(data, tf.size, batch_size, max_length, special["pad"])
     specials = sorted(set(special.values()) - {special["unk"]})
     low = max(special.values()) + 1
+    options = (special["mask"], specials, (low, tokenizer.vocabulary_size))
+    rates = (selection_rate, mask_rate, random_rate)
+    data = _batched(data, tf.size, batch_size, max_length, special["pad"])
 
-    def mask(ids):
-        masked, positions, labels = mask_tokens(
-            ids,
-            special["mask"],
-            specials,
-            (low, tokenizer.vocabulary_size),
-            selections,
-            selection_rate,
-            mask_rate,
-            random_rate,
-        )
+    def mask(ids):  # selection slots for this batch's width (one per bucket)
+        slots = _selections(selection_rate, tf.shape(ids)[1])
+        masked, positions, labels = mask_tokens(ids, *options, slots, *rates)
         x = {"token_ids": masked, "mask_positions": positions}
         return x, labels, tf.cast(labels > 0, tf.float32)
 
