@@ -72,10 +72,13 @@ def load(directory):
     """`(model, features, tag_vocabulary, config)` from a `train` output
     directory."""
     from seqkeras.data import BertWordFeatures, WordFeatures
+    from seqkeras.data.word_features import ElmoWordFeatures
 
     model, config = common.load(directory)
     try:
-        if config.get("init"):
+        if config["model"] == "elmo":
+            features = ElmoWordFeatures.load(directory, config["max_chars"])
+        elif config.get("init"):
             features = BertWordFeatures.load(
                 directory, config["arguments"]["casing"], config["max_chars"]
             )
@@ -140,26 +143,33 @@ def pretrained_features(args, sentences):
 
 
 def train(args):
-    from seqkeras.data import BertWordFeatures, WordFeatures, tagging_dataset
+    from seqkeras.data import BertTokenizer, BertWordFeatures, WordFeatures, tagging_dataset
+    from seqkeras.data.word_features import ElmoWordFeatures
 
     sentences, tags = read(args.train)
     val_sentences, val_tags = read(args.validation)
-    init = common.read_init(args, kinds=("bert", "gpt2"))
+    init = common.read_init(args, kinds=("bert", "gpt2", "bilm"))
     common.init_options(args, init, "bilstm-crf", lr=(2e-3, 1e-4))
+    elmo = init is not None and init.model_type == "bilm"  # ELMo beside today's features
     out = common.begin_training(args)
     if os.path.isfile(os.path.join(out, common.CONFIG)):  # a resumed run keeps its vocabularies
         vocabulary = read_tags(out)
-        if init:
+        if elmo:
+            features = ElmoWordFeatures.load(out, args.max_chars)
+        elif init:
             features = BertWordFeatures.load(out, max_chars=args.max_chars)
         else:
             features = WordFeatures.load(out, args.max_chars)
     else:
-        if init:
+        if init and not elmo:
             features = pretrained_features(args, sentences)
         else:
             features = WordFeatures.train(
                 sentences, min_count=args.min_count, max_chars=args.max_chars
             )
+        if elmo:
+            tokenizer = common.read_data(BertTokenizer.load, args.init, what=f"--init {args.init}")
+            features = ElmoWordFeatures(features, tokenizer)
         features.save(out)
         seen = sorted({t for s in tags for t in s} - {"O"})
         vocabulary = ["<pad>", "O"] + sorted(seen, key=lambda t: (t[2:], t))
@@ -189,7 +199,9 @@ def train(args):
     }
     schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
     options = {"learning_rate": schedule, "clipnorm": args.clipnorm}
-    if init is not None:  # BERT's recipe: AdamW, linear warm-up and decay
+    if elmo:
+        sizes.update(elmo_vocab_size=features.sizes["elmo_ids"], elmo_arguments=init.architecture)
+    elif init is not None:  # BERT's recipe: AdamW, linear warm-up and decay
         sizes = dict(sizes, architecture=init.architecture)
         del sizes["vocab_size"]
         schedule = common.bert_schedule(args, steps)

@@ -20,7 +20,6 @@ Sentences are batched by length (buckets padded to 16, 32, 64, ...), so a
 `fit(jit_compile=True)` compiles a handful of programs.
 """
 
-
 import tensorflow as tf
 
 from seqkeras.data.bert_text import BertTokenizer

@@ -248,6 +248,8 @@ def tagger(
     char_embedding_dim=30,
     char_filters=50,
     casing=False,
+    elmo_vocab_size=None,
+    elmo_arguments=None,
 ):
     """Sequence tagger: one label per token (e.g. named entities).
 
@@ -266,6 +268,14 @@ def tagger(
             concatenated features go through `dropout` before the
             backbone (Lample et al. 2016). Make the inputs with
             `seqkeras.data.WordFeatures`.
+        elmo_vocab_size, elmo_arguments: add ELMo (Peters et al. 2018):
+            the inputs `elmo_ids` (the biLM's subword ids) and
+            `word_starts` (each word's first subword), a frozen `bilm`
+            of these arguments (copy its weights in with
+            `seqkeras.models.load_bilm`), its layers mixed by a
+            `ScalarMix` and read at each word's first subword, then
+            concatenated to the word features. Make the inputs with
+            `seqkeras.data.word_features.ElmoWordFeatures`.
 
     Returns:
         A `Tagger` (a functional `keras.Model`): input `token_ids`
@@ -289,6 +299,10 @@ def tagger(
     features = word_features(
         inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
     )
+    if elmo_vocab_size is not None:
+        from seqkeras.models.pretraining import elmo_word_vectors
+
+        features.append(elmo_word_vectors(inputs, sizes, elmo_vocab_size, elmo_arguments))
     x, _ = _encode(
         name,
         token_ids,

@@ -176,6 +176,31 @@ def _features(token_ids, model):
     return features
 
 
+def _frozen_bilm(builder, vocab_size, bilm_arguments):
+    if not isinstance(bilm_arguments, dict):
+        raise TypeError(
+            f"`{builder}` expects the `bilm` arguments as a dict. "
+            f"Received: {type(bilm_arguments).__name__}"
+        )
+    lm = bilm(vocab_size, **bilm_arguments)
+    for layer in lm.layers:
+        layer.trainable = False
+    return lm
+
+
+def elmo_word_vectors(inputs, sizes, vocab_size, bilm_arguments, layer_norm=False):
+    """For `tagger(elmo_...)`: adds the inputs `elmo_ids` and `word_starts`
+    to `inputs` (and `sizes`) and returns ELMo at each word's first
+    subword, (batch, words, 2 * embedding_dim), masked at padding words."""
+    inputs["elmo_ids"] = keras.Input((None,), dtype="int32", name="elmo_ids")
+    inputs["word_starts"] = keras.Input((None,), dtype="int32", name="word_starts")
+    sizes["elmo_ids"] = vocab_size
+    lm = _frozen_bilm("tagger", vocab_size, bilm_arguments)
+    features = _features(inputs["elmo_ids"], lm)
+    mix = sk.ScalarMix(len(features), layer_norm=layer_norm, name="elmo_mix")(features)
+    return sk.GatherSteps(name="elmo_words")([mix, inputs["word_starts"]])
+
+
 @keras.saving.register_keras_serializable(package="seqkeras")
 class ElmoClassifier(SequenceModel):
     """`elmo_classifier`'s class: `token_ids` -> class `logits`."""
@@ -232,14 +257,7 @@ def elmo_classifier(
     name = "elmo_classifier"
     num_classes = bb.check(name, "num_classes", num_classes, "int")
     pooling = bb.check(name, "pooling", pooling, "choice", POOLINGS)
-    if not isinstance(bilm_arguments, dict):
-        raise TypeError(
-            f"`{name}` expects `bilm_arguments` to be a dict of `bilm` arguments. "
-            f"Received: {type(bilm_arguments).__name__}"
-        )
-    lm = bilm(vocab_size, **bilm_arguments)
-    for layer in lm.layers:
-        layer.trainable = False
+    lm = _frozen_bilm(name, vocab_size, bilm_arguments)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     features = _features(token_ids, lm)
     mix = sk.ScalarMix(len(features), layer_norm=layer_norm, name="elmo_mix")(features)

@@ -142,6 +142,34 @@ def test_bad_input_gives_one_line(runs, text, tmp_path, capsys):
     assert_one_line_error(code, err, "pretrain.py", "config.json")
     ner = load_app("ner")
     code, _, err = run_app(
-        ner, ["train", "--init", str(runs["bilm"]), "--out", str(tmp_path / "n")], capsys
+        ner, ["train", "--init", str(runs["span"]), "--out", str(tmp_path / "n")], capsys
     )
-    assert_one_line_error(code, err, "ner.py", "bilm", "bert")
+    assert_one_line_error(code, err, "ner.py", "span", "bert")
+
+
+def test_ner_init_adds_elmo_or_fine_tunes_gpt2(runs, tmp_path, capsys):
+    from tests.apps.test_ner_app import _sentences
+    from tests.apps.test_ner_app import _write as write_conll
+
+    ner = load_app("ner")
+    train = write_conll(tmp_path / "train.txt", *_sentences(80, 0))
+    dev = write_conll(tmp_path / "dev.txt", *_sentences(20, 1))
+    for model, init in (("elmo", runs["bilm"]), ("pretrained-gpt2", runs["causal"] / "checkpoint")):
+        out = tmp_path / model
+        argv = ["train", "--init", str(init), "--out", str(out), "--tiny", "--epochs", "1"]
+        argv += ["--train", train, "--validation", dev, "--verbose", "2", "--jit", "off"]
+        code, printed, err = run_app(ner, argv, capsys)
+        assert code == 0, (model, err)
+        code, printed, err = run_app(ner, ["evaluate", "--model", str(out), "--data", dev], capsys)
+        assert code == 0, (model, err)
+        assert printed.strip().splitlines()[-1].startswith("F1 = ")
+    tagger, features, _, config = ner.load(str(tmp_path / "elmo"))
+    assert {"elmo_ids", "word_starts", "char_ids", "casing_ids", "token_ids"} == set(
+        features(np.array([["Paris", "today"]])).keys()
+    )
+    trained, _ = app.common.load(str(runs["bilm"]))  # the biLM stayed frozen
+    for name in ("bilm_embedding", "bilm_backward_lstm_0"):
+        for a, b in zip(
+            trained.get_layer(name).get_weights(), tagger.get_layer(name).get_weights()
+        ):
+            np.testing.assert_array_equal(a, b)
