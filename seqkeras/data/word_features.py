@@ -170,11 +170,12 @@ class ElmoWordFeatures(tf.Module):
     >>> from seqkeras.data import WordFeatures, pretraining
     >>> from seqkeras.data.word_features import ElmoWordFeatures
     >>> words = [["EU", "rejects", "German", "call"]]
-    >>> tok = pretraining.pretraining_vocabulary([" ".join(words[0])], 60, sentinels=1)
+    >>> tok = pretraining.pretraining_vocabulary([" ".join(words[0])], 200, sentinels=1)
     >>> f = ElmoWordFeatures(WordFeatures.train(words), tok)
     >>> out = f(tf.constant([["German", "call", ""]]))
-    >>> out["word_starts"].numpy().tolist(), sorted(out)[1:3]
-    ([[1, 2, 0]], ['char_ids', 'elmo_ids'])
+    >>> starts = out["word_starts"].numpy()[0]  # [CLS] is 0; "" pads
+    >>> int(starts[0]), bool(starts[1] > starts[0]), int(starts[2]), sorted(out)[1:3]
+    (1, True, 0, ['char_ids', 'elmo_ids'])
     """
 
     def __init__(self, word_features, tokenizer):
