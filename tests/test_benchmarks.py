@@ -148,3 +148,27 @@ def test_ctranslate2_peer_carries_our_weights(tmp_path):
     for row, result in zip(ours, theirs):
         mine = [int(t) for t in row[1:] if t not in (0, 2)]
         assert [tokens.index(t) for t in result.hypotheses[0]] == mine
+
+
+def test_pretraining_comparison_table(tmp_path, capsys):
+    bench = _load(os.path.join(ROOT, "benchmarks", "pretraining.py"), "pretraining_bench")
+
+    def run(name, accuracies, key="val_accuracy"):
+        d = tmp_path / name
+        d.mkdir()
+        rows = "".join(f"{i},0.5,{a}\n" for i, a in enumerate(accuracies))
+        (d / "history.csv").write_text(f"epoch,val_loss,{key}\n" + rows)
+        seconds = "".join(f"{i},60\n" for i in range(len(accuracies)))
+        (d / "epoch_seconds.csv").write_text("epoch,seconds\n" + seconds)
+        return str(d)
+
+    scratch, pretrained = run("a", [0.80, 0.82]), run("b", [0.84, 0.86, 0.85])
+    ner = run("c", [90.0, 91.0], "val_f1"), run("d", [91.5, 91.6], "val_f1")
+    bench.main(
+        ["--out", str(tmp_path / "out"), "--pair", "SST-2 X", scratch, pretrained, "3"]
+        + ["--pair", "NER", *ner, "0.8", "--pretraining", scratch, pretrained]
+    )
+    out = capsys.readouterr().out
+    assert "| SST-2 X | 82.00 | 86.00 | +4.00 | >= +3 | met | 2.0 / 3.0 |" in out
+    assert "| NER | 91.00 | 91.60 | +0.60 | >= +0.8 | not met |" in out
+    assert sorted(os.listdir(tmp_path / "out")) == ["ner.png", "pretraining.png", "sst-2-x.png"]

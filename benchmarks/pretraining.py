@@ -1,0 +1,90 @@
+"""Issue 28's comparison: each pretrained model's fine-tuning beside its
+from-scratch control, from the runs' own `history.csv` and
+`epoch_seconds.csv` (validation metric per epoch, wall time), as a table
+with the targets and one plot per pair; and the pretraining curves.
+
+    python benchmarks/pretraining.py --out benchmarks/pretraining \\
+        --pair "SST-2 MLM" saved_models/pretrain/sst2-scratch saved_models/pretrain/sst2-mlm 3 \\
+        --pretraining saved_models/pretrain/mlm saved_models/pretrain/bilm
+
+A pair is NAME SCRATCH PRETRAINED TARGET (the gain in points the issue
+asks for; the metric is the runs' `val_accuracy` (x100) or `val_f1`).
+"""
+
+import argparse
+import csv
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
+
+import plots  # noqa: E402
+
+
+def rows_and_minutes(directory):
+    """A run's `history.csv` rows and the wall time (minutes) at the end
+    of each epoch."""
+    with open(os.path.join(directory, "history.csv")) as f:
+        rows = list(csv.DictReader(f))
+    with open(os.path.join(directory, "epoch_seconds.csv")) as f:
+        seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
+    minutes, total = [], 0.0
+    for s in seconds[: len(rows)]:
+        total += s / 60
+        minutes.append(total)
+    return rows, minutes
+
+
+def history(directory):
+    """(metric name, values in percent, minutes) of a fine-tuning run."""
+    rows, minutes = rows_and_minutes(directory)
+    key = "val_f1" if "val_f1" in rows[0] else "val_accuracy"
+    scale = 1.0 if key == "val_f1" else 100.0
+    return key, [scale * float(r[key]) for r in rows], minutes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="benchmarks/pretraining")
+    parser.add_argument("--pair", nargs=4, action="append", default=[])
+    parser.add_argument("--pretraining", nargs="*", default=[])
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    print(
+        "| comparison | from scratch | pretrained | gain | target | met "
+        "| minutes (scratch / pretrained) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, scratch, pretrained, target in args.pair:
+        fig, ax = plots.pyplot().subplots(figsize=(6, 4))
+        best = {}
+        for label, directory in (("from scratch", scratch), ("pretrained", pretrained)):
+            key, values, minutes = history(directory)
+            ax.plot(minutes, values, marker="o", label=f"{label} ({os.path.basename(directory)})")
+            best[label] = (max(values), minutes[-1])
+        gain = best["pretrained"][0] - best["from scratch"][0]
+        met = "met" if gain >= float(target) else "not met"
+        print(
+            f"| {name} | {best['from scratch'][0]:.2f} | {best['pretrained'][0]:.2f} | "
+            f"{gain:+.2f} | >= +{target} | {met} | "
+            f"{best['from scratch'][1]:.1f} / {best['pretrained'][1]:.1f} |"
+        )
+        ax.set(xlabel="fine-tuning wall time (minutes, 2 CPU cores)", ylabel=key, title=name)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        path = os.path.join(args.out, name.lower().replace(" ", "-") + ".png")
+        print(f"plot: {plots.save_figure(fig, path)}")
+    if args.pretraining:
+        fig, ax = plots.pyplot().subplots(figsize=(6, 4))
+        for i, directory in enumerate(args.pretraining):
+            rows, minutes = rows_and_minutes(directory)
+            name = os.path.basename(directory)
+            ax.plot(minutes, [float(r["val_loss"]) for r in rows], "-o", color=f"C{i}", label=name)
+        ax.set(xlabel="pretraining wall time (minutes)", ylabel="validation loss (nats)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        print(f"plot: {plots.save_figure(fig, os.path.join(args.out, 'pretraining.png'))}")
+
+
+if __name__ == "__main__":
+    main()
