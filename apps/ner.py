@@ -2,7 +2,10 @@
 word embeddings, a character CNN per word and casing features, trained
 from scratch; or a pretrained BERT-family checkpoint fine-tuned (`--init
 DIR`: each word's first subword, the same character and casing features,
-a CRF over words).
+a CRF over words), a GPT-2 one (each word's last subword), or ELMo (`--init`
+an `apps/pretrain.py --objective bilm` run: the frozen biLM's mixed layers
+at each word's first subword, added to the from-scratch tagger's
+features).
 
     python apps/ner.py train --out runs/ner
     python apps/ner.py train --init checkpoints/all-MiniLM-L6-v2 --out runs/ner-minilm

@@ -13,8 +13,13 @@ feed-forward network over averaged embeddings, SimpleRNN, GRU, LSTM).
 
 Data: GLUE's SST-2 TSV layout, a header line `sentence<TAB>label` then one
 example per line (label 0 negative, 1 positive; LF or CRLF). `--init DIR`
-fine-tunes a BERT-family checkpoint (Hugging Face or keras-hub directory)
-with its own WordPiece tokenizer (`vocab.txt` in the model directory);
+fine-tunes a BERT-family or GPT-2 checkpoint (Hugging Face or keras-hub
+directory; GPT-2 reads the last token) with its own WordPiece tokenizer
+(`vocab.txt` in the model directory), adds ELMo to the BiLSTM (an
+`apps/pretrain.py --objective bilm` run, frozen), or fine-tunes a span-
+corruption seq2seq text-to-text (`sst2 sentence: ...` -> `positive`,
+decoded by `generate`; `evaluate` counts other outputs as wrong and says
+how many); `--random-init` keeps the network and recipe without the weights;
 otherwise `train` learns a word vocabulary (`seqkeras.data.WordTokenizer`:
 lowercase, whitespace words, Keras `StringLookup`) from the training file.
 Either way it writes the model

@@ -97,6 +97,7 @@ def test_evaluate_ends_with_the_models_perplexity(runs, text, objective, capsys)
     assert float(last.split("=")[1]) == pytest.approx(math.exp(total / count), rel=0.02)
 
 
+@pytest.mark.slow  # 4 fine-tunings (about a minute)
 def test_sentiment_init_takes_every_kind_of_run(runs, tmp_path, capsys):
     train = _write(tmp_path / "train.tsv", *_examples(120, 1))
     dev = _write(tmp_path / "dev.tsv", *_examples(30, 2))
@@ -147,6 +148,7 @@ def test_bad_input_gives_one_line(runs, text, tmp_path, capsys):
     assert_one_line_error(code, err, "ner.py", "span", "bert")
 
 
+@pytest.mark.slow
 def test_ner_init_adds_elmo_or_fine_tunes_gpt2(runs, tmp_path, capsys):
     from tests.apps.test_ner_app import _sentences
     from tests.apps.test_ner_app import _write as write_conll
