@@ -33,7 +33,6 @@ from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.pretraining import BiLanguageModel
 from seqkeras.models.pretraining import ElmoClassifier
 from seqkeras.models.pretraining import bilm
-from seqkeras.models.pretraining import bilm_loss
 from seqkeras.models.pretraining import classify_by_generation
 from seqkeras.models.pretraining import elmo_classifier
 from seqkeras.models.pretraining import elmo_features
@@ -76,7 +75,6 @@ __all__ = [
     "TransformerSeq2Seq",
     "attention_model",
     "bilm",
-    "bilm_loss",
     "check_token_ids",
     "choose_jit_compile",
     "classifier",

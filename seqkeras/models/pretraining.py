@@ -17,7 +17,6 @@ import keras
 from seqkeras import layers as sk
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
-from seqkeras.models.training import masked_loss
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -316,13 +315,6 @@ def load_bilm(model, source):
             )
         target.set_weights(layer.get_weights())
     return model
-
-
-def bilm_loss():
-    """The per-direction loss of `bilm` (`{"forward": ..., "backward":
-    ...}`, each the token cross-entropy skipping padding; Keras sums
-    them)."""
-    return {"forward": masked_loss(), "backward": masked_loss()}
 
 
 def classify_by_generation(
