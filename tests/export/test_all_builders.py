@@ -58,6 +58,9 @@ def builders():
             V, V, 16, num_layers=1, num_heads=2, hidden_dim=8
         ),
         "forecaster": lambda: M.forecaster(6, 2, backbone="lstm", units=8),
+        "elmo_classifier": lambda: M.elmo_classifier(  # ELMo: the biLM inside, both directions
+            V, 3, {"embedding_dim": 8, "units": 8, "num_layers": 1}, embedding_dim=8, units=8
+        ),
     }
 
 
@@ -185,7 +188,7 @@ json.dump(jobs, open(sys.argv[1], "w"))
     assert result.returncode == 0, result.stderr[-3000:]
     with open(tmp_path / "jobs.json") as f:
         jobs = json.load(f)
-    assert sum("serve_text" in j for j in jobs) == 4  # classifier, tagger, LMs
+    assert sum("serve_text" in j for j in jobs) == 5  # classifiers, tagger, LMs
     assert sum("generate_text" in j for j in jobs) == 4  # LMs, seq2seqs
     for job in jobs:
         if "serve_text" in job:
