@@ -75,7 +75,7 @@ def load(directory):
     """`(model, features, tag_vocabulary, config)` from a `train` output
     directory."""
     from seqkeras.data import BertWordFeatures, WordFeatures
-    from seqkeras.data.word_features import ElmoWordFeatures
+    from seqkeras.data.bert_text import ElmoWordFeatures
 
     model, config = common.load(directory)
     try:
@@ -147,7 +147,7 @@ def pretrained_features(args, sentences):
 
 def train(args):
     from seqkeras.data import BertTokenizer, BertWordFeatures, WordFeatures, tagging_dataset
-    from seqkeras.data.word_features import ElmoWordFeatures
+    from seqkeras.data.bert_text import ElmoWordFeatures
 
     sentences, tags = read(args.train)
     val_sentences, val_tags = read(args.validation)

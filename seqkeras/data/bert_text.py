@@ -35,6 +35,7 @@ import os
 import tensorflow as tf
 
 from seqkeras.data.subword import _text_extra
+from seqkeras.data.word_features import WordFeatures
 from seqkeras.data.word_features import casing
 
 #: The settings file `BertTokenizer.save` writes beside `vocab.txt`.
@@ -438,3 +439,66 @@ class BertWordFeatures(tf.Module):
         chars = os.path.join(directory, CHARS_DIR)
         characters = WordTokenizer.load(chars, lowercase=False) if os.path.isdir(chars) else None
         return cls(BertTokenizer.load(directory), characters, casing, max_chars)
+
+
+class ElmoWordFeatures(tf.Module):
+    """`WordFeatures` plus the subword ids an ELMo biLM reads: words ->
+    `{"token_ids", "char_ids", "casing_ids", "elmo_ids", "word_starts"}`
+    (`elmo_ids`: the biLM's `[CLS] pieces [SEP]` ids, padded with 0;
+    `word_starts`: each word's first piece, 0 at padding words; from
+    `BertTokenizer.encode_words`).
+
+    Args:
+        word_features: a `WordFeatures`.
+        tokenizer: the biLM's `BertTokenizer` (`pretraining_vocabulary`).
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from seqkeras.data import WordFeatures, pretraining
+    >>> from seqkeras.data.bert_text import ElmoWordFeatures
+    >>> words = [["EU", "rejects", "German", "call"]]
+    >>> tok = pretraining.pretraining_vocabulary([" ".join(words[0])], 200, sentinels=1)
+    >>> f = ElmoWordFeatures(WordFeatures.train(words), tok)
+    >>> out = f(tf.constant([["German", "call", ""]]))
+    >>> starts = out["word_starts"].numpy()[0]  # [CLS] is 0; "" pads
+    >>> int(starts[0]), bool(starts[1] > starts[0]), int(starts[2]), sorted(out)[1:3]
+    (1, True, 0, ['char_ids', 'elmo_ids'])
+    """
+
+    def __init__(self, word_features, tokenizer):
+        super().__init__(name="elmo_word_features")
+        if not isinstance(word_features, WordFeatures):
+            raise TypeError(
+                "`ElmoWordFeatures` expects a `WordFeatures`. Received: "
+                f"{type(word_features).__name__}"
+            )
+        if not isinstance(tokenizer, BertTokenizer):
+            raise TypeError(
+                "`ElmoWordFeatures` expects the biLM's `BertTokenizer`. Received: "
+                f"{type(tokenizer).__name__}"
+            )
+        self.word_features, self.tokenizer = word_features, tokenizer
+        self.max_chars = word_features.max_chars
+
+    @property
+    def sizes(self):
+        return dict(self.word_features.sizes, elmo_ids=self.tokenizer.vocabulary_size)
+
+    def __call__(self, words):
+        out = self.word_features(words)
+        out["elmo_ids"], out["word_starts"] = self.tokenizer.encode_words(words)
+        return out
+
+    def split(self, strings):
+        return self.word_features.split(strings)
+
+    def save(self, directory):
+        """The word features' vocabularies and the biLM's `vocab.txt`."""
+        self.word_features.save(directory)
+        self.tokenizer.save(directory)
+        return directory
+
+    @classmethod
+    def load(cls, directory, max_chars=20):
+        return cls(WordFeatures.load(directory, max_chars), BertTokenizer.load(directory))

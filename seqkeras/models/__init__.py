@@ -30,13 +30,13 @@ from seqkeras.models.language_models import RecurrentLanguageModel
 from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.language_models import rnn_language_model
 from seqkeras.models.language_models import transformer_language_model
-from seqkeras.models.pretraining import BiLanguageModel
+from seqkeras.models.elmo import BiLanguageModel
 from seqkeras.models.pretraining import ElmoClassifier
-from seqkeras.models.pretraining import bilm
+from seqkeras.models.elmo import bilm
 from seqkeras.models.pretraining import classify_by_generation
 from seqkeras.models.pretraining import elmo_classifier
-from seqkeras.models.pretraining import elmo_features
-from seqkeras.models.pretraining import load_bilm
+from seqkeras.models.elmo import elmo_features
+from seqkeras.models.elmo import load_bilm
 from seqkeras.models.training import MaskedAccuracy
 from seqkeras.models.training import MaskedPerplexity
 from seqkeras.models.training import PinballLoss

@@ -8,6 +8,7 @@ from seqkeras.data.tokens import PAD
 from seqkeras.layers.pooling import MODES as POOLINGS
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
+from seqkeras.models.elmo import elmo_word_vectors
 from seqkeras.models.steps import ChainStreaming
 
 
@@ -275,7 +276,7 @@ def tagger(
             `seqkeras.models.load_bilm`), its layers mixed by a
             `ScalarMix` and read at each word's first subword, then
             concatenated to the word features. Make the inputs with
-            `seqkeras.data.word_features.ElmoWordFeatures`.
+            `seqkeras.data.bert_text.ElmoWordFeatures`.
 
     Returns:
         A `Tagger` (a functional `keras.Model`): input `token_ids`
@@ -300,8 +301,6 @@ def tagger(
         inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
     )
     if elmo_vocab_size is not None:
-        from seqkeras.models.pretraining import elmo_word_vectors
-
         features.append(elmo_word_vectors(inputs, sizes, elmo_vocab_size, elmo_arguments))
     x, _ = _encode(
         name,
