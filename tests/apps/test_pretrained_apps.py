@@ -108,4 +108,4 @@ def test_bad_init_is_a_one_line_error(checkpoint, tmp_path, capsys):
     code, _, err = run_app(sentiment, base + ["--init", str(tmp_path / "none")], capsys)
     assert_one_line_error(code, err, "sentiment.py", "--init", "no such directory")
     code, _, err = run_app(sentiment, base + ["--init", checkpoint, "--model", "gru"], capsys)
-    assert_one_line_error(code, err, "sentiment.py", "--model pretrained and --init")
+    assert_one_line_error(code, err, "sentiment.py", "--init DIR sets --model", "pretrained")
