@@ -69,7 +69,9 @@ def main(argv=None):
             f"{gain:+.2f} | >= +{target} | {met} | "
             f"{best['from scratch'][1]:.1f} / {best['pretrained'][1]:.1f} |"
         )
-        ax.set(xlabel="fine-tuning wall time (minutes, 2 CPU cores)", ylabel=key, title=name)
+        ax.set(
+            xlabel="fine-tuning wall time (minutes, 2 CPU cores)", ylabel=f"{key} (%)", title=name
+        )
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         path = os.path.join(args.out, name.lower().replace(" ", "-") + ".png")
