@@ -23,7 +23,7 @@ Sentences are batched by length (buckets padded to 16, 32, 64, ...), so a
 import tensorflow as tf
 
 from seqkeras.data.bert_text import BertTokenizer
-from seqkeras.data.subword import _text_extra
+from seqkeras.data.subword import learn_wordpiece
 
 #: The reserved tokens of `pretraining_vocabulary`, in id order (their ids
 #: are seqkeras' PAD, BOS, EOS, UNK; then `[MASK]`).
@@ -59,27 +59,29 @@ def pretraining_vocabulary(texts, vocabulary_size, lowercase=True, sentinels=32,
     (1, 2)
     """
     reserved = list(SPECIAL_TOKENS) + [sentinel_token(k) for k in range(sentinels)]
-    if not isinstance(vocabulary_size, int) or vocabulary_size <= len(reserved):
-        raise ValueError(
-            "`pretraining_vocabulary` expects an int `vocabulary_size` above the "
-            f"{len(reserved)} reserved tokens. Received: {vocabulary_size!r}"
-        )
-    data = texts
-    if not isinstance(texts, tf.data.Dataset):
-        texts = list(texts)
-        if not texts:
-            raise ValueError("`pretraining_vocabulary` received no text")
-        data = tf.data.Dataset.from_tensor_slices(texts)
-    learn = _text_extra("keras_hub").tokenizers.compute_word_piece_vocabulary
-    vocabulary = learn(
-        data.batch(1024),
+    vocabulary = learn_wordpiece(
+        "pretraining_vocabulary",
+        texts,
         vocabulary_size,
+        reserved,
         lowercase=lowercase,
         strip_accents=lowercase,
         split=True,
-        reserved_tokens=reserved,
     )
     return BertTokenizer(vocabulary, lowercase=lowercase, max_length=max_length)
+
+
+def _check_number(name, arg, value, ok, expected):
+    """`value` as a float when it is a number with `ok(value)` (NaN never
+    is); a ValueError naming `name`, `arg` and `expected` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+        raise ValueError(f"`{name}` expects `{arg}` {expected}. Received: {arg}={value!r}")
+    return float(value)
+
+
+def _check_noise(name, noise_density, mean_span_length):
+    _check_number(name, "noise_density", noise_density, lambda v: 0 < v < 1, "in (0, 1)")
+    _check_number(name, "mean_span_length", mean_span_length, lambda v: v >= 1, ">= 1")
 
 
 def sentinel_ids(tokenizer):
@@ -118,14 +120,36 @@ def _batched(data, length, batch_size, max_length, padding):
     ).prefetch(tf.data.AUTOTUNE)
 
 
-def _sentences(texts, tokenizer, max_length, shuffle, seed, name):
-    """Encoded sentences (`[CLS] pieces [SEP]`, cut to `max_length`),
-    unbatched, shuffled each epoch."""
+def _check_tokenizer(tokenizer, name):
     if not isinstance(tokenizer, BertTokenizer):
         raise TypeError(
             f"`{name}` expects a `seqkeras.data.BertTokenizer` (e.g. from "
             f"`pretraining_vocabulary`). Received: {type(tokenizer).__name__}"
         )
+
+
+def _seq2seq_example(source, target, special):
+    """The seq2seq layout of span corruption and text-to-text: source +
+    `[SEP]`, decoder input `[CLS]` + target, labels target + `[SEP]`."""
+    cls, sep = special["cls"], special["sep"]
+    x = {"source_ids": tf.concat([source, [sep]], 0), "target_ids": tf.concat([[cls], target], 0)}
+    return x, tf.concat([target, [sep]], 0)
+
+
+def _seq2seq_batches(data, batch_size, max_length, pad):
+    return _batched(
+        data,
+        lambda x, y: tf.maximum(tf.size(x["source_ids"]), tf.size(y)),
+        batch_size,
+        max_length,
+        ({"source_ids": pad, "target_ids": pad}, pad),
+    )
+
+
+def _sentences(texts, tokenizer, max_length, shuffle, seed, name):
+    """Encoded sentences (`[CLS] pieces [SEP]`, cut to `max_length`),
+    unbatched, shuffled each epoch."""
+    _check_tokenizer(tokenizer, name)
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise ValueError(f"`{name}` received no non-empty text")
@@ -163,6 +187,15 @@ def mask_tokens(
     the tokens of short padded rows in our test, so the selection is
     written out here: one Bernoulli draw per token.)
     """
+    name = "mask_tokens"
+    _check_number(name, "selection_rate", selection_rate, lambda v: 0 < v < 1, "in (0, 1)")
+    for arg, value in (("mask_rate", mask_rate), ("random_rate", random_rate)):
+        _check_number(name, arg, value, lambda v: 0 <= v <= 1, "in [0, 1]")
+    if mask_rate + random_rate > 1.0:
+        raise ValueError(
+            "`mask_tokens` expects mask_rate + random_rate <= 1. Received: "
+            f"mask_rate={mask_rate}, random_rate={random_rate}"
+        )
     ids = tf.convert_to_tensor(token_ids, tf.int32)
     shape = tf.shape(ids)
     seeds = [None] * 3 if seed is None else [seed, seed + 1, seed + 2]
@@ -260,6 +293,7 @@ def span_noise_mask(length, noise_density=0.15, mean_span_length=3.0, max_spans=
     spans (at least 1, at most `max_spans`), the spans and the gaps
     between them of random lengths; the sequence starts with a gap.
     Graph ops."""
+    _check_noise("span_noise_mask", noise_density, mean_span_length)
     length = tf.convert_to_tensor(length, tf.int32)
     noise = tf.cast(tf.round(tf.cast(length, tf.float32) * noise_density), tf.int32)
     noise = tf.clip_by_value(noise, 1, length - 1)
@@ -309,6 +343,7 @@ def span_corruption(token_ids, sentinel_ids, noise_density=0.15, mean_span_lengt
     length = tf.size(ids)
     if len(sentinel_ids) < 1:
         raise ValueError("`span_corruption` needs at least one sentinel id")
+    _check_noise("span_corruption", noise_density, mean_span_length)
 
     def corrupt():
         noise = span_noise_mask(
@@ -360,25 +395,14 @@ def span_corruption_dataset(
     in a `pretraining_vocabulary`)."""
     sentinels = sentinel_ids(tokenizer)
     special = tokenizer.special_ids
-    cls, sep = special["cls"], special["sep"]
     data = _sentences(texts, tokenizer, max_length, shuffle, seed, "span_corruption_dataset")
 
     def corrupt(ids):
         x, y = span_corruption(ids[1:-1], sentinels, noise_density, mean_span_length)
-        source = tf.concat([x, [sep]], 0)
-        return {"source_ids": source, "target_ids": tf.concat([[cls], y], 0)}, tf.concat(
-            [y, [sep]], 0
-        )
+        return _seq2seq_example(x, y, special)
 
     data = data.map(corrupt, num_parallel_calls=tf.data.AUTOTUNE)
-    pad = special["pad"]
-    return _batched(
-        data,
-        lambda x, y: tf.maximum(tf.size(x["source_ids"]), tf.size(y)),
-        batch_size,
-        max_length,
-        ({"source_ids": pad, "target_ids": pad}, pad),
-    )
+    return _seq2seq_batches(data, batch_size, max_length, special["pad"])
 
 
 # -- GPT and ELMo -----------------------------------------------------------
@@ -434,13 +458,8 @@ def text_to_text_dataset(
             "`text_to_text_dataset` needs aligned texts and targets. "
             f"Received {len(texts)} texts and {len(targets)} targets"
         )
-    if not isinstance(tokenizer, BertTokenizer):
-        raise TypeError(
-            "`text_to_text_dataset` expects a `seqkeras.data.BertTokenizer`. "
-            f"Received: {type(tokenizer).__name__}"
-        )
+    _check_tokenizer(tokenizer, "text_to_text_dataset")
     special = tokenizer.special_ids
-    cls, sep, pad = special["cls"], special["sep"], special["pad"]
     pairs = tf.data.Dataset.from_tensor_slices(([prefix + t for t in texts], list(targets)))
     if shuffle:
         pairs = pairs.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
@@ -450,16 +469,8 @@ def text_to_text_dataset(
         t = tokenizer.encode(target, special_tokens=False, max_length=max_length - 1)
         return s, t
 
-    def layout(s, t):
-        s, t = tf.reshape(s, [-1]), tf.reshape(t, [-1])
-        x = {"source_ids": tf.concat([s, [sep]], 0), "target_ids": tf.concat([[cls], t], 0)}
-        return x, tf.concat([t, [sep]], 0)
+    def layout(s, t):  # ragged rows -> tensors
+        return _seq2seq_example(tf.reshape(s, [-1]), tf.reshape(t, [-1]), special)
 
     data = pairs.batch(1024).map(encode).unbatch().map(layout)
-    return _batched(
-        data,
-        lambda x, y: tf.maximum(tf.size(x["source_ids"]), tf.size(y)),
-        batch_size,
-        max_length,
-        ({"source_ids": pad, "target_ids": pad}, pad),
-    )
+    return _seq2seq_batches(data, batch_size, max_length, special["pad"])

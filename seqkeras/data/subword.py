@@ -45,6 +45,30 @@ def _words(strings):
     return tf.strings.split(strings)
 
 
+def learn_wordpiece(name, texts, vocabulary_size, reserved, prepare=None, **options):
+    """A WordPiece vocabulary (keras-hub's `compute_word_piece_vocabulary`
+    with `options`) of at most `vocabulary_size` tokens, `reserved` first,
+    from `texts` (a list of strings or a `tf.data.Dataset` of strings),
+    batched and mapped through `prepare` when given. `name` is the caller,
+    for the ValueErrors about the size and empty text."""
+    if not isinstance(vocabulary_size, int) or vocabulary_size <= len(reserved):
+        raise ValueError(
+            f"`{name}` expects an int `vocabulary_size` above the {len(reserved)} "
+            f"reserved tokens. Received: {vocabulary_size!r}"
+        )
+    data = texts
+    if not isinstance(texts, tf.data.Dataset):
+        texts = list(texts)
+        if not texts:
+            raise ValueError(f"`{name}` received no text")
+        data = tf.data.Dataset.from_tensor_slices(texts)
+    data = data.batch(1024)
+    if prepare is not None:
+        data = data.map(prepare)
+    learn = _text_extra("keras_hub").tokenizers.compute_word_piece_vocabulary
+    return learn(data, vocabulary_size, reserved_tokens=list(reserved), **options)
+
+
 class SubwordTokenizer:
     """A WordPiece tokenizer with seqkeras' reserved ids.
 
@@ -96,26 +120,15 @@ class SubwordTokenizer:
         tokens (the reserved four included) from `texts`: a list of
         strings, or a `tf.data.Dataset` of strings (e.g.
         `tf.data.TextLineDataset(path)`)."""
-        if not isinstance(vocabulary_size, int) or vocabulary_size <= len(RESERVED):
-            raise ValueError(
-                "`SubwordTokenizer.train` expects an int `vocabulary_size` "
-                f"above {len(RESERVED)}. Received: {vocabulary_size!r}"
-            )
-        data = texts
-        if not isinstance(texts, tf.data.Dataset):
-            texts = list(texts)
-            if not texts:
-                raise ValueError("`SubwordTokenizer.train` received no text")
-            data = tf.data.Dataset.from_tensor_slices(texts)
-        tokenizers = _text_extra("keras_hub").tokenizers
-        learn = tokenizers.compute_word_piece_vocabulary
-        vocabulary = learn(
-            data.batch(1024).map(_words),
+        vocabulary = learn_wordpiece(
+            "SubwordTokenizer.train",
+            texts,
             vocabulary_size,
+            list(RESERVED),
+            prepare=_words,
             split=False,
             lowercase=False,
             strip_accents=False,
-            reserved_tokens=list(RESERVED),
         )
         return cls(vocabulary)
 

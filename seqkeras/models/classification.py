@@ -164,9 +164,55 @@ def classifier(
     (1, 3)
     """
     name = "classifier"
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    logits, pooling_layer = classifier_head(
+        name,
+        token_ids,
+        vocab_size,
+        num_classes,
+        backbone,
+        pooling,
+        embedding_dim,
+        units,
+        num_layers,
+        bidirectional,
+        dropout,
+        num_heads,
+        intermediate_dim,
+        max_length,
+        word_dropout,
+    )
+    return Classifier(
+        token_ids,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": vocab_size},
+        parts={"pooling": pooling_layer},
+    )
+
+
+def classifier_head(
+    name,
+    token_ids,
+    vocab_size,
+    num_classes,
+    backbone,
+    pooling,
+    embedding_dim,
+    units,
+    num_layers,
+    bidirectional,
+    dropout,
+    num_heads,
+    intermediate_dim,
+    max_length,
+    word_dropout,
+    features=(),
+):
+    """`classifier`'s network on `token_ids` (with `features` beside the
+    embedding, as `_encode`): `(logits, pooling layer or None)`."""
     num_classes = bb.check(name, "num_classes", num_classes, "int")
     pooling = bb.check(name, "pooling", pooling, "choice", POOLINGS)
-    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     recurrent_last = backbone in bb.RECURRENT and pooling == "last"
     x, is_sequence = _encode(
         name,
@@ -183,6 +229,7 @@ def classifier(
         max_length,
         return_sequences=not recurrent_last,
         word_dropout=word_dropout,
+        features=features,
     )
     pooling_layer = None
     if is_sequence:
@@ -193,14 +240,7 @@ def classifier(
         x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
-    logits = bb.output_logits(x, num_classes)
-    return Classifier(
-        token_ids,
-        logits,
-        name=name,
-        vocabulary_sizes={"token_ids": vocab_size},
-        parts={"pooling": pooling_layer},
-    )
+    return bb.output_logits(x, num_classes), pooling_layer
 
 
 def word_features(inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing):

@@ -5,9 +5,8 @@ frozen, beside a recurrent classifier) and `classify_by_generation`
 import keras
 
 from seqkeras import layers as sk
-from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
-from seqkeras.models.classification import POOLINGS, _encode
+from seqkeras.models.classification import classifier_head
 from seqkeras.models.elmo import _ROLES, _features, _frozen_bilm
 
 
@@ -63,17 +62,17 @@ def elmo_classifier(
     (1, 2)
     """
     name = "elmo_classifier"
-    num_classes = bb.check(name, "num_classes", num_classes, "int")
-    pooling = bb.check(name, "pooling", pooling, "choice", POOLINGS)
     lm = _frozen_bilm(name, vocab_size, bilm_arguments)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     features = _features(token_ids, lm)
     mix = sk.ScalarMix(len(features), layer_norm=layer_norm, name="elmo_mix")(features)
-    x, _ = _encode(
+    logits, pool = classifier_head(
         name,
         token_ids,
         vocab_size,
+        num_classes,
         backbone,
+        pooling,
         embedding_dim,
         units,
         num_layers,
@@ -82,15 +81,9 @@ def elmo_classifier(
         4,
         None,
         512,
-        return_sequences=True,
-        word_dropout=word_dropout,
+        word_dropout,
         features=[mix],
     )
-    pool = sk.SequencePooling(pooling, name="pooling")
-    x = pool(x)
-    if dropout:
-        x = keras.layers.Dropout(dropout)(x)
-    logits = bb.output_logits(x, num_classes)
     return ElmoClassifier(
         token_ids,
         logits,

@@ -273,12 +273,12 @@ def bert_tagger(
     arch = _architecture(name, architecture, "bert")
     inputs, parts = _tagger_inputs(), {}
     x = _encoder(name, inputs["token_ids"], arch, dropout, parts)
+    words = sk.GatherSteps(name="first_subword")([x, inputs["word_starts"]])
     return _word_tagger(
         name,
         arch,
         inputs,
-        x,
-        "word_starts",
+        words,
         parts,
         num_tags,
         crf,
@@ -302,8 +302,7 @@ def _word_tagger(
     name,
     arch,
     inputs,
-    x,
-    positions,
+    words,
     parts,
     num_tags,
     crf,
@@ -314,16 +313,13 @@ def _word_tagger(
     casing,
     units,
 ):
-    """The head of `bert_tagger` / `gpt2_tagger` over subword states `x`:
-    each word's state at `positions` (an input name, or a tensor of
-    positions), word features, an optional BiLSTM, logits (and a CRF)."""
+    """The head of `bert_tagger` / `gpt2_tagger` over each word's subword
+    state `words`: word features, an optional BiLSTM, logits (and a
+    CRF)."""
     num_tags = bb.check(name, "num_tags", num_tags, "int")
     crf = bb.check(name, "crf", crf, "bool")
     casing = bb.check(name, "casing", casing, "bool")
     sizes = {"token_ids": arch["vocab_size"]}
-    first = isinstance(positions, str)  # BERT: word_starts; GPT-2: computed ends
-    index = inputs[positions] if first else positions
-    words = sk.GatherSteps(name="first_subword" if first else "last_subword")([x, index])
     features = [words] + word_features(
         inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
     )
@@ -394,12 +390,12 @@ def gpt2_tagger(
     following = keras.ops.pad(starts[:, 1:], [[0, 0], [0, 1]])
     ends = keras.ops.where(following > 0, following - 1, keras.ops.expand_dims(lengths - 2, 1))
     ends = keras.ops.where(starts > 0, ends, 0)
+    words = sk.GatherSteps(name="last_subword")([x, ends])
     return _word_tagger(
         name,
         arch,
         inputs,
-        x,
-        ends,
+        words,
         parts,
         num_tags,
         crf,

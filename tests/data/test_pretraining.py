@@ -168,3 +168,24 @@ def test_causal_and_bilm_shifts(tokenizer):
         P.causal_lm_dataset(texts, object())
     with pytest.raises(ValueError, match="bilm_dataset.*no non-empty text"):
         P.bilm_dataset(["", " "], tokenizer)
+
+
+def test_bad_rates_are_named_errors():
+    ids = tf.constant([[1, 9, 10, 2]])
+    cases = [
+        (dict(selection_rate=0.0), "selection_rate"),
+        (dict(selection_rate=float("nan")), "selection_rate"),
+        (dict(mask_rate=1.2), "mask_rate"),
+        (dict(mask_rate=0.8, random_rate=0.3), r"mask_rate \+ random_rate"),
+    ]
+    for options, needle in cases:
+        with pytest.raises(ValueError, match=f"mask_tokens.*{needle}"):
+            P.mask_tokens(ids, 4, [0, 1, 2], (5, 20), 3, **options)
+    for options, needle in (
+        (dict(noise_density=1.0), "noise_density"),
+        (dict(mean_span_length=0.5), "mean_span_length"),
+    ):
+        with pytest.raises(ValueError, match=f"span_corruption.*{needle}"):
+            P.span_corruption(tf.range(10, 11), [5], **options)  # checked even for 1 token
+        with pytest.raises(ValueError, match=f"span_noise_mask.*{needle}"):
+            P.span_noise_mask(20, **options)
