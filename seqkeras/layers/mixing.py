@@ -101,6 +101,8 @@ class ScalarMix(keras.layers.Layer):
         self._check([tuple(x.shape) for x in inputs])
         if isinstance(mask, (list, tuple)):
             mask = mask[0]
+        shape = validation.static_shape(inputs[0])
+        validation.same_dims("ScalarMix", "mask", mask, shape[:2], "(batch, time)")
         weights = ops.softmax(ops.cast(self.scalar_weights, "float32"))
         out = 0.0
         for k, x in enumerate(inputs):
@@ -162,6 +164,9 @@ class ReverseSequence(keras.layers.Layer):
                 "`ReverseSequence` expects inputs of rank >= 2, (batch, time, ...). "
                 f"Received: shape {tuple(inputs.shape)}"
             )
+        validation.same_dims(
+            "ReverseSequence", "mask", mask, validation.static_shape(inputs)[:2], "(batch, time)"
+        )
         time = ops.shape(inputs)[1]
         steps = ops.arange(time)
         if mask is None:

@@ -118,6 +118,8 @@ def test_scalar_mix_contract_and_errors():
         assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in layer.weights)
     finally:
         keras.config.set_dtype_policy("float32")
+    with pytest.raises(ValueError, match="ScalarMix.*mask"):
+        L.ScalarMix(3)(layers, mask=np.ones((2, 4), bool))
     with pytest.raises(ValueError, match="ScalarMix.*3 tensors"):
         L.ScalarMix(3)(layers[:2])
     with pytest.raises(ValueError, match="ScalarMix.*one shape"):
@@ -155,5 +157,7 @@ def test_reverse_sequence_matches_numpy_and_undoes_itself():
 def test_reverse_sequence_contract_and_errors():
     x = np.random.default_rng(6).normal(size=(2, 5, 3)).astype("float32")
     run_layer_test(lambda: L.ReverseSequence(), x, num_weights=(0, 0))
+    with pytest.raises(ValueError, match="ReverseSequence.*mask"):
+        L.ReverseSequence()(x, mask=np.ones((2, 4), bool))
     with pytest.raises(ValueError, match="ReverseSequence.*rank >= 2"):
         L.ReverseSequence()(keras.ops.ones((3,)))
