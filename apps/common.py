@@ -208,19 +208,27 @@ class PretrainRun:
     (the builder's arguments), `sizes`, `directory`, `source`."""
 
     source = "apps/pretrain.py"
+    encoder_only = False  # a span run's encoder alone (translate.py)
 
     def __init__(self, directory, config):
         self.directory, self.model_type = directory, config["objective"]
         self.architecture, self.sizes = dict(config["arguments"]), dict(config["sizes"])
 
     def copy_weights(self, model):
-        """Its weights into `model` (ELMo: the biLM layers; T5: all)."""
-        from seqkeras.models import load_bilm
+        """Its weights into `model` (ELMo: the biLM layers; T5: all, or
+        the encoder side with `encoder_only`)."""
+        from seqkeras.models import load_bilm, load_encoder
 
         trained = load(self.directory)[0]
         if self.model_type == "bilm":
             load_bilm(model, trained)
             print(f"ELMo: the biLM of {self.directory}, frozen")
+        elif self.encoder_only:
+            try:
+                names = load_encoder(model, trained)
+            except ValueError as error:
+                raise AppError(f"--init {self.directory}: {error}") from None
+            print(f"the encoder of {self.directory} (span corruption): {', '.join(names)}")
         else:
             model.set_weights(trained.get_weights())
             print(f"initialised from {self.directory} (span corruption)")

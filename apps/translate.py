@@ -16,7 +16,10 @@ or reuses a run's with `--tokenizers DIR`), feeds `fit` from
 `seqkeras.data.translation_dataset` (length buckets, dynamic padding) and
 writes the model directory of every app (`common.py`: `config.json`, the
 best weights by validation loss, history, curves, TensorBoard logs, a
-backup it resumes from) with `source/` and `target/` vocabularies.
+backup it resumes from) with `source/` and `target/` vocabularies. With
+`--init DIR` (an `apps/pretrain.py --objective span` run; `--model
+transformer`) the encoder starts from that run's (`load_encoder`) and the
+source side keeps its vocabulary (`BertSubwordTokenizer`).
 `evaluate` translates any line-aligned pair of UTF-8 files and prints
 sacreBLEU (cased and lowercased, with its signatures), chrF and decoding
 speed; its last line is `BLEU = <cased, detokenized BLEU>`. `translate`
@@ -69,12 +72,15 @@ def load(directory):
 
 
 def _saved_tokenizers(directory, what):
-    from seqkeras.data import SubwordTokenizer
+    from seqkeras.data import BertSubwordTokenizer, SubwordTokenizer
+
+    def read(side):  # a span run's BertTokenizer on the source side after --init
+        path = os.path.join(directory, side)
+        bert = os.path.isfile(os.path.join(path, "bert_tokenizer.json"))
+        return (BertSubwordTokenizer if bert else SubwordTokenizer).load(path)
 
     try:
-        return tuple(
-            SubwordTokenizer.load(os.path.join(directory, s)) for s in ("source", "target")
-        )
+        return read("source"), read("target")
     except (ValueError, OSError) as error:
         raise AppError(f"{what}: unreadable vocabulary ({error})") from None
 
@@ -115,16 +121,20 @@ def bleu_scores(hypotheses, references):
 # -- train -----------------------------------------------------------------
 
 
-def _tokenizers(args, sources, targets):
-    from seqkeras.data import SubwordTokenizer
+def _tokenizers(args, sources, targets, init=None):
+    from seqkeras.data import BertSubwordTokenizer, SubwordTokenizer
 
     if args.tokenizers:
         return _saved_tokenizers(args.tokenizers, f"--tokenizers {args.tokenizers}")
     start = time.perf_counter()
-    src, tgt = (SubwordTokenizer.train(t, args.vocabulary_size) for t in (sources, targets))
+    if init is not None:  # the pretrained encoder's vocabulary on the source side
+        src = common.read_data(BertSubwordTokenizer.load, init.directory, what="--init")
+        tgt = SubwordTokenizer.train(targets, args.vocabulary_size)
+    else:
+        src, tgt = (SubwordTokenizer.train(t, args.vocabulary_size) for t in (sources, targets))
     print(
         f"WordPiece vocabularies learned in {time.perf_counter() - start:.0f} s: "
-        f"{src.vocabulary_size} German, {tgt.vocabulary_size} English tokens"
+        f"{src.vocabulary_size} source, {tgt.vocabulary_size} target tokens"
     )
     return src, tgt
 
@@ -147,8 +157,13 @@ def train(args):
     val_sources, val_targets = read_pair(args.val_source, args.val_target)
     if os.path.isfile(os.path.join(args.out, common.CONFIG)):
         args.tokenizers = args.out  # a resumed run keeps its vocabularies
+    init = common.read_init(args, kinds=("span",))
+    if init is not None:
+        if args.model != "transformer":
+            raise AppError("--init (a span-corruption run's encoder) needs --model transformer")
+        init.encoder_only = True
     out = common.begin_training(args)
-    src, tgt = _tokenizers(args, sources, targets)
+    src, tgt = _tokenizers(args, sources, targets, init)
     src.save(os.path.join(out, "source"))
     tgt.save(os.path.join(out, "target"))
     # bucket widths: a few batch shapes, so a few XLA programs
@@ -170,6 +185,9 @@ def train(args):
         found = {"source_vocab_size": src.vocabulary_size, "target_vocab_size": tgt.vocabulary_size}
         if builder == "transformer_seq2seq":
             found["max_length"] = args.max_length
+        if init is not None:  # the pretrained encoder's shape
+            arguments.update(init.architecture)
+            found["max_length"] = init.sizes["max_length"]
         return found
 
     lengths = dict(max_length=args.max_length, target_length=args.max_length)
@@ -178,6 +196,7 @@ def train(args):
         "translate",
         sizes,
         lambda model: options,
+        init=init,
         train_pairs_kept=kept,
         steps_per_epoch=steps,
         **lengths,
@@ -405,6 +424,10 @@ def parser():
     t.add_argument("--out", required=True, help="the model directory")
     _data_options(t, "train", "val")
     t.add_argument("--tokenizers", help="reuse this model directory's vocabularies")
+    t.add_argument(
+        "--init",
+        help="an apps/pretrain.py span run: its encoder and vocabulary on the source side",
+    )
     common.options(
         t,
         "vocabulary-size=8000 epochs=10 batch=64 lr=1e-3 warmup=0 label-smoothing=0.0 "

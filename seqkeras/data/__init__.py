@@ -15,6 +15,7 @@ from seqkeras.data.synthetic import adding_problem
 from seqkeras.data.synthetic import copy_task
 from seqkeras.data.synthetic import dates
 from seqkeras.data.synthetic import multi_seasonal_series
+from seqkeras.data.bert_text import BertSubwordTokenizer
 from seqkeras.data.bert_text import BertTokenizer
 from seqkeras.data.bert_text import BertWordFeatures
 from seqkeras.data.checks import check_token_dataset
@@ -38,6 +39,7 @@ from seqkeras.data.words import WordTokenizer
 
 __all__ = [
     "BOS",
+    "BertSubwordTokenizer",
     "BertTokenizer",
     "BertWordFeatures",
     "CharVocabulary",

@@ -502,3 +502,97 @@ class ElmoWordFeatures(tf.Module):
     @classmethod
     def load(cls, directory, max_chars=20):
         return cls(WordFeatures.load(directory, max_chars), BertTokenizer.load(directory))
+
+
+class BertSubwordTokenizer(tf.Module):
+    """A `BertTokenizer` whose special ids are seqkeras' (a
+    `pretraining_vocabulary`: `[PAD]` 0, `[CLS]` = BOS 1, `[SEP]` = EOS 2)
+    behind `SubwordTokenizer`'s methods (`encode(strings, add_bos,
+    add_eos)`, `decode`, `vocabulary_size`, `save`, `load`), so that a
+    seq2seq model, its data pipelines and its `translate` signature can
+    read text as a model pretrained on that vocabulary did (e.g. the
+    encoder of a span-corruption run, `seqkeras.models.load_encoder`).
+
+    Args:
+        tokenizer: the `BertTokenizer`.
+
+    Example:
+
+    >>> from seqkeras.data import pretraining
+    >>> from seqkeras.data.bert_text import BertSubwordTokenizer
+    >>> bert = pretraining.pretraining_vocabulary(["the cat sat.", "a dog sat."], 60)
+    >>> tok = BertSubwordTokenizer(bert)
+    >>> ids = tok.encode(["The cat sat."], add_eos=True)
+    >>> ids.to_list()[0][-1] == 2, [t.decode() for t in tok.decode(ids).numpy()]
+    (True, ['the cat sat .'])
+    """
+
+    def __init__(self, tokenizer):
+        super().__init__(name="bert_subword_tokenizer")
+        from seqkeras.data.tokens import BOS
+        from seqkeras.data.tokens import EOS
+        from seqkeras.data.tokens import PAD
+
+        if not isinstance(tokenizer, BertTokenizer):
+            raise TypeError(
+                "`BertSubwordTokenizer` expects a `BertTokenizer`. Received: "
+                f"{type(tokenizer).__name__}"
+            )
+        ids = tokenizer.special_ids
+        expected = {"pad": PAD, "cls": BOS, "sep": EOS}
+        if any(ids[role] != i for role, i in expected.items()):
+            raise ValueError(
+                "`BertSubwordTokenizer` expects a vocabulary with seqkeras' special ids "
+                f"({expected}, as `pretraining_vocabulary` writes). Received: "
+                f"{ {role: ids[role] for role in expected} }"
+            )
+        self.tokenizer = tokenizer
+        self.vocabulary = tokenizer.vocabulary
+        self._bos, self._eos = BOS, EOS
+
+    @property
+    def vocabulary_size(self):
+        return self.tokenizer.vocabulary_size
+
+    def encode(self, strings, add_bos=False, add_eos=False):
+        """Token ids of `strings` (batch,): an int32 `tf.RaggedTensor`
+        (batch, None), not cut, with BOS (`[CLS]`) / EOS (`[SEP]`) added
+        when asked. Graph ops."""
+        strings = tf.reshape(tf.convert_to_tensor(strings, tf.string), [-1])
+        ids = self.tokenizer.encode(strings, special_tokens=False, max_length=2**31 - 1)
+        batch = ids.nrows()
+        if add_bos:
+            ids = tf.concat([tf.fill([batch, 1], self._bos), ids], axis=1)
+        if add_eos:
+            ids = tf.concat([ids, tf.fill([batch, 1], self._eos)], axis=1)
+        return ids
+
+    def decode(self, ids):
+        """Strings (batch,) from ids (batch, time), dense or ragged: reads up
+        to the first EOS, skips the special tokens and joins `##`
+        continuations (the text comes back normalised: lowercased for an
+        uncased vocabulary, punctuation spaced). Graph ops."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.cast(ids, tf.int32)
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, self._eos), tf.int32), axis=1), 0)
+        special = tf.constant(sorted(self.tokenizer.special_ids.values()), tf.int32)
+        not_special = tf.reduce_all(tf.not_equal(ids[..., None], special), axis=-1)
+        kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_eos, not_special))
+        pieces = tf.gather(tf.constant(self.vocabulary), kept)
+        text = tf.strings.reduce_join(pieces, axis=1, separator=" ")
+        return tf.strings.regex_replace(text, " ##", "")
+
+    def save(self, directory):
+        """Writes the `BertTokenizer` (`vocab.txt`, `bert_tokenizer.json`)
+        and, as `SubwordTokenizer.save` does, `vocabulary.txt` (the same
+        tokens, for on-device code); returns the directory."""
+        from seqkeras.data.tokens import save_vocabulary
+
+        save_vocabulary(directory, self.vocabulary)
+        return self.tokenizer.save(directory)
+
+    @classmethod
+    def load(cls, path):
+        """The tokenizer saved in directory `path`."""
+        return cls(BertTokenizer.load(path))

@@ -18,6 +18,7 @@ from seqkeras.models.encoder_decoder import attention_model
 from seqkeras.models.encoder_decoder import conditioned_decoder
 from seqkeras.models.encoder_decoder import seq2seq
 from seqkeras.models.encoder_decoder import transformer_seq2seq
+from seqkeras.models.encoder_decoder import load_encoder
 from seqkeras.models.forecasting import Forecaster
 from seqkeras.models.forecasting import Seq2SeqForecaster
 from seqkeras.models.forecasting import forecaster
@@ -88,6 +89,7 @@ __all__ = [
     "generate",
     "infer_task",
     "load_bilm",
+    "load_encoder",
     "masked_loss",
     "reset_states",
     "rnn_language_model",

@@ -282,3 +282,30 @@ class _pipeline_errors:
         message = str(error).split(MARKER, 1)[1].split("\n")[0]
         message = message.replace("] [", " ").rstrip("]")  # Assert's data
         raise ValueError(message) from None
+
+
+def copy_layers(name, model, layers, source, hint):
+    """Copies each of `layers` (from a trained `source` model, named in
+    messages) into the layer of `model` with the same name. `name`, the
+    caller, is named in the ValueError raised for a layer `model` lacks
+    (with `hint`) or whose weight shapes differ; nothing is copied then.
+    Returns the names of the layers copied."""
+    targets = []
+    for layer in layers:
+        try:
+            target = model.get_layer(layer.name)
+        except ValueError:
+            raise ValueError(
+                f"`{name}`: {model.name} has no layer {layer.name!r} ({hint})"
+            ) from None
+        shapes = [tuple(w.shape) for w in layer.weights]
+        found = [tuple(w.shape) for w in target.weights]
+        if found != shapes:
+            raise ValueError(
+                f"`{name}`: layer {layer.name!r} has weights of shapes {found} in "
+                f"{model.name}, {shapes} in {source} ({hint})"
+            )
+        targets.append(target)
+    for layer, target in zip(layers, targets):
+        target.set_weights(layer.get_weights())
+    return [layer.name for layer in layers]

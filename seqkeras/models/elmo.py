@@ -17,6 +17,7 @@ import keras
 from seqkeras import layers as sk
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
+from seqkeras.models.base import copy_layers
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -205,22 +206,11 @@ def load_bilm(model, source):
     layers of `model` (an `elmo_classifier`, or another `bilm`), by layer
     name; a ValueError names a layer `model` lacks or whose shapes
     differ. Returns `model`."""
-    for layer in source.layers:
-        if not layer.weights:
-            continue
-        try:
-            target = model.get_layer(layer.name)
-        except ValueError:
-            raise ValueError(
-                f"`load_bilm`: {model.name} has no biLM layer {layer.name!r} (was it built "
-                "with the biLM's `bilm_arguments`?)"
-            ) from None
-        shapes = [tuple(w.shape) for w in layer.weights]
-        if [tuple(w.shape) for w in target.weights] != shapes:
-            raise ValueError(
-                f"`load_bilm`: layer {layer.name!r} has weights of shapes "
-                f"{[tuple(w.shape) for w in target.weights]} in {model.name}, {shapes} in "
-                "the biLM (different `bilm_arguments` or vocabulary)"
-            )
-        target.set_weights(layer.get_weights())
+    copy_layers(
+        "load_bilm",
+        model,
+        [layer for layer in source.layers if layer.weights],
+        "the biLM",
+        "was it built with the biLM's `bilm_arguments`?",
+    )
     return model

@@ -14,6 +14,7 @@ from seqkeras.layers.scoring import SCORES
 from seqkeras.models import backbones as bb
 from seqkeras.models import steps
 from seqkeras.models.base import SequenceModel
+from seqkeras.models.base import copy_layers
 
 
 class _Conditioned(SequenceModel):
@@ -505,3 +506,40 @@ def transformer_seq2seq(
         vocabulary_sizes={"source_ids": source_vocab_size, "target_ids": target_vocab_size},
         parts=parts,
     )
+
+
+#: The layers of a `transformer_seq2seq` that read the source (by name).
+ENCODER_LAYERS = ("source_", "encoder_")
+
+
+def load_encoder(model, source):
+    """Copies the encoder side of `source`, a trained `transformer_seq2seq`
+    (e.g. one pretrained by span corruption), into `model`, another
+    `transformer_seq2seq` with the same source vocabulary and encoder
+    shape but any target side: the source embedding and positions, the
+    encoder blocks and the encoder's final norm. The decoder is left as
+    it is. A ValueError names a layer `model` lacks or whose shapes
+    differ (nothing is copied then). Returns the names of the layers
+    copied.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> pretrained = seqkeras.models.transformer_seq2seq(
+    ...     20, 20, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
+    >>> model = seqkeras.models.transformer_seq2seq(
+    ...     20, 30, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
+    >>> seqkeras.models.load_encoder(model, pretrained)
+    ['source_embedding', 'encoder_block_0']
+    """
+    for arg, value in (("model", model), ("source", source)):
+        if not isinstance(value, TransformerSeq2Seq):
+            raise TypeError(
+                f"`load_encoder` expects `{arg}` to be a `transformer_seq2seq` model. "
+                f"Received: {type(value).__name__}"
+            )
+    layers = [
+        layer for layer in source.layers if layer.name.startswith(ENCODER_LAYERS) and layer.weights
+    ]
+    hint = "give both models the same encoder arguments and source vocabulary"
+    return copy_layers("load_encoder", model, layers, source.name, hint)

@@ -175,3 +175,89 @@ def test_ner_init_adds_elmo_or_fine_tunes_gpt2(runs, tmp_path, capsys):
             trained.get_layer(name).get_weights(), tagger.get_layer(name).get_weights()
         ):
             np.testing.assert_array_equal(a, b)
+
+
+def _translate_init(runs, tmp_path, capsys, *extra):
+    from tests.apps.test_translate_app import _pairs
+    from tests.apps.test_translate_app import _write as write_lines
+
+    translate = load_app("translate")
+    de, en = _pairs(120, 0)
+    files = {
+        "train-source": write_lines(tmp_path / "train.de", de),
+        "train-target": write_lines(tmp_path / "train.en", en),
+        "val-source": write_lines(tmp_path / "val.de", de[:16]),
+        "val-target": write_lines(tmp_path / "val.en", en[:16]),
+    }
+    out = tmp_path / "translate"
+    argv = ["train", "--model", "transformer", "--init", str(runs["span"]), "--out", str(out)]
+    argv += ["--tiny", "--batch", "16", "--verbose", "2", "--jit", "off", *extra]
+    for name, path in files.items():
+        argv += [f"--{name}", path]
+    code, printed, err = run_app(translate, argv, capsys)
+    assert code == 0, err
+    return translate, out, files
+
+
+def test_translate_init_takes_a_span_runs_encoder(runs, tmp_path, capsys):
+    # --lr 0: the weights stay as --init left them
+    translate, out, files = _translate_init(runs, tmp_path, capsys, "--epochs", "1", "--lr", "0")
+    model, src, tgt, config = translate.load(str(out))
+    span, _ = app.common.load(str(runs["span"]))
+    assert config["arguments"] == dict(
+        config["arguments"], **json.loads((runs["span"] / "config.json").read_text())["arguments"]
+    )
+    copied = [layer for layer in span.layers if layer.name.startswith(("source_", "encoder_"))]
+    assert any(layer.name.startswith("encoder_block") for layer in copied)
+    for layer in copied:
+        for a, b in zip(layer.get_weights(), model.get_layer(layer.name).get_weights()):
+            np.testing.assert_array_equal(a, b)
+    assert (
+        model.vocabulary_sizes["target_ids"]
+        == tgt.vocabulary_size
+        != span.vocabulary_sizes["target_ids"]
+    )
+    # the source side reads text as the span run did: its pieces, then EOS
+    from seqkeras.data import BertTokenizer
+
+    bert = BertTokenizer.load(str(runs["span"]))
+    text = ["Zwei eins drei."]
+    expected = bert.encode(text, special_tokens=False).to_list()[0] + [2]
+    assert src.encode(text, add_eos=True).to_list()[0] == expected
+    code, printed, err = run_app(
+        translate,
+        [
+            "evaluate",
+            "--model",
+            str(out),
+            "--source",
+            files["val-source"],
+            "--reference",
+            files["val-target"],
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert printed.strip().splitlines()[-1].startswith("BLEU = ")
+
+
+def test_translate_init_refuses_other_runs(runs, tmp_path, capsys):
+    translate = load_app("translate")
+    base = ["train", "--out", str(tmp_path / "t")]
+    code, _, err = run_app(
+        translate, base + ["--model", "transformer", "--init", str(runs["bilm"])], capsys
+    )
+    assert_one_line_error(code, err, "translate.py", "bilm", "span")
+    code, _, err = run_app(
+        translate, base + ["--model", "rnn", "--init", str(runs["span"])], capsys
+    )
+    assert_one_line_error(code, err, "translate.py", "--init", "transformer")
+
+
+@pytest.mark.slow
+def test_translate_init_exports_a_translate_signature(runs, tmp_path, capsys):
+    translate, out, files = _translate_init(runs, tmp_path, capsys, "--epochs", "1")
+    argv = ["export", "--model", str(out), "--no-xla", "--check", "8"]
+    argv += ["--source", files["val-source"], "--reference", files["val-target"]]
+    code, printed, err = run_app(translate, argv, capsys)
+    assert code == 0, err

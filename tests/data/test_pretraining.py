@@ -189,3 +189,38 @@ def test_bad_rates_are_named_errors():
             P.span_corruption(tf.range(10, 11), [5], **options)  # checked even for 1 token
         with pytest.raises(ValueError, match=f"span_noise_mask.*{needle}"):
             P.span_noise_mask(20, **options)
+
+
+# -- a pretraining vocabulary on a seq2seq source side ------------------------
+
+
+def test_bert_subword_tokenizer_reads_text_as_the_pretrained_encoder_did(tmp_path):
+    from seqkeras.data import BertSubwordTokenizer, BertTokenizer, SubwordTokenizer
+
+    texts = ["The cats sat on the mats.", "A dog's toys, unbelievably!", "Ünïcode words"]
+    bert = P.pretraining_vocabulary(texts * 5, 80, sentinels=2)
+    tok = BertSubwordTokenizer(bert)
+    assert tok.vocabulary_size == bert.vocabulary_size
+    pieces = bert.encode(texts, special_tokens=False).to_list()
+    assert any("##" in bert.vocabulary[i] for row in pieces for i in row)  # pieces get joined
+    # span corruption's source layout: pieces + [SEP] (EOS 2); BOS is [CLS] (1)
+    assert tok.encode(texts, add_eos=True).to_list() == [row + [2] for row in pieces]
+    assert tok.encode(texts, add_bos=True).to_list() == [[1] + row for row in pieces]
+    long = " ".join(["cats"] * 300)  # not cut at the BertTokenizer's max_length
+    per_word = len(bert.encode(["cats"], special_tokens=False).to_list()[0])
+    assert len(tok.encode([long]).to_list()[0]) == 300 * per_word > bert.max_length
+    # decode: up to the first EOS, no special tokens, ## joined
+    ids = tok.encode(texts, add_bos=True, add_eos=True).to_tensor(0).numpy()
+    ids = np.concatenate([ids, np.full((3, 2), 7)], axis=1)  # after EOS: ignored
+    expected = [" ".join(w.decode() for w in bert.split([t]).to_list()[0]) for t in texts]
+    assert [s.decode() for s in tok.decode(ids).numpy()] == expected
+    # save / load: the same ids; vocabulary.txt beside as SubwordTokenizer's
+    tok.save(str(tmp_path))
+    again = BertSubwordTokenizer.load(str(tmp_path))
+    assert again.encode(texts, add_eos=True).to_list() == tok.encode(texts, add_eos=True).to_list()
+    assert (tmp_path / "vocabulary.txt").read_text().split("\n")[:-1] == bert.vocabulary
+    with pytest.raises(TypeError, match="BertSubwordTokenizer.*BertTokenizer.*SubwordTokenizer"):
+        BertSubwordTokenizer(SubwordTokenizer.train(texts, 40))
+    standard = BertTokenizer(["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]", "cat"])
+    with pytest.raises(ValueError, match="BertSubwordTokenizer.*special ids.*'pad': 1"):
+        BertSubwordTokenizer(standard)

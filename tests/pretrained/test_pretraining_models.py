@@ -197,3 +197,40 @@ def test_gpt2_tagger_reads_each_words_last_subword(tmp_path):
     # the lm's hidden states are the tagger's (same weights, causal)
     lm_hidden = keras.Model(lm.input, lm.get_layer("decoder_norm").output)
     np.testing.assert_allclose(np.asarray(lm_hidden(ids))[0], states, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_load_encoder_copies_the_source_side_only(norm_first):
+    shape = dict(max_length=12, num_layers=2, num_heads=2, hidden_dim=16, norm_first=norm_first)
+    keras.utils.set_random_seed(1)
+    pretrained = seqkeras.models.transformer_seq2seq(40, 40, positional="learned", **shape)
+    model = seqkeras.models.transformer_seq2seq(40, 25, positional="learned", **shape)
+    decoder_before = [w.copy() for w in model.get_layer("decoder_block_0").get_weights()]
+    names = seqkeras.models.load_encoder(model, pretrained)
+    expected = ["source_embedding", "source_positions", "encoder_block_0", "encoder_block_1"]
+    assert names == expected + (["encoder_norm"] if norm_first else [])
+
+    def encoder(m):  # source ids -> the memory the decoder attends to
+        return keras.Model(m.get_layer("source_ids").output, m.get_layer("memory").output)
+
+    ids = np.array([[5, 9, 3, 2, 0, 0], [7, 7, 1, 30, 39, 2]], "int32")
+    np.testing.assert_allclose(encoder(model)(ids), encoder(pretrained)(ids), atol=1e-6)
+    for a, b in zip(decoder_before, model.get_layer("decoder_block_0").get_weights()):
+        np.testing.assert_array_equal(a, b)  # the target side is untouched
+
+
+def test_load_encoder_errors_name_the_layer():
+    small = dict(max_length=8, num_heads=2, hidden_dim=16)
+    source = seqkeras.models.transformer_seq2seq(40, 40, num_layers=2, **small)
+    other_vocab = seqkeras.models.transformer_seq2seq(30, 40, num_layers=2, **small)
+    before = other_vocab.get_weights()
+    with pytest.raises(ValueError, match="load_encoder.*'source_embedding'.*same encoder"):
+        seqkeras.models.load_encoder(other_vocab, source)
+    for a, b in zip(before, other_vocab.get_weights()):  # nothing copied
+        np.testing.assert_array_equal(a, b)
+    fewer = seqkeras.models.transformer_seq2seq(40, 40, num_layers=1, **small)
+    with pytest.raises(ValueError, match="load_encoder.*no layer 'encoder_block_1'"):
+        seqkeras.models.load_encoder(fewer, source)
+    lm = seqkeras.models.transformer_language_model(40, 8, num_heads=2, hidden_dim=16)
+    with pytest.raises(TypeError, match="load_encoder.*`source`.*transformer_seq2seq"):
+        seqkeras.models.load_encoder(source, lm)
