@@ -292,6 +292,13 @@ class BertTokenizer(tf.Module):
         )
 
 
+def _pad_width(ids, multiple, pad):
+    """ids (batch, time) padded with `pad` to a width that is a multiple
+    of `multiple`, so that a compiled model sees few shapes."""
+    extra = (-tf.shape(ids)[1]) % multiple
+    return tf.pad(ids, [[0, 0], [0, extra]], constant_values=pad)
+
+
 def _read_lines(path):
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n").rstrip("\r") for line in f if line.rstrip("\n\r") != ""]
@@ -400,11 +407,7 @@ class BertWordFeatures(tf.Module):
             words = words.to_tensor("")
         words = tf.convert_to_tensor(words, tf.string)
         token_ids, starts = self.tokenizer.encode_words(words)
-        width = tf.shape(token_ids)[1]
-        extra = (-width) % self.pad_to_multiple
-        token_ids = tf.pad(
-            token_ids, [[0, 0], [0, extra]], constant_values=self.tokenizer.special_ids["pad"]
-        )
+        token_ids = _pad_width(token_ids, self.pad_to_multiple, self.tokenizer.special_ids["pad"])
         out = {"token_ids": token_ids, "word_starts": starts}
         if self.characters is not None:
             chars = tf.strings.unicode_split(words, "UTF-8")
@@ -444,7 +447,8 @@ class BertWordFeatures(tf.Module):
 class ElmoWordFeatures(tf.Module):
     """`WordFeatures` plus the subword ids an ELMo biLM reads: words ->
     `{"token_ids", "char_ids", "casing_ids", "elmo_ids", "word_starts"}`
-    (`elmo_ids`: the biLM's `[CLS] pieces [SEP]` ids, padded with 0;
+    (`elmo_ids`: the biLM's `[CLS] pieces [SEP]` ids, padded with 0 to a
+    multiple of 16;
     `word_starts`: each word's first piece, 0 at padding words; from
     `BertTokenizer.encode_words`).
 
@@ -487,7 +491,9 @@ class ElmoWordFeatures(tf.Module):
 
     def __call__(self, words):
         out = self.word_features(words)
-        out["elmo_ids"], out["word_starts"] = self.tokenizer.encode_words(words)
+        elmo_ids, out["word_starts"] = self.tokenizer.encode_words(words)
+        # a multiple of 16 as BertWordFeatures' (one XLA program per width)
+        out["elmo_ids"] = _pad_width(elmo_ids, 16, self.tokenizer.special_ids["pad"])
         return out
 
     def split(self, strings):

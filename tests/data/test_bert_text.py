@@ -153,3 +153,22 @@ def test_bad_arguments_are_named():
         BertWordFeatures(vocab)
     with pytest.raises(ValueError, match="has no tokenizer"):
         BertTokenizer.load("/")
+
+
+def test_elmo_word_features_pad_the_biLM_ids_to_a_multiple_of_16():
+    from seqkeras.data import WordFeatures, pretraining
+    from seqkeras.data.bert_text import ElmoWordFeatures
+
+    words = [
+        ["EU", "rejects", "German", "call", "to", "boycott"],
+        ["Peter", "Blackburn", "", "", "", ""],
+    ]
+    tok = pretraining.pretraining_vocabulary([" ".join(w) for w in words], 200, sentinels=1)
+    features = ElmoWordFeatures(WordFeatures.train([[w for w in s if w] for s in words]), tok)
+    out = features(tf.constant(words))
+    ids, starts = tok.encode_words(tf.constant(words))
+    width = ids.shape[1]
+    assert out["elmo_ids"].shape[1] == 16 * -(-width // 16) > width
+    np.testing.assert_array_equal(out["elmo_ids"][:, :width], ids)
+    assert (out["elmo_ids"].numpy()[:, width:] == 0).all()
+    np.testing.assert_array_equal(out["word_starts"], starts)
