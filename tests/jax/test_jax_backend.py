@@ -232,3 +232,20 @@ def test_pretraining_models_train_under_jit():
     )
     seqkeras.models.load_bilm(classifier, lm)
     _fit(classifier, ids, ids[:, 0] % 2)
+
+
+def test_a_span_runs_encoder_starts_a_translation_model():
+    # load_encoder on this backend: the copied encoder gives the same memory
+    import keras
+
+    shape = dict(max_length=16, num_layers=1, num_heads=2, hidden_dim=8, norm_first=True)
+    pretrained = seqkeras.models.transformer_seq2seq(12, 12, **shape)
+    model = seqkeras.models.transformer_seq2seq(12, 9, **shape)
+    seqkeras.models.load_encoder(model, pretrained)
+    ids = _ids(4, 7)
+
+    def memory(m):
+        return keras.Model(m.get_layer("source_ids").output, m.get_layer("memory").output)(ids)
+
+    np.testing.assert_allclose(np.asarray(memory(model)), np.asarray(memory(pretrained)), atol=1e-6)
+    _fit(model, {"source_ids": ids, "target_ids": ids % 9}, ids % 9)
