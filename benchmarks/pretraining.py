@@ -9,6 +9,12 @@ with the targets and one plot per pair; and the pretraining curves.
 
 A pair is NAME SCRATCH PRETRAINED TARGET (the gain in points the issue
 asks for; the metric is the runs' `val_accuracy` (x100) or `val_f1`).
+`--against NAME PRETRAINED REFERENCE TARGET` compares a run with a figure
+measured elsewhere (REFERENCE: a from-scratch score of an earlier table,
+drawn as a line; TARGET may be negative: "within 1 point" is -1), and
+`--score` replaces a run's best epoch by what its app's `evaluate`
+printed (a text-to-text model's history holds teacher-forced token
+accuracy, not the decoded labels' accuracy): `--score DIR VALUE`.
 """
 
 import argparse
@@ -47,8 +53,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="benchmarks/pretraining")
     parser.add_argument("--pair", nargs=4, action="append", default=[])
+    parser.add_argument("--against", nargs=4, action="append", default=[])
+    parser.add_argument("--score", nargs=2, action="append", default=[])
     parser.add_argument("--pretraining", nargs="*", default=[])
     args = parser.parse_args(argv)
+    scores = {os.path.normpath(d): float(v) for d, v in args.score}
     os.makedirs(args.out, exist_ok=True)
     print(
         "| comparison | from scratch | pretrained | gain | target | met "
@@ -61,21 +70,18 @@ def main(argv=None):
         for label, directory in (("from scratch", scratch), ("pretrained", pretrained)):
             key, values, minutes = history(directory)
             ax.plot(minutes, values, marker="o", label=f"{label} ({os.path.basename(directory)})")
-            best[label] = (max(values), minutes[-1])
-        gain = best["pretrained"][0] - best["from scratch"][0]
-        met = "met" if gain >= float(target) else "not met"
-        print(
-            f"| {name} | {best['from scratch'][0]:.2f} | {best['pretrained'][0]:.2f} | "
-            f"{gain:+.2f} | >= +{target} | {met} | "
-            f"{best['from scratch'][1]:.1f} / {best['pretrained'][1]:.1f} |"
-        )
-        ax.set(
-            xlabel="fine-tuning wall time (minutes, 2 CPU cores)", ylabel=f"{key} (%)", title=name
-        )
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        path = os.path.join(args.out, name.lower().replace(" ", "-") + ".png")
-        print(f"plot: {plots.save_figure(fig, path)}")
+            best[label] = (scores.get(os.path.normpath(directory), max(values)), minutes[-1])
+        row(name, best["from scratch"][0], best["pretrained"][0], target)
+        print(f" {best['from scratch'][1]:.1f} / {best['pretrained'][1]:.1f} |")
+        finish(ax, fig, key, name, args.out)
+    for name, pretrained, reference, target in args.against:
+        fig, ax = plots.pyplot().subplots(figsize=(6, 4))
+        key, values, minutes = history(pretrained)
+        ax.plot(minutes, values, marker="o", label=f"pretrained ({os.path.basename(pretrained)})")
+        ax.axhline(float(reference), color="C0", ls="--", label="from scratch (earlier table)")
+        row(name, float(reference), scores.get(os.path.normpath(pretrained), max(values)), target)
+        print(f" - / {minutes[-1]:.1f} |")
+        finish(ax, fig, key, name, args.out)
     if args.pretraining:
         fig, ax = plots.pyplot().subplots(figsize=(6, 4))
         for i, directory in enumerate(args.pretraining):
@@ -86,6 +92,24 @@ def main(argv=None):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         print(f"plot: {plots.save_figure(fig, os.path.join(args.out, 'pretraining.png'))}")
+
+
+def row(name, scratch, pretrained, target):
+    """The table row up to its minutes column."""
+    gain, target = pretrained - scratch, float(target)
+    met = "met" if gain >= target else "not met"
+    print(
+        f"| {name} | {scratch:.2f} | {pretrained:.2f} | {gain:+.2f} | >= {target:+g} | {met} |",
+        end="",
+    )
+
+
+def finish(ax, fig, key, name, out):
+    ax.set(xlabel="fine-tuning wall time (minutes, 2 CPU cores)", ylabel=f"{key} (%)", title=name)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    path = os.path.join(out, name.lower().replace(" ", "-").replace("/", "-") + ".png")
+    print(f"plot: {plots.save_figure(fig, path)}")
 
 
 if __name__ == "__main__":

@@ -172,3 +172,11 @@ def test_pretraining_comparison_table(tmp_path, capsys):
     assert "| SST-2 X | 82.00 | 86.00 | +4.00 | >= +3 | met | 2.0 / 3.0 |" in out
     assert "| NER | 91.00 | 91.60 | +0.60 | >= +0.8 | not met |" in out
     assert sorted(os.listdir(tmp_path / "out")) == ["ner.png", "pretraining.png", "sst-2-x.png"]
+    # a run against an earlier table's figure; a score evaluate printed
+    bench.main(
+        ["--out", str(tmp_path / "o2"), "--against", "T5 / MLM", pretrained, "86.5", "-1"]
+        + ["--score", pretrained, "85.25"]
+    )
+    out = capsys.readouterr().out
+    assert "| T5 / MLM | 86.50 | 85.25 | -1.25 | >= -1 | not met | - / 3.0 |" in out
+    assert os.listdir(tmp_path / "o2") == ["t5---mlm.png"]
