@@ -62,6 +62,55 @@ def test_serving_decoder_equals_generate(norm_first):
         np.testing.assert_allclose(scores.numpy(), np.asarray(want_scores), atol=1e-4)
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_serving_decoder_untied_learned_positions_and_bfloat16(policy):
+    # Dense logits (tie_weights=False), learned positions; a mixed_bfloat16
+    # model computes in bfloat16 in both paths, whose rounding may differ:
+    # ids equal on most rows there, scores within bfloat16's resolution
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = seqkeras.models.transformer_seq2seq(
+            50,
+            40,
+            max_length=16,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=16,
+            norm_first=True,
+            tie_weights=policy == "mixed_bfloat16",
+            positional="learned",
+        )
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert (model.part("logits") is None) == (policy == "mixed_bfloat16")
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.3, w.shape).astype("float32"))
+    decoder, src = TransformerServingDecoder(model), _sources()
+    greedy = tf.function(lambda s: decoder.decode(s, 12, eos_id=3))(src).numpy()
+    want = np.asarray(seqkeras.models.generate(model, src, max_length=12, eos_id=3))
+    ids, scores = tf.function(lambda s: decoder.decode(s, 12, 3, 0.6, eos_id=3))(src)
+    want_ids, want_scores = seqkeras.models.generate(
+        model,
+        src,
+        max_length=12,
+        eos_id=3,
+        strategy="beam",
+        beam_width=3,
+        length_penalty_alpha=0.6,
+    )
+    same_greedy = (greedy == want).all(axis=1)
+    same_beam = (ids.numpy() == np.asarray(want_ids)).all(axis=1)
+    if policy == "float32":
+        assert same_greedy.all() and same_beam.all()
+        np.testing.assert_allclose(scores.numpy(), np.asarray(want_scores), atol=1e-4)
+    else:
+        assert same_greedy.sum() >= 4 and same_beam.sum() >= 4, (same_greedy, same_beam)
+        np.testing.assert_allclose(
+            scores.numpy()[same_beam], np.asarray(want_scores)[same_beam], atol=0.05
+        )
+
+
 def test_compiled_serving_decoder_equals_generate():
     # XLA's fixed shapes: caches of 16, then 32, then 36 positions (outputs
     # of 35 tokens with no EOS cross both capacity changes)
