@@ -23,7 +23,8 @@ by validation loss, TensorBoard logs, history.csv, curves.png; a killed
 run resumes). `mlm` and `causal` also write `OUT/checkpoint`, a Hugging
 Face checkpoint (BERT or GPT-2 layout, with its tokenizer) that
 `sentiment.py train --init` and `ner.py train --init` read; `bilm` and
-`span` runs are read by those apps' `--init` as they are. `evaluate`
+`span` runs are read by those apps' `--init` as they are, and a `span`
+run's encoder by `translate.py train --init` (its source side). `evaluate`
 ends with `perplexity = X` (of the masked tokens, the next tokens, the
 span tokens, or both directions' tokens).
 """
