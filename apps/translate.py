@@ -73,10 +73,11 @@ def load(directory):
 
 def _saved_tokenizers(directory, what):
     from seqkeras.data import BertSubwordTokenizer, SubwordTokenizer
+    from seqkeras.data.bert_text import SETTINGS
 
     def read(side):  # a span run's BertTokenizer on the source side after --init
         path = os.path.join(directory, side)
-        bert = os.path.isfile(os.path.join(path, "bert_tokenizer.json"))
+        bert = os.path.isfile(os.path.join(path, SETTINGS))
         return (BertSubwordTokenizer if bert else SubwordTokenizer).load(path)
 
     try:

@@ -35,6 +35,9 @@ import os
 import tensorflow as tf
 
 from seqkeras.data.subword import _text_extra
+from seqkeras.data.subword import ids_before_eos
+from seqkeras.data.subword import with_bos_eos
+from seqkeras.data.tokens import BOS, EOS, PAD, save_vocabulary
 from seqkeras.data.word_features import WordFeatures
 from seqkeras.data.word_features import casing
 
@@ -535,10 +538,6 @@ class BertSubwordTokenizer(tf.Module):
 
     def __init__(self, tokenizer):
         super().__init__(name="bert_subword_tokenizer")
-        from seqkeras.data.tokens import BOS
-        from seqkeras.data.tokens import EOS
-        from seqkeras.data.tokens import PAD
-
         if not isinstance(tokenizer, BertTokenizer):
             raise TypeError(
                 "`BertSubwordTokenizer` expects a `BertTokenizer`. Received: "
@@ -554,7 +553,6 @@ class BertSubwordTokenizer(tf.Module):
             )
         self.tokenizer = tokenizer
         self.vocabulary = tokenizer.vocabulary
-        self._bos, self._eos = BOS, EOS
 
     @property
     def vocabulary_size(self):
@@ -566,22 +564,14 @@ class BertSubwordTokenizer(tf.Module):
         when asked. Graph ops."""
         strings = tf.reshape(tf.convert_to_tensor(strings, tf.string), [-1])
         ids = self.tokenizer.encode(strings, special_tokens=False, max_length=2**31 - 1)
-        batch = ids.nrows()
-        if add_bos:
-            ids = tf.concat([tf.fill([batch, 1], self._bos), ids], axis=1)
-        if add_eos:
-            ids = tf.concat([ids, tf.fill([batch, 1], self._eos)], axis=1)
-        return ids
+        return with_bos_eos(ids, add_bos, add_eos)
 
     def decode(self, ids):
         """Strings (batch,) from ids (batch, time), dense or ragged: reads up
         to the first EOS, skips the special tokens and joins `##`
         continuations (the text comes back normalised: lowercased for an
         uncased vocabulary, punctuation spaced). Graph ops."""
-        if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
-        ids = tf.cast(ids, tf.int32)
-        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, self._eos), tf.int32), axis=1), 0)
+        ids, before_eos = ids_before_eos(ids)
         special = tf.constant(sorted(self.tokenizer.special_ids.values()), tf.int32)
         not_special = tf.reduce_all(tf.not_equal(ids[..., None], special), axis=-1)
         kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_eos, not_special))
@@ -593,8 +583,6 @@ class BertSubwordTokenizer(tf.Module):
         """Writes the `BertTokenizer` (`vocab.txt`, `bert_tokenizer.json`)
         and, as `SubwordTokenizer.save` does, `vocabulary.txt` (the same
         tokens, for on-device code); returns the directory."""
-        from seqkeras.data.tokens import save_vocabulary
-
         save_vocabulary(directory, self.vocabulary)
         return self.tokenizer.save(directory)
 

@@ -45,6 +45,27 @@ def _words(strings):
     return tf.strings.split(strings)
 
 
+def with_bos_eos(ids, add_bos, add_eos):
+    """Ragged ids (batch, None) with BOS prepended / EOS appended to each
+    row when asked (the tokenizers' `encode`)."""
+    batch = ids.nrows()
+    if add_bos:
+        ids = tf.concat([tf.fill([batch, 1], BOS), ids], axis=1)
+    if add_eos:
+        ids = tf.concat([ids, tf.fill([batch, 1], EOS)], axis=1)
+    return ids
+
+
+def ids_before_eos(ids):
+    """`(ids, before_eos)` for the tokenizers' `decode`: ids (batch,
+    time), dense or ragged, as int32 ragged ids, and a mask of the
+    positions before each row's first EOS."""
+    if not isinstance(ids, tf.RaggedTensor):
+        ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+    ids = tf.cast(ids, tf.int32)
+    return ids, tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS), tf.int32), axis=1), 0)
+
+
 def learn_wordpiece(name, texts, vocabulary_size, reserved, prepare=None, **options):
     """A WordPiece vocabulary (keras-hub's `compute_word_piece_vocabulary`
     with `options`) of at most `vocabulary_size` tokens, `reserved` first,
@@ -136,23 +157,13 @@ class SubwordTokenizer:
         """Token ids of `strings` (batch,): an int32 `tf.RaggedTensor`
         (batch, None), with BOS / EOS added when asked. Graph ops."""
         words = _words(tf.convert_to_tensor(strings, tf.string))
-        ids = self._tokenizer.tokenize(words).merge_dims(1, 2)
-        batch = ids.nrows()
-        if add_bos:
-            ids = tf.concat([tf.fill([batch, 1], BOS), ids], axis=1)
-        if add_eos:
-            ids = tf.concat([ids, tf.fill([batch, 1], EOS)], axis=1)
-        return ids
+        return with_bos_eos(self._tokenizer.tokenize(words).merge_dims(1, 2), add_bos, add_eos)
 
     def decode(self, ids):
         """Strings (batch,) from ids (batch, time), dense or ragged: reads up
         to the first EOS and skips PAD and BOS. Graph ops."""
-        if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
-        ids = tf.cast(ids, tf.int32)
-        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS), tf.int32), axis=1), 0)
-        keep = tf.logical_and(before_eos, ids > BOS)  # not PAD, BOS, EOS
-        kept = tf.ragged.boolean_mask(ids, keep)
+        ids, before_eos = ids_before_eos(ids)
+        kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_eos, ids > BOS))  # not PAD, BOS
         return self._tokenizer.detokenize(kept)
 
     def save(self, directory):
