@@ -278,7 +278,7 @@ def export(args):
     texts, beam = sources[: args.check], dict(beam_width=args.beam)
     expected = []
 
-    def check(path, what="translate signature"):
+    def check(path, what="translate signature", equal=True):
         if not expected:
             expected.extend(
                 translate_texts(model, src, tgt, texts, config, beam=args.beam, alpha=args.alpha)
@@ -290,7 +290,7 @@ def export(args):
             f"Keras (beam {args.beam})"
         )
         for a, b in zip(served, expected):
-            if a != b:
+            if a != b and equal:
                 raise RuntimeError(f"served {a!r} != Keras {b!r}")
         return {"translate_fresh_process_equal": same, "translate_fresh_process_s": seconds}
 
@@ -303,8 +303,13 @@ def export(args):
     length = config["target_length"]
     if hasattr(model, "stream_max_length"):  # the Transformer's TFLite step pair
         model.stream_max_length = length
-    signatures = [Translate(src, tgt, length, length_penalty_alpha=args.alpha, **beam)]
-    signatures += generation(length, length_penalty_alpha=args.alpha, eos_id=EOS, **beam)
+
+    def signatures_for(serving_decoder=True):
+        options = dict(length_penalty_alpha=args.alpha, serving_decoder=serving_decoder, **beam)
+        found = [Translate(src, tgt, length, **options)]
+        return found + generation(length, eos_id=EOS, **options)
+
+    signatures = signatures_for()
     beside = [
         (os.path.join(args.model, side, "vocabulary.txt"), f"{side}_vocabulary.txt")
         for side in ("source", "target")
@@ -318,6 +323,20 @@ def export(args):
         found = {"batching_parameters": os.path.join(out, "batching_parameters.txt")}
         batching_parameters(found["batching_parameters"])
         print(f"TF Serving batching file: {found['batching_parameters']}")
+        if args.bfloat16:
+            if config["model"] != "transformer":
+                raise SystemExit("translate.py export: --bfloat16 needs a --model transformer")
+            base = os.path.join(out, "translate-bf16")
+            path = saved_model(
+                model, os.path.join(base, str(next_version(base))), signatures_for("bfloat16")
+            )
+            checked = check(path, "translate signature (bfloat16 decoder)", equal=False)
+            audit = assert_servable(path)
+            print(f"bfloat16 SavedModel: {path} ({len(audit['ops'])} ops, servable)")
+            found.update({"translate_bf16_savedmodel": path})
+            found.update(
+                {k.replace("translate_", "translate_bf16_"): v for k, v in checked.items()}
+            )
         if args.no_xla:
             return found
         base = os.path.join(out, "translate-xla")
@@ -453,6 +472,12 @@ def parser():
         "--no-xla",
         action="store_true",
         help="skip the XLA-compiled SavedModel (translate-xla), whose check compiles a while",
+    )
+    x.add_argument(
+        "--bfloat16",
+        action="store_true",
+        help="also write translate-bf16: the Transformer's decoder in bfloat16 (weights "
+        "stored in bfloat16; translations close to, not equal to, the float32 model's)",
     )
     _data_options(x, "")
     common.options(x, "check=64", check="how many sentences the export is checked on")

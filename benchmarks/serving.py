@@ -13,6 +13,10 @@ same weights.
    `--batches` (default 1 and 32; one thread, after a warm-up call per
    shape; an XLA SavedModel (`--xla`) gets a whole untimed pass first, so
    that every bucket shape is compiled).
+   `--bfloat16 PATH`: a SavedModel exported with the decoder in bfloat16
+   (`apps/translate.py export --bfloat16`), timed the same way, and its
+   translations of all the sentences compared with the float32 export's
+   (how many are equal, and BLEU of both with `--references`).
 2. `--peer ctranslate2` (needs `--model`, the trained model directory):
    `benchmarks/ctranslate2_peer.py` copies the model's weights into a
    CTranslate2 `TransformerSpec` (in a subprocess that imports seqkeras)
@@ -65,6 +69,27 @@ def speed(call, sentences, batch, count=None):
     for i in range(0, n, batch):
         call(sentences[i : i + batch])
     return n / (time.perf_counter() - start)
+
+
+def compare_outputs(call, other, sentences, references=None):
+    """How many of `other`'s translations equal `call`'s (batches of 64),
+    and both BLEU scores (sacrebleu) when `references` (a file) is given."""
+    ours, theirs = [], []
+    for i in range(0, len(sentences), 64):
+        ours += call(sentences[i : i + 64])
+        theirs += other(sentences[i : i + 64])
+    same = sum(a == b for a, b in zip(ours, theirs))
+    found = {"bfloat16_equal": f"{same}/{len(ours)}"}
+    print(f"bfloat16 decoder: {same}/{len(ours)} translations equal to the float32 export's")
+    if references:
+        import sacrebleu
+
+        with open(references, encoding="utf-8") as f:
+            refs = [s.rstrip("\r\n") for s in f][: len(ours)]
+        for name, out in (("float32", ours), ("bfloat16", theirs)):
+            found[f"bleu_{name}"] = sacrebleu.corpus_bleu(out, [refs]).score
+            print(f"BLEU ({name} decoder) = {found[f'bleu_{name}']:.2f}")
+    return found
 
 
 def ctranslate2_peer(model_dir, sentences):
@@ -162,6 +187,8 @@ def main(argv=None):
     p.add_argument("--sentences", required=True, help="a UTF-8 file, one source sentence per line")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     p.add_argument("--xla", help="a SavedModel written with jit_compile=True, timed beside")
+    p.add_argument("--bfloat16", help="a SavedModel whose decoder runs in bfloat16, timed beside")
+    p.add_argument("--references", help="reference translations of --sentences (for BLEU)")
     p.add_argument("--peer", choices=["ctranslate2"], help="time this engine beside ours")
     p.add_argument("--model", help="the trained model directory (for --peer)")
     p.add_argument("--beam", type=int, default=4, help="the peer's beam (ours: the export's)")
@@ -213,6 +240,16 @@ def main(argv=None):
                 "sentences/s",
                 flush=True,
             )
+    if args.bfloat16:
+        bf16_call = caller(tf.saved_model.load(args.bfloat16).signatures["translate"])
+        for batch in args.batches:
+            table["ours-bfloat16", batch] = speed(bf16_call, sentences, batch)
+            print(
+                f"translate signature (bfloat16 decoder), batch {batch}: "
+                f"{table['ours-bfloat16', batch]:.1f} sentences/s",
+                flush=True,
+            )
+        result.update(compare_outputs(call, bf16_call, sentences, args.references))
     if args.peer == "ctranslate2":
         result.update(compare_ctranslate2(args, loaded, sentences, table))
     peers = {

@@ -23,10 +23,16 @@ equal to `seqkeras.models.generate`) with fewer and smaller ops per step:
   once per request and never reordered (every beam of a sentence shares
   them);
 - greedy decoding as its own loop, without beam bookkeeping;
-- the loop stops when every row has ended.
+- the layer norms written out (their scale and offset folded into the
+  product that follows, pre-LN), the attention scale folded into the
+  query weights, and every weight read once per request, not per step;
+- a source leaves the loop at the step its answer is final (its rows are
+  dropped from the state and its answer written out), so a batch does not
+  run on the whole batch until its longest output ends; the loop stops
+  when every source is final.
 
-The layer norms and the feed-forward layers are the model's own Keras
-layers, called on (rows, d) tensors.
+`dtype="bfloat16"` stores the decoder's weights in bfloat16 and runs its
+products in bfloat16 (close to, not equal to, the float32 outputs).
 """
 
 import numpy as np
@@ -87,6 +93,46 @@ def _output(attention):
     return kernel, np.zeros(kernel.shape[1], "float32") if bias is None else np.asarray(bias)
 
 
+def _norm(norm):
+    """`(gamma, beta, epsilon)` of a Keras `LayerNormalization` over the
+    last axis, float64 (ones / zeros where it has no scale / offset)."""
+    axis = norm.axis if isinstance(norm.axis, int) else tuple(norm.axis)
+    if getattr(norm, "rms_scaling", False) or axis not in (-1, (-1,), 1, (1,), 2, (2,)):
+        raise ValueError(
+            "`TransformerServingDecoder` needs layer norms over the last axis without "
+            f"rms_scaling. Received: {norm.name!r} (axis={norm.axis!r})"
+        )
+    d = norm.gamma.shape[-1] if norm.gamma is not None else norm.beta.shape[-1]
+    gamma = np.ones(d) if norm.gamma is None else np.asarray(norm.gamma, "float64")
+    beta = np.zeros(d) if norm.beta is None else np.asarray(norm.beta, "float64")
+    return gamma, beta, float(norm.epsilon)
+
+
+def _fold(norm, kernel, bias):
+    """`(kernel, bias)` of `LayerNorm(x) @ kernel + bias` as
+    `normalized(x) @ kernel' + bias'`: the norm's scale and offset folded
+    into the product that follows it (pre-LN), in float64."""
+    gamma, beta, _ = norm
+    kernel = np.asarray(kernel, "float64")
+    return gamma[:, None] * kernel, beta @ kernel + np.asarray(bias, "float64")
+
+
+def _bias(dense, none=False):
+    """A Keras `Dense`'s bias, or zeros (None with `none=True`) without one."""
+    if dense.bias is not None:
+        return np.asarray(dense.bias)
+    return None if none else np.zeros(dense.kernel.shape[-1], "float32")
+
+
+def _scale_columns(pair, width, scale):
+    """`(kernel, bias)` with the first `width` columns (the queries)
+    multiplied by `scale`."""
+    kernel, bias = (np.array(a, "float64") for a in pair)
+    kernel[:, :width] *= scale
+    bias[:width] *= scale
+    return kernel, bias
+
+
 def _softmax(logits, dtype):
     """Softmax over the last axis in float32, written out (oneDNN's softmax
     kernel costs ~90 us a call on these shapes, its four ops ~15 us),
@@ -108,6 +154,13 @@ class TransformerServingDecoder(tf.Module):
             and attended under a causal bias, the tokens in a fixed buffer,
             the k best candidates by k rounds of argmax (XLA on CPU sorts
             for `top_k`).
+        dtype: the decoder's compute dtype: None (the model's) or
+            `"bfloat16"`: the decoder's weights stored in bfloat16 (half
+            the bytes read per step) and its matrix products in bfloat16
+            (oneDNN's bfloat16 kernels on CPUs that have them); layer
+            norms, softmax and scores in float32; the encoder in the
+            model's dtype. Outputs are then those of a bfloat16 model, not
+            equal to the float32 model's.
 
     Call `decode(source_ids, max_length, beam_width=1,
     length_penalty_alpha=0.0, eos_id=EOS)` inside a traced function: int32
@@ -115,7 +168,7 @@ class TransformerServingDecoder(tf.Module):
     `seqkeras.models.generate`.
     """
 
-    def __init__(self, model, compiled=False):
+    def __init__(self, model, compiled=False, dtype=None):
         super().__init__(name="serving_decoder")
         self.compiled = bool(compiled)
         if not supports(model):
@@ -123,6 +176,14 @@ class TransformerServingDecoder(tf.Module):
                 "`TransformerServingDecoder` decodes `transformer_seq2seq` "
                 f"models. Received: {getattr(model, 'name', model)!r} ({type(model).__name__})"
             )
+        if dtype not in (None, "float32", "bfloat16"):
+            raise ValueError(
+                "`TransformerServingDecoder`: `dtype` must be None, 'float32' or 'bfloat16'. "
+                f"Received: dtype={dtype!r}"
+            )
+        self.dtype = dtype or model.dtype_policy.compute_dtype
+        # the decoder's weights are stored in bfloat16 when it computes in it
+        stored = "bfloat16" if self.dtype == "bfloat16" else "float32"
         self._model = [model]  # a list: not tracked twice (the writer tracks the model)
         blocks = model.part("blocks")
         attention = blocks[0].self_attention
@@ -131,7 +192,8 @@ class TransformerServingDecoder(tf.Module):
         self.norm_first = blocks[0].norm_first
         self.activation = blocks[0].activation
         self.scale = 1.0 / float(np.sqrt(self.head_dim))
-        qkv, self_out, cross_q, cross_kv, cross_out = [], [], [], [], []
+        qkv, self_out, cross_q, cross_kv, cross_out, inner, outer = ([] for _ in range(7))
+        self.epsilons, norms = [], []
         for block in blocks:
             sa, ca = block.self_attention, block.cross_attention
             for layer in (sa, ca):
@@ -140,17 +202,42 @@ class TransformerServingDecoder(tf.Module):
                         "`TransformerServingDecoder` needs key_dim == value_dim. "
                         f"Received: {layer.key_dim} and {layer.value_dim} in {block.name!r}"
                     )
-            qkv.append(_fused(sa, ("query", "key", "value")))
+            block_norms = [
+                _norm(n)
+                for n in (
+                    block.self_attention_layer_norm,
+                    block.cross_attention_layer_norm,
+                    block.feedforward_layer_norm,
+                )
+            ]
+            dense_in = block.feedforward_intermediate_dense
+            dense_out = block.feedforward_output_dense
+            q, cq = _fused(sa, ("query", "key", "value")), _fused(ca, ("query",))
+            ffn_in = (np.asarray(dense_in.kernel), _bias(dense_in))
+            if self.norm_first:  # each norm feeds one product: its scale and offset go in it
+                q, cq, ffn_in = (_fold(n, *w) for n, w in zip(block_norms, (q, cq, ffn_in)))
+            else:  # post-LN: the norms' outputs are the residual stream
+                norms.append([(g, b) for g, b, _ in block_norms])
+            self.epsilons.append([e for _, _, e in block_norms])
+            # the attention scale 1/sqrt(dim) goes in the query columns
+            qkv.append(_scale_columns(q, self.width, self.scale))
+            cross_q.append(_scale_columns(cq, self.width, self.scale))
             self_out.append(_output(sa))
-            cross_q.append(_fused(ca, ("query",)))
             cross_kv.append(_fused(ca, ("key", "value")))
             cross_out.append(_output(ca))
+            inner.append(ffn_in)
+            outer.append((np.asarray(dense_out.kernel), _bias(dense_out)))
 
-        def variables(pairs, name):
+        def variable(array, name, dtype=stored):
+            return tf.Variable(
+                tf.cast(np.asarray(array, "float32"), dtype), trainable=False, name=name
+            )
+
+        def variables(pairs, name, dtype=stored):
             return [
                 (
-                    tf.Variable(k.astype("float32"), trainable=False, name=f"{name}_{i}_kernel"),
-                    tf.Variable(b.astype("float32"), trainable=False, name=f"{name}_{i}_bias"),
+                    variable(k, f"{name}_{i}_kernel", dtype),
+                    variable(b, f"{name}_{i}_bias", dtype),
                 )
                 for i, (k, b) in enumerate(pairs)
             ]
@@ -161,39 +248,32 @@ class TransformerServingDecoder(tf.Module):
             sa = block.self_attention_layer
             encoder_qkv.append(_fused(sa, ("query", "key", "value")))
             encoder_out.append(_output(sa))
-        self.encoder_qkv = variables(encoder_qkv, "encoder_qkv")
-        self.encoder_output = variables(encoder_out, "encoder_output")
+        self.encoder_qkv = variables(encoder_qkv, "encoder_qkv", "float32")
+        self.encoder_output = variables(encoder_out, "encoder_output", "float32")
         self.self_qkv = variables(qkv, "self_qkv")
         self.self_output = variables(self_out, "self_output")
         self.cross_query = variables(cross_q, "cross_query")
         self.cross_output = variables(cross_out, "cross_output")
+        self.ffn_inner = variables(inner, "ffn_inner")
+        self.ffn_outer = variables(outer, "ffn_outer")
+        self.norms = [variables(pairs, f"norm_{i}") for i, pairs in enumerate(norms)]
         # every block's cross-attention keys and values: one product per request
-        self.cross_kv_kernel = tf.Variable(
-            np.concatenate([k for k, _ in cross_kv], 1).astype("float32"),
-            trainable=False,
-            name="cross_kv_kernel",
+        self.cross_kv_kernel = variable(
+            np.concatenate([k for k, _ in cross_kv], 1), "cross_kv_kernel"
         )
-        self.cross_kv_bias = tf.Variable(
-            np.concatenate([b for _, b in cross_kv]).astype("float32"),
-            trainable=False,
-            name="cross_kv_bias",
-        )
+        self.cross_kv_bias = variable(np.concatenate([b for _, b in cross_kv]), "cross_kv_bias")
         dense = model.part("logits")
         embedding = model.part("embedding")
         if dense is None:  # tied: h @ E^T, E^T laid out once
-            self.output_kernel = tf.Variable(
-                np.asarray(embedding.embeddings).T.copy(), trainable=False, name="output_kernel"
-            )
-            self.output_bias = None
+            kernel, bias = np.asarray(embedding.embeddings).T, None
         else:
-            self.output_kernel = tf.Variable(
-                np.asarray(dense.kernel), trainable=False, name="output_kernel"
-            )
-            self.output_bias = (
-                None
-                if dense.bias is None
-                else tf.Variable(np.asarray(dense.bias), trainable=False, name="output_bias")
-            )
+            kernel, bias = np.asarray(dense.kernel), _bias(dense, none=True)
+        final = model.part("norm")
+        if final is not None:  # the final norm's scale and offset go in the logits' product
+            kernel, bias = _fold(_norm(final), kernel, 0.0 if bias is None else bias)
+        self.final_epsilon = None if final is None else float(final.epsilon)
+        self.output_kernel = variable(kernel, "output_kernel")
+        self.output_bias = None if bias is None else variable(bias, "output_bias")
         positions = model.part("positions")
         limit = getattr(positions, "max_length", None)
         self.max_positions = limit
@@ -224,64 +304,94 @@ class TransformerServingDecoder(tf.Module):
         return tf.reshape(x, [-1, self.num_heads, 1, self.head_dim])
 
     def _attend(self, q, k, v, bias, small):
-        """q (rows, heads, 1, dim) over k, v (rows, heads, t, dim) ->
-        (rows, heads * dim). `small`: products and sums instead of batched
-        matrix products (see `SMALL_ROWS`); the softmax is written out
-        (the oneDNN softmax kernel costs ~90 us per call on these shapes,
-        its four ops ~15 us)."""
-        q = q * self.scale
+        """q (rows, heads, 1, dim), already scaled, over k, v (rows, heads,
+        t, dim) -> (rows, heads * dim). `small`: products and sums instead
+        of batched matrix products (see `SMALL_ROWS`); the softmax is
+        written out (the oneDNN softmax kernel costs ~90 us per call on
+        these shapes, its four ops ~15 us)."""
         if small:
-            logits = tf.reduce_sum(q * k, -1)[:, :, None, :]  # (rows, heads, 1, t)
+            logits = tf.reduce_sum(q * k, -1)  # (rows, heads, t)
         else:
-            logits = tf.matmul(q, k, transpose_b=True)
-        if bias is not None:
+            logits = tf.matmul(q, k, transpose_b=True)  # (rows, heads, 1, t)
+        if bias is not None:  # (t,): the compiled loop's causal mask
             logits = logits + bias
         weights = _softmax(logits, v.dtype)
         if small:
-            context = tf.reduce_sum(tf.transpose(weights, [0, 1, 3, 2]) * v, 2)
+            context = tf.reduce_sum(tf.expand_dims(weights, -1) * v, 2)
         else:
             context = tf.matmul(weights, v)
         return tf.reshape(context, [-1, self.width])
 
     def _cross_attend(self, q, k, v, bias, beams, small):
         """The queries of each source's `beams` rows, q (rows, heads * dim),
-        over that source's keys and values k, v (batch, heads, S, dim),
-        never repeated per beam -> (rows, heads * dim)."""
-        q = tf.reshape(q * self.scale, [-1, beams, self.num_heads, self.head_dim])
+        already scaled, over that source's keys and values (`_cross`:
+        never repeated per beam) -> (rows, heads * dim)."""
+        q = tf.reshape(q, [-1, beams, self.num_heads, self.head_dim])
+        if small:  # k, v: (batch, 1, heads, S, dim); q (batch, beams, heads, 1, dim)
+            weights = _softmax(tf.reduce_sum(q[:, :, :, None] * k, -1) + bias, v.dtype)
+            context = tf.reduce_sum(weights[..., None] * v, 3)  # (batch, beams, heads, dim)
+            return tf.reshape(context, [-1, self.width])
+        # k, v: (batch, heads, S, dim)
         q = tf.transpose(q, [0, 2, 1, 3])  # (batch, heads, beams, dim)
-        if small:
-            logits = tf.reduce_sum(q[:, :, :, None, :] * k[:, :, None], -1)
-        else:
-            logits = tf.matmul(q, k, transpose_b=True)  # (batch, heads, beams, S)
-        weights = _softmax(logits + bias, v.dtype)
-        if small:
-            context = tf.reduce_sum(weights[..., None] * v[:, :, None], 3)
-        else:
-            context = tf.matmul(weights, v)  # (batch, heads, beams, dim)
+        weights = _softmax(tf.matmul(q, k, transpose_b=True) + bias, v.dtype)
+        context = tf.matmul(weights, v)  # (batch, heads, beams, dim)
         return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.width])
 
-    def _sublayer(self, x, norm, fn):
+    def _cross(self, cross, bias, small):
+        """The cross-attention keys and values and the source bias laid out
+        once per request for `_cross_attend`: (batch, 1, heads, S, dim) and
+        (batch, 1, 1, S) for the products and sums, as they are for the
+        batched products."""
+        if not small:
+            return cross, bias
+        return [(k[:, None], v[:, None]) for k, v in cross], bias
+
+    def _normalize(self, x, epsilon, scale=None):
+        """Layer norm of (rows, d) over d in float32 (as Keras computes it),
+        cast back; `scale`: (gamma, beta), or None where they were folded
+        into the product that follows (pre-LN)."""
+        dtype = x.dtype
+        x = tf.cast(x, tf.float32)
+        centred = x - tf.reduce_mean(x, -1, keepdims=True)
+        variance = tf.reduce_mean(tf.square(centred), -1, keepdims=True)
+        y = tf.cast(centred * tf.math.rsqrt(variance + epsilon), dtype)
+        if scale is not None:
+            y = y * scale[0] + scale[1]
+        return y
+
+    def _sublayer(self, x, i, j, fn, weights):
+        """Block i's sublayer j (self-attention, cross-attention,
+        feed-forward) with its residual and norm."""
+        epsilon = self.epsilons[i][j]
         if self.norm_first:
-            return x + fn(norm(x))
-        return norm(x + fn(x))
+            return x + fn(self._normalize(x, epsilon))
+        return self._normalize(x + fn(x), epsilon, weights["norms"][i][j])
+
+    def _feedforward(self, h, i, weights):
+        (w1, b1), (w2, b2) = weights["ffn_inner"][i], weights["ffn_outer"][i]
+        h = _ACTIVATIONS[self.activation](tf.nn.bias_add(tf.matmul(h, w1), b1))
+        return tf.nn.bias_add(tf.matmul(h, w2), b2)
 
     def _step(self, tokens, index, caches, cross, bias, table, weights, beams, small):
         """One decoding step for (rows,) tokens at position `index`:
-        `(float32 logits (rows, vocab), caches)`."""
-        model = self.model
-        x = tf.gather(weights["embedding"], tokens)
-        masked_now = tf.equal(tokens, 0)[:, None]
+        `(float32 logits (rows, vocab), caches)`; `cross` and `bias` as
+        `_cross` lays them out."""
+        x = tf.cast(tf.gather(weights["embedding"], tokens), self.dtype)
+        # a generated PAD token (id 0, which the embedding masks) is a
+        # masked query in Keras' step: its self-attention context is zero
+        # (its key stays visible to later steps)
+        live = tf.cast(tf.not_equal(tokens, 0), x.dtype)[:, None]
         if self.scale_inputs:
             x = x * tf.cast(tf.sqrt(float(x.shape[-1])), x.dtype)
         x = x + tf.cast(table[index], x.dtype)
         new_caches = []
-        for i, block in enumerate(model.part("blocks")):
+        for i in range(len(caches)):
             (k_cache, v_cache), (k_cross, v_cross) = caches[i], cross[i]
             qkv_w, qkv_b = weights["self_qkv"][i]
             out_w, out_b = weights["self_output"][i]
 
             def self_attend(h, qkv_w=qkv_w, qkv_b=qkv_b, out_w=out_w, out_b=out_b, i=i):
-                q, k, v = tf.split(tf.matmul(h, qkv_w) + qkv_b, 3, axis=1)
+                q, k, v = tf.split(tf.nn.bias_add(tf.matmul(h, qkv_w), qkv_b), 3, axis=1)
                 if self.compiled:  # written in place at `index`; later positions masked
                     at = [0, 0, index, 0]
                     k_all = ops.slice_update(k_cache, at, self._heads(k))
@@ -293,52 +403,52 @@ class TransformerServingDecoder(tf.Module):
                     v_all = tf.concat([v_cache, self._heads(v)], axis=2)
                     causal = None
                 new_caches.append((k_all, v_all))
-                context = self._attend(self._heads(q), k_all, v_all, causal, small)
-                # a generated PAD token (id 0, which the embedding masks) is
-                # a masked query in Keras' step: its self-attention context
-                # is zero (its key stays visible to later steps)
-                context = tf.where(masked_now, tf.zeros_like(context), context)
-                return tf.matmul(context, out_w) + out_b
+                context = self._attend(self._heads(q), k_all, v_all, causal, small) * live
+                return tf.nn.bias_add(tf.matmul(context, out_w), out_b)
 
-            x = self._sublayer(x, block.self_attention_layer_norm, self_attend)
+            x = self._sublayer(x, i, 0, self_attend, weights)
             cq_w, cq_b = weights["cross_query"][i]
             co_w, co_b = weights["cross_output"][i]
 
             def cross_attend(h, cq_w=cq_w, cq_b=cq_b, co_w=co_w, co_b=co_b, kc=k_cross, vc=v_cross):
-                q = tf.matmul(h, cq_w) + cq_b
+                q = tf.nn.bias_add(tf.matmul(h, cq_w), cq_b)
                 context = self._cross_attend(q, kc, vc, bias, beams, small)
-                return tf.matmul(context, co_w) + co_b
+                return tf.nn.bias_add(tf.matmul(context, co_w), co_b)
 
-            x = self._sublayer(x, block.cross_attention_layer_norm, cross_attend)
-
-            def feedforward(h, block=block):
-                return block.feedforward_output_dense(block.feedforward_intermediate_dense(h))
-
-            x = self._sublayer(x, block.feedforward_layer_norm, feedforward)
-        norm = model.part("norm")
-        if norm is not None:
-            x = norm(x)
+            x = self._sublayer(x, i, 1, cross_attend, weights)
+            x = self._sublayer(x, i, 2, lambda h, i=i: self._feedforward(h, i, weights), weights)
+        if self.final_epsilon is not None:  # its scale and offset are in the output kernel
+            x = self._normalize(x, self.final_epsilon)
         logits = tf.matmul(x, weights["output_kernel"])
         if weights["output_bias"] is not None:
-            logits = logits + weights["output_bias"]
+            logits = tf.nn.bias_add(logits, weights["output_bias"])
         return tf.cast(logits, tf.float32), new_caches
 
     def _weights(self):
-        """The fused weights cast to the compute dtype once per request
-        (outside the loop)."""
-        dtype = self.model.dtype_policy.compute_dtype
+        """The weights, read and cast to the compute dtype once per request
+        (outside the loop: a variable the loop captures is read at every
+        step): the decoder's to `self.dtype`, the encoder's to the model's
+        (the target embedding as stored: its rows are cast per step)."""
+        model_dtype = self.model.dtype_policy.compute_dtype
 
-        def cast(v):
-            return None if v is None else tf.cast(v, dtype)
+        def cast(v, dtype=self.dtype):
+            return None if v is None else tf.cast(tf.convert_to_tensor(v), dtype)
 
         return {
-            "embedding": cast(self.model.part("embedding").embeddings),
+            "embedding": tf.convert_to_tensor(self.model.part("embedding").embeddings),
             "self_qkv": [(cast(k), cast(b)) for k, b in self.self_qkv],
             "self_output": [(cast(k), cast(b)) for k, b in self.self_output],
             "cross_query": [(cast(k), cast(b)) for k, b in self.cross_query],
             "cross_output": [(cast(k), cast(b)) for k, b in self.cross_output],
-            "encoder_qkv": [(cast(k), cast(b)) for k, b in self.encoder_qkv],
-            "encoder_output": [(cast(k), cast(b)) for k, b in self.encoder_output],
+            "encoder_qkv": [
+                (cast(k, model_dtype), cast(b, model_dtype)) for k, b in self.encoder_qkv
+            ],
+            "encoder_output": [
+                (cast(k, model_dtype), cast(b, model_dtype)) for k, b in self.encoder_output
+            ],
+            "ffn_inner": [(cast(k), cast(b)) for k, b in self.ffn_inner],
+            "ffn_outer": [(cast(k), cast(b)) for k, b in self.ffn_outer],
+            "norms": [[(cast(g), cast(b)) for g, b in pairs] for pairs in self.norms],
             "output_kernel": cast(self.output_kernel),
             "output_bias": cast(self.output_bias),
         }
@@ -350,8 +460,8 @@ class TransformerServingDecoder(tf.Module):
         model = self.model
         memory = self._encode(source_ids, weights)
         batch, length = tf.shape(memory)[0], tf.shape(memory)[1]
-        dtype = self.model.dtype_policy.compute_dtype
-        flat = tf.reshape(memory, [-1, memory.shape[-1]])
+        dtype = self.dtype
+        flat = tf.cast(tf.reshape(memory, [-1, memory.shape[-1]]), dtype)
         kv = tf.matmul(flat, tf.cast(self.cross_kv_kernel, dtype)) + tf.cast(
             self.cross_kv_bias, dtype
         )
@@ -393,6 +503,10 @@ class TransformerServingDecoder(tf.Module):
         bias = tf.where(tf.not_equal(source_ids, PAD), 0.0, -1e9)[:, None, None, :]
         bias = tf.cast(bias, x.dtype)
         heads = self._encoder_blocks[0].self_attention_layer.num_heads
+
+        def sublayer(x, norm, fn):
+            return x + fn(norm(x)) if self.norm_first else norm(x + fn(x))
+
         for i, block in enumerate(self._encoder_blocks):
             qkv_w, qkv_b = weights["encoder_qkv"][i]
             out_w, out_b = weights["encoder_output"][i]
@@ -406,12 +520,12 @@ class TransformerServingDecoder(tf.Module):
                 context = tf.transpose(tf.matmul(weights, v), [0, 2, 1, 3])
                 return tf.matmul(tf.reshape(context, [-1, heads * dim]), out_w) + out_b
 
-            x = self._sublayer(x, block.self_attention_layer_norm, attend)
+            x = sublayer(x, block.self_attention_layer_norm, attend)
 
             def feedforward(h, block=block):
                 return block.feedforward_output_dense(block.feedforward_intermediate_dense(h))
 
-            x = self._sublayer(x, block.feedforward_layer_norm, feedforward)
+            x = sublayer(x, block.feedforward_layer_norm, feedforward)
         if block.norm_first:
             x = model.get_layer("encoder_norm")(x)
         return tf.reshape(x, [batch, length, d])
@@ -493,23 +607,27 @@ class TransformerServingDecoder(tf.Module):
             return ops.slice_update(tokens, [0, index + 1], nxt[:, None])
         return tf.concat([tokens, nxt[:, None]], 1)
 
-    def _loop(self, rows, cond, body, state, invariants, max_length):
-        """`tf.while_loop` over `body(small)`: the products-and-sums
-        attention up to `SMALL_ROWS` rows, batched products above. Compiled:
+    def _loop(self, rows, cond, body, state, invariants, max_length, cross, bias, small=None):
+        """`tf.while_loop` over `body(small, cross, bias, *state)`: the
+        products-and-sums attention up to `SMALL_ROWS` rows, batched
+        products above (`small`: that choice made already). Compiled:
         batched products, and one loop per cache capacity (16, 32, ...,
         `max_length` positions; the caches padded between them), so that a
         step reorders and attends over a cache about as long as the output
         so far, not `max_length` (state 2 is the caches)."""
 
         def run(small):
+            layout = self._cross(cross, bias, small)  # once per request, outside the loop
             return tf.while_loop(
                 cond,
-                lambda *args: body(small, *args),
+                lambda *args: body(small, *layout, *args),
                 state,
                 shape_invariants=invariants,
             )
 
         if not self.compiled:
+            if small is not None:
+                return run(small)
             return tf.cond(rows <= SMALL_ROWS, lambda: run(True), lambda: run(False))
         capacities = _capacities(max_length)
         for i, capacity in enumerate(capacities):
@@ -519,32 +637,63 @@ class TransformerServingDecoder(tf.Module):
                 state = state[:2] + (caches,) + state[3:]
             state = tf.while_loop(
                 lambda *args, capacity=capacity: tf.logical_and(cond(*args), args[0] < capacity),
-                lambda *args: body(False, *args),
+                lambda *args: body(False, cross, bias, *args),
                 state,
             )
         return state
 
+    def _compacting(self, rows, body, state, invariants, cross, bias, max_length):
+        """The loop of a request of several sources (not compiled): a
+        source's rows leave the state at the step its answer is final
+        (`body` writes it out), so later steps run on the sources still
+        decoding, not on the whole batch until its longest output ends.
+        `body(small, index, alive, ...)`, `state` without the
+        cross-attention layout, which follows the caches (state 3)."""
+
+        def cond(index, alive, *rest):
+            return tf.logical_and(index < max_length - 1, tf.size(alive) > 0)
+
+        def run(small):
+            layout = self._cross(cross, bias, small)
+            width = [None, 1] if small else [None]
+            cross_shape = tf.TensorShape(width + [self.num_heads, None, self.head_dim])
+            shapes = (
+                invariants[:4]
+                + (
+                    [(cross_shape, cross_shape) for _ in layout[0]],
+                    tf.TensorShape([None, 1, 1, None]),
+                )
+                + invariants[4:]
+            )
+            start = state[:4] + (layout[0], layout[1]) + state[4:]
+            return tf.while_loop(
+                cond, lambda *args: body(small, *args), start, shape_invariants=shapes
+            )
+
+        return tf.cond(rows <= SMALL_ROWS, lambda: run(True), lambda: run(False))
+
+    @staticmethod
+    def _rows(sources, k):
+        """The rows (sources x k beams, source-major) of (n,) sources."""
+        return tf.reshape(sources[:, None] * k + tf.range(k)[None], [-1])
+
     def _greedy(self, source_ids, max_length, eos_id, pad_id, bos_id, weights, table):
-        beams = 1
         caches, cross, bias, rows = self._start(source_ids, 1, weights, max_length)
         tokens = self._tokens(rows, max_length, bos_id, pad_id)
-        done = tf.zeros([rows], tf.bool)
         if max_length == 1:
             return tokens
+        eos = -1 if eos_id is None else eos_id  # an id no token has: see `_advance`
 
         def cond(index, tokens, caches, done):
             return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
 
-        def body(small, index, tokens, caches, done):
+        def body(small, cross, bias, index, tokens, caches, done):
             current = self._current(tokens, index)
             logits, caches = self._step(
-                current, index, caches, cross, bias, table, weights, beams, small
+                current, index, caches, cross, bias, table, weights, 1, small
             )
-            chosen = tf.argmax(logits, axis=-1, output_type=tf.int32)
-            nxt = tf.where(done, pad_id, chosen)
-            # no eos_id: an id no token has (a loop whose `done` never
-            # changes trips TensorFlow's loop optimizer under XLA)
-            done = tf.logical_or(done, tf.equal(nxt, -1 if eos_id is None else eos_id))
+            nxt = tf.where(done, pad_id, tf.argmax(logits, axis=-1, output_type=tf.int32))
+            done = tf.logical_or(done, tf.equal(nxt, eos))
             return index + 1, self._append(tokens, index, nxt), caches, done
 
         invariants = (
@@ -553,9 +702,99 @@ class TransformerServingDecoder(tf.Module):
             self._invariants(caches),
             tf.TensorShape([None]),
         )
-        state = (tf.constant(0), tokens, caches, done)
-        tokens = self._loop(rows, cond, body, state, invariants, max_length)[1]
-        return self._finish(tokens, max_length, pad_id)
+
+        def plain(small=None):
+            state = (tf.constant(0), tokens, caches, tf.zeros([rows], tf.bool))
+            out = self._loop(rows, cond, body, state, invariants, max_length, cross, bias, small)
+            return self._finish(out[1], max_length, pad_id)
+
+        if self.compiled or eos_id is None:
+            return plain()
+
+        def compacting_body(small, index, alive, tokens, caches, cross, bias, out):
+            logits, caches = self._step(
+                tokens[:, -1], index, caches, cross, bias, table, weights, 1, small
+            )
+            tokens = tf.concat([tokens, tf.argmax(logits, -1, output_type=tf.int32)[:, None]], 1)
+            ended = tf.equal(tokens[:, -1], eos)
+
+            def compact():
+                kept = tf.cast(tf.where(tf.logical_not(ended))[:, 0], tf.int32)
+                gone = tf.cast(tf.where(ended)[:, 0], tf.int32)
+                done = self._finish(tf.gather(tokens, gone), max_length, pad_id)
+                at = tf.gather(alive, gone)[:, None]
+
+                def keep(x):
+                    return tf.gather(x, kept)
+
+                return (
+                    keep(alive),
+                    keep(tokens),
+                    [(keep(a), keep(b)) for a, b in caches],
+                    [(keep(a), keep(b)) for a, b in cross],
+                    keep(bias),
+                    tf.tensor_scatter_nd_update(out, at, done),
+                )
+
+            state = (alive, tokens, caches, cross, bias, out)
+            state = tf.cond(tf.reduce_any(ended), compact, lambda: state)
+            return (index + 1,) + tuple(state)
+
+        def compacting():
+            batch = tf.shape(source_ids)[0]
+            out = tf.fill([batch, max_length], tf.constant(pad_id, tf.int32))
+            state = (tf.constant(0), tf.range(batch), tokens, caches, out)
+            shapes = (
+                tf.TensorShape([]),
+                tf.TensorShape([None]),
+                tf.TensorShape([None, None]),
+                self._invariants(caches),
+                tf.TensorShape([None, max_length]),
+            )
+            _, alive, left, _, _, _, out = self._compacting(
+                rows, compacting_body, state, shapes, cross, bias, max_length
+            )
+            return tf.tensor_scatter_nd_update(
+                out, alive[:, None], self._finish(left, max_length, pad_id)
+            )
+
+        return tf.cond(tf.shape(source_ids)[0] > 1, compacting, lambda: plain(small=True))
+
+    def _advance(self, logits, index, tokens, scores, done, lengths, k, eos_id, pad_id):
+        """One beam-search step from the (n * k, vocab) logits: `(parent,
+        tokens, scores, done, lengths)`, `parent` the row each new row
+        continues (the caches are reordered by it)."""
+        vocab = self.output_kernel.shape[1]
+        n = tf.shape(logits)[0] // k
+        # a finished beam extends with padding only, at no cost: its k
+        # candidates, as `top_k` over (0 at pad_id, -1e9 elsewhere) orders them
+        ended_ids = [pad_id] + [i for i in range(k + 1) if i != pad_id][: k - 1]
+        ended_ids = tf.constant(ended_ids, tf.int32)[None]
+        ended_values = tf.constant([0.0] + [-1e9] * (k - 1), tf.float32)[None]
+        # each beam's k best tokens by logit (the same as by
+        # log-probability: log_softmax shifts a row by a constant),
+        # log-probabilities for those only, then the k best of the k * k:
+        # the candidates of one top_k over all k * vocab
+        peak = tf.reduce_max(logits, -1, keepdims=True)
+        norm = tf.math.log(tf.reduce_sum(tf.exp(logits - peak), -1, keepdims=True))
+        values, ids = self._top_k(logits, k)
+        logp = tf.where(done[:, None], ended_values, values - peak - norm)
+        ids = tf.where(done[:, None], ended_ids, ids)
+        total = tf.reshape(scores[:, None] + logp, [n, k * k])
+        within = tf.range(k)[None, :, None] * vocab  # beam j's flat offset
+        flat_ids = tf.reshape(tf.reshape(ids, [n, k, k]) + within, [n, k * k])
+        best, pick = self._top_k(total, k)
+        flat = tf.gather(flat_ids, pick, batch_dims=1)
+        parent = tf.reshape(flat // vocab + (tf.range(n) * k)[:, None], [-1])
+        chosen = tf.reshape(flat % vocab, [-1])
+        done = tf.gather(done, parent)
+        lengths = tf.gather(lengths, parent) + tf.cast(tf.logical_not(done), tf.int32)
+        nxt = tf.where(done, pad_id, chosen)
+        # no eos_id: an id no token has (a loop whose `done` never
+        # changes trips TensorFlow's loop optimizer under XLA)
+        done = tf.logical_or(done, tf.equal(nxt, -1 if eos_id is None else eos_id))
+        tokens = self._append(tf.gather(tokens, parent), index, nxt)
+        return parent, tokens, tf.reshape(best, [-1]), done, lengths
 
     def _beam(self, source_ids, max_length, k, alpha, eos_id, pad_id, bos_id, weights, table):
         from seqkeras.decoding import length_penalty
@@ -567,76 +806,124 @@ class TransformerServingDecoder(tf.Module):
         scores = tf.tile(tf.constant([0.0] + [-1e9] * (k - 1), tf.float32), [batch])
         done = tf.zeros([rows], tf.bool)
         lengths = tf.zeros([rows], tf.int32)
-        beams = k
-        vocab = self.output_kernel.shape[1]
-        # a finished beam extends with padding only, at no cost: its k
-        # candidates, as `top_k` over (0 at pad_id, -1e9 elsewhere) orders them
-        ended_ids = [pad_id] + [i for i in range(k + 1) if i != pad_id][: k - 1]
-        ended_ids = tf.constant(ended_ids, tf.int32)[None]
-        ended_values = tf.constant([0.0] + [-1e9] * (k - 1), tf.float32)[None]
-        offsets = (tf.range(batch) * k)[:, None]
-        within = tf.tile(tf.range(k)[None, :, None] * vocab, [1, 1, k])  # beam j's flat offset
+
+        def final(done):
+            """Per source: its answer can no longer change. Without a length
+            penalty, its best beam ended (see
+            `seqkeras.decoding.beam_search`: later tokens only lower the
+            other beams' scores); with one, all its beams ended."""
+            done = tf.reshape(done, [-1, k])
+            return tf.reduce_all(done, 1) if alpha else done[:, 0]
 
         def cond(index, tokens, caches, scores, done, lengths):
-            if not alpha:  # see seqkeras.decoding.beam_search: the best beam ended
-                done = tf.reshape(done, [batch, k])[:, 0]
-            return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
+            return tf.logical_and(
+                index < max_length - 1, tf.logical_not(tf.reduce_all(final(done)))
+            )
 
-        def body(small, index, tokens, caches, scores, done, lengths):
+        def body(small, cross, bias, index, tokens, caches, scores, done, lengths):
             current = self._current(tokens, index)
             logits, caches = self._step(
-                current, index, caches, cross, bias, table, weights, beams, small
+                current, index, caches, cross, bias, table, weights, k, small
             )
-            # each beam's k best tokens by logit (the same as by
-            # log-probability: log_softmax shifts a row by a constant),
-            # log-probabilities for those only, then the k best of the
-            # k * k: the candidates of one top_k over all k * vocab
-            peak = tf.reduce_max(logits, -1, keepdims=True)
-            norm = tf.math.log(tf.reduce_sum(tf.exp(logits - peak), -1, keepdims=True))
-            values, ids = self._top_k(logits, k)
-            logp = values - peak - norm
-            logp = tf.where(done[:, None], ended_values, logp)
-            ids = tf.where(done[:, None], ended_ids, ids)
-            total = tf.reshape(scores[:, None] + logp, [batch, k * k])
-            flat_ids = tf.reshape(tf.reshape(ids, [batch, k, k]) + within, [batch, k * k])
-            best, pick = self._top_k(total, k)
-            flat = tf.gather(flat_ids, pick, batch_dims=1)
-            parent = tf.reshape(flat // vocab + offsets, [-1])
-            chosen = tf.reshape(flat % vocab, [-1])
-            tokens = tf.gather(tokens, parent)
+            parent, tokens, scores, done, lengths = self._advance(
+                logits, index, tokens, scores, done, lengths, k, eos_id, pad_id
+            )
             caches = [(tf.gather(c, parent), tf.gather(v, parent)) for c, v in caches]
-            done = tf.gather(done, parent)
-            lengths = tf.gather(lengths, parent) + tf.cast(tf.logical_not(done), tf.int32)
-            nxt = tf.where(done, pad_id, chosen)
-            # no eos_id: an id no token has (a loop whose `done` never
-            # changes trips TensorFlow's loop optimizer under XLA)
-            done = tf.logical_or(done, tf.equal(nxt, -1 if eos_id is None else eos_id))
-            tokens = self._append(tokens, index, nxt)
-            return index + 1, tokens, caches, tf.reshape(best, [-1]), done, lengths
+            return index + 1, tokens, caches, scores, done, lengths
 
-        if max_length > 1:
-            invariants = (
-                tf.TensorShape([]),
-                tf.TensorShape([None, None]),
-                self._invariants(caches),
-                tf.TensorShape([None]),
-                tf.TensorShape([None]),
-                tf.TensorShape([None]),
-            )
+        vector = tf.TensorShape([None])
+        invariants = (tf.TensorShape([]), tf.TensorShape([None, None]), self._invariants(caches))
+
+        def plain(small=None):
             state = (tf.constant(0), tokens, caches, scores, done, lengths)
-            _, tokens, _, scores, _, lengths = self._loop(
-                rows, cond, body, state, invariants, max_length
+            shapes = invariants + (vector, vector, vector)
+            out = self._loop(rows, cond, body, state, shapes, max_length, cross, bias, small)
+            return self._finish(out[1], max_length, pad_id), out[3], out[5]
+
+        def compacting_body(small, index, alive, tokens, caches, cross, bias, *rest):
+            scores, done, lengths, out_tokens, out_scores, out_lengths = rest
+            logits, caches = self._step(
+                tokens[:, -1], index, caches, cross, bias, table, weights, k, small
             )
-        final = scores
+            parent, tokens, scores, done, lengths = self._advance(
+                logits, index, tokens, scores, done, lengths, k, eos_id, pad_id
+            )
+            ended = final(done)
+            kept = tf.cast(tf.where(tf.logical_not(ended))[:, 0], tf.int32)
+            kept_rows = self._rows(kept, k)
+            # the beam reorder and the compaction in one gather per cache leaf
+            order = tf.gather(parent, kept_rows)
+            caches = [(tf.gather(c, order), tf.gather(v, order)) for c, v in caches]
+
+            def compact():
+                sources = tf.cast(tf.where(ended)[:, 0], tf.int32)
+                gone = self._rows(sources, k)
+                at = self._rows(tf.gather(alive, sources), k)[:, None]
+                written = self._finish(tf.gather(tokens, gone), max_length, pad_id)
+                return (
+                    tf.gather(alive, kept),
+                    [(tf.gather(a, kept), tf.gather(b, kept)) for a, b in cross],
+                    tf.gather(bias, kept),
+                    tf.tensor_scatter_nd_update(out_tokens, at, written),
+                    tf.tensor_scatter_nd_update(out_scores, at, tf.gather(scores, gone)),
+                    tf.tensor_scatter_nd_update(out_lengths, at, tf.gather(lengths, gone)),
+                )
+
+            same = (alive, cross, bias, out_tokens, out_scores, out_lengths)
+            alive, cross, bias, out_tokens, out_scores, out_lengths = tf.cond(
+                tf.reduce_any(ended), compact, lambda: same
+            )
+            tokens, scores, done, lengths = (
+                tf.gather(x, kept_rows) for x in (tokens, scores, done, lengths)
+            )
+            return (index + 1, alive, tokens, caches, cross, bias, scores, done, lengths) + (
+                out_tokens,
+                out_scores,
+                out_lengths,
+            )
+
+        def compacting():
+            state = (tf.constant(0), tf.range(batch), tokens, caches, scores, done, lengths) + (
+                tf.fill([rows, max_length], tf.constant(pad_id, tf.int32)),
+                tf.zeros([rows], tf.float32),
+                tf.zeros([rows], tf.int32),
+            )
+            shapes = (tf.TensorShape([]), vector, tf.TensorShape([None, None])) + (
+                self._invariants(caches),
+                vector,
+                vector,
+                vector,
+                tf.TensorShape([None, max_length]),
+                vector,
+                vector,
+            )
+            out = self._compacting(rows, compacting_body, state, shapes, cross, bias, max_length)
+            _, alive, left, _, _, _, left_scores, _, left_lengths = out[:9]
+            at = self._rows(alive, k)[:, None]
+            return (
+                tf.tensor_scatter_nd_update(out[9], at, self._finish(left, max_length, pad_id)),
+                tf.tensor_scatter_nd_update(out[10], at, left_scores),
+                tf.tensor_scatter_nd_update(out[11], at, left_lengths),
+            )
+
+        if max_length == 1:
+            tokens = self._finish(tokens, max_length, pad_id)
+        elif self.compiled:
+            tokens, scores, lengths = plain()
+        else:
+            tokens, scores, lengths = tf.cond(
+                batch > 1, compacting, lambda: plain(small=k <= SMALL_ROWS)
+            )
+        final_scores = scores
         if alpha:
-            final = scores / length_penalty(tf.maximum(lengths, 1), alpha)
-        final = tf.reshape(final, [batch, k])
-        order = tf.argsort(-final, axis=-1)  # best first, as keras.ops.argsort
-        tokens = tf.reshape(self._finish(tokens, max_length, pad_id), [batch, k, max_length])
+            final_scores = scores / length_penalty(tf.maximum(lengths, 1), alpha)
+        final_scores = tf.reshape(final_scores, [batch, k])
+        order = tf.argsort(-final_scores, axis=-1)  # best first, as keras.ops.argsort
+        tokens = tf.reshape(tokens, [batch, k, max_length])
         best = order[:, 0]
         return (
             tf.gather(tokens, best, axis=1, batch_dims=1),
-            tf.gather(final, best, axis=1, batch_dims=1),
+            tf.gather(final_scores, best, axis=1, batch_dims=1),
         )
 
 

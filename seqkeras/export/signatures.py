@@ -31,8 +31,11 @@ Decoding signatures (`Generate`, `GenerateBeam`, `GenerateText`,
 `seqkeras.export.serving_decoder.TransformerServingDecoder` (the same
 outputs as `seqkeras.models.generate`, in fewer and smaller TensorFlow
 ops); `serving_decoder=False` keeps the generic `seqkeras.decoding` loop
-(for comparisons). `saved_model(..., jit_compile=True)` makes each loop
-one XLA cluster instead.
+(for comparisons), and `serving_decoder="bfloat16"` stores the decoder's
+weights in bfloat16 and runs its products in bfloat16 (outputs then those
+of a bfloat16 model, not equal to the float32 model's).
+`saved_model(..., jit_compile=True)` makes each loop one XLA cluster
+instead.
 """
 
 import tensorflow as tf
@@ -133,6 +136,15 @@ def _generation_input(model):
 _SOURCE_BUCKET = 16
 
 
+def _serving_decoder(where, value):
+    """The `serving_decoder` option checked: True, False or "bfloat16"."""
+    if value in (True, False, "bfloat16"):
+        return value
+    raise ValueError(
+        f"`{where}`: `serving_decoder` must be True, False or 'bfloat16'. Received: {value!r}"
+    )
+
+
 def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=True):
     """`(decode, resources)`: `decode(inputs, strategy, **options)` runs
     `seqkeras.models.generate` on the conditioning input (or continuing a
@@ -147,7 +159,8 @@ def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=T
     conditioned = getattr(model, "conditioning_input", None) is not None
     fast = None
     if use_serving_decoder and serving_decoder.supports(model):
-        fast = serving_decoder.TransformerServingDecoder(model, compiled=jit_compile)
+        dtype = "bfloat16" if use_serving_decoder == "bfloat16" else None
+        fast = serving_decoder.TransformerServingDecoder(model, compiled=jit_compile, dtype=dtype)
 
     def run(inputs, strategy, **kwargs):
         if fast is not None and strategy in ("greedy", "beam") and "prompt_lengths" not in kwargs:
@@ -196,7 +209,7 @@ class _Generation(Signature):
     def __init__(self, max_length, eos_id=None, serving_decoder=True):
         self.max_length = max_length
         self.eos_id = EOS if eos_id is None else eos_id
-        self.serving_decoder = bool(serving_decoder)
+        self.serving_decoder = _serving_decoder(type(self).__name__, serving_decoder)
 
     def _prepare(self, model):
         from seqkeras.models.generation import check_generative
@@ -547,7 +560,7 @@ class Translate(Signature):
         eos_id=None,
         serving_decoder=True,
     ):
-        self.serving_decoder = bool(serving_decoder)
+        self.serving_decoder = _serving_decoder(type(self).__name__, serving_decoder)
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_length = max_length

@@ -62,6 +62,61 @@ def test_serving_decoder_equals_generate(norm_first):
         np.testing.assert_allclose(scores.numpy(), np.asarray(want_scores), atol=1e-4)
 
 
+def test_finished_sources_leave_the_loop_with_the_same_answers():
+    # A model trained a little on reversals ends its outputs (EOS, id 2)
+    # at many different steps. Sources leave the loop at the step their
+    # answer is final, and what the rest decode must not change: 40 sources
+    # greedy (batched products) and 12 x beam 3 (36 rows), then 5 sources
+    # (products and sums), against `generate` and each source alone.
+    from seqkeras.data import copy_task, teacher_forcing
+    from seqkeras.models import compile_model
+
+    keras.utils.set_random_seed(0)
+    src, tgt = copy_task(256, 1, 9, num_symbols=8, reverse=True, seed=0)
+    model = seqkeras.models.transformer_seq2seq(
+        12, 12, max_length=16, num_layers=2, num_heads=2, hidden_dim=16
+    )
+    compile_model(model, learning_rate=1e-2)
+    inputs = {"source_ids": src, "target_ids": teacher_forcing(tgt)}
+    model.fit(inputs, tgt, epochs=4, batch_size=64, verbose=0)
+    src = copy_task(40, 1, 9, num_symbols=8, reverse=True, seed=1)[0]
+    decoder = TransformerServingDecoder(model)
+    want = np.asarray(seqkeras.models.generate(model, src, max_length=14, eos_id=2))
+    ends = [list(row).index(2) if 2 in row else None for row in want]
+    assert len(set(ends)) >= 4, ends  # rows end at several steps
+    got = tf.function(lambda s: decoder.decode(s, 14, eos_id=2))
+    np.testing.assert_array_equal(got(src).numpy(), want)
+    np.testing.assert_array_equal(got(src[:5]).numpy(), want[:5])
+    for alpha in (0.0, 0.6):
+        beam = tf.function(lambda s, a=alpha: decoder.decode(s, 14, 3, a, eos_id=2))
+        for sources in (src[:12], src[12:17]):
+            ids, scores = beam(sources)
+            want_ids, want_scores = seqkeras.models.generate(
+                model,
+                sources,
+                max_length=14,
+                eos_id=2,
+                strategy="beam",
+                beam_width=3,
+                length_penalty_alpha=alpha,
+            )
+            np.testing.assert_array_equal(ids.numpy(), np.asarray(want_ids))
+            np.testing.assert_allclose(scores.numpy(), np.asarray(want_scores), atol=1e-4)
+    # one source: the loop without compaction
+    np.testing.assert_array_equal(beam(src[15:16])[0].numpy()[0], np.asarray(want_ids)[3])
+    # the bfloat16 decoder (the same trained model): weights stored in
+    # bfloat16, the greedy outputs those of the float32 model on most rows
+    half = TransformerServingDecoder(model, dtype="bfloat16")
+    assert half.output_kernel.dtype == tf.bfloat16 and half.self_qkv[0][0].dtype == tf.bfloat16
+    assert half.encoder_qkv[0][0].dtype == tf.float32  # the encoder stays in the model's dtype
+    got = tf.function(lambda s: half.decode(s, 14, eos_id=2))(src).numpy()
+    assert (got == want).all(axis=1).mean() >= 0.9, (got != want).any(axis=1).sum()
+    with pytest.raises(ValueError, match="dtype.*float16"):
+        TransformerServingDecoder(model, dtype="float16")
+    with pytest.raises(ValueError, match="Translate.*serving_decoder.*'half'"):
+        S.Translate(None, None, 8, serving_decoder="half")
+
+
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_serving_decoder_untied_learned_positions_and_bfloat16(policy):
     # Dense logits (tie_weights=False), learned positions; a mixed_bfloat16
