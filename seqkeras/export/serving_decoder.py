@@ -31,8 +31,9 @@ equal to `seqkeras.models.generate`) with fewer and smaller ops per step:
   run on the whole batch until its longest output ends; the loop stops
   when every source is final.
 
-`dtype="bfloat16"` stores the decoder's weights in bfloat16 and runs its
-products in bfloat16 (close to, not equal to, the float32 outputs).
+`dtype="bfloat16"` runs the products of the steps on more than
+`SMALL_ROWS` rows in bfloat16 (close to, not equal to, the float32
+outputs).
 """
 
 import numpy as np
@@ -154,13 +155,17 @@ class TransformerServingDecoder(tf.Module):
             and attended under a causal bias, the tokens in a fixed buffer,
             the k best candidates by k rounds of argmax (XLA on CPU sorts
             for `top_k`).
-        dtype: the decoder's compute dtype: None (the model's) or
-            `"bfloat16"`: the decoder's weights stored in bfloat16 (half
-            the bytes read per step) and its matrix products in bfloat16
-            (oneDNN's bfloat16 kernels on CPUs that have them); layer
-            norms, softmax and scores in float32; the encoder in the
-            model's dtype. Outputs are then those of a bfloat16 model, not
-            equal to the float32 model's.
+        dtype: None (the model's compute dtype throughout) or
+            `"bfloat16"`: the decoding steps on more than `SMALL_ROWS`
+            rows (sources x beams) run their products in bfloat16, where
+            oneDNN's bfloat16 kernels pay (on this machine the step's
+            products on 128 rows take 0.81 ms against 2.85 ms in
+            float32), and the rest in the model's dtype (on 4 rows
+            bfloat16 is no faster: 0.51 against 0.49 ms). Layer norms,
+            softmax and scores stay in float32. Such outputs are those of
+            a bfloat16 model on large requests, close to the float32
+            model's, not equal; a request of up to `SMALL_ROWS` rows
+            decodes exactly as the float32 model.
 
     Call `decode(source_ids, max_length, beam_width=1,
     length_penalty_alpha=0.0, eos_id=EOS)` inside a traced function: int32
@@ -181,9 +186,10 @@ class TransformerServingDecoder(tf.Module):
                 "`TransformerServingDecoder`: `dtype` must be None, 'float32' or 'bfloat16'. "
                 f"Received: dtype={dtype!r}"
             )
-        self.dtype = dtype or model.dtype_policy.compute_dtype
-        # the decoder's weights are stored in bfloat16 when it computes in it
-        stored = "bfloat16" if self.dtype == "bfloat16" else "float32"
+        # the model's compute dtype: the encoder, and the decoding steps on
+        # up to SMALL_ROWS rows; `large_dtype`: the steps on more rows
+        self.dtype = model.dtype_policy.compute_dtype
+        self.large_dtype = dtype or self.dtype
         self._model = [model]  # a list: not tracked twice (the writer tracks the model)
         blocks = model.part("blocks")
         attention = blocks[0].self_attention
@@ -228,12 +234,12 @@ class TransformerServingDecoder(tf.Module):
             inner.append(ffn_in)
             outer.append((np.asarray(dense_out.kernel), _bias(dense_out)))
 
-        def variable(array, name, dtype=stored):
+        def variable(array, name, dtype="float32"):
             return tf.Variable(
                 tf.cast(np.asarray(array, "float32"), dtype), trainable=False, name=name
             )
 
-        def variables(pairs, name, dtype=stored):
+        def variables(pairs, name, dtype="float32"):
             return [
                 (
                     variable(k, f"{name}_{i}_kernel", dtype),
@@ -376,7 +382,7 @@ class TransformerServingDecoder(tf.Module):
         """One decoding step for (rows,) tokens at position `index`:
         `(float32 logits (rows, vocab), caches)`; `cross` and `bias` as
         `_cross` lays them out."""
-        x = tf.cast(tf.gather(weights["embedding"], tokens), self.dtype)
+        x = tf.cast(tf.gather(weights["embedding"], tokens), weights["dtype"])
         # a generated PAD token (id 0, which the embedding masks) is a
         # masked query in Keras' step: its self-attention context is zero
         # (its key stays visible to later steps)
@@ -424,17 +430,19 @@ class TransformerServingDecoder(tf.Module):
             logits = tf.nn.bias_add(logits, weights["output_bias"])
         return tf.cast(logits, tf.float32), new_caches
 
-    def _weights(self):
-        """The weights, read and cast to the compute dtype once per request
-        (outside the loop: a variable the loop captures is read at every
-        step): the decoder's to `self.dtype`, the encoder's to the model's
-        (the target embedding as stored: its rows are cast per step)."""
-        model_dtype = self.model.dtype_policy.compute_dtype
+    def _weights(self, dtype=None):
+        """The weights, read and cast once per request (outside the loop: a
+        variable the loop captures is read at every step): the decoder's to
+        `dtype` (default `self.dtype`), the encoder's to the model's (the
+        target embedding as stored: its rows are cast per step)."""
+        model_dtype = self.dtype
+        dtype = dtype or self.dtype
 
-        def cast(v, dtype=self.dtype):
+        def cast(v, dtype=dtype):
             return None if v is None else tf.cast(tf.convert_to_tensor(v), dtype)
 
         return {
+            "dtype": tf.as_dtype(dtype),
             "embedding": tf.convert_to_tensor(self.model.part("embedding").embeddings),
             "self_qkv": [(cast(k), cast(b)) for k, b in self.self_qkv],
             "self_output": [(cast(k), cast(b)) for k, b in self.self_output],
@@ -607,28 +615,49 @@ class TransformerServingDecoder(tf.Module):
             return ops.slice_update(tokens, [0, index + 1], nxt[:, None])
         return tf.concat([tokens, nxt[:, None]], 1)
 
-    def _loop(self, rows, cond, body, state, invariants, max_length, cross, bias, small=None):
-        """`tf.while_loop` over `body(small, cross, bias, *state)`: the
-        products-and-sums attention up to `SMALL_ROWS` rows, batched
+    def _phase(self, small, weights, caches, cross, bias):
+        """`(weights, caches, cross, bias)` in the dtype of the steps on up
+        to `SMALL_ROWS` rows (`small`: the model's) or on more
+        (`large_dtype`)."""
+        dtype = self.dtype if small else self.large_dtype
+        if dtype == self.dtype:
+            return weights, caches, cross, bias
+
+        def cast(t):
+            return tf.cast(t, dtype)
+
+        pairs = [[(cast(k), cast(v)) for k, v in c] for c in (caches, cross)]
+        return self._weights(dtype), pairs[0], pairs[1], cast(bias)
+
+    def _loop(
+        self, rows, cond, body, state, invariants, max_length, weights, cross, bias, small=None
+    ):
+        """`tf.while_loop` over `body(small, weights, cross, bias, *state)`:
+        the products-and-sums attention up to `SMALL_ROWS` rows, batched
         products above (`small`: that choice made already). Compiled:
         batched products, and one loop per cache capacity (16, 32, ...,
         `max_length` positions; the caches padded between them), so that a
         step reorders and attends over a cache about as long as the output
-        so far, not `max_length` (state 2 is the caches)."""
+        so far, not `max_length` (state 2 is the caches). Returns the final
+        state without the caches."""
 
         def run(small):
-            layout = self._cross(cross, bias, small)  # once per request, outside the loop
-            return tf.while_loop(
+            w, caches, c, b = self._phase(small, weights, state[2], cross, bias)
+            layout = self._cross(c, b, small)  # once per request, outside the loop
+            out = tf.while_loop(
                 cond,
-                lambda *args: body(small, *layout, *args),
-                state,
+                lambda *args: body(small, w, *layout, *args),
+                state[:2] + (caches,) + state[3:],
                 shape_invariants=invariants,
             )
+            return out[:2] + out[3:]
 
         if not self.compiled:
             if small is not None:
                 return run(small)
             return tf.cond(rows <= SMALL_ROWS, lambda: run(True), lambda: run(False))
+        weights, caches, cross, bias = self._phase(False, weights, state[2], cross, bias)
+        state = state[:2] + (caches,) + state[3:]
         capacities = _capacities(max_length)
         for i, capacity in enumerate(capacities):
             if i:
@@ -637,24 +666,28 @@ class TransformerServingDecoder(tf.Module):
                 state = state[:2] + (caches,) + state[3:]
             state = tf.while_loop(
                 lambda *args, capacity=capacity: tf.logical_and(cond(*args), args[0] < capacity),
-                lambda *args: body(False, cross, bias, *args),
+                lambda *args: body(False, weights, cross, bias, *args),
                 state,
             )
-        return state
+        return state[:2] + state[3:]
 
-    def _compacting(self, rows, body, state, invariants, cross, bias, max_length):
+    def _compacting(self, rows, body, state, invariants, weights, cross, bias, max_length):
         """The loop of a request of several sources (not compiled): a
         source's rows leave the state at the step its answer is final
         (`body` writes it out), so later steps run on the sources still
         decoding, not on the whole batch until its longest output ends.
-        `body(small, index, alive, ...)`, `state` without the
-        cross-attention layout, which follows the caches (state 3)."""
+        While more than `SMALL_ROWS` rows decode, the steps use batched
+        products (in `large_dtype`); then the products-and-sums path.
+        `body(small, weights, index, alive, tokens, caches, cross, bias,
+        ...)`; `state` is without the cross-attention layout, which follows
+        the caches (state 3)."""
 
         def cond(index, alive, *rest):
             return tf.logical_and(index < max_length - 1, tf.size(alive) > 0)
 
-        def run(small):
-            layout = self._cross(cross, bias, small)
+        def run(small, state, cross, bias, more=None):
+            w, caches, c, b = self._phase(small, weights, state[3], cross, bias)
+            layout = self._cross(c, b, small)
             width = [None, 1] if small else [None]
             cross_shape = tf.TensorShape(width + [self.num_heads, None, self.head_dim])
             shapes = (
@@ -665,12 +698,23 @@ class TransformerServingDecoder(tf.Module):
                 )
                 + invariants[4:]
             )
-            start = state[:4] + (layout[0], layout[1]) + state[4:]
+            start = state[:3] + (caches, layout[0], layout[1]) + state[4:]
+            go = cond if more is None else lambda *a: tf.logical_and(cond(*a), more(*a))
             return tf.while_loop(
-                cond, lambda *args: body(small, *args), start, shape_invariants=shapes
+                go, lambda *args: body(small, w, *args), start, shape_invariants=shapes
             )
 
-        return tf.cond(rows <= SMALL_ROWS, lambda: run(True), lambda: run(False))
+        def large():
+            out = run(False, state, cross, bias, lambda *a: tf.shape(a[2])[0] > SMALL_ROWS)
+
+            def cast(t):  # back to the model's dtype, for the steps on fewer rows
+                return tf.cast(t, self.dtype)
+
+            caches, c = ([(cast(k), cast(v)) for k, v in pairs] for pairs in (out[3], out[4]))
+            return out[:3] + (caches,) + out[6:], c, cast(out[5])
+
+        state, cross, bias = tf.cond(rows > SMALL_ROWS, large, lambda: (state, cross, bias))
+        return run(True, state, cross, bias)
 
     @staticmethod
     def _rows(sources, k):
@@ -687,11 +731,9 @@ class TransformerServingDecoder(tf.Module):
         def cond(index, tokens, caches, done):
             return tf.logical_and(index < max_length - 1, tf.logical_not(tf.reduce_all(done)))
 
-        def body(small, cross, bias, index, tokens, caches, done):
+        def body(small, w, cross, bias, index, tokens, caches, done):
             current = self._current(tokens, index)
-            logits, caches = self._step(
-                current, index, caches, cross, bias, table, weights, 1, small
-            )
+            logits, caches = self._step(current, index, caches, cross, bias, table, w, 1, small)
             nxt = tf.where(done, pad_id, tf.argmax(logits, axis=-1, output_type=tf.int32))
             done = tf.logical_or(done, tf.equal(nxt, eos))
             return index + 1, self._append(tokens, index, nxt), caches, done
@@ -705,15 +747,17 @@ class TransformerServingDecoder(tf.Module):
 
         def plain(small=None):
             state = (tf.constant(0), tokens, caches, tf.zeros([rows], tf.bool))
-            out = self._loop(rows, cond, body, state, invariants, max_length, cross, bias, small)
+            out = self._loop(
+                rows, cond, body, state, invariants, max_length, weights, cross, bias, small
+            )
             return self._finish(out[1], max_length, pad_id)
 
         if self.compiled or eos_id is None:
             return plain()
 
-        def compacting_body(small, index, alive, tokens, caches, cross, bias, out):
+        def compacting_body(small, w, index, alive, tokens, caches, cross, bias, out):
             logits, caches = self._step(
-                tokens[:, -1], index, caches, cross, bias, table, weights, 1, small
+                tokens[:, -1], index, caches, cross, bias, table, w, 1, small
             )
             tokens = tf.concat([tokens, tf.argmax(logits, -1, output_type=tf.int32)[:, None]], 1)
             ended = tf.equal(tokens[:, -1], eos)
@@ -752,7 +796,7 @@ class TransformerServingDecoder(tf.Module):
                 tf.TensorShape([None, max_length]),
             )
             _, alive, left, _, _, _, out = self._compacting(
-                rows, compacting_body, state, shapes, cross, bias, max_length
+                rows, compacting_body, state, shapes, weights, cross, bias, max_length
             )
             return tf.tensor_scatter_nd_update(
                 out, alive[:, None], self._finish(left, max_length, pad_id)
@@ -820,11 +864,9 @@ class TransformerServingDecoder(tf.Module):
                 index < max_length - 1, tf.logical_not(tf.reduce_all(final(done)))
             )
 
-        def body(small, cross, bias, index, tokens, caches, scores, done, lengths):
+        def body(small, w, cross, bias, index, tokens, caches, scores, done, lengths):
             current = self._current(tokens, index)
-            logits, caches = self._step(
-                current, index, caches, cross, bias, table, weights, k, small
-            )
+            logits, caches = self._step(current, index, caches, cross, bias, table, w, k, small)
             parent, tokens, scores, done, lengths = self._advance(
                 logits, index, tokens, scores, done, lengths, k, eos_id, pad_id
             )
@@ -837,13 +879,15 @@ class TransformerServingDecoder(tf.Module):
         def plain(small=None):
             state = (tf.constant(0), tokens, caches, scores, done, lengths)
             shapes = invariants + (vector, vector, vector)
-            out = self._loop(rows, cond, body, state, shapes, max_length, cross, bias, small)
-            return self._finish(out[1], max_length, pad_id), out[3], out[5]
+            out = self._loop(
+                rows, cond, body, state, shapes, max_length, weights, cross, bias, small
+            )
+            return self._finish(out[1], max_length, pad_id), out[2], out[4]
 
-        def compacting_body(small, index, alive, tokens, caches, cross, bias, *rest):
+        def compacting_body(small, w, index, alive, tokens, caches, cross, bias, *rest):
             scores, done, lengths, out_tokens, out_scores, out_lengths = rest
             logits, caches = self._step(
-                tokens[:, -1], index, caches, cross, bias, table, weights, k, small
+                tokens[:, -1], index, caches, cross, bias, table, w, k, small
             )
             parent, tokens, scores, done, lengths = self._advance(
                 logits, index, tokens, scores, done, lengths, k, eos_id, pad_id
@@ -897,7 +941,9 @@ class TransformerServingDecoder(tf.Module):
                 vector,
                 vector,
             )
-            out = self._compacting(rows, compacting_body, state, shapes, cross, bias, max_length)
+            out = self._compacting(
+                rows, compacting_body, state, shapes, weights, cross, bias, max_length
+            )
             _, alive, left, _, _, _, left_scores, _, left_lengths = out[:9]
             at = self._rows(alive, k)[:, None]
             return (

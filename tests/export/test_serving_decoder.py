@@ -5,6 +5,8 @@ reordering of the encoder's keys and values) and the XLA-compiled option
 gives, in a process without seqkeras; the audit tells them apart; TF
 Serving's batching file."""
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -62,6 +64,18 @@ def test_serving_decoder_equals_generate(norm_first):
         np.testing.assert_allclose(scores.numpy(), np.asarray(want_scores), atol=1e-4)
 
 
+@contextlib.contextmanager
+def serving_decoder_rows(rows):
+    """`SMALL_ROWS` set to `rows` while tracing."""
+    from seqkeras.export import serving_decoder
+
+    before, serving_decoder.SMALL_ROWS = serving_decoder.SMALL_ROWS, rows
+    try:
+        yield
+    finally:
+        serving_decoder.SMALL_ROWS = before
+
+
 def test_finished_sources_leave_the_loop_with_the_same_answers():
     # A model trained a little on reversals ends its outputs (EOS, id 2)
     # at many different steps. Sources leave the loop at the step their
@@ -104,13 +118,17 @@ def test_finished_sources_leave_the_loop_with_the_same_answers():
             np.testing.assert_allclose(scores.numpy(), np.asarray(want_scores), atol=1e-4)
     # one source: the loop without compaction
     np.testing.assert_array_equal(beam(src[15:16])[0].numpy()[0], np.asarray(want_ids)[3])
-    # the bfloat16 decoder (the same trained model): weights stored in
-    # bfloat16, the greedy outputs those of the float32 model on most rows
+    # the bfloat16 option (the same trained model): the steps on more
+    # than 32 rows in bfloat16, close to the float32 outputs; fewer rows
+    # (here after sources left, and a request of 5) exactly float32
     half = TransformerServingDecoder(model, dtype="bfloat16")
-    assert half.output_kernel.dtype == tf.bfloat16 and half.self_qkv[0][0].dtype == tf.bfloat16
-    assert half.encoder_qkv[0][0].dtype == tf.float32  # the encoder stays in the model's dtype
-    got = tf.function(lambda s: half.decode(s, 14, eos_id=2))(src).numpy()
+    assert (half.dtype, half.large_dtype) == ("float32", "bfloat16")
+    run = tf.function(lambda s: half.decode(s, 14, eos_id=2))
+    got = run(src).numpy()
     assert (got == want).all(axis=1).mean() >= 0.9, (got != want).any(axis=1).sum()
+    np.testing.assert_array_equal(run(src[:5]).numpy(), want[:5])
+    with serving_decoder_rows(4):  # every step on more than 4 rows in bfloat16
+        assert 0.8 <= (run(src[:12]).numpy() == want[:12]).all(axis=1).mean()
     with pytest.raises(ValueError, match="dtype.*float16"):
         TransformerServingDecoder(model, dtype="float16")
     with pytest.raises(ValueError, match="Translate.*serving_decoder.*'half'"):
