@@ -274,6 +274,10 @@ def export(args):
     from seqkeras.export.signatures import Translate, generation
 
     model, src, tgt, config = load(args.model)
+    if args.bfloat16 and config["model"] != "transformer":
+        raise AppError(
+            f"--bfloat16 needs a Transformer (--model transformer). Received: {config['model']}"
+        )
     sources, references = read_pair(args.source, args.reference)
     texts, beam = sources[: args.check], dict(beam_width=args.beam)
     expected = []
@@ -324,8 +328,6 @@ def export(args):
         batching_parameters(found["batching_parameters"])
         print(f"TF Serving batching file: {found['batching_parameters']}")
         if args.bfloat16:
-            if config["model"] != "transformer":
-                raise SystemExit("translate.py export: --bfloat16 needs a --model transformer")
             base = os.path.join(out, "translate-bf16")
             path = saved_model(
                 model, os.path.join(base, str(next_version(base))), signatures_for("bfloat16")
