@@ -478,8 +478,9 @@ def parser():
     x.add_argument(
         "--bfloat16",
         action="store_true",
-        help="also write translate-bf16: the Transformer's decoder in bfloat16 (weights "
-        "stored in bfloat16; translations close to, not equal to, the float32 model's)",
+        help="also write translate-bf16: the Transformer's decoding steps on more than 32 "
+        "rows (sentences x beams) in bfloat16 (their translations close to, not equal to, "
+        "the float32 model's)",
     )
     _data_options(x, "")
     common.options(x, "check=64", check="how many sentences the export is checked on")

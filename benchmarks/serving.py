@@ -230,7 +230,7 @@ def main(argv=None):
             flush=True,
         )
     if args.bfloat16:  # before the XLA model: a process that ran XLA's loops runs
-        # the other graphs slower afterwards (40.6 against 29.9 sentences/s at batch 1)
+        # the other graphs slower afterwards (41.1 against 29.9 sentences/s at batch 1)
         bf16_call = caller(tf.saved_model.load(args.bfloat16).signatures["translate"])
         for batch in args.batches:
             table["ours-bfloat16", batch] = speed(bf16_call, sentences, batch)

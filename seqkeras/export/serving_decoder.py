@@ -234,17 +234,12 @@ class TransformerServingDecoder(tf.Module):
             inner.append(ffn_in)
             outer.append((np.asarray(dense_out.kernel), _bias(dense_out)))
 
-        def variable(array, name, dtype="float32"):
-            return tf.Variable(
-                tf.cast(np.asarray(array, "float32"), dtype), trainable=False, name=name
-            )
+        def variable(array, name):
+            return tf.Variable(np.asarray(array, "float32"), trainable=False, name=name)
 
-        def variables(pairs, name, dtype="float32"):
+        def variables(pairs, name):
             return [
-                (
-                    variable(k, f"{name}_{i}_kernel", dtype),
-                    variable(b, f"{name}_{i}_bias", dtype),
-                )
+                (variable(k, f"{name}_{i}_kernel"), variable(b, f"{name}_{i}_bias"))
                 for i, (k, b) in enumerate(pairs)
             ]
 
@@ -254,8 +249,8 @@ class TransformerServingDecoder(tf.Module):
             sa = block.self_attention_layer
             encoder_qkv.append(_fused(sa, ("query", "key", "value")))
             encoder_out.append(_output(sa))
-        self.encoder_qkv = variables(encoder_qkv, "encoder_qkv", "float32")
-        self.encoder_output = variables(encoder_out, "encoder_output", "float32")
+        self.encoder_qkv = variables(encoder_qkv, "encoder_qkv")
+        self.encoder_output = variables(encoder_out, "encoder_output")
         self.self_qkv = variables(qkv, "self_qkv")
         self.self_output = variables(self_out, "self_output")
         self.cross_query = variables(cross_q, "cross_query")
@@ -469,7 +464,7 @@ class TransformerServingDecoder(tf.Module):
         memory = self._encode(source_ids, weights)
         batch, length = tf.shape(memory)[0], tf.shape(memory)[1]
         dtype = self.dtype
-        flat = tf.cast(tf.reshape(memory, [-1, memory.shape[-1]]), dtype)
+        flat = tf.reshape(memory, [-1, memory.shape[-1]])
         kv = tf.matmul(flat, tf.cast(self.cross_kv_kernel, dtype)) + tf.cast(
             self.cross_kv_bias, dtype
         )

@@ -31,9 +31,10 @@ Decoding signatures (`Generate`, `GenerateBeam`, `GenerateText`,
 `seqkeras.export.serving_decoder.TransformerServingDecoder` (the same
 outputs as `seqkeras.models.generate`, in fewer and smaller TensorFlow
 ops); `serving_decoder=False` keeps the generic `seqkeras.decoding` loop
-(for comparisons), and `serving_decoder="bfloat16"` stores the decoder's
-weights in bfloat16 and runs its products in bfloat16 (outputs then those
-of a bfloat16 model, not equal to the float32 model's).
+(for comparisons), and `serving_decoder="bfloat16"` runs the products of
+the decoding steps on more than `serving_decoder.SMALL_ROWS` rows in
+bfloat16 (such outputs close to the float32 model's, not equal; smaller
+requests decode exactly as float32).
 `saved_model(..., jit_compile=True)` makes each loop one XLA cluster
 instead.
 """
