@@ -180,3 +180,30 @@ def test_pretraining_comparison_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| T5 / MLM | 86.50 | 85.25 | -1.25 | >= -1 | not met | - / 3.0 |" in out
     assert os.listdir(tmp_path / "o2") == ["t5---mlm.png"]
+
+
+def test_serving_floor_products_are_the_step_products():
+    """`benchmarks/serving_floor.py` times each kernel on the products a
+    decoding step runs: each kind's product i must be x @ kernel_i + bias_i
+    (NumPy), float32 exactly, bfloat16 and int8 within their rounding."""
+    bench = _load(os.path.join(ROOT, "benchmarks", "serving_floor.py"), "serving_floor")
+    rng = np.random.default_rng(0)
+    shapes = [(8, 24), (8, 8), (8, 8), (8, 8), (8, 32), (32, 8), (8, 50)]
+    pairs = [
+        (rng.normal(size=s).astype("float32"), rng.normal(size=s[1]).astype("float32"))
+        for s in shapes
+    ]
+    kinds, d = bench.builders(pairs)
+    assert d == 8 and sorted(kinds) == ["XLA float32", "bfloat16", "float32", "int8"]
+    tolerance = {"float32": 1e-5, "XLA float32": 1e-5, "bfloat16": 2e-2, "int8": 2e-2}
+    for kind, products in kinds.items():
+        assert [w for _, w in products] == [s[0] for s in shapes]
+        for (product, width), (kernel, bias) in zip(products, pairs):
+            h = rng.normal(size=(3, width)).astype("float32")
+            want = h @ kernel + bias
+            got = np.asarray(product(h))
+            error = np.linalg.norm(got - want) / np.linalg.norm(want)
+            assert error < tolerance[kind], (kind, error)
+    # the timed loop runs (no wall-clock assertion: only that it returns a time)
+    assert bench.time_kind(kinds["int8"], d, 2, 2, 1, False) > 0
+    assert bench.time_kind(None, d, 2, 2, 1, False, ops=5) > 0
