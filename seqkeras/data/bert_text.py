@@ -35,6 +35,7 @@ import os
 import tensorflow as tf
 
 from seqkeras.data.subword import _text_extra
+from seqkeras.data.subword import check_decoded_ids
 from seqkeras.data.subword import ids_before_eos
 from seqkeras.data.subword import with_bos_eos
 from seqkeras.data.tokens import BOS, EOS, PAD, save_vocabulary
@@ -575,6 +576,7 @@ class BertSubwordTokenizer(tf.Module):
         special = tf.constant(sorted(self.tokenizer.special_ids.values()), tf.int32)
         not_special = tf.reduce_all(tf.not_equal(ids[..., None], special), axis=-1)
         kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_eos, not_special))
+        check_decoded_ids("BertSubwordTokenizer.decode", kept, self.vocabulary_size)
         pieces = tf.gather(tf.constant(self.vocabulary), kept)
         text = tf.strings.reduce_join(pieces, axis=1, separator=" ")
         return tf.strings.regex_replace(text, " ##", "")

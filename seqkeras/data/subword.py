@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from seqkeras.data.tokens import BOS, EOS, RESERVED
 from seqkeras.data.tokens import load_vocabulary, save_vocabulary
+from seqkeras.layers import validation
 
 
 def _text_extra(module):
@@ -64,6 +65,14 @@ def ids_before_eos(ids):
         ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
     ids = tf.cast(ids, tf.int32)
     return ids, tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS), tf.int32), axis=1), 0)
+
+
+def check_decoded_ids(where, kept, size):
+    """Raises a ValueError naming `where` when concrete (eager) ragged
+    `kept` ids, those a tokenizer's `decode` looks up, fall outside [0,
+    size); in a graph (a served signature, whose ids are the model's) the
+    ids pass unchecked."""
+    validation.ids_in_range(where, "ids", kept.flat_values, size)
 
 
 def learn_wordpiece(name, texts, vocabulary_size, reserved, prepare=None, **options):
@@ -164,6 +173,7 @@ class SubwordTokenizer:
         to the first EOS and skips PAD and BOS. Graph ops."""
         ids, before_eos = ids_before_eos(ids)
         kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_eos, ids > BOS))  # not PAD, BOS
+        check_decoded_ids("SubwordTokenizer.decode", kept, self.vocabulary_size)
         return self._tokenizer.detokenize(kept)
 
     def save(self, directory):

@@ -214,6 +214,10 @@ def test_bert_subword_tokenizer_reads_text_as_the_pretrained_encoder_did(tmp_pat
     ids = np.concatenate([ids, np.full((3, 2), 7)], axis=1)  # after EOS: ignored
     expected = [" ".join(w.decode() for w in bert.split([t]).to_list()[0]) for t in texts]
     assert [s.decode() for s in tok.decode(ids).numpy()] == expected
+    for bad in (tok.vocabulary_size, -3):  # looked up before EOS: a named error
+        with pytest.raises(ValueError, match=f"BertSubwordTokenizer.decode.*id {bad}, outside"):
+            tok.decode([[1, 7, bad, 2]])
+    assert tok.decode([[1, 7, 2, -3]]).numpy()[0] == tok.decode([[7]]).numpy()[0]
     # save / load: the same ids; vocabulary.txt beside as SubwordTokenizer's
     tok.save(str(tmp_path))
     again = BertSubwordTokenizer.load(str(tmp_path))

@@ -47,6 +47,20 @@ def test_decode_restores_spaces_and_punctuation(tok):
     assert [s.decode() for s in tok.decode(tail).numpy()] == back
 
 
+def test_decode_names_an_id_outside_the_vocabulary(tok):
+    size = tok.vocabulary_size
+    with pytest.raises(
+        ValueError, match=rf"SubwordTokenizer.decode.*id {size}, outside \[0, {size}\)"
+    ):
+        tok.decode([[BOS, 5, size, EOS]])
+    # what decode skips is not looked up: negative padding, ids after EOS
+    assert tok.decode([[BOS, 5, EOS, size + 9, -1]]).numpy()[0] == tok.decode([[5]]).numpy()[0]
+    # in a graph (a served signature) the ids are the model's: no check op
+    graph = tf.function(tok.decode, input_signature=[tf.TensorSpec((None, None), tf.int32)])
+    ops = {op.type for op in graph.get_concrete_function().graph.get_operations()}
+    assert not ops & {"Assert", "CheckNumerics"}
+
+
 def test_unknown_characters_become_unk(tok):
     ids = tok.encode(["Ein Qualle"])  # no "Q" in the corpus
     assert ids.to_list()[0][-1] == UNK
