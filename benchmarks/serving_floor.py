@@ -64,7 +64,9 @@ def step_weights(path):
     for i in blocks:
         for name in BLOCK:
             kernel = found[f"{name}_{i}_kernel"]
-            pairs.append((kernel, found.get(f"{name}_{i}_bias", np.zeros(kernel.shape[1], "f4"))))
+            pairs.append(
+                (kernel, found.get(f"{name}_{i}_bias", np.zeros(kernel.shape[1], "float32")))
+            )
     kernel = found["output_kernel"]
     pairs.append((kernel, found.get("output_bias", np.zeros(kernel.shape[1], "float32"))))
     return pairs
@@ -83,7 +85,8 @@ def chain(x, products):
 
 
 def builders(pairs):
-    """{kind: f(x) -> scalar} over the step's products, weights made once."""
+    """`({kind: [(product(h), input width)]}, d)`: the step's products per
+    kernel, their weights made once."""
     d = pairs[0][0].shape[0]
     f32 = [(tf.constant(k), tf.constant(b)) for k, b in pairs]
     bf16 = [(tf.cast(k, tf.bfloat16), tf.cast(b, tf.bfloat16)) for k, b in f32]
