@@ -617,12 +617,7 @@ class TransformerServingDecoder(tf.Module):
         dtype = self.dtype if small else self.large_dtype
         if dtype == self.dtype:
             return weights, caches, cross, bias
-
-        def cast(t):
-            return tf.cast(t, dtype)
-
-        pairs = [[(cast(k), cast(v)) for k, v in c] for c in (caches, cross)]
-        return self._weights(dtype), pairs[0], pairs[1], cast(bias)
+        return (self._weights(dtype),) + _cast_state(dtype, caches, cross, bias)
 
     def _loop(
         self, rows, cond, body, state, invariants, max_length, weights, cross, bias, small=None
@@ -701,12 +696,9 @@ class TransformerServingDecoder(tf.Module):
 
         def large():
             out = run(False, state, cross, bias, lambda *a: tf.shape(a[2])[0] > SMALL_ROWS)
-
-            def cast(t):  # back to the model's dtype, for the steps on fewer rows
-                return tf.cast(t, self.dtype)
-
-            caches, c = ([(cast(k), cast(v)) for k, v in pairs] for pairs in (out[3], out[4]))
-            return out[:3] + (caches,) + out[6:], c, cast(out[5])
+            # back to the model's dtype, for the steps on fewer rows
+            caches, c, b = _cast_state(self.dtype, out[3], out[4], out[5])
+            return out[:3] + (caches,) + out[6:], c, b
 
         state, cross, bias = tf.cond(rows > SMALL_ROWS, large, lambda: (state, cross, bias))
         return run(True, state, cross, bias)
@@ -966,6 +958,16 @@ class TransformerServingDecoder(tf.Module):
             tf.gather(tokens, best, axis=1, batch_dims=1),
             tf.gather(final_scores, best, axis=1, batch_dims=1),
         )
+
+
+def _cast_state(dtype, caches, cross, bias):
+    """`(caches, cross, bias)` cast to `dtype`: the per-block (key, value)
+    pairs of the self-attention caches and of the cross-attention, and the
+    source bias (no-ops where they have it already)."""
+    caches, cross = (
+        [(tf.cast(k, dtype), tf.cast(v, dtype)) for k, v in c] for c in (caches, cross)
+    )
+    return caches, cross, tf.cast(bias, dtype)
 
 
 def _capacities(max_length, first=16):
