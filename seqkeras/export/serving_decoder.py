@@ -165,7 +165,8 @@ class TransformerServingDecoder(tf.Module):
             softmax and scores stay in float32. Such outputs are those of
             a bfloat16 model on large requests, close to the float32
             model's, not equal; a request of up to `SMALL_ROWS` rows
-            decodes exactly as the float32 model.
+            decodes exactly as the float32 model. With `compiled` (one
+            XLA loop of fixed shapes) every step runs in bfloat16.
 
     Call `decode(source_ids, max_length, beam_width=1,
     length_penalty_alpha=0.0, eos_id=EOS)` inside a traced function: int32
