@@ -274,10 +274,6 @@ def export(args):
     from seqkeras.export.signatures import Translate, generation
 
     model, src, tgt, config = load(args.model)
-    if args.bfloat16 and config["model"] != "transformer":
-        raise AppError(
-            f"--bfloat16 needs a Transformer (--model transformer). Received: {config['model']}"
-        )
     sources, references = read_pair(args.source, args.reference)
     texts, beam = sources[: args.check], dict(beam_width=args.beam)
     expected = []
@@ -308,12 +304,9 @@ def export(args):
     if hasattr(model, "stream_max_length"):  # the Transformer's TFLite step pair
         model.stream_max_length = length
 
-    def signatures_for(serving_decoder=True):
-        options = dict(length_penalty_alpha=args.alpha, serving_decoder=serving_decoder, **beam)
-        found = [Translate(src, tgt, length, **options)]
-        return found + generation(length, eos_id=EOS, **options)
-
-    signatures = signatures_for()
+    options = dict(length_penalty_alpha=args.alpha, **beam)
+    signatures = [Translate(src, tgt, length, **options)]
+    signatures += generation(length, eos_id=EOS, **options)
     beside = [
         (os.path.join(args.model, side, "vocabulary.txt"), f"{side}_vocabulary.txt")
         for side in ("source", "target")
@@ -327,18 +320,6 @@ def export(args):
         found = {"batching_parameters": os.path.join(out, "batching_parameters.txt")}
         batching_parameters(found["batching_parameters"])
         print(f"TF Serving batching file: {found['batching_parameters']}")
-        if args.bfloat16:
-            base = os.path.join(out, "translate-bf16")
-            path = saved_model(
-                model, os.path.join(base, str(next_version(base))), signatures_for("bfloat16")
-            )
-            checked = check(path, "translate signature (bfloat16 decoder)", equal=False)
-            audit = assert_servable(path)
-            print(f"bfloat16 SavedModel: {path} ({len(audit['ops'])} ops, servable)")
-            found.update({"translate_bf16_savedmodel": path})
-            found.update(
-                {k.replace("translate_", "translate_bf16_"): v for k, v in checked.items()}
-            )
         if args.no_xla:
             return found
         base = os.path.join(out, "translate-xla")
@@ -474,13 +455,6 @@ def parser():
         "--no-xla",
         action="store_true",
         help="skip the XLA-compiled SavedModel (translate-xla), whose check compiles a while",
-    )
-    x.add_argument(
-        "--bfloat16",
-        action="store_true",
-        help="also write translate-bf16: the Transformer's decoding steps on more than 32 "
-        "rows (sentences x beams) in bfloat16 (their translations close to, not equal to, "
-        "the float32 model's)",
     )
     _data_options(x, "")
     common.options(x, "check=64", check="how many sentences the export is checked on")

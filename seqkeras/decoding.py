@@ -159,30 +159,99 @@ def _write(tokens, index, values):
     return export_mode.slice_update(tokens, (0, index), ops.expand_dims(values, 1))
 
 
+def _with_shared(step_fn, shared):
+    """`step(tokens, cache, index, shared)` from a step function that takes
+    `shared` (given) or not (None)."""
+    if shared is None:
+        return lambda tokens, cache, index, shared: step_fn(tokens, cache, index)
+    return step_fn
+
+
+def _take(nest, rows):
+    return tree.map_structure(lambda x: ops.take(x, rows, axis=0), nest)
+
+
+def _nonzero(x):
+    """int32 indices of the True entries of a bool vector."""
+    return ops.cast(ops.reshape(ops.nonzero(x)[0], (-1,)), "int32")
+
+
 def _decode(
-    name, step_fn, prompt, cache, max_length, eos_id, pad_id, choose, extra, prompt_lengths=None
+    name,
+    step_fn,
+    prompt,
+    cache,
+    max_length,
+    eos_id,
+    pad_id,
+    choose,
+    extra,
+    prompt_lengths=None,
+    shared=None,
+    compact=False,
 ):
     """The loop shared by greedy decoding and sampling; `choose(logits,
-    index, extra) -> (next_tokens, extra)`."""
+    index, extra) -> (next_tokens, extra)`. `compact` (greedy where the
+    loop state may change shape, `export_mode.dynamic_shapes()`): a row
+    leaves the loop state at the step it ends."""
     prompt = ops.convert_to_tensor(prompt)
     check_prompt(name, prompt, max_length)
     tokens, prompt_length = _buffer(prompt, max_length, pad_id)
+    batch = ops.shape(tokens)[0]
+    prompt_length = ops.full((batch,), prompt_length, "int32")
     if prompt_lengths is not None:  # per row: (batch,)
         prompt_length = ops.maximum(
             ops.minimum(ops.cast(prompt_lengths, "int32"), prompt_length), 1
         )
-    done = ops.zeros((ops.shape(tokens)[0],), "bool")
+    step = _with_shared(step_fn, shared)
+    shared = () if shared is None else shared
     if max_length == 1:
         return tokens
+
+    def advance(index, tokens, cache, shared, lengths, extra):
+        logits, cache = step(ops.take(tokens, index, axis=1), cache, index, shared)
+        chosen, extra = choose(ops.cast(logits, "float32"), index, extra)
+        in_prompt = index + 1 < lengths
+        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1), axis=1)
+        return tokens, cache, extra, in_prompt, forced, chosen
+
+    if compact and eos_id is not None:
+
+        def cond(index, tokens, cache, shared, lengths, alive, out, extra):
+            return ops.logical_and(index < max_length - 1, ops.shape(tokens)[0] > 0)
+
+        def body(index, tokens, cache, shared, lengths, alive, out, extra):
+            tokens, cache, extra, in_prompt, forced, chosen = advance(
+                index, tokens, cache, shared, lengths, extra
+            )
+            tokens = _write(tokens, index + 1, ops.where(in_prompt, forced, chosen))
+            ended = ops.logical_and(ops.logical_not(in_prompt), ops.equal(chosen, eos_id))
+            state = (tokens, cache, shared, lengths, alive, out)
+
+            def leave():  # the ended rows' answers out, the rest on
+                gone, kept = _nonzero(ended), _nonzero(ops.logical_not(ended))
+                written = ops.scatter_update(
+                    out, ops.expand_dims(ops.take(alive, gone), 1), ops.take(tokens, gone, axis=0)
+                )
+                return _take((tokens, cache, shared, lengths, alive), kept) + (written,)
+
+            state = ops.cond(ops.any(ended), leave, lambda: state)
+            return (index + 1,) + tuple(state) + (extra,)
+
+        out = ops.full((batch, max_length), pad_id, "int32")
+        state = (0, tokens, cache, shared, prompt_length, ops.arange(batch, dtype="int32"))
+        _, tokens, _, _, _, alive, out, _ = export_mode.while_loop(cond, body, state + (out, extra))
+        return ops.scatter_update(out, ops.expand_dims(alive, 1), tokens)
+
+    done = ops.zeros((batch,), "bool")
 
     def cond(index, tokens, cache, done, extra):
         return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(done)))
 
     def body(index, tokens, cache, done, extra):
-        logits, cache = step_fn(ops.take(tokens, index, axis=1), cache, index)
-        chosen, extra = choose(ops.cast(logits, "float32"), index, extra)
-        in_prompt = index + 1 < prompt_length
-        forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1), axis=1)
+        tokens, cache, extra, in_prompt, forced, chosen = advance(
+            index, tokens, cache, shared, prompt_length, extra
+        )
         nxt = ops.where(in_prompt, forced, ops.where(done, pad_id, chosen))
         if eos_id is not None:
             done = ops.logical_or(
@@ -190,15 +259,22 @@ def _decode(
             )
         return index + 1, _write(tokens, index + 1, nxt), cache, done, extra
 
-    _, tokens, _, _, _ = ops.while_loop(cond, body, (0, tokens, cache, done, extra))
+    _, tokens, _, _, _ = export_mode.while_loop(cond, body, (0, tokens, cache, done, extra))
     return tokens
 
 
-def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0, prompt_lengths=None):
+def greedy(
+    step_fn, prompt, cache, max_length, eos_id=None, pad_id=0, prompt_lengths=None, shared=None
+):
     """Greedy decoding: `y_t = argmax_y P(y | y_<t)`.
 
+    Where the loop state may change shape (graphs traced for TF Serving,
+    `export_mode("serving")`), a row leaves the loop at the step it emits
+    `eos_id`, and the loop ends when no row is left.
+
     Args:
-        step_fn: `(tokens, cache, index) -> (logits, cache)`.
+        step_fn: `(tokens, cache, index) -> (logits, cache)`, or with
+            `shared`, `(tokens, cache, index, shared) -> (logits, cache)`.
         prompt: int (batch, prompt_length), e.g. `[[BOS]] * batch`.
         cache: the step function's initial cache (a nest of tensors).
         max_length: tokens in all, prompt included.
@@ -208,6 +284,9 @@ def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0, prompt_len
             prompts of different lengths right-padded to one width (a row
             generates from its own length on; at least 1 token is fed).
             Default: every row's prompt is the full width.
+        shared: optional nest of tensors, batch-leading, that the step
+            reads and never changes (e.g. an encoder's keys and values):
+            carried beside the cache, passed to `step_fn`.
 
     Returns:
         int32 (batch, max_length): the prompt followed by the generated ids.
@@ -238,6 +317,8 @@ def greedy(step_fn, prompt, cache, max_length, eos_id=None, pad_id=0, prompt_len
         choose,
         ops.zeros((), "int32"),
         prompt_lengths,
+        shared,
+        compact=export_mode.dynamic_shapes(),
     )
 
 
@@ -324,6 +405,7 @@ def sample(
     eos_id=None,
     pad_id=0,
     prompt_lengths=None,
+    shared=None,
 ):
     """Random sampling with temperature, top-k and top-p (nucleus).
 
@@ -333,8 +415,9 @@ def sample(
     from their softmax). `temperature=0` is greedy decoding.
 
     Args:
-        step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths:
-            as `greedy`.
+        step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths,
+            shared: as `greedy` (every row stays in the loop: a row's
+            draws depend on its position in the batch).
         temperature: >= 0.
         top_k: keep the k most likely tokens (a positive integer), or None.
         top_p: keep the nucleus of probability mass top_p in (0, 1], or None.
@@ -359,7 +442,7 @@ def sample(
     """
     check_sampling(temperature, top_k, top_p, seed)
     if temperature == 0:
-        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths)
+        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths, shared)
 
     def choose(logits, index, seed_base):
         return _choose_sample(logits / temperature, top_k, top_p, seed_base, index), seed_base
@@ -375,6 +458,7 @@ def sample(
         choose,
         ops.convert_to_tensor(seed, "int32"),
         prompt_lengths,
+        shared,
     )
 
 
@@ -439,14 +523,19 @@ def beam_search(
     pad_id=0,
     return_all_beams=False,
     compiled=False,
+    shared=None,
 ):
     """Beam search with GNMT's length penalty.
 
     Keeps the `beam_width` most probable prefixes (by total log-probability)
     at every step; a beam that emitted EOS keeps its score and is padded.
-    Without a length penalty (and without `return_all_beams`) the loop
-    stops once every source's best beam has ended: later tokens only lower
-    the other beams' scores, so the answer is final.
+    Without a length penalty (and without `return_all_beams`) a source is
+    final once its best beam has ended: later tokens only lower the other
+    beams' scores, so its answer cannot change; with one, once all its
+    beams have. The loop stops when every source is final, and where the
+    loop state may change shape (graphs traced for TF Serving,
+    `export_mode("serving")`) a final source's beams leave the loop state
+    at that step.
     At the end beams are ranked by `log P(Y) / lp(Y)` with
     `lp(Y) = ((5 + |Y|) / 6) ** alpha` (`alpha = 0`: raw log-probability),
     |Y| counting generated tokens up to and including EOS.
@@ -454,7 +543,9 @@ def beam_search(
     Args:
         step_fn, prompt, cache, max_length, eos_id, pad_id: as `greedy`;
             every cache leaf must have the batch as its leading dimension
-            (it is tiled to batch * beam_width and reordered per step).
+            (it is repeated to batch * beam_width rows, source-major: row
+            `i * beam_width + j` is beam j of source i, and reordered per
+            step).
         beam_width: a positive integer; 1 is greedy decoding.
         length_penalty_alpha: alpha >= 0.
         return_all_beams: return every beam, best first.
@@ -465,6 +556,12 @@ def beam_search(
             sort of the (batch, beam_width * vocab) scores at every step.
             The same candidates either way (ties: the lower beam, then the
             lower token, as `top_k`).
+        shared: optional nest of per-source tensors (batch-leading) the step
+            reads and never changes, e.g. an encoder's keys and values:
+            neither repeated for the beams nor reordered, passed as
+            `step_fn(tokens, cache, index, shared)` while `tokens` and the
+            cache have batch * beam_width rows (the step reads source i's
+            entries for rows `i * beam_width ...`).
 
     Returns:
         `(sequences, scores)`: int32 (batch, max_length) and float32
@@ -492,32 +589,42 @@ def beam_search(
     flat_prompt = ops.repeat(prompt, k, axis=0)  # (batch * k, length)
     tokens, prompt_length = _buffer(flat_prompt, max_length, pad_id)
     cache = tree.map_structure(lambda c: ops.repeat(c, k, axis=0), cache)
+    step = _with_shared(step_fn, shared)
+    shared = () if shared is None else shared
     # Only beam 0 is live at first, so the k copies do not fill the beam
     # with duplicates.
     scores = ops.tile(ops.concatenate([ops.zeros((1,)), ops.full((k - 1,), -1e9)]), [batch])
     done = ops.zeros((batch * k,), "bool")
     lengths = ops.zeros((batch * k,), "int32")  # generated tokens
+    every_beam = bool(length_penalty_alpha) or return_all_beams
 
-    def body(index, tokens, cache, scores, done, lengths):
+    def final(done):
+        """(sources,): the sources whose answer can no longer change."""
+        done = ops.reshape(done, (-1, k))
+        return ops.all(done, axis=1) if every_beam else done[:, 0]
+
+    def advance(index, tokens, cache, shared, scores, done, lengths):
+        """One step: `(parent, tokens, cache, scores, done, lengths)`, the
+        cache from the step (not yet reordered by `parent`)."""
+        n = ops.shape(tokens)[0] // k  # sources in the loop
         current = ops.take(tokens, index, axis=1)
-        logits, cache = step_fn(current, cache, index)
+        logits, cache = step(current, cache, index, shared)
         logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         vocab = ops.shape(logp)[-1]
         in_prompt = index + 1 < prompt_length
         # A finished beam extends only with padding, at no cost.
         pad_row = ops.where(ops.arange(vocab) == pad_id, 0.0, -1e9)
         logp = ops.where(ops.expand_dims(done, 1), pad_row[None], logp)
-        best, flat = _best_candidates(ops.expand_dims(scores, 1) + logp, batch, k, compiled)
-        parent = flat // vocab + ops.expand_dims(ops.arange(batch) * k, 1)
-        parent = ops.reshape(parent, (-1,))
+        best, flat = _best_candidates(ops.expand_dims(scores, 1) + logp, n, k, compiled)
+        parent = flat // vocab + ops.expand_dims(ops.arange(n) * k, 1)
+        parent = ops.cast(ops.reshape(parent, (-1,)), "int32")
         chosen = ops.cast(ops.reshape(flat % vocab, (-1,)), "int32")
         # Inside the prompt, keep every beam and force the prompt token.
-        identity = ops.arange(batch * k)
+        identity = ops.arange(n * k, dtype="int32")
         parent = ops.where(in_prompt, identity, parent)
         forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1), axis=1)
         new_scores = ops.where(in_prompt, scores, ops.reshape(best, (-1,)))
         tokens = ops.take(tokens, parent, axis=0)
-        cache = tree.map_structure(lambda c: ops.take(c, parent, axis=0), cache)
         done = ops.take(done, parent, axis=0)
         lengths = ops.take(lengths, parent, axis=0)
         nxt = ops.where(in_prompt, forced, ops.where(done, pad_id, chosen))
@@ -528,30 +635,82 @@ def beam_search(
             done = ops.logical_or(
                 done, ops.logical_and(ops.logical_not(in_prompt), ops.equal(nxt, eos_id))
             )
-        return (index + 1, _write(tokens, index + 1, nxt), cache, new_scores, done, lengths)
+        tokens = _write(tokens, index + 1, nxt)
+        return parent, tokens, cache, new_scores, done, lengths
 
-    if max_length > 1:
+    if max_length == 1:
+        pass
+    elif export_mode.dynamic_shapes() and eos_id is not None:
+
+        def cond(index, tokens, *rest):
+            return ops.logical_and(index < max_length - 1, ops.shape(tokens)[0] > 0)
+
+        def body(index, tokens, cache, shared, scores, done, lengths, alive, out):
+            parent, tokens, cache, scores, done, lengths = advance(
+                index, tokens, cache, shared, scores, done, lengths
+            )
+            ended = final(done)
+            kept = _nonzero(ops.logical_not(ended))
+            kept_rows = _beam_rows(kept, k)
+            # the beam reorder and the leaving sources in one gather
+            cache = _take(cache, ops.take(parent, kept_rows))
+            rows = (tokens, scores, done, lengths)
+
+            def leave():  # the final sources' beams out, the rest on
+                gone = _nonzero(ended)
+                at = ops.expand_dims(_beam_rows(ops.take(alive, gone), k), 1)
+                written = tuple(
+                    ops.scatter_update(o, at, ops.take(x, _beam_rows(gone, k), axis=0))
+                    for o, x in zip(out, (tokens, scores, lengths))
+                )
+                return _take((shared, alive), kept) + (written,)
+
+            shared, alive, out = ops.cond(
+                ops.any(ended), leave, lambda: (shared, alive, tuple(out))
+            )
+            tokens, scores, done, lengths = _take(rows, kept_rows)
+            return index + 1, tokens, cache, shared, scores, done, lengths, alive, out
+
+        out = (
+            ops.full((batch * k, max_length), pad_id, "int32"),
+            ops.zeros((batch * k,), "float32"),
+            ops.zeros((batch * k,), "int32"),
+        )
+        alive = ops.arange(batch, dtype="int32")
+        state = (0, tokens, cache, shared, scores, done, lengths, alive, out)
+        _, tokens, _, _, scores, _, lengths, alive, out = export_mode.while_loop(cond, body, state)
+        at = ops.expand_dims(_beam_rows(alive, k), 1)
+        tokens, scores, lengths = (
+            ops.scatter_update(o, at, x) for o, x in zip(out, (tokens, scores, lengths))
+        )
+    else:
 
         def cond(index, tokens, cache, scores, done, lengths):
-            if not length_penalty_alpha and not return_all_beams:
-                # Beams are kept best first and, without a length penalty,
-                # scores only fall as tokens are added: once each source's
-                # best beam has ended, nothing can overtake it (CTranslate2's
-                # early exit), so the loop stops with the same answer.
-                done = ops.reshape(done, (batch, k))[:, 0]
-            return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(done)))
+            return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(final(done))))
 
-        _, tokens, _, scores, done, lengths = ops.while_loop(
+        def body(index, tokens, cache, scores, done, lengths):
+            parent, tokens, cache, scores, done, lengths = advance(
+                index, tokens, cache, shared, scores, done, lengths
+            )
+            cache = _take(cache, parent)
+            return index + 1, tokens, cache, scores, done, lengths
+
+        _, tokens, _, scores, done, lengths = export_mode.while_loop(
             cond, body, (0, tokens, cache, scores, done, lengths)
         )
-    final = scores
+    final_scores = scores
     if length_penalty_alpha:
-        final = scores / length_penalty(ops.maximum(lengths, 1), length_penalty_alpha)
-    final = ops.reshape(final, (batch, k))
-    order = ops.argsort(-final, axis=-1)  # best first
+        final_scores = scores / length_penalty(ops.maximum(lengths, 1), length_penalty_alpha)
+    final_scores = ops.reshape(final_scores, (batch, k))
+    order = ops.argsort(-final_scores, axis=-1)  # best first
     tokens = ops.reshape(tokens, (batch, k, max_length))
     tokens = ops.take_along_axis(tokens, order[:, :, None], axis=1)
-    final = ops.take_along_axis(final, order, axis=1)
+    final_scores = ops.take_along_axis(final_scores, order, axis=1)
     if not return_all_beams:
-        tokens, final = tokens[:, 0], final[:, 0]
-    return tokens, final
+        tokens, final_scores = tokens[:, 0], final_scores[:, 0]
+    return tokens, final_scores
+
+
+def _beam_rows(sources, k):
+    """The rows (sources x k beams, source-major) of int32 (n,) sources."""
+    return ops.reshape(ops.expand_dims(sources * k, 1) + ops.arange(k, dtype="int32"), (-1,))

@@ -12,6 +12,7 @@ import shutil
 import tensorflow as tf
 
 from seqkeras.export import files
+from seqkeras.export import loops  # noqa: F401  (registers the serving decoding loop)
 from seqkeras.export.refusals import refuse_stateful
 from seqkeras.export.signatures import Forward, Signature
 from seqkeras.layers.export_mode import export_mode

@@ -27,16 +27,12 @@ family adds a signature class here and touches nothing else.
 has no Assert op).
 
 Decoding signatures (`Generate`, `GenerateBeam`, `GenerateText`,
-`Translate`) of a `transformer_seq2seq` run
-`seqkeras.export.serving_decoder.TransformerServingDecoder` (the same
-outputs as `seqkeras.models.generate`, in fewer and smaller TensorFlow
-ops); `serving_decoder=False` keeps the generic `seqkeras.decoding` loop
-(for comparisons), and `serving_decoder="bfloat16"` runs the products of
-the decoding steps on more than `serving_decoder.SMALL_ROWS` rows in
-bfloat16 (such outputs close to the float32 model's, not equal; smaller
-requests decode exactly as float32).
-`saved_model(..., jit_compile=True)` makes each loop one XLA cluster
-instead.
+`Translate`) run `seqkeras.models.generate`, so the model's own
+`call_with_cache` is the step, for every generative model. Traced for TF
+Serving (`export_mode("serving")`), its attention caches grow by one
+position per step and finished rows leave the loop
+(`seqkeras.export.loops`); `saved_model(..., jit_compile=True)` makes
+each loop one XLA cluster instead (fixed-size caches written in place).
 """
 
 import tensorflow as tf
@@ -137,49 +133,22 @@ def _generation_input(model):
 _SOURCE_BUCKET = 16
 
 
-def _serving_decoder(where, value):
-    """The `serving_decoder` option checked: True, False or "bfloat16"."""
-    if value in (True, False, "bfloat16"):
-        return value
-    raise ValueError(
-        f"`{where}`: `serving_decoder` must be True, False or 'bfloat16'. Received: {value!r}"
-    )
-
-
-def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=True):
-    """`(decode, resources)`: `decode(inputs, strategy, **options)` runs
-    `seqkeras.models.generate` on the conditioning input (or continuing a
-    prompt), in a function XLA compiles whole with `jit_compile`.
-    A `transformer_seq2seq` model's greedy and beam decoding run
-    `TransformerServingDecoder` (a loop laid out for TensorFlow's executor,
-    or with `jit_compile` for XLA; the same outputs), whose fused weights
-    are `resources`."""
-    from seqkeras.export import serving_decoder
+def _decoder(model, max_length, eos_id, jit_compile=False):
+    """`decode(inputs, strategy, **options)`: `seqkeras.models.generate` on
+    the conditioning input (or continuing a prompt), in a function XLA
+    compiles whole with `jit_compile`."""
     from seqkeras.models.generation import generate
 
     conditioned = getattr(model, "conditioning_input", None) is not None
-    fast = None
-    if use_serving_decoder and serving_decoder.supports(model):
-        dtype = "bfloat16" if use_serving_decoder == "bfloat16" else None
-        fast = serving_decoder.TransformerServingDecoder(model, compiled=jit_compile, dtype=dtype)
 
     def run(inputs, strategy, **kwargs):
-        if fast is not None and strategy in ("greedy", "beam") and "prompt_lengths" not in kwargs:
-            return fast.decode(
-                inputs,
-                max_length,
-                beam_width=kwargs.get("beam_width", 1) if strategy == "beam" else 1,
-                length_penalty_alpha=kwargs.get("length_penalty_alpha", 0.0),
-                eos_id=eos_id,
-            )
         options = dict(max_length=max_length, strategy=strategy, eos_id=eos_id, **kwargs)
         if conditioned:
             return generate(model, inputs, jit_compile=jit_compile, **options)
         return generate(model, prompt=inputs, jit_compile=jit_compile, **options)
 
-    resources = [fast] if fast is not None else []
     if not jit_compile:
-        return run, resources
+        return run
     compiled = {}
 
     def decode(inputs, strategy, **kwargs):
@@ -201,16 +170,15 @@ def _decoder(model, max_length, eos_id, jit_compile=False, use_serving_decoder=T
             compiled[key] = tf.function(loop, jit_compile=True)
         return compiled[key](inputs, *[kwargs[k] for k in sorted(kwargs)])
 
-    return decode, resources
+    return decode
 
 
 class _Generation(Signature):
     where = "saved_model"
 
-    def __init__(self, max_length, eos_id=None, serving_decoder=True):
+    def __init__(self, max_length, eos_id=None):
         self.max_length = max_length
         self.eos_id = EOS if eos_id is None else eos_id
-        self.serving_decoder = _serving_decoder(type(self).__name__, serving_decoder)
 
     def _prepare(self, model):
         from seqkeras.models.generation import check_generative
@@ -218,10 +186,8 @@ class _Generation(Signature):
         check_generative(
             self.where, model, "generate signatures need a generative model: one that implements"
         )
-        decode, resources = _decoder(
-            model, self.max_length, self.eos_id, self.jit_compile, self.serving_decoder
-        )
-        return _generation_input(model), decode, resources
+        decode = _decoder(model, self.max_length, self.eos_id, self.jit_compile)
+        return _generation_input(model), decode
 
 
 class Generate(_Generation):
@@ -231,7 +197,7 @@ class Generate(_Generation):
     names = ("generate",)
 
     def build(self, model, check=True):
-        (name, spec), decode, resources = self._prepare(model)
+        (name, spec), decode = self._prepare(model)
         fed = {"prompt_ids": model.prompt_input}
 
         @tf.function(input_signature=[{name: spec}])
@@ -240,7 +206,7 @@ class Generate(_Generation):
                 inputs = checked_inputs(model, inputs, "generate", fed)
             return {"ids": decode(inputs[name], "greedy")}
 
-        return Functions({"generate": greedy}, resources)
+        return Functions({"generate": greedy})
 
 
 class GenerateBeam(_Generation):
@@ -248,15 +214,13 @@ class GenerateBeam(_Generation):
 
     names = ("generate_beam",)
 
-    def __init__(
-        self, max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None, serving_decoder=True
-    ):
-        super().__init__(max_length, eos_id, serving_decoder)
+    def __init__(self, max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None):
+        super().__init__(max_length, eos_id)
         self.beam_width = beam_width
         self.length_penalty_alpha = length_penalty_alpha
 
     def build(self, model, check=True):
-        (name, spec), decode, resources = self._prepare(model)
+        (name, spec), decode = self._prepare(model)
         fed = {"prompt_ids": model.prompt_input}
 
         @tf.function(input_signature=[{name: spec}])
@@ -271,7 +235,7 @@ class GenerateBeam(_Generation):
             )
             return {"ids": ids, "scores": scores}
 
-        return Functions({"generate_beam": beam}, resources)
+        return Functions({"generate_beam": beam})
 
 
 class GenerateText(_Generation):
@@ -282,8 +246,8 @@ class GenerateText(_Generation):
 
     names = ("generate_text",)
 
-    def __init__(self, vocabulary, max_length, eos_id=None, serving_decoder=True):
-        super().__init__(max_length, eos_id, serving_decoder)
+    def __init__(self, vocabulary, max_length, eos_id=None):
+        super().__init__(max_length, eos_id)
         self.vocabulary = as_char_vocabulary("GenerateText", vocabulary)
 
     @staticmethod
@@ -293,7 +257,7 @@ class GenerateText(_Generation):
         return _generation_input(model)[1].dtype.is_integer
 
     def build(self, model, check=True):
-        (_, spec), decode, resources = self._prepare(model)
+        (_, spec), decode = self._prepare(model)
         if not spec.dtype.is_integer:
             raise ValueError(
                 "`GenerateText` needs a model conditioned on token ids or "
@@ -324,7 +288,7 @@ class GenerateText(_Generation):
             pieces = tf.where(keep, tf.gather(tokens, out), "")
             return {"text": tf.strings.reduce_join(pieces, axis=1)}
 
-        return Functions({"generate_text": text}, [table] + resources)
+        return Functions({"generate_text": text}, [table])
 
 
 def generation(
@@ -333,17 +297,16 @@ def generation(
     length_penalty_alpha=0.0,
     eos_id=None,
     vocabulary=None,
-    serving_decoder=True,
 ):
     """`[Generate, GenerateBeam]`, and `GenerateText` when `vocabulary` (a
     `CharVocabulary`) is given: the generate signatures of a generative
     model (`GenerateText.applies(model)` tells whether it takes text)."""
     found = [
-        Generate(max_length, eos_id, serving_decoder),
-        GenerateBeam(max_length, beam_width, length_penalty_alpha, eos_id, serving_decoder),
+        Generate(max_length, eos_id),
+        GenerateBeam(max_length, beam_width, length_penalty_alpha, eos_id),
     ]
     if vocabulary is not None:
-        found.append(GenerateText(vocabulary, max_length, eos_id, serving_decoder))
+        found.append(GenerateText(vocabulary, max_length, eos_id))
     return found
 
 
@@ -559,9 +522,7 @@ class Translate(Signature):
         beam_width=4,
         length_penalty_alpha=0.0,
         eos_id=None,
-        serving_decoder=True,
     ):
-        self.serving_decoder = _serving_decoder(type(self).__name__, serving_decoder)
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_length = max_length
@@ -588,9 +549,7 @@ class Translate(Signature):
         max_length, beam_width = self.max_length, self.beam_width
         alpha, eos_id = self.length_penalty_alpha, self.eos_id
 
-        decode, resources = _decoder(
-            model, max_length, eos_id, self.jit_compile, self.serving_decoder
-        )
+        decode = _decoder(model, max_length, eos_id, self.jit_compile)
 
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def translate(inputs):
@@ -602,7 +561,7 @@ class Translate(Signature):
                 out = decode(ids, "greedy")
             return {"text": target.decode(out[:, 1:])}  # no BOS
 
-        return Functions({"translate": translate}, resources)
+        return Functions({"translate": translate})
 
 
 __all__ = [

@@ -9,6 +9,7 @@ from seqkeras.layers import attention_core
 from seqkeras.layers import export_mode
 from seqkeras.layers import masking
 from seqkeras.layers import scoring
+from seqkeras.layers import step_weights
 from seqkeras.layers import validation
 
 _PACKAGE = "seqkeras"
@@ -386,30 +387,179 @@ class MultiHeadAttention(keras.layers.Layer):
             self._project(value, self.value_kernel, self.value_bias),
         )
 
+    def _heads_first(self, x, kernel, bias):
+        """x (batch, time, d) projected to (batch, heads, time, dim)."""
+        y = ops.einsum("btd,dhk->bhtk", x, kernel)
+        return y if bias is None else y + ops.expand_dims(bias, 1)
+
     def compute_cache(self, key, value=None):
-        """Keys and values projected once, (batch, 2, Tk, heads, head_dim),
-        for cross-attention while decoding: pass it as `cache` with no
-        `cache_index`."""
+        """Keys and values projected once, `(keys, values)` each (batch,
+        heads, Tk, head_dim), for cross-attention while decoding: pass it
+        as `cache` with no `cache_index`. Its batch may be a divisor of the
+        queries' (the beams of a source share their source's cache: query
+        rows `i * beams + j` read cache row `i`)."""
         value = key if value is None else value
-        return ops.stack(
-            [
-                self._project(key, self.key_kernel, self.key_bias),
-                self._project(value, self.value_kernel, self.value_bias),
-            ],
-            axis=1,
+        return (
+            self._heads_first(key, self.key_kernel, self.key_bias),
+            self._heads_first(value, self.value_kernel, self.value_bias),
         )
 
     def init_cache(self, batch_size, max_length):
-        """A zero key/value cache, (batch, 2, max_length, heads, head_dim)."""
+        """An empty self-attention cache, `(keys, values)` each (batch,
+        heads, length, head_dim): a zero buffer of `max_length` positions
+        written in place at `cache_index` (training graphs, XLA, TFLite),
+        or, traced for TF Serving (`export_mode("serving")`), a cache of no
+        positions that grows by the queries at each call, so a step reads
+        and copies the positions decoded so far and not `max_length`."""
         if self.key_dim != self.value_dim:
             raise ValueError(
                 "`MultiHeadAttention` caches need key_dim == value_dim. "
                 f"Received: key_dim={self.key_dim}, "
                 f"value_dim={self.value_dim}"
             )
-        return ops.zeros(
-            (batch_size, 2, max_length, self.num_heads, self.key_dim), self.compute_dtype
+        length = 0 if export_mode.growing_caches() else max_length
+        shape = (batch_size, self.num_heads, length, self.key_dim)
+        return (ops.zeros(shape, self.compute_dtype), ops.zeros(shape, self.compute_dtype))
+
+    def prepare_step_weights(self):
+        """`{id(self): weights}`: this layer's projections laid out once per
+        decoding request for the cached step (`seqkeras.layers.step_weights`):
+        the query, key and value kernels side by side as one (d, 3 * heads
+        * dim) product, the attention scale 1/sqrt(key_dim) folded into
+        the query columns, the output kernel as (heads * dim, d_out), all in
+        the compute dtype."""
+        dtype = self.compute_dtype
+        scale = 1.0 / math.sqrt(self.key_dim)
+
+        def flat(kernel, factor=1.0):
+            k = ops.cast(kernel, dtype)
+            k = ops.reshape(k, (k.shape[0], -1))
+            return k * ops.cast(factor, dtype) if factor != 1.0 else k
+
+        def bias(b, width, factor=1.0):
+            if b is None:
+                return ops.zeros((width,), dtype)
+            b = ops.reshape(ops.cast(b, dtype), (-1,))
+            return b * ops.cast(factor, dtype) if factor != 1.0 else b
+
+        hq, hv = self.num_heads * self.key_dim, self.num_heads * self.value_dim
+        query = (flat(self.query_kernel, scale), bias(self.query_bias, hq, scale))
+        weights = {"query": query}
+        same_input = self.query_kernel.shape[0] == self.key_kernel.shape[0]
+        if same_input and self.value_kernel.shape[0] == self.key_kernel.shape[0]:
+            weights["qkv"] = (
+                ops.concatenate([query[0], flat(self.key_kernel), flat(self.value_kernel)], axis=1),
+                ops.concatenate(
+                    [query[1], bias(self.key_bias, hq), bias(self.value_bias, hv)], axis=0
+                ),
+            )
+        out = ops.reshape(ops.cast(self.output_kernel, dtype), (hv, -1))
+        weights["output"] = (
+            out,
+            None if self.output_bias is None else ops.cast(self.output_bias, dtype),
         )
+        return {id(self): weights}
+
+    def _cached_call(self, query, value, key, query_mask, value_mask, cache, cache_index):
+        """The decoding step's attention: `(output, cache)`.
+
+        Self-attention (`cache_index` given): the queries' keys and values
+        go into the cache (written at `cache_index`, or appended to a
+        growing cache), and the queries attend causally. Cross-attention:
+        the cache holds the projected keys and values; a cache of fewer
+        rows than the queries is shared by consecutive query rows (beams).
+        The projections are the prepared ones inside
+        `step_weights.prepared` (fused, scale folded), else the
+        variables."""
+        h, dk, dv = self.num_heads, self.key_dim, self.value_dim
+        prepared = step_weights.get(self)
+        batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
+        static_len = query.shape[1]
+        keys, values = cache
+        self_attention = cache_index is not None
+        if prepared is not None:
+            if self_attention and key is query and value is query and "qkv" in prepared:
+                w, b = prepared["qkv"]
+                y = ops.matmul(query, w) + b  # (batch, Tq, 3 * heads * dim)
+                q, k, v = y[..., : h * dk], y[..., h * dk : 2 * h * dk], y[..., 2 * h * dk :]
+                k = ops.transpose(ops.reshape(k, (batch, q_len, h, dk)), (0, 2, 1, 3))
+                v = ops.transpose(ops.reshape(v, (batch, q_len, h, dv)), (0, 2, 1, 3))
+            else:
+                w, b = prepared["query"]
+                q = ops.matmul(query, w) + b
+                if self_attention:
+                    k = self._heads_first(key, self.key_kernel, self.key_bias)
+                    v = self._heads_first(value, self.value_kernel, self.value_bias)
+            q = ops.transpose(ops.reshape(q, (batch, q_len, h, dk)), (0, 2, 1, 3))
+        else:
+            q = self._heads_first(query, self.query_kernel, self.query_bias)
+            q = q * ops.cast(1.0 / math.sqrt(dk), q.dtype)
+            if self_attention:
+                k = self._heads_first(key, self.key_kernel, self.key_bias)
+                v = self._heads_first(value, self.value_kernel, self.value_bias)
+        q_mask = None if query_mask is None else ops.cast(query_mask, "bool")  # (batch, Tq)
+        groups = None
+        if self_attention:
+            k, v = ops.cast(k, keys.dtype), ops.cast(v, values.dtype)
+            if export_mode.growing_caches():
+                keys = ops.concatenate([keys, k], axis=2)
+                values = ops.concatenate([values, v], axis=2)
+                cache = (keys, values)
+                k_len = ops.shape(keys)[2]
+                if static_len == 1:
+                    mask = None  # one query sees every cached key, its own last
+                else:
+                    offset = k_len - q_len
+                    mask = masking.causal_mask(q_len, k_len, offset)[None, None]
+            else:
+                at = (0, 0, cache_index, 0)
+                keys = export_mode.slice_update(keys, at, k, depth=3)
+                values = export_mode.slice_update(values, at, v, depth=3)
+                cache = (keys, values)
+                mask = masking.causal_mask(q_len, ops.shape(keys)[2], cache_index)[None, None]
+            if value_mask is not None and static_len != 1:
+                # the new keys' padding (the cached keys stay visible)
+                new = ops.cast(value_mask, "bool")
+                if export_mode.growing_caches():
+                    old = ops.ones((batch, ops.shape(keys)[2] - q_len), "bool")
+                    keys_mask = ops.concatenate([old, new], axis=1)
+                else:
+                    keys_mask = export_mode.slice_update(
+                        ops.ones((batch, ops.shape(keys)[2]), "bool"), (0, cache_index), new
+                    )
+                mask = ops.logical_and(mask, keys_mask[:, None, None, :])
+        else:
+            rows = ops.shape(keys)[0]
+            groups = batch // rows  # query rows per cache row (beams)
+            # (batch, heads, Tq, dim) -> (rows, heads, groups * Tq, dim): a
+            # source's beams are its queries
+            q = ops.reshape(
+                ops.transpose(ops.reshape(q, (rows, groups, h, q_len, dk)), (0, 2, 1, 3, 4)),
+                (rows, h, groups * q_len, dk),
+            )
+            mask = None
+            if value_mask is not None:
+                mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (rows, 1, 1, Tk)
+        logits = ops.einsum("bhqd,bhkd->bhqk", q, ops.cast(keys, q.dtype))
+        context, _ = attention_core.attend(logits, values, mask)
+        if groups is not None:
+            context = ops.transpose(
+                ops.reshape(context, (-1, h, groups, q_len, dv)), (0, 2, 3, 1, 4)
+            )  # (rows, groups, Tq, heads, dim)
+        else:
+            context = ops.transpose(context, (0, 2, 1, 3))  # (batch, Tq, heads, dim)
+        context = ops.reshape(context, (batch, q_len, h * dv))
+        if q_mask is not None:  # a masked query outputs zeros
+            context = context * ops.cast(q_mask[..., None], context.dtype)
+        if prepared is not None:
+            w, b = prepared["output"]
+            output = ops.matmul(context, w)
+        else:
+            output = ops.matmul(context, ops.reshape(self.output_kernel, (h * dv, -1)))
+            b = self.output_bias
+        if b is not None:
+            output = output + b
+        return output, cache
 
     def call(
         self,
@@ -428,29 +578,20 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         # `value=None` is self-attention: the input's Keras mask (filled
         # into `mask`) masks queries and keys. Its projections stay three
-        # GEMMs: one fused (d, 3d) GEMM sliced into q, k, v equals them
-        # under XLA and is 8% (float32) to 15% (mixed_bfloat16) slower
-        # without it, where the slices' gradients are full-width copies
-        # (benchmarks/attention.py, encoder block training).
+        # GEMMs in training: one fused (d, 3d) GEMM sliced into q, k, v
+        # equals them under XLA and is 8% (float32) to 15% (mixed_bfloat16)
+        # slower without it, where the slices' gradients are full-width
+        # copies (benchmarks/attention.py, encoder block training). The
+        # decoding step fuses them (`prepare_step_weights`).
         self_attention = value is None
         if self_attention:
             value = query
             query_mask = mask if query_mask is None else query_mask
             value_mask = query_mask if value_mask is None else value_mask
         key = value if key is None else key
-        check_attention_call(
-            "MultiHeadAttention", query, value, key, query_mask, value_mask, attention_mask
-        )
-        check_attention_inputs("MultiHeadAttention", query.shape, value.shape, key.shape)
-        if cache is not None:
-            batch = validation.static_shape(query)[0]
-            validation.same_dims(
-                "MultiHeadAttention",
-                "cache",
-                cache,
-                (batch, 2, None, self.num_heads, self.key_dim),
-                "(batch, 2, max_length, num_heads, key_dim)",
-            )
+        name = "MultiHeadAttention"
+        check_attention_call(name, query, value, key, query_mask, value_mask, attention_mask)
+        check_attention_inputs(name, query.shape, value.shape, key.shape)
         for arg, x, kernel in (
             ("query", query, self.query_kernel),
             ("key", key, self.key_kernel),
@@ -462,33 +603,24 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"{kernel.shape[0]} features. Received: "
                     f"{arg}.shape={tuple(x.shape)}"
                 )
-        static_cache = cache is not None and cache_index is None
-        if static_cache:  # keys and values projected once, ahead
-            q = self._project(query, self.query_kernel, self.query_bias)
-            k, v = cache[:, 0], cache[:, 1]
-        else:
-            q, k, v = self._project_qkv(query, key, value)
-        q_len = ops.shape(q)[1]
-        offset = 0
-        if cache is not None and not static_cache:
-            start = (0, 0, cache_index, 0, 0)
-            cache = export_mode.slice_update(cache, start, ops.stack([k, v], axis=1), depth=3)
-            k, v = cache[:, 0], cache[:, 1]
-            offset = cache_index
-            use_causal_mask = True  # positions past the queries are empty
-            value_mask = (
-                None
-                if value_mask is None
-                else (
-                    export_mode.slice_update(
-                        ops.ones(ops.shape(k)[:2], "bool"),
-                        (0, cache_index),
-                        ops.cast(value_mask, "bool"),
-                    )
+        if cache is not None:
+            self._check_cache(query, cache, cache_index)
+            if attention_mask is not None or return_attention_scores:
+                raise ValueError(
+                    "`MultiHeadAttention` with a `cache` (a decoding step) takes no "
+                    "`attention_mask` and returns no attention scores. Received: "
+                    f"attention_mask={'given' if attention_mask is not None else None}, "
+                    f"return_attention_scores={return_attention_scores}"
                 )
-            )
+            return self._cached_call(query, value, key, query_mask, value_mask, cache, cache_index)
+        q, k, v = self._project_qkv(query, key, value)
         mask = masking.attention_mask(
-            query_mask, value_mask, attention_mask, use_causal_mask, q_len, ops.shape(k)[1], offset
+            query_mask,
+            value_mask,
+            attention_mask,
+            use_causal_mask,
+            ops.shape(q)[1],
+            ops.shape(k)[1],
         )
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, Tq, Tk)
@@ -507,12 +639,34 @@ class MultiHeadAttention(keras.layers.Layer):
         output = ops.einsum("bqhd,hdo->bqo", context, self.output_kernel)
         if self.output_bias is not None:
             output = output + self.output_bias
-        result = [output]
         if return_attention_scores:
-            result.append(weights)
-        if cache is not None:
-            result.append(cache)
-        return result[0] if len(result) == 1 else tuple(result)
+            return output, weights
+        return output
+
+    def _check_cache(self, query, cache, cache_index):
+        """A `(keys, values)` pair of (batch, heads, length, dim) tensors;
+        a self-attention cache has the queries' batch, a cross-attention
+        one a divisor of it."""
+        name = "MultiHeadAttention"
+        if not isinstance(cache, (list, tuple)) or len(cache) != 2:
+            raise ValueError(
+                f"`{name}` expects `cache` to be a pair `(keys, values)` from `init_cache` "
+                f"or `compute_cache`. Received: {type(cache).__name__}"
+                + (f" of {len(cache)} items" if isinstance(cache, (list, tuple)) else "")
+            )
+        batch = validation.static_shape(query)[0]
+        for arg, x, dim in (("keys", cache[0], self.key_dim), ("values", cache[1], self.value_dim)):
+            expected = (batch if cache_index is not None else None, self.num_heads, None, dim)
+            validation.same_dims(
+                name, f"cache ({arg})", x, expected, "(batch, num_heads, length, head_dim)"
+            )
+        rows = validation.static_shape(cache[0])[0]
+        if cache_index is None and None not in (rows, batch) and (rows == 0 or batch % rows):
+            raise ValueError(
+                f"`{name}`: a cross-attention cache of {rows} rows cannot serve {batch} "
+                "queries: expected a divisor of the query batch (the beams of a source "
+                f"share its cache). Received: cache batch {rows}, query batch {batch}"
+            )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         return (query_shape[0], query_shape[1], self.output_dim or query_shape[-1])
@@ -531,18 +685,15 @@ class MultiHeadAttention(keras.layers.Layer):
         out = keras.KerasTensor(
             self.compute_output_shape(query.shape, value.shape), dtype=self.compute_dtype
         )
-        result = [out]
-        if return_attention_scores:
-            k_len = cache.shape[2] if cache is not None else value.shape[1]
-            result.append(
-                keras.KerasTensor(
-                    (query.shape[0], self.num_heads, query.shape[1], k_len),
-                    dtype=self.compute_dtype,
-                )
-            )
         if cache is not None:
-            result.append(keras.KerasTensor(cache.shape, dtype=cache.dtype))
-        return result[0] if len(result) == 1 else tuple(result)
+            return out, tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache)
+        if return_attention_scores:
+            weights = keras.KerasTensor(
+                (query.shape[0], self.num_heads, query.shape[1], value.shape[1]),
+                dtype=self.compute_dtype,
+            )
+            return out, weights
+        return out
 
     def get_config(self):
         config = super().get_config()

@@ -177,14 +177,23 @@ class AttentionDecoder(keras.layers.Layer):
         return masks
 
     def _attend(self, query, memory, memory_mask, projected_key=None):
+        """`(context (rows, d_v), weights (rows, source_time))` of queries
+        (rows, d) over `memory`: one query per memory row, or, when decoding
+        beams, `rows / memory rows` consecutive queries per memory row (the
+        beams of a source read its memory, never repeated per beam)."""
+        sources = ops.shape(memory)[0]
+        queries = ops.reshape(query, (sources, -1, query.shape[-1]))  # (sources, beams, d)
         context, weights = self.attention(
-            ops.expand_dims(query, 1),
+            queries,
             memory,
             value_mask=memory_mask,
             return_attention_scores=True,
             projected_key=projected_key,
         )
-        return context[:, 0], weights[:, 0]
+        return (
+            ops.reshape(context, (-1, context.shape[-1])),
+            ops.reshape(weights, (-1, ops.shape(memory)[1])),
+        )
 
     def step(
         self,
@@ -201,7 +210,10 @@ class AttentionDecoder(keras.layers.Layer):
         `dropout_masks`: the cell's masks for this sequence (a dict of
         `dropout_mask` / `recurrent_dropout_mask`, see `dropout_masks`).
         `projected_memory`: `self.attention.project_key(memory)`, computed
-        once for all steps (recomputed per step when None)."""
+        once for all steps (recomputed per step when None). `memory` (and
+        its mask and projection) may have fewer rows than `inputs`, a
+        divisor: consecutive rows share a memory row (the beams of a
+        source)."""
         masks = dropout_masks or {}
 
         def run_cell(x, extra, cell_states):

@@ -16,6 +16,11 @@ one the target runtime runs, at the cost of training:
   `target="xla"` (a function compiled whole by XLA, where the XLA-only op
   is allowed and a scatter would run element by element).
 
+Decoding state for `target="serving"`: attention caches grow by one
+position per step (`growing_caches()`), and decoding loops run through
+`while_loop`, which the export code gives loop-state shapes that may
+change (the cache's length; the batch, as finished rows leave the loop).
+
 `seqkeras.export` traces models inside it; training code never should.
 """
 
@@ -61,6 +66,39 @@ def export_mode(target="serving"):
         yield
     finally:
         _STATE.active, _STATE.target = previous
+
+
+def growing_caches():
+    """Whether key/value caches grow by the new positions at each decoding
+    step (traced for TF Serving) instead of being a `max_length` buffer
+    written in place (training graphs, XLA, TFLite)."""
+    return target() == "serving"
+
+
+_LOOPS = {}
+
+
+def register_loop(target, loop):
+    """Sets the while loop decoding runs under `target`:
+    `loop(cond, body, loop_vars)`, whose loop state may change shape
+    between iterations (`seqkeras.export` registers TensorFlow's with
+    relaxed shape invariants for `"serving"`)."""
+    _LOOPS[target] = loop
+
+
+def dynamic_shapes():
+    """Whether a decoding loop's state may change shape here (the serving
+    loop is registered and active)."""
+    return target() in _LOOPS
+
+
+def while_loop(cond, body, loop_vars):
+    """`keras.ops.while_loop(cond, body, loop_vars)`, or the loop
+    registered for the active target (see `register_loop`)."""
+    loop = _LOOPS.get(target())
+    if loop is None:
+        return ops.while_loop(cond, body, loop_vars)
+    return loop(cond, body, loop_vars)
 
 
 def slice_update(x, start, update, depth=None):

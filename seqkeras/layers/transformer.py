@@ -275,13 +275,16 @@ class TransformerDecoderBlock(_TransformerBlock):
             decoder sequence's Keras mask); encoder_padding_mask: optional
             bool (batch, Tk).
         use_causal_mask: causal self-attention (default True).
-        self_attention_cache: optional (batch, 2, max_length, heads,
-            key_dim) from `init_cache`; with `self_attention_cache_index`
-            (position of the first query) the call returns
-            `(output, new_cache)` and equals the full causal pass.
+        self_attention_cache: optional `(keys, values)` from `init_cache`
+            (see `MultiHeadAttention.init_cache`); with
+            `self_attention_cache_index` (position of the first query) the
+            call returns `(output, new_cache)` and equals the full causal
+            pass.
         cross_attention_cache: optional encoder keys and values from
             `compute_cross_attention_cache(encoder_sequence)`, so a decoding
-            step does not project the encoder outputs again.
+            step does not project the encoder outputs again; it may have
+            fewer rows than `decoder_sequence` (a divisor: consecutive rows,
+            the beams of a source, share one).
         training: enables dropout.
 
     Example:
@@ -310,8 +313,17 @@ class TransformerDecoderBlock(_TransformerBlock):
         self._build_feedforward(d)
 
     def init_cache(self, batch_size, max_length):
-        """A zero self-attention cache for incremental decoding."""
+        """An empty self-attention cache for incremental decoding
+        (`MultiHeadAttention.init_cache`)."""
         return self.self_attention.init_cache(batch_size, max_length)
+
+    def prepare_step_weights(self):
+        """The step weights of the block's attention layers (see
+        `seqkeras.layers.step_weights`)."""
+        found = self.self_attention.prepare_step_weights()
+        if self.has_cross_attention:
+            found.update(self.cross_attention.prepare_step_weights())
+        return found
 
     def compute_cross_attention_cache(self, encoder_sequence):
         """The cross-attention keys and values, projected once per decoded
@@ -404,7 +416,7 @@ class TransformerDecoderBlock(_TransformerBlock):
     def compute_output_spec(self, decoder_sequence, *args, self_attention_cache=None, **kwargs):
         out = keras.KerasTensor(decoder_sequence.shape, dtype=self.compute_dtype)
         if self_attention_cache is not None:
-            return out, keras.KerasTensor(
-                self_attention_cache.shape, dtype=self_attention_cache.dtype
+            return out, tuple(
+                keras.KerasTensor(c.shape, dtype=c.dtype) for c in self_attention_cache
             )
         return out

@@ -71,9 +71,10 @@ class RecurrentSeq2Seq(Seq2Seq):
     streams one token at a time."""
 
     streamable = True
-    #: with attention, `init_cache(...)[1:]` (memory, mask) is the same for
-    #: every beam of a source (see `TransformerSeq2Seq.shared_cache_index`);
-    #: without, the cache is the states alone (1 == its length).
+    #: with attention, `init_cache(...)[1:]` (memory, mask, projected
+    #: memory) is the same for every beam of a source (see
+    #: `TransformerSeq2Seq.shared_cache_index`); without, the cache is the
+    #: states alone (1 == its length).
     shared_cache_index = 1
 
     @property
@@ -81,15 +82,20 @@ class RecurrentSeq2Seq(Seq2Seq):
         return isinstance(self.part("decoder"), sk.AttentionDecoder)
 
     def init_cache(self, inputs, batch_size, max_length):
+        """`[states]`, or with attention `[states, memory, mask]` and the
+        attention's projection of the memory (`Attention.project_key`, for
+        the `general` and `additive` scores), computed once per source."""
         if not self._attention:
             return [self._encode("initial_states", inputs)]
         memory = self._encode("memory", inputs)[0]
         init = self._encode("initial_states", inputs)
+        decoder = self.part("decoder")
+        projected = decoder.attention.project_key(memory)
         return [
-            self.part("decoder").get_initial_state(batch_size, init),
+            decoder.get_initial_state(batch_size, init),
             memory,
             ops.not_equal(inputs, PAD),
-        ]
+        ] + ([] if projected is None else [projected])
 
     def call_with_cache(self, token_ids, cache, index):
         x = self.part("embedding")(token_ids)
@@ -98,9 +104,10 @@ class RecurrentSeq2Seq(Seq2Seq):
         if not self._attention:
             h, states = decoder.cell(x, list(cache[0]))
             return head(h), [steps.as_list(states)]
-        states, memory, mask = cache
-        h, states, _ = decoder.step(x, states, memory, mask)
-        return head(h), [steps.as_list(states), memory, mask]
+        states, memory, mask = cache[:3]
+        projected = cache[3] if len(cache) > 3 else None
+        h, states, _ = decoder.step(x, states, memory, mask, projected_memory=projected)
+        return head(h), [steps.as_list(states)] + list(cache[1:])
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")

@@ -24,10 +24,10 @@ layers (no copies):
 
 import keras
 from keras import ops
-from keras import tree
 
 from seqkeras import decoding
 from seqkeras.data.tokens import BOS, EOS, PAD
+from seqkeras.layers import step_weights
 from seqkeras.layers import validation
 from seqkeras.layers.validation import static_shape
 from seqkeras.models import steps
@@ -194,35 +194,23 @@ def generate(
 
     def run(inputs, prompt, lengths):
         with steps.projection_weights(model, projection_dtype):
-            return decode(inputs, prompt, lengths)
+            with step_weights.prepared(model.layers):
+                return decode(inputs, prompt, lengths)
 
     def decode(inputs, prompt, lengths):
         cache = start(inputs, ops.shape(prompt)[0], max_length)
+        split_step, cache, shared = split_cache(model, step, cache)
+        options = dict(eos_id=eos_id, pad_id=pad_id, shared=shared, **kwargs)
         if strategy == "greedy":
             return decoding.greedy(
-                step, prompt, cache, max_length, eos_id, pad_id, prompt_lengths=lengths, **kwargs
+                split_step, prompt, cache, max_length, prompt_lengths=lengths, **options
             )
         if strategy == "beam":
-            beam_step, cache = _beam_cache(model, step, cache, kwargs.get("beam_width", 4))
             return decoding.beam_search(
-                beam_step,
-                prompt,
-                cache,
-                max_length,
-                eos_id=eos_id,
-                pad_id=pad_id,
-                compiled=compiled,
-                **kwargs,
+                split_step, prompt, cache, max_length, compiled=compiled, **options
             )
         return decoding.sample(
-            step,
-            prompt,
-            cache,
-            max_length,
-            eos_id=eos_id,
-            pad_id=pad_id,
-            prompt_lengths=lengths,
-            **kwargs,
+            split_step, prompt, cache, max_length, prompt_lengths=lengths, **options
         )
 
     # Argument errors surface before tracing.
@@ -258,22 +246,23 @@ def generate(
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
 
 
-def _beam_cache(model, step, cache, beam_width):
-    """`(step, cache)` for beam search: a model whose `shared_cache_index`
-    is `n` keeps `cache[n:]` (the encoder outputs, their projections, the
-    source mask: the same for every beam of a source) out of the loop
-    state, tiled once for the beams and never reordered; the loop carries
-    and reorders `cache[:n]` only."""
+def split_cache(model, step, cache):
+    """`(step, cache, shared)`: a model whose `shared_cache_index` is `n`
+    has `cache[n:]` (the encoder outputs, their projected keys and values,
+    the source mask) the same for every decoded row of a source; the
+    decoding loops carry it as `shared` (never repeated for the beams,
+    never reordered; finished sources leave it) and `cache[:n]` as the
+    cache. `step(tokens, cache, index, shared)` runs the model's
+    `call_with_cache` on the whole. Other models: `shared` is None."""
     n = getattr(model, "shared_cache_index", None)
     if n is None or n >= len(cache):
-        return step, cache
-    shared = tree.map_structure(lambda c: ops.repeat(c, beam_width, axis=0), list(cache[n:]))
+        return step, cache, None
 
-    def beam_step(tokens, varying, index):
-        logits, full = step(tokens, list(varying) + shared, index)
+    def shared_step(tokens, varying, index, shared):
+        logits, full = step(tokens, list(varying) + list(shared), index)
         return logits, list(full[:n])
 
-    return beam_step, list(cache[:n])
+    return shared_step, list(cache[:n]), list(cache[n:])
 
 
 def _check_conditioning(model, name, inputs, sizes):

@@ -200,7 +200,6 @@ def test_bad_input_to_every_subcommand(trained, data, tmp_path, capsys, monkeypa
             "not a trained model",
         ),
         (["export", "--model", str(not_model)], "not a trained model"),
-        (["export", "--model", model, "--bfloat16"], "--bfloat16 needs a Transformer"),
         (
             ["export", "--model", model, "--source", good_de, "--reference", short],
             "not line-aligned",

@@ -1,0 +1,190 @@
+"""One decoding step for every runtime (docs/design.md, principle 4): for
+every generative builder and a user's own `SequenceModel` subclass, greedy
+decoding and beam search with and without a length penalty give identical
+ids in Keras (`generate`), in the SavedModel's default graph (growing
+caches, finished rows leaving the loop) and in its XLA option
+(`jit_compile=True`: fixed buffers written in place), both loaded in a
+process without seqkeras, and both exports pass the serving audit."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import seqkeras
+from seqkeras.export import assert_servable, saved_model
+from seqkeras.export import signatures as S
+from seqkeras.layers.scoring import SCORES
+from seqkeras.pretrained import gpt2_language_model
+from tests.models.test_contract import build as user_model
+
+M = seqkeras.models
+V = 15
+MAX_LENGTH = 9
+ALPHA = 0.6
+
+BUILDERS = {
+    "rnn_language_model": lambda: M.rnn_language_model(V, 8, cell="gru", num_layers=2),
+    "transformer_language_model": lambda: M.transformer_language_model(
+        V, 16, num_layers=2, num_heads=2, hidden_dim=8
+    ),
+    "gpt2_language_model": lambda: gpt2_language_model(
+        dict(
+            vocab_size=V,
+            hidden_dim=8,
+            num_layers=2,
+            num_heads=2,
+            intermediate_dim=16,
+            max_length=16,
+        )
+    ),
+    "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8),
+    **{
+        f"seq2seq_{score}": (
+            lambda score=score: M.seq2seq(
+                V,
+                V,
+                units=8,
+                embedding_dim=8,
+                attention=score,
+                encoder_units=4,
+                style="luong" if score in ("dot", "general") else "bahdanau",
+            )
+        )
+        for score in SCORES
+    },
+    "transformer_seq2seq_post_ln": lambda: M.transformer_seq2seq(
+        V, V, 16, num_layers=2, num_heads=2, hidden_dim=8
+    ),
+    "transformer_seq2seq_pre_ln": lambda: M.transformer_seq2seq(
+        V, V, 16, num_layers=2, num_heads=2, hidden_dim=8, norm_first=True, positional="learned"
+    ),
+    "conditioned_decoder": lambda: M.conditioned_decoder(5, V, units=8, embedding_dim=8),
+    "user_subclass": user_model,
+}
+
+
+class GenerateBeamPenalty(S.GenerateBeam):
+    """`generate_beam_penalty`: beam search with GNMT's length penalty."""
+
+    names = ("generate_beam_penalty",)
+
+    def build(self, model, check=True):
+        found = super().build(model, check)
+        return S.Functions({"generate_beam_penalty": found["generate_beam"]}, found.resources)
+
+
+def _model(name, seed, scale):
+    model = BUILDERS[name]()
+    rng = np.random.default_rng(seed)
+    for w in model.weights:  # large matrices: wide margins between candidates
+        if len(w.shape) > 1:
+            w.assign(rng.normal(0, scale, w.shape).astype("float32"))
+    return model
+
+
+def _inputs(model):
+    rng = np.random.default_rng(1)
+    name = getattr(model, "conditioning_input", None)
+    if name is None:
+        return "prompt_ids", rng.integers(3, V, (5, 2)).astype("int32")
+    if name == "features":
+        return name, rng.normal(size=(5, 5)).astype("float32")
+    ids = rng.integers(3, V, (5, 6)).astype("int32")
+    ids[1, 3:] = 0  # padding
+    return name, ids
+
+
+def _keras(model, x, eos):
+    conditioned = getattr(model, "conditioning_input", None) is not None
+    args = dict(inputs=x) if conditioned else dict(prompt=x)
+    # jit_compile=False: a TensorFlow graph with max_length buffers, beside
+    # the served graph (growing caches) and the XLA option (compiled)
+    args.update(max_length=MAX_LENGTH, eos_id=eos, jit_compile=False)
+    return {
+        "generate": np.asarray(M.generate(model, **args)),
+        "generate_beam": np.asarray(M.generate(model, strategy="beam", beam_width=3, **args)[0]),
+        "generate_beam_penalty": np.asarray(
+            M.generate(model, strategy="beam", beam_width=3, length_penalty_alpha=ALPHA, **args)[0]
+        ),
+    }
+
+
+def _ending_token(ids, start):
+    """A token of the generated part of `ids` that first appears at two or
+    more different steps across rows (or in some rows only)."""
+    for token in np.unique(ids[:, start:]):
+        firsts = {list(row[start:]).index(token) if token in row[start:] else None for row in ids}
+        if len(firsts) >= 2:
+            return int(token)
+    return None
+
+
+_FRESH = r"""
+import json, sys
+sys.modules["seqkeras"] = None  # as on a model server
+import numpy as np, tensorflow as tf
+out = {}
+for key, path, name, x, dtype in json.load(sys.stdin):
+    signatures = tf.saved_model.load(path).signatures
+    for signature in ("generate", "generate_beam", "generate_beam_penalty"):
+        given = tf.constant(np.asarray(x, dtype))
+        out[f"{key} {signature}"] = signatures[signature](**{name: given})["ids"].numpy().tolist()
+print(json.dumps(out))
+"""
+
+
+def test_every_generative_model_decodes_identically_in_every_runtime(tmp_path):
+    expected, jobs = {}, []
+    for name in BUILDERS:
+        # EOS: a token the model emits, at different steps in different
+        # rows (random weights of the first seed that has one)
+        for seed, scale in [(s, c) for c in (0.5, 0.3, 0.15) for s in range(3)]:
+            model = _model(name, seed, scale)
+            input_name, x = _inputs(model)
+            start = x.shape[1] if input_name == "prompt_ids" else 1
+            eos = _ending_token(_keras(model, x, None)["generate"], start)
+            if eos is not None:
+                break
+        assert eos is not None, name
+        expected[name] = _keras(model, x, eos)
+        signatures = [
+            S.Generate(MAX_LENGTH, eos_id=eos),
+            S.GenerateBeam(MAX_LENGTH, beam_width=3, eos_id=eos),
+            GenerateBeamPenalty(MAX_LENGTH, beam_width=3, length_penalty_alpha=ALPHA, eos_id=eos),
+        ]
+        for xla in (False, True):
+            path = saved_model(
+                model, tmp_path / name / str(int(xla) + 1), signatures, jit_compile=xla
+            )
+            audit = assert_servable(path, xla_jit=xla)
+            assert xla or not any(op.startswith("Xla") for op in audit["ops"]), name
+            jobs.append(
+                (
+                    f"{name} {'xla' if xla else 'graph'}",
+                    str(path),
+                    input_name,
+                    x.tolist(),
+                    str(x.dtype),
+                )
+            )
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    wrong = []
+    for key, ids in served.items():
+        name, runtime, signature = key.split()
+        if not np.array_equal(np.asarray(ids), expected[name][signature]):
+            wrong.append(
+                f"{name} {runtime} {signature}: {ids} != {expected[name][signature].tolist()}"
+            )
+    assert not wrong, "\n".join(wrong)
+    assert len(served) == len(BUILDERS) * 2 * 3
