@@ -15,7 +15,7 @@ processes without seqkeras (as TF Serving runs a SavedModel).
     python benchmarks/served_decoding.py time /tmp/sd/old/1 /tmp/sd/new/1 --names old new
 
 `time` runs `generate_beam` (beam 4) and `generate` (greedy) on
-source-id batches of 1 and 32 sentences (the same 256 sources for every
+source-id batches of 1 and 32 sentences (the same 128 sources for every
 export; one thread, as `benchmarks/serving.py`), checks that every export
 gives the same ids, and prints sentences/s and new / old.
 """
@@ -37,7 +37,7 @@ def build():
     return seqkeras.models.transformer_seq2seq(*VOCAB, max_length=MAX_LENGTH, **SHAPE)
 
 
-def sources(n=256, seed=1):
+def sources(n=128, seed=1):
     from seqkeras.data import copy_task
 
     return copy_task(n, 4, 24, num_symbols=60, reverse=True, seed=seed)
@@ -71,7 +71,8 @@ def export(args):
 
     model = build()
     model.load_weights(args.weights)
-    path = saved_model(model, args.out, generation(MAX_LENGTH, beam_width=4), overwrite=True)
+    signatures = generation(args.max_length, beam_width=4)
+    path = saved_model(model, args.out, signatures, overwrite=True)
     print(path)
 
 
@@ -144,6 +145,7 @@ def main(argv=None):
     e = sub.add_parser("export")
     e.add_argument("--weights", required=True)
     e.add_argument("--out", required=True)
+    e.add_argument("--max-length", type=int, default=32, help="tokens out, BOS included")
     t = sub.add_parser("time")
     t.add_argument("paths", nargs="+")
     t.add_argument("--names", nargs="+")

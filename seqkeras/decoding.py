@@ -498,18 +498,48 @@ def length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
-def _best_candidates(total, batch, k, compiled):
-    """`(values, flat ids)` (batch, k) of the k best of each row's
-    (k, vocab) candidates `total` (batch * k, vocab), flat ids indexing the
-    row's k * vocab candidates."""
-    vocab = ops.shape(total)[-1]
+def _row_best(values, k, compiled):
+    """`(values, ids)` (rows, k): each row's k largest entries, best first
+    (ties: the lower id, as `top_k`); by k rounds of argmax when
+    `compiled` (see `_largest`)."""
     if not compiled or k > _SMALL_K:
-        return ops.top_k(ops.reshape(total, (batch, k * vocab)), k)
-    ids = _largest(total, k)  # (batch * k, k): each beam's k best
-    values = ops.reshape(ops.take_along_axis(total, ids, axis=1), (batch, k * k))
-    flat = ops.reshape(ids + ops.expand_dims(ops.arange(batch * k) % k * vocab, 1), (batch, k * k))
-    pick = _largest(values, k)  # the k best of the k * k
-    return ops.take_along_axis(values, pick, axis=1), ops.take_along_axis(flat, pick, axis=1)
+        values, ids = ops.top_k(values, k)
+        return values, ops.cast(ids, "int32")
+    ids = ops.cast(_largest(values, k), "int32")
+    return ops.take_along_axis(values, ids, axis=1), ids
+
+
+def _beam_candidates(logits, scores, done, k, pad_id, compiled):
+    """`(best, parent, chosen)` of a beam step: the k best continuations of
+    each source's k beams by total log-probability, `best` (sources, k)
+    their totals, `parent` (rows,) the row each continues (within the
+    step's rows) and `chosen` (rows,) its token.
+
+    Each beam's k best tokens by logit are its k best by log-probability
+    (log_softmax shifts a row by a constant), so only those k are
+    normalised, and the source's k best are the best of its k * k: the
+    candidates of one `top_k` over all k * vocab (ties: the lower beam,
+    then the lower token). A finished beam extends with `pad_id` alone, at
+    no cost."""
+    logits = ops.cast(logits, "float32")
+    values, ids = _row_best(logits, k, compiled)
+    peak = ops.max(logits, axis=-1, keepdims=True)
+    norm = ops.log(ops.sum(ops.exp(logits - peak), axis=-1, keepdims=True))
+    logp = values - peak - norm
+    # a finished beam's candidates, as `top_k` orders (0 at pad_id, -1e9
+    # elsewhere): pad_id, then the lowest other ids
+    ended_ids = [pad_id] + [i for i in range(k + 1) if i != pad_id][: k - 1]
+    ended = ops.expand_dims(done, 1)
+    logp = ops.where(ended, ops.convert_to_tensor([[0.0] + [-1e9] * (k - 1)]), logp)
+    ids = ops.where(ended, ops.convert_to_tensor([ended_ids], "int32"), ids)
+    total = ops.reshape(ops.expand_dims(scores, 1) + logp, (-1, k * k))  # (sources, k * k)
+    best, pick = _row_best(total, k, compiled)
+    n = ops.shape(total)[0]
+    beam = pick // k  # which of the source's beams
+    parent = ops.reshape(beam + ops.expand_dims(ops.arange(n, dtype="int32") * k, 1), (-1,))
+    flat_ids = ops.reshape(ids, (-1, k * k))
+    chosen = ops.reshape(ops.take_along_axis(flat_ids, pick, axis=1), (-1,))
+    return best, parent, chosen
 
 
 def beam_search(
@@ -609,16 +639,8 @@ def beam_search(
         n = ops.shape(tokens)[0] // k  # sources in the loop
         current = ops.take(tokens, index, axis=1)
         logits, cache = step(current, cache, index, shared)
-        logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        vocab = ops.shape(logp)[-1]
         in_prompt = index + 1 < prompt_length
-        # A finished beam extends only with padding, at no cost.
-        pad_row = ops.where(ops.arange(vocab) == pad_id, 0.0, -1e9)
-        logp = ops.where(ops.expand_dims(done, 1), pad_row[None], logp)
-        best, flat = _best_candidates(ops.expand_dims(scores, 1) + logp, n, k, compiled)
-        parent = flat // vocab + ops.expand_dims(ops.arange(n) * k, 1)
-        parent = ops.cast(ops.reshape(parent, (-1,)), "int32")
-        chosen = ops.cast(ops.reshape(flat % vocab, (-1,)), "int32")
+        best, parent, chosen = _beam_candidates(logits, scores, done, k, pad_id, compiled)
         # Inside the prompt, keep every beam and force the prompt token.
         identity = ops.arange(n * k, dtype="int32")
         parent = ops.where(in_prompt, identity, parent)

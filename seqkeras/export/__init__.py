@@ -3,9 +3,10 @@
 - `saved_model(model, path, signatures=[...], jit_compile=False)` (TF
   Serving layout): the writer; the signatures are objects from
   `seqkeras.export.signatures` (`Forward`, `Generate`, `GenerateBeam`,
-  `GenerateText`, `ServeText`, `Tag`, `Translate`); a `transformer_seq2seq`
-  decodes through `serving_decoder.TransformerServingDecoder`, or, with
-  `jit_compile=True`, in one XLA cluster per signature.
+  `GenerateText`, `ServeText`, `Tag`, `Translate`); decoding signatures
+  run the model's own `call_with_cache` through `seqkeras.decoding`, in
+  the serving loop of `loops` (growing caches, finished rows leave), or,
+  with `jit_compile=True`, in one XLA cluster per signature.
   `batching_parameters(path)` writes TF Serving's batching file.
 - `tflite(model, path)` (builtin ops only, optional quantization),
   `onnx(model, path)` (tf2onnx, opset 17), `streaming_tflite(model,

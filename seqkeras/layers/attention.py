@@ -243,6 +243,15 @@ class Attention(keras.layers.Layer):
         return config
 
 
+def _as_4d(mask, axes):
+    """A 2-D mask with new axes `axes`, by `expand_dims` (an indexing
+    `[None]` is a StridedSlice with a new-axis mask, which the TFLite
+    converter does not take as a builtin)."""
+    for axis in axes:
+        mask = ops.expand_dims(mask, axis)
+    return mask
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head scaled dot-product attention, with an incremental path.
@@ -475,22 +484,34 @@ class MultiHeadAttention(keras.layers.Layer):
         prepared = step_weights.get(self)
         batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
         static_len = query.shape[1]
+
+        def heads(x, dim):
+            """(batch, Tq, heads * dim) -> (batch, heads, Tq, dim); one query
+            per row (a decoding step): a reshape, no transpose."""
+            if static_len == 1:
+                return ops.reshape(x, (-1, h, 1, dim))
+            return ops.transpose(ops.reshape(x, (batch, q_len, h, dim)), (0, 2, 1, 3))
+
+        def rows(x):
+            """(batch, Tq, d) as (batch * Tq, d): 2-D products (a 3-D one is a
+            tensordot of about ten ops in a TensorFlow graph)."""
+            return ops.reshape(x, (-1, x.shape[-1]))
+
         keys, values = cache
         self_attention = cache_index is not None
         if prepared is not None:
             if self_attention and key is query and value is query and "qkv" in prepared:
                 w, b = prepared["qkv"]
-                y = ops.matmul(query, w) + b  # (batch, Tq, 3 * heads * dim)
-                q, k, v = y[..., : h * dk], y[..., h * dk : 2 * h * dk], y[..., 2 * h * dk :]
-                k = ops.transpose(ops.reshape(k, (batch, q_len, h, dk)), (0, 2, 1, 3))
-                v = ops.transpose(ops.reshape(v, (batch, q_len, h, dv)), (0, 2, 1, 3))
+                y = ops.matmul(rows(query), w) + b  # (batch * Tq, 3 * heads * dim)
+                q, k, v = y[:, : h * dk], y[:, h * dk : 2 * h * dk], y[:, 2 * h * dk :]
+                k, v = heads(k, dk), heads(v, dv)
             else:
                 w, b = prepared["query"]
-                q = ops.matmul(query, w) + b
+                q = ops.matmul(rows(query), w) + b
                 if self_attention:
                     k = self._heads_first(key, self.key_kernel, self.key_bias)
                     v = self._heads_first(value, self.value_kernel, self.value_bias)
-            q = ops.transpose(ops.reshape(q, (batch, q_len, h, dk)), (0, 2, 1, 3))
+            q = heads(q, dk)
         else:
             q = self._heads_first(query, self.query_kernel, self.query_bias)
             q = q * ops.cast(1.0 / math.sqrt(dk), q.dtype)
@@ -510,13 +531,13 @@ class MultiHeadAttention(keras.layers.Layer):
                     mask = None  # one query sees every cached key, its own last
                 else:
                     offset = k_len - q_len
-                    mask = masking.causal_mask(q_len, k_len, offset)[None, None]
+                    mask = _as_4d(masking.causal_mask(q_len, k_len, offset), (0, 1))
             else:
                 at = (0, 0, cache_index, 0)
                 keys = export_mode.slice_update(keys, at, k, depth=3)
                 values = export_mode.slice_update(values, at, v, depth=3)
                 cache = (keys, values)
-                mask = masking.causal_mask(q_len, ops.shape(keys)[2], cache_index)[None, None]
+                mask = _as_4d(masking.causal_mask(q_len, ops.shape(keys)[2], cache_index), (0, 1))
             if value_mask is not None and static_len != 1:
                 # the new keys' padding (the cached keys stay visible)
                 new = ops.cast(value_mask, "bool")
@@ -527,7 +548,7 @@ class MultiHeadAttention(keras.layers.Layer):
                     keys_mask = export_mode.slice_update(
                         ops.ones((batch, ops.shape(keys)[2]), "bool"), (0, cache_index), new
                     )
-                mask = ops.logical_and(mask, keys_mask[:, None, None, :])
+                mask = ops.logical_and(mask, _as_4d(keys_mask, (1, 2)))
         else:
             rows = ops.shape(keys)[0]
             groups = batch // rows  # query rows per cache row (beams)
@@ -539,18 +560,18 @@ class MultiHeadAttention(keras.layers.Layer):
             )
             mask = None
             if value_mask is not None:
-                mask = ops.cast(value_mask, "bool")[:, None, None, :]  # (rows, 1, 1, Tk)
+                mask = _as_4d(ops.cast(value_mask, "bool"), (1, 2))  # (rows, 1, 1, Tk)
         logits = ops.einsum("bhqd,bhkd->bhqk", q, ops.cast(keys, q.dtype))
         context, _ = attention_core.attend(logits, values, mask)
         if groups is not None:
             context = ops.transpose(
                 ops.reshape(context, (-1, h, groups, q_len, dv)), (0, 2, 3, 1, 4)
             )  # (rows, groups, Tq, heads, dim)
-        else:
+        elif static_len != 1:
             context = ops.transpose(context, (0, 2, 1, 3))  # (batch, Tq, heads, dim)
-        context = ops.reshape(context, (batch, q_len, h * dv))
+        context = ops.reshape(context, (-1, h * dv))  # (batch * Tq, heads * dim)
         if q_mask is not None:  # a masked query outputs zeros
-            context = context * ops.cast(q_mask[..., None], context.dtype)
+            context = context * ops.cast(ops.reshape(q_mask, (-1, 1)), context.dtype)
         if prepared is not None:
             w, b = prepared["output"]
             output = ops.matmul(context, w)
@@ -559,6 +580,10 @@ class MultiHeadAttention(keras.layers.Layer):
             b = self.output_bias
         if b is not None:
             output = output + b
+        if static_len == 1:
+            output = ops.reshape(output, (-1, 1, output.shape[-1]))
+        else:
+            output = ops.reshape(output, (batch, q_len, output.shape[-1]))
         return output, cache
 
     def call(

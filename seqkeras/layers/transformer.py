@@ -142,6 +142,12 @@ class _TransformerBlock(keras.layers.Layer):
 
     def _feedforward(self, x, training):
         def ffn(h):
+            if len(h.shape) == 3 and h.shape[1] == 1:
+                # one position (a decoding step): 2-D products (a Dense on
+                # (batch, 1, d) is a tensordot of about ten graph ops)
+                flat = ops.reshape(h, (-1, h.shape[-1]))
+                y = self.feedforward_output_dense(self.feedforward_intermediate_dense(flat))
+                return ops.reshape(y, (-1, 1, y.shape[-1]))
             return self.feedforward_output_dense(self.feedforward_intermediate_dense(h))
 
         return self._residual(x, self.feedforward_layer_norm, ffn, training)

@@ -106,7 +106,7 @@ def test_streaming_transformer_language_model_with_key_value_caches(tmp_path):
         30, 12, num_layers=2, num_heads=2, hidden_dim=8
     )
     path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
-    assert shapes == [(1,), (2, 12, 2, 4), (2, 12, 2, 4)]
+    assert shapes == [(1,)] + [(2, 12, 4)] * 4  # each block's keys and values
     flatbuffer = open(path, "rb").read()
     assert_builtin_only(flatbuffer)
     ids = _tokens(1, 9, seed=5, vocab=30)

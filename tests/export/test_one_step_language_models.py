@@ -1,0 +1,18 @@
+"""One decoding step for every runtime: the language models, the
+conditioned decoder and a user's own `SequenceModel` subclass give
+identical ids in Keras, the served graph and the XLA option, greedy and
+beam with and without a length penalty (see `one_step_checks`)."""
+
+from tests.export.one_step_checks import check
+
+NAMES = [
+    "rnn_language_model",
+    "transformer_language_model",
+    "gpt2_language_model",
+    "conditioned_decoder",
+    "user_subclass",
+]
+
+
+def test_language_models_decode_identically_in_every_runtime(tmp_path):
+    check(NAMES, tmp_path)

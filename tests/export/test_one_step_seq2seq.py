@@ -1,0 +1,14 @@
+"""One decoding step for every runtime: the encoder-decoders (recurrent
+without attention and with each attention score, Transformer pre- and
+post-LN) give identical ids in Keras, the served graph and the XLA option,
+greedy and beam with and without a length penalty (see
+`one_step_checks`)."""
+
+from tests.export.one_step_checks import BUILDERS, check
+from tests.export.test_one_step_language_models import NAMES
+
+
+def test_encoder_decoders_decode_identically_in_every_runtime(tmp_path):
+    names = [name for name in BUILDERS if name not in NAMES]
+    assert len(names) == 8  # seq2seq without attention, 5 scores, 2 Transformers
+    check(names, tmp_path)
