@@ -561,8 +561,7 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = None
             if value_mask is not None:
                 mask = _as_4d(ops.cast(value_mask, "bool"), (1, 2))  # (rows, 1, 1, Tk)
-        logits = ops.einsum("bhqd,bhkd->bhqk", q, ops.cast(keys, q.dtype))
-        context, _ = attention_core.attend(logits, values, mask)
+        context = attention_core.step_attend(q, ops.cast(keys, q.dtype), values, mask)
         if groups is not None:
             context = ops.transpose(
                 ops.reshape(context, (-1, h, groups, q_len, dv)), (0, 2, 3, 1, 4)
