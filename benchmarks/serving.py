@@ -14,7 +14,9 @@ same weights.
    shape; an XLA SavedModel (`--xla`) gets a whole untimed pass first, so
    that every bucket shape is compiled).
    `--bfloat16 PATH`: a SavedModel exported with the decoder in bfloat16
-   (`apps/translate.py export --bfloat16`), timed the same way, and its
+   (issue 27's `apps/translate.py export --bfloat16`, removed in issue
+   37; any other SavedModel with a `translate` signature works), timed
+   the same way, and its
    translations of all the sentences compared with the float32 export's
    (how many are equal, and BLEU of both with `--references`).
 2. `--peer ctranslate2` (needs `--model`, the trained model directory):

@@ -522,22 +522,25 @@ def _beam_candidates(logits, scores, done, k, pad_id, compiled):
     then the lower token). A finished beam extends with `pad_id` alone, at
     no cost."""
     logits = ops.cast(logits, "float32")
-    values, ids = _row_best(logits, k, compiled)
+    vocab = logits.shape[-1]
+    per_beam = k if vocab is None else min(k, vocab)  # a beam's candidates
+    values, ids = _row_best(logits, per_beam, compiled)
     peak = ops.max(logits, axis=-1, keepdims=True)
     norm = ops.log(ops.sum(ops.exp(logits - peak), axis=-1, keepdims=True))
     logp = values - peak - norm
     # a finished beam's candidates, as `top_k` orders (0 at pad_id, -1e9
     # elsewhere): pad_id, then the lowest other ids
-    ended_ids = [pad_id] + [i for i in range(k + 1) if i != pad_id][: k - 1]
+    ended_ids = [pad_id] + [i for i in range(per_beam + 1) if i != pad_id][: per_beam - 1]
     ended = ops.expand_dims(done, 1)
-    logp = ops.where(ended, ops.convert_to_tensor([[0.0] + [-1e9] * (k - 1)]), logp)
+    logp = ops.where(ended, ops.convert_to_tensor([[0.0] + [-1e9] * (per_beam - 1)]), logp)
     ids = ops.where(ended, ops.convert_to_tensor([ended_ids], "int32"), ids)
-    total = ops.reshape(ops.expand_dims(scores, 1) + logp, (-1, k * k))  # (sources, k * k)
+    width = k * per_beam
+    total = ops.reshape(ops.expand_dims(scores, 1) + logp, (-1, width))  # (sources, k * per_beam)
     best, pick = _row_best(total, k, compiled)
     n = ops.shape(total)[0]
-    beam = pick // k  # which of the source's beams
+    beam = pick // per_beam  # which of the source's beams
     parent = ops.reshape(beam + ops.expand_dims(ops.arange(n, dtype="int32") * k, 1), (-1,))
-    flat_ids = ops.reshape(ids, (-1, k * k))
+    flat_ids = ops.reshape(ids, (-1, width))
     chosen = ops.reshape(ops.take_along_axis(flat_ids, pick, axis=1), (-1,))
     return best, parent, chosen
 
