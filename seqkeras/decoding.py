@@ -209,11 +209,14 @@ def _decode(
         return tokens
 
     def advance(index, tokens, cache, shared, lengths, extra):
+        """One step: `(cache, extra, in_prompt, forced, chosen)`, per row
+        whether position `index + 1` is still the prompt, its prompt token
+        and the token chosen."""
         logits, cache = step(ops.take(tokens, index, axis=1), cache, index, shared)
         chosen, extra = choose(ops.cast(logits, "float32"), index, extra)
         in_prompt = index + 1 < lengths
         forced = ops.take(tokens, ops.minimum(index + 1, max_length - 1), axis=1)
-        return tokens, cache, extra, in_prompt, forced, chosen
+        return cache, extra, in_prompt, forced, chosen
 
     if compact and eos_id is not None:
 
@@ -221,7 +224,7 @@ def _decode(
             return ops.logical_and(index < max_length - 1, ops.shape(tokens)[0] > 0)
 
         def body(index, tokens, cache, shared, lengths, alive, out, extra):
-            tokens, cache, extra, in_prompt, forced, chosen = advance(
+            cache, extra, in_prompt, forced, chosen = advance(
                 index, tokens, cache, shared, lengths, extra
             )
             tokens = _write(tokens, index + 1, ops.where(in_prompt, forced, chosen))
@@ -249,7 +252,7 @@ def _decode(
         return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(done)))
 
     def body(index, tokens, cache, done, extra):
-        tokens, cache, extra, in_prompt, forced, chosen = advance(
+        cache, extra, in_prompt, forced, chosen = advance(
             index, tokens, cache, shared, prompt_length, extra
         )
         nxt = ops.where(in_prompt, forced, ops.where(done, pad_id, chosen))
@@ -663,9 +666,7 @@ def beam_search(
         tokens = _write(tokens, index + 1, nxt)
         return parent, tokens, cache, new_scores, done, lengths
 
-    if max_length == 1:
-        pass
-    elif export_mode.dynamic_shapes() and eos_id is not None:
+    if max_length > 1 and export_mode.dynamic_shapes() and eos_id is not None:
 
         def cond(index, tokens, *rest):
             return ops.logical_and(index < max_length - 1, ops.shape(tokens)[0] > 0)
@@ -708,7 +709,7 @@ def beam_search(
         tokens, scores, lengths = (
             ops.scatter_update(o, at, x) for o, x in zip(out, (tokens, scores, lengths))
         )
-    else:
+    elif max_length > 1:
 
         def cond(index, tokens, cache, scores, done, lengths):
             return ops.logical_and(index < max_length - 1, ops.logical_not(ops.all(final(done))))

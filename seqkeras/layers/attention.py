@@ -290,15 +290,20 @@ class MultiHeadAttention(keras.layers.Layer):
         query_mask, value_mask, attention_mask, use_causal_mask,
         return_attention_scores, training: as `Attention`; returned weights
             are (batch, heads, Tq, Tk).
-        cache: optional (batch, 2, max_length, heads, head_dim) keys and
-            values. With `cache_index` (self-attention decoding): the new
-            keys and values are written at `cache_index`, queries attend to
-            cache positions up to their own (causal); `init_cache(batch,
-            max_length)` makes an empty one. Without `cache_index`
-            (cross-attention decoding): the cache holds the encoder's keys
-            and values, projected once by `compute_cache(encoder_outputs)`,
-            and is used as is. Either way the call returns
-            `(output, cache)`.
+        cache: optional `(keys, values)`, each (batch, heads, length,
+            head_dim): a decoding step. With `cache_index` (self-attention
+            decoding): the new keys and values are written at
+            `cache_index` (or appended, for a cache that grows:
+            `init_cache`), queries attend to cache positions up to their
+            own (causal); `init_cache(batch, max_length)` makes an empty
+            one. Without `cache_index` (cross-attention decoding): the
+            cache holds the encoder's keys and values, projected once by
+            `compute_cache(encoder_outputs)`, and is used as is; its batch
+            may divide the queries' (a source's beams share it). Either way
+            the call returns `(output, cache)`, with no attention scores
+            and no `attention_mask` (a ValueError says so). Inside
+            `seqkeras.layers.step_weights.prepared` the step reads the
+            fused projections of `prepare_step_weights`.
         cache_index: int scalar, position of the first query in the cache.
 
     Example:
@@ -550,22 +555,22 @@ class MultiHeadAttention(keras.layers.Layer):
                     )
                 mask = ops.logical_and(mask, _as_4d(keys_mask, (1, 2)))
         else:
-            rows = ops.shape(keys)[0]
-            groups = batch // rows  # query rows per cache row (beams)
-            # (batch, heads, Tq, dim) -> (rows, heads, groups * Tq, dim): a
-            # source's beams are its queries
+            sources = ops.shape(keys)[0]
+            groups = batch // sources  # query rows per cache row (beams)
+            # (batch, heads, Tq, dim) -> (sources, heads, groups * Tq, dim):
+            # a source's beams are its queries
             q = ops.reshape(
-                ops.transpose(ops.reshape(q, (rows, groups, h, q_len, dk)), (0, 2, 1, 3, 4)),
-                (rows, h, groups * q_len, dk),
+                ops.transpose(ops.reshape(q, (sources, groups, h, q_len, dk)), (0, 2, 1, 3, 4)),
+                (sources, h, groups * q_len, dk),
             )
             mask = None
             if value_mask is not None:
-                mask = _as_4d(ops.cast(value_mask, "bool"), (1, 2))  # (rows, 1, 1, Tk)
+                mask = _as_4d(ops.cast(value_mask, "bool"), (1, 2))  # (sources, 1, 1, Tk)
         context = attention_core.step_attend(q, ops.cast(keys, q.dtype), values, mask)
         if groups is not None:
             context = ops.transpose(
                 ops.reshape(context, (-1, h, groups, q_len, dv)), (0, 2, 3, 1, 4)
-            )  # (rows, groups, Tq, heads, dim)
+            )  # (sources, groups, Tq, heads, dim)
         elif static_len != 1:
             context = ops.transpose(context, (0, 2, 1, 3))  # (batch, Tq, heads, dim)
         context = ops.reshape(context, (-1, h * dv))  # (batch * Tq, heads * dim)

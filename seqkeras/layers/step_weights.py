@@ -6,7 +6,9 @@ A decoding loop runs a model's `call_with_cache` once per token. Inside
 each layer with a `prepare_step_weights()` method lays out the weights its
 cached step reads: `MultiHeadAttention` fuses its query, key and value
 kernels into one product and folds the attention scale into the query
-columns. The tensors are made outside the loop: a graph reads (and casts,
+columns; `generate` adds the output matrix cast to its projection dtype
+(`seqkeras.models.steps.projection_step_weights`). The tensors are made
+outside the loop: a graph reads (and casts,
 reshapes, concatenates) them once per request, not once per step. Outside
 the context the step reads the layers' variables as training does; the
 two give the same outputs up to float rounding.
@@ -31,11 +33,14 @@ _STATE = threading.local()
 
 
 @contextlib.contextmanager
-def prepared(layers):
+def prepared(layers, weights=None):
     """Inside, `get(layer)` returns the step weights that `layers` (each
     with `prepare_step_weights() -> {id(layer): weights}`, others skipped)
-    laid out on entry."""
-    store = {}
+    laid out on entry, and those given in `weights` (`{id(layer):
+    weights}`, e.g. an output matrix cast once); an enclosing context's
+    weights stay visible."""
+    store = dict(getattr(_STATE, "store", None) or {})
+    store.update(weights or {})
     for layer in layers:
         prepare = getattr(layer, "prepare_step_weights", None)
         if callable(prepare) and getattr(layer, "built", True):

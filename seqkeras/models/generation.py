@@ -193,9 +193,9 @@ def generate(
         )
 
     def run(inputs, prompt, lengths):
-        with steps.projection_weights(model, projection_dtype):
-            with step_weights.prepared(model.layers):
-                return decode(inputs, prompt, lengths)
+        head = steps.projection_step_weights(model, projection_dtype)
+        with step_weights.prepared(model.layers, head):  # read once, outside the loop
+            return decode(inputs, prompt, lengths)
 
     def decode(inputs, prompt, lengths):
         cache = start(inputs, ops.shape(prompt)[0], max_length)

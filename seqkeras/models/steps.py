@@ -3,10 +3,11 @@ stacked recurrent cells or cached Transformer blocks, the logits head, and
 one streamed step through a chain of per-step layers."""
 
 import contextlib
-import threading
 
 import keras
 from keras import ops
+
+from seqkeras.layers import step_weights
 
 
 def as_list(states):
@@ -14,52 +15,51 @@ def as_list(states):
     return list(states) if isinstance(states, (list, tuple)) else [states]
 
 
-_HEAD = threading.local()
+def projection_step_weights(model, dtype):
+    """`{id(layer): weights}` for `step_weights.prepared`: `model`'s output
+    matrix (the tied embedding, or the Dense kernel and bias) cast to
+    `dtype` once, which `step_logits` then reads instead of the float32
+    variable at every decoding step.
 
-
-@contextlib.contextmanager
-def projection_weights(model, dtype):
-    """Inside: `step_logits` of `model` reads its output matrix (the tied
-    embedding, or the Dense kernel and bias) cast to `dtype` once, here,
-    instead of reading the float32 variable at every decoding step.
-
-    Entered inside the traced decoding function but outside its loop, the
+    Prepared inside the traced decoding function but outside its loop, the
     cast is a loop invariant: each step reads the matrix once in `dtype`
     (bfloat16: half the bytes of float32 for the 50k x d matrix that
     dominates a small model's step).
     """
-    store = {}
     parts = getattr(model, "part", None)
     dense = parts("logits") if parts else None
     embedding = parts("embedding") if parts else None
     if dense is not None:
         bias = None if dense.bias is None else ops.cast(dense.bias, dtype)
-        store[id(dense)] = (ops.cast(dense.kernel, dtype), bias)
-    elif embedding is not None:
-        store[id(embedding)] = ops.cast(embedding.embeddings, dtype)
-    previous = getattr(_HEAD, "store", None)
-    _HEAD.store = store
-    try:
+        return {id(dense): (ops.cast(dense.kernel, dtype), bias)}
+    if embedding is not None:
+        return {id(embedding): ops.cast(embedding.embeddings, dtype)}
+    return {}
+
+
+@contextlib.contextmanager
+def projection_weights(model, dtype):
+    """Inside: `step_logits` of `model` reads its output matrix cast to
+    `dtype` once, here (`projection_step_weights`)."""
+    with step_weights.prepared([], projection_step_weights(model, dtype)):
         yield
-    finally:
-        _HEAD.store = previous
 
 
 def step_logits(dense=None, embedding=None):
     """`h (batch, dim) -> float32 logits`: the dense output layer, or, with
     tied weights, `h @ E^T` without materialising `E^T` (the embedding's
     reverse call transposes the (vocab, dim) matrix at every step). Inside
-    `projection_weights`, with the matrix cast there."""
+    `projection_weights` (or `generate`), with the matrix cast there."""
 
     def head(h):
-        store = getattr(_HEAD, "store", None) or {}
         if dense is not None:
-            if id(dense) not in store:
+            prepared = step_weights.get(dense)
+            if prepared is None:
                 return ops.cast(dense(h), "float32")
-            kernel, bias = store[id(dense)]
+            kernel, bias = prepared
             y = ops.matmul(ops.cast(h, kernel.dtype), kernel)
             return ops.cast(y if bias is None else y + bias, "float32")
-        w = store.get(id(embedding))
+        w = step_weights.get(embedding)
         if w is None:
             w = ops.cast(embedding.embeddings, h.dtype)
         return ops.cast(ops.einsum("bd,vd->bv", ops.cast(h, w.dtype), w), "float32")
