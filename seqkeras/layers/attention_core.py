@@ -19,7 +19,6 @@ heads, time, dim) order) is 3-5% slower than the explicit path.
 import keras
 from keras import ops
 
-from seqkeras.layers import export_mode
 from seqkeras.layers import masking
 
 
@@ -115,23 +114,19 @@ def multi_head(
     return context, None
 
 
-#: Up to this many query rows (batch x queries) a decoding step's attention
-#: runs as elementwise products and sums, above as batched matrix
-#: products: on 2 cores in a TensorFlow graph (oneDNN), per attention
-#: (scores, softmax, context; 15 keys, 8 heads of 32): 35 us against 159 us
-#: at 4 rows, 76 against 223 at 16, 1,048 against 605 at 128 (measured for
-#: issue 27's serving decoder, whose choice this is).
-SMALL_ROWS = 32
-
-
 def step_attend(q, k, v, mask=None):
     """A decoding step's attention, heads first: q (batch, heads, Tq, dim),
     already scaled, over k, v (batch, heads, Tk, dim) -> context (batch,
     heads, Tq, dim), with `attend`'s masked softmax (`mask` broadcastable to
-    (batch, heads, Tq, Tk)). Few query rows (`SMALL_ROWS`): products and
-    sums, which a TensorFlow graph runs in a fraction of a batched matrix
-    product's setup; more rows: batched products. The two agree to float
-    rounding.
+    (batch, heads, Tq, Tk)). Batched products in this layout need no
+    transpose of the cache (the keys' dim axis is contracted in place).
+
+    One formulation for every batch size: choosing products and sums for
+    few rows (issue 27's serving decoder did, per loop) costs a
+    conditional per attention in a step, and six such `If` ops made the
+    served Transformer step slower at every batch size than batched
+    products alone (`benchmarks/served_decoding.py`, BENCHMARKS.md issue
+    37).
 
     Example:
 
@@ -142,19 +137,5 @@ def step_attend(q, k, v, mask=None):
     >>> np.asarray(step_attend(q, k, v)).round(3).tolist()
     [[[[0.5, 0.5]]]]
     """
-
-    def products():
-        logits = ops.sum(ops.expand_dims(q, 3) * ops.expand_dims(k, 2), axis=-1)
-        weights = masking.masked_softmax(logits, mask)
-        return ops.sum(ops.expand_dims(weights, -1) * ops.expand_dims(v, 2), axis=3)
-
-    def batched():
-        logits = ops.einsum("bhqd,bhkd->bhqk", q, k)
-        return attend(logits, v, mask)[0]
-
-    if export_mode.target() == "tflite":  # a phone's step: one row, no control flow
-        return products()
-    rows = ops.shape(q)[0] * ops.shape(q)[2]
-    if isinstance(rows, int):
-        return products() if rows <= SMALL_ROWS else batched()
-    return ops.cond(rows <= SMALL_ROWS, products, batched)
+    logits = ops.einsum("bhqd,bhkd->bhqk", q, k)
+    return attend(logits, v, mask)[0]
