@@ -5,8 +5,10 @@ from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.attention_decoder import AttentionDecoder
 from seqkeras.layers.char_encoder import CharacterEncoder
 from seqkeras.layers.crf import CRF
+from seqkeras.layers.decoder_block import LlamaDecoderBlock
 from seqkeras.layers.embedding import BertEmbedding
 from seqkeras.layers.embedding import GatherSteps
+from seqkeras.layers.feedforward import GatedFeedForward
 from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
@@ -19,6 +21,7 @@ from seqkeras.layers.positional import SinusoidalPositionalEncoding
 from seqkeras.layers.recurrent import Bidirectional
 from seqkeras.layers.recurrent import Recurrent
 from seqkeras.layers.recurrent import StackedRecurrent
+from seqkeras.layers.rotary import RotaryEmbedding
 from seqkeras.layers.scaling import WindowScaling
 from seqkeras.layers.token_dropout import TokenDropout
 from seqkeras.layers.transformer import TransformerDecoderBlock
@@ -33,11 +36,14 @@ __all__ = [
     "CRF",
     "CharacterEncoder",
     "GRUCell",
+    "GatedFeedForward",
     "GatherSteps",
     "LSTMCell",
+    "LlamaDecoderBlock",
     "MultiHeadAttention",
     "PositionalEmbedding",
     "Recurrent",
+    "RotaryEmbedding",
     "RecurrentCell",
     "ReverseSequence",
     "ScalarMix",

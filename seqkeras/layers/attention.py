@@ -9,6 +9,7 @@ from seqkeras.layers import attention_core
 from seqkeras.layers import export_mode
 from seqkeras.layers import masking
 from seqkeras.layers import scoring
+from seqkeras.layers.rotary import RotaryEmbedding
 from seqkeras.layers import step_weights
 from seqkeras.layers import validation
 
@@ -274,6 +275,8 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim: size of each value head (default `key_dim`).
         dropout: rate in [0, 1) of dropout on the attention weights.
         use_bias: whether the projections have biases.
+        use_output_bias: whether the output projection has one (default
+            `use_bias`; Qwen2 has query/key/value biases and none here).
         output_dim: size of the output (default: the query's features).
         seed: seed of the dropout.
         kernel_initializer, bias_initializer: of the projections.
@@ -281,6 +284,21 @@ class MultiHeadAttention(keras.layers.Layer):
             (True) or the explicit path (False); None: Keras'
             flash-attention setting, else fused on every backend but
             TensorFlow (see `seqkeras.layers.attention_core`).
+        num_key_value_heads: grouped-query attention (Ainslie et al.
+            2023): this many key/value heads (a divisor of `num_heads`),
+            query head i reading key/value head `i // (num_heads /
+            num_key_value_heads)` (Hugging Face's `repeat_kv` order); 1 is
+            multi-query attention. Caches hold only the key/value heads.
+            Default `num_heads`.
+        rotary_embedding: a `RotaryEmbedding` (or its config dict) applied
+            to the queries and keys at their positions (0.. in a full
+            pass, `cache_index`.. in a decoding step) before the product;
+            cached keys are stored rotated.
+        window: sliding-window causal attention: a query at position p
+            sees the keys at p - window + 1 .. p (Mistral's
+            `sliding_window`); needs `use_causal_mask` or a cache. A cache
+            that grows (TF Serving graphs) keeps only the last `window`
+            positions; a fixed buffer (XLA, TFLite) masks the rest.
 
     Call arguments:
         query: (batch, Tq, d_q); value: (batch, Tv, d_v), or None for
@@ -327,6 +345,10 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         fused=None,
+        num_key_value_heads=None,
+        rotary_embedding=None,
+        window=None,
+        use_output_bias=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -351,6 +373,46 @@ class MultiHeadAttention(keras.layers.Layer):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
+        self.num_key_value_heads = (
+            self.num_heads
+            if num_key_value_heads is None
+            else validation.positive_int(name, "num_key_value_heads", num_key_value_heads)
+        )
+        if self.num_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"`{name}` needs num_key_value_heads dividing num_heads. Received: "
+                f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}"
+            )
+        if isinstance(rotary_embedding, dict):
+            rotary_embedding = keras.saving.deserialize_keras_object(rotary_embedding)
+        if rotary_embedding is not None and not isinstance(rotary_embedding, RotaryEmbedding):
+            raise TypeError(
+                f"`{name}` expects `rotary_embedding` None, a "
+                "`seqkeras.layers.RotaryEmbedding` or its config. Received: "
+                f"{type(rotary_embedding).__name__}"
+            )
+        self.rotary_embedding = rotary_embedding
+        self.window = None if window is None else validation.positive_int(name, "window", window)
+        self.use_output_bias = (
+            self.use_bias
+            if use_output_bias is None
+            else validation.boolean(name, "use_output_bias", use_output_bias)
+        )
+
+    @property
+    def _groups(self):
+        """Query heads per key/value head."""
+        return self.num_heads // self.num_key_value_heads
+
+    def _rotate(self, x, start, sequence_axis):
+        """`x` (queries or keys) rotated at positions `start`.. (the
+        rotary embedding; unchanged without one)."""
+        if self.rotary_embedding is None:
+            return x
+        length = ops.shape(x)[sequence_axis]
+        positions = ops.arange(length) + ops.cast(start, "int32")
+        cos, sin = self.rotary_embedding.angles(positions, x.shape[-1])
+        return self.rotary_embedding.rotate(x, cos, sin, sequence_axis)
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
@@ -360,24 +422,25 @@ class MultiHeadAttention(keras.layers.Layer):
         h = self.num_heads
         out_dim = self.output_dim or query_shape[-1]
 
-        def dense(name, d_in, head_dim):
+        def dense(name, d_in, head_dim, heads=h):
             kernel = self.add_weight(
-                shape=(d_in, h, head_dim),
+                shape=(d_in, heads, head_dim),
                 name=f"{name}_kernel",
                 initializer=self.kernel_initializer,
             )
             bias = (
                 self.add_weight(
-                    shape=(h, head_dim), name=f"{name}_bias", initializer=self.bias_initializer
+                    shape=(heads, head_dim), name=f"{name}_bias", initializer=self.bias_initializer
                 )
                 if self.use_bias
                 else None
             )
             return kernel, bias
 
+        kv = self.num_key_value_heads
         self.query_kernel, self.query_bias = dense("query", query_shape[-1], self.key_dim)
-        self.key_kernel, self.key_bias = dense("key", key_shape[-1], self.key_dim)
-        self.value_kernel, self.value_bias = dense("value", value_shape[-1], self.value_dim)
+        self.key_kernel, self.key_bias = dense("key", key_shape[-1], self.key_dim, kv)
+        self.value_kernel, self.value_bias = dense("value", value_shape[-1], self.value_dim, kv)
         self.output_kernel = self.add_weight(
             shape=(h, self.value_dim, out_dim),
             name="output_kernel",
@@ -385,7 +448,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         self.output_bias = (
             self.add_weight(shape=(out_dim,), name="output_bias", initializer=self.bias_initializer)
-            if self.use_bias
+            if self.use_output_bias
             else None
         )
 
@@ -432,14 +495,14 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"value_dim={self.value_dim}"
             )
         length = 0 if export_mode.growing_caches() else max_length
-        shape = (batch_size, self.num_heads, length, self.key_dim)
+        shape = (batch_size, self.num_key_value_heads, length, self.key_dim)
         return (ops.zeros(shape, self.compute_dtype), ops.zeros(shape, self.compute_dtype))
 
     def prepare_step_weights(self):
         """`{id(self): weights}`: this layer's projections laid out once per
         decoding request for the cached step (`seqkeras.layers.step_weights`):
-        the query, key and value kernels side by side as one (d, 3 * heads
-        * dim) product, the attention scale 1/sqrt(key_dim) folded into
+        the query, key and value kernels side by side as one (d, (heads +
+        2 * key_value_heads) * dim) product, the attention scale 1/sqrt(key_dim) folded into
         the query columns, the output kernel as (heads * dim, d_out), all in
         the compute dtype."""
         dtype = self.compute_dtype
@@ -457,6 +520,7 @@ class MultiHeadAttention(keras.layers.Layer):
             return b * ops.cast(factor, dtype) if factor != 1.0 else b
 
         hq, hv = self.num_heads * self.key_dim, self.num_heads * self.value_dim
+        kv = self.num_key_value_heads
         query = (flat(self.query_kernel, scale), bias(self.query_bias, hq, scale))
         weights = {"query": query}
         same_input = self.query_kernel.shape[0] == self.key_kernel.shape[0]
@@ -464,7 +528,12 @@ class MultiHeadAttention(keras.layers.Layer):
             weights["qkv"] = (
                 ops.concatenate([query[0], flat(self.key_kernel), flat(self.value_kernel)], axis=1),
                 ops.concatenate(
-                    [query[1], bias(self.key_bias, hq), bias(self.value_bias, hv)], axis=0
+                    [
+                        query[1],
+                        bias(self.key_bias, kv * self.key_dim),
+                        bias(self.value_bias, kv * self.value_dim),
+                    ],
+                    axis=0,
                 ),
             )
         out = ops.reshape(ops.cast(self.output_kernel, dtype), (hv, -1))
@@ -478,24 +547,28 @@ class MultiHeadAttention(keras.layers.Layer):
         """The decoding step's attention: `(output, cache)`.
 
         Self-attention (`cache_index` given): the queries' keys and values
-        go into the cache (written at `cache_index`, or appended to a
-        growing cache), and the queries attend causally. Cross-attention:
-        the cache holds the projected keys and values; a cache of fewer
-        rows than the queries is shared by consecutive query rows (beams).
-        The projections are the prepared ones inside
-        `step_weights.prepared` (fused, scale folded), else the
-        variables."""
+        (rotated at their positions with a rotary embedding) go into the
+        cache (written at `cache_index`, or appended to a growing cache,
+        which a `window` then cuts to its last `window` positions), and
+        the queries attend causally. Cross-attention: the cache holds the
+        projected keys and values; a cache of fewer rows than the queries
+        is shared by consecutive query rows (beams). Grouped queries (the
+        heads that share a key/value head, the beams that share a source)
+        are one batched product against their shared keys. The
+        projections are the prepared ones inside `step_weights.prepared`
+        (fused, scale folded), else the variables."""
         h, dk, dv = self.num_heads, self.key_dim, self.value_dim
+        kv, g = self.num_key_value_heads, self._groups
         prepared = step_weights.get(self)
         batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
         static_len = query.shape[1]
 
-        def heads(x, dim):
-            """(batch, Tq, heads * dim) -> (batch, heads, Tq, dim); one query
-            per row (a decoding step): a reshape, no transpose."""
+        def heads(x, dim, n=h):
+            """(batch, Tq, n * dim) -> (batch, n, Tq, dim); one query per
+            row (a decoding step): a reshape, no transpose."""
             if static_len == 1:
-                return ops.reshape(x, (-1, h, 1, dim))
-            return ops.transpose(ops.reshape(x, (batch, q_len, h, dim)), (0, 2, 1, 3))
+                return ops.reshape(x, (-1, n, 1, dim))
+            return ops.transpose(ops.reshape(x, (batch, q_len, n, dim)), (0, 2, 1, 3))
 
         def rows(x):
             """(batch, Tq, d) as (batch * Tq, d): 2-D products (a 3-D one is a
@@ -507,9 +580,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if prepared is not None:
             if self_attention and key is query and value is query and "qkv" in prepared:
                 w, b = prepared["qkv"]
-                y = ops.matmul(rows(query), w) + b  # (batch * Tq, 3 * heads * dim)
-                q, k, v = y[:, : h * dk], y[:, h * dk : 2 * h * dk], y[:, 2 * h * dk :]
-                k, v = heads(k, dk), heads(v, dv)
+                y = ops.matmul(rows(query), w) + b  # (batch * Tq, (h + 2 kv) * dim)
+                q, k, v = y[:, : h * dk], y[:, h * dk : (h + kv) * dk], y[:, (h + kv) * dk :]
+                k, v = heads(k, dk, kv), heads(v, dv, kv)
             else:
                 w, b = prepared["query"]
                 q = ops.matmul(rows(query), w) + b
@@ -526,53 +599,81 @@ class MultiHeadAttention(keras.layers.Layer):
         q_mask = None if query_mask is None else ops.cast(query_mask, "bool")  # (batch, Tq)
         groups = None
         if self_attention:
+            q = self._rotate(q, cache_index, 2)
+            k = self._rotate(k, cache_index, 2)
             k, v = ops.cast(k, keys.dtype), ops.cast(v, values.dtype)
             if export_mode.growing_caches():
                 keys = ops.concatenate([keys, k], axis=2)
                 values = ops.concatenate([values, v], axis=2)
-                cache = (keys, values)
                 k_len = ops.shape(keys)[2]
                 if static_len == 1:
                     mask = None  # one query sees every cached key, its own last
+                    if self.window is not None:  # ... of the last `window`
+                        keys, values = keys[:, :, -self.window :], values[:, :, -self.window :]
                 else:
                     offset = k_len - q_len
-                    mask = _as_4d(masking.causal_mask(q_len, k_len, offset), (0, 1))
+                    mask = masking.causal_mask(q_len, k_len, offset, self.window)
+                    mask = _as_4d(mask, (0, 1))
+                attend_keys, attend_values = keys, values
+                if self.window is not None:  # what later steps may see
+                    keys, values = keys[:, :, -self.window :], values[:, :, -self.window :]
+                cache = (keys, values)
             else:
                 at = (0, 0, cache_index, 0)
                 keys = export_mode.slice_update(keys, at, k, depth=3)
                 values = export_mode.slice_update(values, at, v, depth=3)
-                cache = (keys, values)
-                mask = _as_4d(masking.causal_mask(q_len, ops.shape(keys)[2], cache_index), (0, 1))
+                cache = attend_keys, attend_values = (keys, values)
+                mask = masking.causal_mask(q_len, ops.shape(keys)[2], cache_index, self.window)
+                mask = _as_4d(mask, (0, 1))
             if value_mask is not None and static_len != 1:
                 # the new keys' padding (the cached keys stay visible)
                 new = ops.cast(value_mask, "bool")
+                a_len = ops.shape(attend_keys)[2]
                 if export_mode.growing_caches():
-                    old = ops.ones((batch, ops.shape(keys)[2] - q_len), "bool")
+                    old = ops.ones((batch, a_len - q_len), "bool")
                     keys_mask = ops.concatenate([old, new], axis=1)
                 else:
                     keys_mask = export_mode.slice_update(
-                        ops.ones((batch, ops.shape(keys)[2]), "bool"), (0, cache_index), new
+                        ops.ones((batch, a_len), "bool"), (0, cache_index), new
                     )
                 mask = ops.logical_and(mask, _as_4d(keys_mask, (1, 2)))
+            if g > 1:
+                # (batch, heads, Tq, dim) -> (batch, kv, groups * Tq, dim): a
+                # key/value head's query heads are its queries
+                q = ops.reshape(q, (-1, kv, g * q_len, dk))
+                if mask is not None:
+                    mask = ops.tile(mask, (1, 1, g, 1))
+            context = attention_core.step_attend(
+                q, ops.cast(attend_keys, q.dtype), attend_values, mask
+            )
+            if g > 1:
+                context = ops.reshape(context, (-1, h, q_len, dv))
+            if static_len != 1:
+                context = ops.transpose(context, (0, 2, 1, 3))  # (batch, Tq, heads, dim)
         else:
             sources = ops.shape(keys)[0]
             groups = batch // sources  # query rows per cache row (beams)
-            # (batch, heads, Tq, dim) -> (sources, heads, groups * Tq, dim):
-            # a source's beams are its queries
+            # (batch, heads, Tq, dim) -> (sources, kv, groups * g * Tq, dim):
+            # a source's beams (and a key/value head's query heads) are its
+            # queries
             q = ops.reshape(
-                ops.transpose(ops.reshape(q, (sources, groups, h, q_len, dk)), (0, 2, 1, 3, 4)),
-                (sources, h, groups * q_len, dk),
+                ops.transpose(
+                    ops.reshape(q, (sources, groups, kv, g * q_len, dk)), (0, 2, 1, 3, 4)
+                ),
+                (sources, kv, groups * g * q_len, dk),
             )
             mask = None
             if value_mask is not None:
                 mask = _as_4d(ops.cast(value_mask, "bool"), (1, 2))  # (sources, 1, 1, Tk)
-        context = attention_core.step_attend(q, ops.cast(keys, q.dtype), values, mask)
-        if groups is not None:
-            context = ops.transpose(
-                ops.reshape(context, (-1, h, groups, q_len, dv)), (0, 2, 3, 1, 4)
-            )  # (sources, groups, Tq, heads, dim)
-        elif static_len != 1:
-            context = ops.transpose(context, (0, 2, 1, 3))  # (batch, Tq, heads, dim)
+            context = attention_core.step_attend(q, ops.cast(keys, q.dtype), values, mask)
+            if g == 1:
+                context = ops.transpose(
+                    ops.reshape(context, (-1, h, groups, q_len, dv)), (0, 2, 3, 1, 4)
+                )  # (sources, groups, Tq, heads, dim)
+            else:
+                context = ops.transpose(
+                    ops.reshape(context, (-1, kv, groups, g, q_len, dv)), (0, 2, 4, 1, 3, 5)
+                )  # (sources, groups, Tq, kv, g, dim)
         context = ops.reshape(context, (-1, h * dv))  # (batch * Tq, heads * dim)
         if q_mask is not None:  # a masked query outputs zeros
             context = context * ops.cast(ops.reshape(q_mask, (-1, 1)), context.dtype)
@@ -642,7 +743,17 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"return_attention_scores={return_attention_scores}"
                 )
             return self._cached_call(query, value, key, query_mask, value_mask, cache, cache_index)
+        if self.window is not None and not use_causal_mask:
+            raise ValueError(
+                f"`{name}` with window={self.window} is sliding-window causal attention: "
+                "call it with use_causal_mask=True (or a cache). Received: "
+                f"use_causal_mask={use_causal_mask}"
+            )
         q, k, v = self._project_qkv(query, key, value)
+        q, k = self._rotate(q, 0, 1), self._rotate(k, 0, 1)
+        if self._groups > 1:  # each key/value head serves its query heads
+            k = ops.repeat(k, self._groups, axis=2)
+            v = ops.repeat(v, self._groups, axis=2)
         mask = masking.attention_mask(
             query_mask,
             value_mask,
@@ -650,6 +761,7 @@ class MultiHeadAttention(keras.layers.Layer):
             use_causal_mask,
             ops.shape(q)[1],
             ops.shape(k)[1],
+            window=self.window,
         )
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, Tq, Tk)
@@ -685,9 +797,14 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         batch = validation.static_shape(query)[0]
         for arg, x, dim in (("keys", cache[0], self.key_dim), ("values", cache[1], self.value_dim)):
-            expected = (batch if cache_index is not None else None, self.num_heads, None, dim)
+            rows = batch if cache_index is not None else None
+            expected = (rows, self.num_key_value_heads, None, dim)
             validation.same_dims(
-                name, f"cache ({arg})", x, expected, "(batch, num_heads, length, head_dim)"
+                name,
+                f"cache ({arg})",
+                x,
+                expected,
+                "(batch, num_key_value_heads, length, head_dim)",
             )
         rows = validation.static_shape(cache[0])[0]
         if cache_index is None and None not in (rows, batch) and (rows == 0 or batch % rows):
@@ -738,6 +855,14 @@ class MultiHeadAttention(keras.layers.Layer):
                 "fused": self.fused,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "num_key_value_heads": self.num_key_value_heads,
+                "rotary_embedding": (
+                    None
+                    if self.rotary_embedding is None
+                    else keras.saving.serialize_keras_object(self.rotary_embedding)
+                ),
+                "window": self.window,
+                "use_output_bias": self.use_output_bias,
             }
         )
         return config

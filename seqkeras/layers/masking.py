@@ -54,15 +54,20 @@ def masked_softmax(logits, mask=None, axis=-1):
     return ops.cast(weights, dtype)
 
 
-def causal_mask(query_length, key_length, offset=0):
-    """Bool (query_length, key_length): query i sees keys j <= i + offset.
+def causal_mask(query_length, key_length, offset=0, window=None):
+    """Bool (query_length, key_length): query i sees keys j <= i + offset,
+    and with `window` only the last `window` of them (j > i + offset -
+    window: sliding-window attention, as Mistral's and `transformers`').
 
     `offset` is the position of the first query, e.g. the number of cached
     keys during incremental decoding.
     """
     rows = ops.expand_dims(ops.arange(query_length), 1) + offset
     cols = ops.expand_dims(ops.arange(key_length), 0)
-    return rows >= cols
+    mask = rows >= cols
+    if window is not None:
+        mask = ops.logical_and(mask, rows - cols < window)
+    return mask
 
 
 def attention_mask(
@@ -73,6 +78,7 @@ def attention_mask(
     query_length=None,
     key_length=None,
     offset=0,
+    window=None,
 ):
     """Combines masks into one bool (batch, query_time, key_time), or None.
 
@@ -82,6 +88,8 @@ def attention_mask(
         attention_mask: (batch, query_time, key_time) bool or None.
         use_causal_mask: add the causal mask (needs the two lengths).
         offset: position of the first query, for the causal mask.
+        window: with `use_causal_mask`, a query sees only its last
+            `window` keys (`causal_mask`).
     """
     mask = None
 
@@ -95,6 +103,6 @@ def attention_mask(
     if attention_mask is not None:
         mask = combine(mask, ops.cast(attention_mask, "bool"))
     if use_causal_mask:
-        causal = ops.expand_dims(causal_mask(query_length, key_length, offset), 0)
+        causal = ops.expand_dims(causal_mask(query_length, key_length, offset, window), 0)
         mask = combine(mask, causal)
     return mask

@@ -29,6 +29,8 @@ from seqkeras.models.generation import translate_texts
 from seqkeras.models.language_models import LanguageModel
 from seqkeras.models.language_models import RecurrentLanguageModel
 from seqkeras.models.language_models import TransformerLanguageModel
+from seqkeras.models.decoder_lm import DecoderLanguageModel
+from seqkeras.models.decoder_lm import decoder_language_model
 from seqkeras.models.language_models import rnn_language_model
 from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.elmo import BiLanguageModel
@@ -73,6 +75,7 @@ __all__ = [
     "WarmupLinearDecay",
     "Tagger",
     "TransformerLanguageModel",
+    "DecoderLanguageModel",
     "TransformerSeq2Seq",
     "attention_model",
     "bilm",
@@ -97,6 +100,7 @@ __all__ = [
     "seq2seq_forecaster",
     "tagger",
     "transformer_language_model",
+    "decoder_language_model",
     "transformer_seq2seq",
     "translate_texts",
 ]

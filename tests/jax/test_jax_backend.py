@@ -101,6 +101,11 @@ LAYERS = {
     "encoder_block": lambda: sk.TransformerEncoderBlock(2, 16),
     "decoder_block": lambda: sk.TransformerDecoderBlock(2, 16),
     "mha": lambda: sk.MultiHeadAttention(2, 4),
+    "gqa_rotary_window": lambda: sk.MultiHeadAttention(
+        4, 4, num_key_value_heads=2, rotary_embedding=sk.RotaryEmbedding(), window=3
+    ),
+    "llama_block": lambda: sk.LlamaDecoderBlock(4, 16, num_key_value_heads=2, window=4),
+    "gated_feedforward": lambda: sk.GatedFeedForward(16),
     "positions": lambda: sk.PositionalEmbedding(16),
     "sinusoidal": lambda: sk.SinusoidalPositionalEncoding(),
 }
@@ -110,7 +115,12 @@ LAYERS = {
 def test_layer_trains_under_jit(name):
     inp = keras.Input((6, 8))
     layer = LAYERS[name]()
-    x = layer(inp, inp) if name == "mha" else layer(inp)
+    if name == "mha":
+        x = layer(inp, inp)
+    elif name == "gqa_rotary_window":
+        x = layer(inp, use_causal_mask=True)
+    else:
+        x = layer(inp)
     out = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(x))
     model = keras.Model(inp, out)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse", jit_compile=True)
@@ -141,6 +151,9 @@ KINDS = {
     "rnn_language_model": lambda: M.rnn_language_model(12, 8, units=8, num_layers=2),
     "transformer_language_model": lambda: M.transformer_language_model(
         12, 8, num_layers=1, num_heads=2, hidden_dim=8
+    ),
+    "decoder_language_model": lambda: M.decoder_language_model(
+        12, 8, 2, 4, 16, num_key_value_heads=2, window=4, window_layers=[1], max_length=8
     ),
     "seq2seq": lambda: M.seq2seq(12, 12, embedding_dim=8, units=8, attention="additive"),
     "transformer_seq2seq": lambda: M.transformer_seq2seq(

@@ -1,0 +1,156 @@
+"""`GatedFeedForward`: the gated linear unit feed-forward of modern
+decoders (Shazeer 2020): `FFN(x) = (act(x W_gate) * (x W_up)) W_down`,
+SwiGLU with `act = silu` (Llama, Qwen2, Mistral, SmolLM), GeGLU with
+`gelu_tanh` (Gemma)."""
+
+import keras
+from keras import ops
+
+from seqkeras.layers import step_weights
+from seqkeras.layers import validation
+
+_PACKAGE = "seqkeras"
+
+#: The gate's activations: SiLU (SwiGLU), the tanh GELU (GeGLU as Gemma
+#: has it, `gelu_pytorch_tanh`) and the exact GELU.
+GATE_ACTIVATIONS = ("silu", "gelu_tanh", "gelu", "relu")
+
+
+def _activate(name, x):
+    if name == "silu":
+        return ops.silu(x)
+    if name == "gelu_tanh":
+        return ops.gelu(x, approximate=True)
+    if name == "gelu":
+        return ops.gelu(x, approximate=False)
+    return ops.relu(x)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class GatedFeedForward(keras.layers.Layer):
+    """Gated feed-forward: `(act(x W_gate + b_gate) * (x W_up + b_up))
+    W_down + b_down` (biases only with `use_bias`).
+
+    The kernels are `gate_kernel` and `up_kernel` (d, intermediate_dim)
+    and `down_kernel` (intermediate_dim, d): a torch `Linear`'s weight
+    transposed. In a decoding step (inside `step_weights.prepared`) the
+    gate and up kernels are one (d, 2 * intermediate_dim) product.
+
+    Args:
+        intermediate_dim: the gated width.
+        activation: the gate's, one of `"silu"` (SwiGLU), `"gelu_tanh"`
+            (GeGLU), `"gelu"`, `"relu"`.
+        use_bias: biases on the three projections (Llama has none).
+        output_dim: output width (default: the input's).
+        kernel_initializer, bias_initializer: of the projections.
+
+    Call arguments:
+        inputs: (..., d). A Keras mask passes through unchanged.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> ffn = seqkeras.layers.GatedFeedForward(16)
+    >>> tuple(ffn(np.ones((2, 3, 8), "float32")).shape)
+    (2, 3, 8)
+    """
+
+    def __init__(
+        self,
+        intermediate_dim,
+        activation="silu",
+        use_bias=False,
+        output_dim=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        name = "GatedFeedForward"
+        self.intermediate_dim = validation.positive_int(name, "intermediate_dim", intermediate_dim)
+        self.activation = validation.choice(name, "activation", activation, GATE_ACTIVATIONS)
+        self.use_bias = validation.boolean(name, "use_bias", use_bias)
+        self.output_dim = (
+            None if output_dim is None else validation.positive_int(name, "output_dim", output_dim)
+        )
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        if d is None:
+            raise ValueError(
+                "`GatedFeedForward` needs inputs with known features (..., d). "
+                f"Received: inputs.shape={tuple(input_shape)}"
+            )
+        out = self.output_dim or d
+        width = self.intermediate_dim
+
+        def weight(name, shape, init):
+            return self.add_weight(shape=shape, name=name, initializer=init)
+
+        self.gate_kernel = weight("gate_kernel", (d, width), self.kernel_initializer)
+        self.up_kernel = weight("up_kernel", (d, width), self.kernel_initializer)
+        self.down_kernel = weight("down_kernel", (width, out), self.kernel_initializer)
+        self.gate_bias = self.up_bias = self.down_bias = None
+        if self.use_bias:
+            self.gate_bias = weight("gate_bias", (width,), self.bias_initializer)
+            self.up_bias = weight("up_bias", (width,), self.bias_initializer)
+            self.down_bias = weight("down_bias", (out,), self.bias_initializer)
+
+    def prepare_step_weights(self):
+        """`{id(self): weights}` for `step_weights.prepared`: the gate and
+        up kernels side by side (one product), all in the compute dtype."""
+        dtype = self.compute_dtype
+
+        def cast(x):
+            return None if x is None else ops.cast(x, dtype)
+
+        fused = ops.concatenate([cast(self.gate_kernel), cast(self.up_kernel)], axis=1)
+        bias = None
+        if self.use_bias:
+            bias = ops.concatenate([cast(self.gate_bias), cast(self.up_bias)], axis=0)
+        down = (cast(self.down_kernel), cast(self.down_bias))
+        return {id(self): {"gate_up": (fused, bias), "down": down}}
+
+    def call(self, inputs):
+        validation.numeric("GatedFeedForward", "inputs", inputs)
+        validation.features("GatedFeedForward", "inputs", inputs, self.gate_kernel.shape[0])
+        shape = ops.shape(inputs)
+        x = ops.reshape(inputs, (-1, inputs.shape[-1]))  # 2-D products
+        prepared = step_weights.get(self)
+        width = self.intermediate_dim
+        if prepared is not None:
+            w, b = prepared["gate_up"]
+            y = ops.matmul(x, w)
+            if b is not None:
+                y = y + b
+            gate, up = y[:, :width], y[:, width:]
+            w, b = prepared["down"]
+        else:
+            gate, up = ops.matmul(x, self.gate_kernel), ops.matmul(x, self.up_kernel)
+            if self.use_bias:
+                gate, up = gate + self.gate_bias, up + self.up_bias
+            w, b = self.down_kernel, self.down_bias
+        y = ops.matmul(_activate(self.activation, gate) * up, w)
+        if b is not None:
+            y = y + b
+        return ops.reshape(y, tuple(shape[:-1]) + (y.shape[-1],))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.output_dim or input_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "intermediate_dim": self.intermediate_dim,
+                "activation": self.activation,
+                "use_bias": self.use_bias,
+                "output_dim": self.output_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

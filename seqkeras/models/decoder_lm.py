@@ -1,0 +1,217 @@
+"""`decoder_language_model`: the modern decoder-only language model
+(Llama, Qwen2, Mistral, SmolLM): token embedding, `LlamaDecoderBlock`s
+(rotary positions, grouped-query and optionally sliding-window attention,
+RMSNorm, SwiGLU), a final RMSNorm and logits tied to the embedding or
+not."""
+
+import keras
+from keras import ops
+
+from seqkeras import layers as sk
+from seqkeras.models import backbones as bb
+from seqkeras.models.language_models import LanguageModel
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class DecoderLanguageModel(LanguageModel):
+    """`decoder_language_model`'s class. Parts: `embedding`, `blocks`,
+    `norm`, `logits` (a bias-free Dense, or None: tied). The cache is each
+    block's key/value cache (key/value heads only); positions are rotary,
+    inside the attention, so a step needs only the cache index.
+
+    Args (besides `SequenceModel`'s): context_length: the longest
+    sequence `generate` and the streamed step accept (the checkpoint's
+    `max_position_embeddings`).
+    """
+
+    #: Streams one token per call with its key/value caches (a TFLite step
+    #: model: `seqkeras.export.streaming_tflite`).
+    streamable = True
+
+    def __init__(self, *args, context_length=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.context_length = None if context_length is None else int(context_length)
+
+    @property
+    def max_generation_length(self):
+        return self.context_length
+
+    def get_config(self):
+        config = super().get_config()
+        config["context_length"] = self.context_length
+        return config
+
+    def stream_start(self, inputs, batch_size):
+        """`[position, *caches]`: the next token's position (float32
+        (batch, 1), so that every state starts at zeros) and each block's
+        key/value cache over `context_length` positions."""
+        if self.context_length is None:
+            raise ValueError(
+                f"model {self.name!r} streams over `context_length` cached positions; "
+                "build it with `context_length`"
+            )
+        position = ops.zeros((batch_size, 1), "float32")
+        return [position] + self.init_cache(inputs, batch_size, self.context_length)
+
+    def stream_step(self, x, states):
+        """One token `x` (batch,) at the position the states hold ->
+        `(logits (batch, vocab), states)`."""
+        position, caches = states[0], list(states[1:])
+        index = ops.cast(position[0, 0], "int32")
+        logits, caches = self.call_with_cache(x, caches, index)
+        return logits, [position + 1.0] + list(caches)
+
+    def init_cache(self, inputs, batch_size, max_length):
+        return [b.init_cache(batch_size, max_length) for b in self.part("blocks")]
+
+    def call_with_cache(self, token_ids, cache, index):
+        x = self.part("embedding")(ops.expand_dims(token_ids, 1))
+        new = []
+        for block, c in zip(self.part("blocks"), cache):
+            x, c = block(x, cache=c, cache_index=index)
+            new.append(c)
+        x = self.part("norm")(x)
+        return self._head()(x[:, 0]), new
+
+
+def decoder_language_model(
+    vocab_size,
+    hidden_dim,
+    num_layers,
+    num_heads,
+    intermediate_dim,
+    num_key_value_heads=None,
+    head_dim=None,
+    max_length=2048,
+    norm_epsilon=1e-5,
+    activation="silu",
+    rope_base=10000.0,
+    rope_scaling=None,
+    rope_layout="half",
+    attention_bias=False,
+    window=None,
+    window_layers=None,
+    tie_embeddings=True,
+    dropout=0.0,
+    mask_padding=False,
+    name="decoder_language_model",
+):
+    """A Llama-family decoder-only language model.
+
+    `x_0 = E[w]`, `x_l = LlamaDecoderBlock_l(x_{l-1})`, `logits =
+    RMSNorm(x_L) E^T` (or a bias-free output matrix when not tied). The
+    arguments are the keys of `seqkeras.pretrained`'s Llama/Qwen2/Mistral
+    architecture dicts (`llama_language_model` builds from one).
+
+    Args:
+        vocab_size: token ids in [0, vocab_size).
+        hidden_dim, num_layers, num_heads, intermediate_dim: width, blocks,
+            query heads, gated feed-forward width.
+        num_key_value_heads: grouped-query attention (default num_heads;
+            1: multi-query).
+        head_dim: per-head size (default hidden_dim // num_heads).
+        max_length: the context length (`generate`'s bound).
+        norm_epsilon: of every RMSNorm.
+        activation: the feed-forward gate's (`"silu"`: SwiGLU; `"gelu_tanh"`:
+            GeGLU).
+        rope_base, rope_scaling, rope_layout: the rotary embedding's (see
+            `seqkeras.layers.RotaryEmbedding`).
+        attention_bias: biases on the query/key/value projections (Qwen2).
+        window: sliding-window attention over this many positions (None:
+            full causal attention), in the blocks `window_layers` lists
+            (default: every block).
+        tie_embeddings: the output matrix is the token embedding.
+        dropout: in the blocks (training only).
+        mask_padding: id 0 is padding (masked). Default False: id 0 is a
+            token (SmolLM2's `<|endoftext|>`); pad with any id and give
+            `generate` the `prompt_lengths` of right-padded prompts.
+        name: the model's name.
+
+    Returns:
+        A `DecoderLanguageModel`: `token_ids` (batch, time) -> float32
+        `logits` (batch, time, vocab_size).
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.decoder_language_model(
+    ...     vocab_size=50, hidden_dim=16, num_layers=2, num_heads=4,
+    ...     intermediate_dim=32, num_key_value_heads=2)
+    >>> tuple(model(np.array([[4, 5, 6]])).shape)
+    (1, 3, 50)
+    >>> ids = seqkeras.models.generate(model, prompt=np.array([[4, 5]]),
+    ...                                max_length=6, eos_id=None)
+    >>> np.asarray(ids).shape
+    (1, 6)
+    """
+    where = "decoder_language_model"
+    vocab_size = bb.check(where, "vocab_size", vocab_size, "int")
+    hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
+    num_layers = bb.check(where, "num_layers", num_layers, "int")
+    num_heads = bb.check(where, "num_heads", num_heads, "int")
+    intermediate_dim = bb.check(where, "intermediate_dim", intermediate_dim, "int")
+    max_length = bb.check(where, "max_length", max_length, "int")
+    dropout = bb.check(where, "dropout", dropout, "rate")
+    tie_embeddings = bb.check(where, "tie_embeddings", tie_embeddings, "bool")
+    mask_padding = bb.check(where, "mask_padding", mask_padding, "bool")
+    if head_dim is None and hidden_dim % num_heads:
+        raise ValueError(
+            f"`{where}` needs hidden_dim divisible by num_heads (or a `head_dim`). "
+            f"Received: hidden_dim={hidden_dim}, num_heads={num_heads}"
+        )
+    if window_layers is not None:
+        window_layers = [int(i) for i in window_layers]
+        bad = [i for i in window_layers if not 0 <= i < num_layers]
+        if bad:
+            raise ValueError(
+                f"`{where}` expects `window_layers` block indices in [0, {num_layers}). "
+                f"Received: {bad}"
+            )
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    embedding = keras.layers.ReversibleEmbedding(
+        vocab_size,
+        hidden_dim,
+        tie_weights=True,
+        mask_zero=mask_padding,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
+        name="embedding",
+    )
+    x = embedding(token_ids)
+    blocks = []
+    for i in range(num_layers):
+        windowed = window is not None and (window_layers is None or i in window_layers)
+        block = sk.LlamaDecoderBlock(
+            num_heads,
+            intermediate_dim,
+            num_key_value_heads=num_key_value_heads,
+            head_dim=head_dim,
+            rope_base=rope_base,
+            rope_layout=rope_layout,
+            rope_scaling=rope_scaling,
+            window=window if windowed else None,
+            norm_epsilon=norm_epsilon,
+            activation=activation,
+            attention_bias=attention_bias,
+            dropout=dropout,
+            kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name=f"decoder_block_{i}",
+        )
+        x = block(x)
+        blocks.append(block)
+    norm = keras.layers.RMSNormalization(epsilon=norm_epsilon, name="decoder_norm")
+    x = norm(x)
+    dense = None
+    if tie_embeddings:
+        x = embedding(x, reverse=True)
+    else:
+        dense = keras.layers.Dense(vocab_size, use_bias=False, name="logits_dense")
+        x = dense(x)
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(x)
+    return DecoderLanguageModel(
+        token_ids,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": vocab_size},
+        parts={"embedding": embedding, "blocks": blocks, "norm": norm, "logits": dense},
+        context_length=max_length,
+    )

@@ -1,0 +1,268 @@
+"""Rotary embeddings, grouped-query and sliding-window attention, the gated
+feed-forward and the Llama decoder block, against NumPy references and
+`transformers`' own rotary frequencies; cached steps (fixed buffer and
+growing cache, prepared fused weights) against the full pass."""
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import seqkeras
+from seqkeras.layers import export_mode
+from seqkeras.layers import step_weights
+from tests.layer_checks import run_layer_test
+
+sk = seqkeras.layers
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def _rope_numpy(x, base, layout, start=0, factor=1.0):
+    """x (batch, time, heads, dim) rotated, written from the equations."""
+    d = x.shape[-1]
+    inv = 1.0 / base ** (np.arange(0, d, 2) / d)
+    pos = (np.arange(x.shape[1]) + start) / factor
+    theta = pos[:, None] * inv[None]  # (time, d/2)
+    c, s = np.cos(theta)[None, :, None], np.sin(theta)[None, :, None]
+    if layout == "half":
+        a, b = x[..., : d // 2], x[..., d // 2 :]
+        return np.concatenate([a * c - b * s, b * c + a * s], -1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = a * c - b * s, b * c + a * s
+    return out
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rotary_embedding_matches_the_equations(layout):
+    x = _x(2, 7, 3, 8)
+    rope = sk.RotaryEmbedding(base=500.0, layout=layout)
+    np.testing.assert_allclose(rope(x), _rope_numpy(x, 500.0, layout), atol=1e-5)
+    np.testing.assert_allclose(
+        rope(x, start_index=5), _rope_numpy(x, 500.0, layout, start=5), atol=1e-5
+    )
+    heads_first = np.transpose(x, (0, 2, 1, 3))
+    np.testing.assert_allclose(
+        np.transpose(rope(heads_first, start_index=5, sequence_axis=2), (0, 2, 1, 3)),
+        _rope_numpy(x, 500.0, layout, start=5),
+        atol=1e-5,
+    )
+    linear = sk.RotaryEmbedding(500.0, layout, scaling={"type": "linear", "factor": 4.0})
+    np.testing.assert_allclose(linear(x), _rope_numpy(x, 500.0, layout, factor=4.0), atol=1e-5)
+    # relative positions: q.k depends on the offset only
+    q, k = _x(1, 1, 1, 8, seed=1), _x(1, 1, 1, 8, seed=2)
+    dots = [
+        float(np.sum(np.asarray(rope(q, start_index=s + 3)) * np.asarray(rope(k, start_index=s))))
+        for s in (0, 11)
+    ]
+    assert abs(dots[0] - dots[1]) < 1e-4
+
+
+def test_rotary_frequencies_equal_transformers():
+    # Llama 3's frequency smoothing, and the plain frequencies, as the
+    # rotary initialisers of `transformers` compute them.
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from seqkeras.layers.rotary import inverse_frequencies
+
+    scaling = {
+        "type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_length": 64,
+    }
+    config = LlamaConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        max_position_embeddings=512,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+    )
+    theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    ours = inverse_frequencies(128, 500000.0, scaling)
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6)
+    assert not np.allclose(ours, inverse_frequencies(128, 500000.0))  # the scaling acts
+
+
+def test_rotary_embedding_contract_and_errors():
+    run_layer_test(
+        lambda: sk.RotaryEmbedding(base=100.0, layout="interleaved", rotary_dim=4),
+        _x(2, 5, 3, 8).reshape(2, 5, 24)[:, :, :24].reshape(2, 5, 3, 8),
+        fit=False,
+    )
+    with pytest.raises(ValueError, match="`RotaryEmbedding`.*layout"):
+        sk.RotaryEmbedding(layout="gptj")
+    with pytest.raises(ValueError, match="scaling"):
+        sk.RotaryEmbedding(scaling={"type": "yarn", "factor": 2})
+    with pytest.raises(ValueError, match="low_freq_factor"):
+        sk.RotaryEmbedding(scaling={"type": "llama3", "factor": 2})
+    with pytest.raises(ValueError, match="rank 4"):
+        sk.RotaryEmbedding()(_x(2, 5, 8))
+    with pytest.raises(ValueError, match="even"):
+        sk.RotaryEmbedding()(_x(1, 2, 1, 5))
+
+
+def _gqa_numpy(x, layer, window=None):
+    """Causal grouped-query attention with rotary positions, from the
+    layer's weights."""
+    wq, wk, wv, wo = (
+        np.asarray(w)
+        for w in (layer.query_kernel, layer.key_kernel, layer.value_kernel, layer.output_kernel)
+    )
+    h, kv = wq.shape[1], wk.shape[1]
+    q = np.einsum("btd,dhk->bthk", x, wq)
+    k = np.einsum("btd,dhk->bthk", x, wk)
+    v = np.einsum("btd,dhk->bthk", x, wv)
+    base = layer.rotary_embedding.base
+    q, k = _rope_numpy(q, base, "half"), _rope_numpy(k, base, "half")
+    t = x.shape[1]
+    i, j = np.arange(t)[:, None], np.arange(t)[None]
+    visible = j <= i
+    if window:
+        visible &= i - j < window
+    out = np.zeros((x.shape[0], t, h, wv.shape[-1]), "float64")
+    for head in range(h):
+        g = head // (h // kv)  # query head -> its key/value head
+        logits = np.einsum("bqd,bkd->bqk", q[:, :, head], k[:, :, g]) / np.sqrt(wq.shape[-1])
+        logits = np.where(visible, logits, -np.inf)
+        w = np.exp(logits - logits.max(-1, keepdims=True))
+        w /= w.sum(-1, keepdims=True)
+        out[:, :, head] = np.einsum("bqk,bkd->bqd", w, v[:, :, g])
+    return np.einsum("bthd,hdo->bto", out, wo)
+
+
+def _gqa_layer(window=None, kv=2):
+    return sk.MultiHeadAttention(
+        4,
+        4,
+        num_key_value_heads=kv,
+        use_bias=False,
+        rotary_embedding=sk.RotaryEmbedding(base=100.0),
+        window=window,
+    )
+
+
+@pytest.mark.parametrize("kv,window", [(2, None), (1, 3), (4, 2)])
+def test_grouped_query_rotary_window_attention_matches_numpy(kv, window):
+    x = _x(2, 7, 8)
+    layer = _gqa_layer(window, kv)
+    out = layer(x, use_causal_mask=True)
+    assert tuple(layer.key_kernel.shape) == (8, kv, 4)
+    np.testing.assert_allclose(out, _gqa_numpy(x, layer, window), atol=1e-5)
+
+
+@pytest.mark.parametrize("target", [None, "serving"])
+@pytest.mark.parametrize("prepared", [False, True])
+@pytest.mark.parametrize("window", [None, 3])
+def test_grouped_query_cached_step_equals_full_pass(target, prepared, window):
+    # One token at a time (after a 3-token prompt in one call), from a
+    # max_length buffer or, traced for TF Serving, a cache that grows and
+    # keeps only the window: equal to the full causal pass; the cache has
+    # the key/value heads only.
+    x = _x(2, 8, 8, seed=3)
+    layer = _gqa_layer(window)
+    full = np.asarray(layer(x, use_causal_mask=True))
+    mode = export_mode.export_mode(target) if target else contextlib.nullcontext()
+    weights = step_weights.prepared([layer]) if prepared else contextlib.nullcontext()
+    with mode, weights:
+        cache = layer.init_cache(2, 8)
+        assert tuple(cache[0].shape) == (2, 2, 0 if target else 8, 4)
+        out, cache = layer(x[:, :3], cache=cache, cache_index=0)
+        np.testing.assert_allclose(out, full[:, :3], atol=1e-5)
+        for i in range(3, 8):
+            out, cache = layer(x[:, i : i + 1], cache=cache, cache_index=i)
+            np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+    kept = (window or 8) if target else 8
+    assert tuple(cache[1].shape) == (2, 2, kept, 4)
+
+
+def test_grouped_query_cross_attention_cache_shared_by_beams():
+    # 2 sources, 3 beams each, 2 query heads per key/value head: equal to
+    # the full attention over the sources repeated per beam.
+    layer = sk.MultiHeadAttention(4, 4, num_key_value_heads=2)
+    q, v = _x(6, 1, 8), _x(2, 5, 8, seed=1)
+    expected = layer(q, np.repeat(v, 3, axis=0))
+    for prepared in ([], [layer]):
+        with step_weights.prepared(prepared):
+            out, _ = layer(q, v, cache=layer.compute_cache(v))
+        np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_grouped_query_attention_contract_and_errors():
+    run_layer_test(
+        lambda: sk.MultiHeadAttention(
+            4, 2, num_key_value_heads=2, rotary_embedding=sk.RotaryEmbedding(), window=2
+        ),
+        _x(2, 5, 8),
+        call_kwargs={"use_causal_mask": True},
+    )
+    with pytest.raises(ValueError, match="num_key_value_heads dividing num_heads"):
+        sk.MultiHeadAttention(4, 2, num_key_value_heads=3)
+    with pytest.raises(ValueError, match="use_causal_mask=True"):
+        sk.MultiHeadAttention(2, 2, window=2)(_x(1, 3, 4))
+    with pytest.raises(TypeError, match="rotary_embedding"):
+        sk.MultiHeadAttention(2, 2, rotary_embedding="rope")
+    layer = _gqa_layer()
+    layer(_x(1, 2, 8), use_causal_mask=True)
+    with pytest.raises(ValueError, match="num_key_value_heads"):
+        layer(_x(1, 1, 8), cache=sk.MultiHeadAttention(4, 4).init_cache(1, 4), cache_index=0)
+
+
+def test_gated_feedforward_matches_numpy():
+    x = _x(2, 3, 8)
+    for activation, fn in (
+        ("silu", lambda z: z / (1 + np.exp(-z))),
+        ("relu", lambda z: np.maximum(z, 0)),
+    ):
+        layer = sk.GatedFeedForward(16, activation=activation, use_bias=True)
+        layer.build(x.shape)
+        for w in layer.weights:
+            w.assign(_x(*w.shape, seed=len(w.path)))
+        g, u, dn = (np.asarray(w) for w in (layer.gate_kernel, layer.up_kernel, layer.down_kernel))
+        bg, bu, bd = (np.asarray(w) for w in (layer.gate_bias, layer.up_bias, layer.down_bias))
+        expected = (fn(x @ g + bg) * (x @ u + bu)) @ dn + bd
+        np.testing.assert_allclose(layer(x), expected, rtol=1e-4, atol=1e-4)
+        with step_weights.prepared([layer]):  # the fused gate/up product
+            np.testing.assert_allclose(layer(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_gated_feedforward_contract_and_errors():
+    run_layer_test(lambda: sk.GatedFeedForward(12, activation="gelu_tanh"), _x(2, 5, 8))
+    with pytest.raises(ValueError, match="`GatedFeedForward`.*activation"):
+        sk.GatedFeedForward(8, activation="swish2")
+    layer = sk.GatedFeedForward(8)
+    layer(_x(1, 2, 4))
+    with pytest.raises(ValueError, match="GatedFeedForward"):
+        layer(_x(1, 2, 5))
+
+
+def test_llama_block_contract_and_cached_step():
+    run_layer_test(
+        lambda: sk.LlamaDecoderBlock(4, 16, num_key_value_heads=2, window=3, attention_bias=True),
+        _x(2, 5, 8),
+    )
+    block = sk.LlamaDecoderBlock(4, 16, num_key_value_heads=1, window=3, rope_layout="interleaved")
+    x = _x(1, 6, 8, seed=4)
+    full = np.asarray(block(x))
+    for target in (None, "serving"):
+        mode = export_mode.export_mode(target) if target else contextlib.nullcontext()
+        with mode, step_weights.prepared([block]):
+            cache = block.init_cache(1, 6)
+            for i in range(6):
+                out, cache = block(x[:, i : i + 1], cache=cache, cache_index=i)
+                np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+    with pytest.raises(ValueError, match="num_key_value_heads dividing"):
+        sk.LlamaDecoderBlock(4, 16, num_key_value_heads=3)
+    with pytest.raises(ValueError, match="rank 3"):
+        sk.LlamaDecoderBlock(2, 8)(_x(2, 8))
