@@ -49,7 +49,9 @@ class LlamaDecoderBlock(keras.layers.Layer):
         norm_epsilon: the RMSNorms' epsilon.
         activation: the feed-forward gate's (`"silu"`: SwiGLU).
         attention_bias: biases on the query, key and value projections
-            (Qwen2); the output projection and the feed-forward have none.
+            (Qwen2); the feed-forward has none.
+        attention_output_bias: a bias on the attention's output projection
+            (Llama configs with `attention_bias`; not Qwen2).
         dropout: rate of dropout on the attention weights and after each
             sublayer (training only).
         kernel_initializer: of every projection.
@@ -92,6 +94,7 @@ class LlamaDecoderBlock(keras.layers.Layer):
         attention_bias=False,
         dropout=0.0,
         kernel_initializer="glorot_uniform",
+        attention_output_bias=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -118,6 +121,9 @@ class LlamaDecoderBlock(keras.layers.Layer):
         self.norm_epsilon = validation.greater_than(name, "norm_epsilon", norm_epsilon, 0.0)
         self.activation = validation.choice(name, "activation", activation, GATE_ACTIVATIONS)
         self.attention_bias = validation.boolean(name, "attention_bias", attention_bias)
+        self.attention_output_bias = validation.boolean(
+            name, "attention_output_bias", attention_output_bias
+        )
         self.dropout = validation.rate(name, "dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
@@ -150,7 +156,7 @@ class LlamaDecoderBlock(keras.layers.Layer):
             head_dim,
             num_key_value_heads=self.num_key_value_heads,
             use_bias=self.attention_bias,
-            use_output_bias=False,
+            use_output_bias=self.attention_output_bias,
             output_dim=d,
             dropout=self.dropout,
             rotary_embedding=RotaryEmbedding(
@@ -240,6 +246,7 @@ class LlamaDecoderBlock(keras.layers.Layer):
                 "norm_epsilon": self.norm_epsilon,
                 "activation": self.activation,
                 "attention_bias": self.attention_bias,
+                "attention_output_bias": self.attention_output_bias,
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }

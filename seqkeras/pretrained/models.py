@@ -8,6 +8,8 @@
   with character and casing features, a linear layer or a CRF over word
   positions.
 - `gpt2_language_model`: `transformer_language_model` with GPT-2's shape.
+- `llama_language_model`: `decoder_language_model` with a Llama, Qwen2 or
+  Mistral checkpoint's shape (rotary, grouped-query, RMSNorm, SwiGLU).
 
 Each takes the `architecture` dict of a `Checkpoint` (so `config.json`
 rebuilds the network without the checkpoint); `load_pretrained(model,
@@ -24,6 +26,8 @@ from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
 from seqkeras.models.classification import CRFTagger
 from seqkeras.models.classification import word_features
+from seqkeras.models.decoder_lm import DecoderLanguageModel
+from seqkeras.models.decoder_lm import decoder_language_model
 from seqkeras.models.language_models import transformer_language_model
 
 _BERT_KEYS = (
@@ -564,6 +568,57 @@ def gpt2_language_model(architecture, dropout=None):
     )
 
 
+#: The keys of a Llama-family architecture dict that are
+#: `decoder_language_model` arguments (the rest, e.g. `bos_id`, describe
+#: the tokenizer).
+_LLAMA_KEYS = (
+    "vocab_size",
+    "hidden_dim",
+    "num_layers",
+    "num_heads",
+    "intermediate_dim",
+    "num_key_value_heads",
+    "head_dim",
+    "max_length",
+    "norm_epsilon",
+    "activation",
+    "rope_base",
+    "rope_scaling",
+    "rope_layout",
+    "attention_bias",
+    "attention_output_bias",
+    "window",
+    "window_layers",
+    "tie_embeddings",
+)
+
+
+def llama_language_model(architecture, dropout=None):
+    """A Llama-family checkpoint's network (Llama, Qwen2, Mistral, SmolLM:
+    `read_checkpoint` of a GGUF file or a Hugging Face directory) as a
+    `seqkeras.models.DecoderLanguageModel`; `load_pretrained` fills it. Id
+    0 is a token, not padding.
+
+    Args:
+        architecture: a `Checkpoint`'s `architecture` dict.
+        dropout: in the blocks while training (default 0, as these
+            checkpoints were trained).
+
+    Example:
+
+    >>> import numpy as np, seqkeras.pretrained as sp
+    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+    ...             num_key_value_heads=1, intermediate_dim=16, max_length=16)
+    >>> tuple(sp.llama_language_model(arch)(np.array([[0, 5, 6]])).shape)
+    (1, 3, 40)
+    """
+    arch = _architecture("llama_language_model", architecture, "llama")
+    kwargs = {k: arch[k] for k in _LLAMA_KEYS if k in arch}
+    return decoder_language_model(
+        **kwargs, dropout=0.0 if dropout is None else dropout, name="llama_language_model"
+    )
+
+
 # -- weights ------------------------------------------------------------------
 
 
@@ -696,6 +751,56 @@ def _load_gpt2(model, checkpoint):
     return used
 
 
+def _load_llama(model, checkpoint):
+    """Hugging Face Llama names (`model.` stripped) onto a
+    `DecoderLanguageModel`: torch Linear weights (out, in) transposed into
+    the (in, heads, head_dim) kernels."""
+    used = []
+    embedding = model.part("embedding")
+    used.append(_assign(checkpoint, embedding.embeddings, "embed_tokens.weight"))
+
+    def linear(variable, name, shape):
+        used.append(
+            _assign(checkpoint, variable, name, transform=lambda w: np.transpose(w).reshape(shape))
+        )
+
+    for i, block in enumerate(model.part("blocks")):
+        p = f"layers.{i}."
+        mha = block.attention
+        h, kv, hd = mha.num_heads, mha.num_key_value_heads, mha.key_dim
+        for role, heads in (("q", h), ("k", kv), ("v", kv)):
+            name = {"q": "query", "k": "key", "v": "value"}[role]
+            linear(
+                getattr(mha, f"{name}_kernel"), f"{p}self_attn.{role}_proj.weight", (-1, heads, hd)
+            )
+            bias = getattr(mha, f"{name}_bias")
+            if bias is not None:
+                used.append(
+                    _assign(
+                        checkpoint,
+                        bias,
+                        f"{p}self_attn.{role}_proj.bias",
+                        transform=lambda b, heads=heads: b.reshape(heads, hd),
+                    )
+                )
+        linear(mha.output_kernel, p + "self_attn.o_proj.weight", (h, hd, -1))
+        if mha.output_bias is not None:
+            used.append(_assign(checkpoint, mha.output_bias, p + "self_attn.o_proj.bias"))
+        used.append(_assign(checkpoint, block.attention_norm.scale, p + "input_layernorm.weight"))
+        used.append(
+            _assign(checkpoint, block.feedforward_norm.scale, p + "post_attention_layernorm.weight")
+        )
+        ffn = block.feedforward
+        for role in ("gate", "up", "down"):
+            kernel = getattr(ffn, f"{role}_kernel")
+            linear(kernel, f"{p}mlp.{role}_proj.weight", tuple(kernel.shape))
+    used.append(_assign(checkpoint, model.part("norm").scale, "norm.weight"))
+    dense = model.part("logits")
+    if dense is not None:
+        linear(dense.kernel, "lm_head.weight", tuple(dense.kernel.shape))
+    return used
+
+
 def _check_target(model, checkpoint):
     """A ValueError unless `model` is what this module builds for the
     checkpoint's family (instead of an AttributeError half-way through)."""
@@ -703,6 +808,9 @@ def _check_target(model, checkpoint):
     if checkpoint.model_type == "bert":
         fits = isinstance(part("embedding"), sk.BertEmbedding) and part("blocks")
         makers = "`bert_encoder`, `bert_classifier` or `bert_tagger`"
+    elif checkpoint.model_type == "llama":
+        fits = isinstance(model, DecoderLanguageModel)
+        makers = "`llama_language_model` (a `DecoderLanguageModel`)"
     else:
         fits = isinstance(part("positions"), sk.PositionalEmbedding) and part("blocks")
         makers = "`gpt2_language_model` or `gpt2_classifier`"
@@ -727,14 +835,19 @@ def load_pretrained(model, checkpoint):
     _check_target(model, checkpoint)
     if checkpoint.model_type == "bert":
         used = _load_bert(model, checkpoint)
+    elif checkpoint.model_type == "llama":
+        used = _load_llama(model, checkpoint)
     else:
         used = _load_gpt2(model, checkpoint)
     ignored = (
         "position_ids",
         "attn.bias",
         "attn.masked_bias",
-        "lm_head.weight",
         "cls.predictions.decoder.weight",  # tied to the word embeddings
         "cls.predictions.decoder.bias",  # = cls.predictions.bias
     )
+    if checkpoint.model_type == "llama":
+        ignored += ("rotary_emb.inv_freq",)  # recomputed from rope_base
+    if checkpoint.model_type != "llama" or model.part("logits") is None:
+        ignored += ("lm_head.weight",)  # tied: a copy of the embedding
     return sorted(n for n in set(checkpoint.tensors) - set(used) if not n.endswith(ignored))

@@ -40,6 +40,21 @@ BUILDERS = {
             max_length=16,
         )
     ),
+    # rotary, grouped-query, sliding-window (second block) attention with
+    # query/key/value biases and an untied output matrix
+    "decoder_language_model": lambda: M.decoder_language_model(
+        V,
+        8,
+        2,
+        4,
+        16,
+        num_key_value_heads=2,
+        window=4,
+        window_layers=[1],
+        attention_bias=True,
+        tie_embeddings=False,
+        max_length=16,
+    ),
     "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8),
     **{
         f"seq2seq_{score}": (

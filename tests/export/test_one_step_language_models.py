@@ -9,6 +9,7 @@ NAMES = [
     "rnn_language_model",
     "transformer_language_model",
     "gpt2_language_model",
+    "decoder_language_model",
     "conditioned_decoder",
     "user_subclass",
 ]
