@@ -18,6 +18,7 @@ from seqkeras.data.synthetic import multi_seasonal_series
 from seqkeras.data.bert_text import BertSubwordTokenizer
 from seqkeras.data.bert_text import BertTokenizer
 from seqkeras.data.bert_text import BertWordFeatures
+from seqkeras.data.byte_level_bpe import ByteLevelBPETokenizer
 from seqkeras.data.checks import check_token_dataset
 from seqkeras.data.checks import check_token_ids
 from seqkeras.data.conll import read_conll
@@ -42,6 +43,7 @@ __all__ = [
     "BertSubwordTokenizer",
     "BertTokenizer",
     "BertWordFeatures",
+    "ByteLevelBPETokenizer",
     "CharVocabulary",
     "EOS",
     "PAD",

@@ -52,6 +52,9 @@ def builders():
         "transformer_language_model": lambda: M.transformer_language_model(
             V, 16, num_layers=1, num_heads=2, hidden_dim=8
         ),
+        "decoder_language_model": lambda: M.decoder_language_model(
+            V, 8, 1, 4, 16, num_key_value_heads=2, window=4, max_length=16
+        ),
         "conditioned_decoder": lambda: M.conditioned_decoder(5, V, units=8, embedding_dim=8),
         "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8, attention="additive"),
         "transformer_seq2seq": lambda: M.transformer_seq2seq(
@@ -188,8 +191,8 @@ json.dump(jobs, open(sys.argv[1], "w"))
     assert result.returncode == 0, result.stderr[-3000:]
     with open(tmp_path / "jobs.json") as f:
         jobs = json.load(f)
-    assert sum("serve_text" in j for j in jobs) == 5  # classifiers, tagger, LMs
-    assert sum("generate_text" in j for j in jobs) == 4  # LMs, seq2seqs
+    assert sum("serve_text" in j for j in jobs) == 6  # classifiers, tagger, LMs
+    assert sum("generate_text" in j for j in jobs) == 5  # LMs, seq2seqs
     for job in jobs:
         if "serve_text" in job:
             base = job["expected"][:-4]

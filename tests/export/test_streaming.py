@@ -116,6 +116,22 @@ def test_streaming_transformer_language_model_with_key_value_caches(tmp_path):
         np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
 
 
+def test_streaming_decoder_language_model_with_grouped_query_caches(tmp_path):
+    # rotary positions from the streamed position, grouped-query caches
+    # (key/value heads only), a sliding window shorter than the text
+    model = seqkeras.models.decoder_language_model(
+        30, 8, 2, 4, 16, num_key_value_heads=2, window=3, max_length=12
+    )
+    path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
+    assert shapes == [(1,)] + [(2, 12, 2)] * 4  # (kv heads, positions, head dim)
+    flatbuffer = open(path, "rb").read()
+    assert_builtin_only(flatbuffer)
+    ids = _tokens(1, 9, seed=5, vocab=30)
+    expected = np.asarray(model(ids))
+    for t, out in enumerate(_stream(flatbuffer, "token_ids", ids, shapes)):
+        np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
+
+
 @pytest.mark.parametrize("kind", ["plain", "bahdanau", "luong", "conditioned", "transformer"])
 def test_streaming_decoder_equals_the_teacher_forced_pass(kind, tmp_path):
     M = seqkeras.models

@@ -1,0 +1,232 @@
+"""Chatting with a Llama-family checkpoint: the checkpoint's chat template
+(rendered with jinja2 as `transformers` renders it), its byte-level BPE
+tokenizer, and the model's own cached decoding step run one token at a
+time, so each token shows as it comes.
+
+    python -m seqkeras.pretrained chat PATH [--prompt TEXT] [--sample]
+
+`PATH` is a GGUF file or a Hugging Face directory (with `tokenizer.json`
+and a chat template). Without `--prompt` it reads one user turn per line
+from standard input and keeps the conversation.
+"""
+
+import numpy as np
+
+from seqkeras.layers import validation
+
+
+class ChatSession:
+    """A conversation with a `DecoderLanguageModel` and its tokenizer.
+
+    Each turn renders the whole conversation with the chat template,
+    encodes it, and feeds the model only the tokens its key/value cache
+    does not hold yet (the previous turns stay cached); the reply is
+    decoded one token at a time by one XLA-compiled step
+    (`call_with_cache` over a cache of `context` positions).
+
+    Args:
+        model: a model with the generation contract (`init_cache`,
+            `call_with_cache`), e.g. `llama_language_model` loaded with
+            `load_pretrained`.
+        tokenizer: a `seqkeras.data.ByteLevelBPETokenizer` with a chat
+            template.
+        eos_ids: ids that end a reply (default: the tokenizer's EOS and
+            the template's end-of-turn token when the vocabulary has
+            `<|im_end|>` or `<|eot_id|>`).
+        context: cached positions (the conversation's longest length).
+        system: an optional system message (else the template's default).
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> from seqkeras.pretrained.chat import sample_token
+    >>> int(sample_token(np.array([0.1, 3.0, 0.2]), temperature=0))  # greedy
+    1
+    """
+
+    def __init__(self, model, tokenizer, eos_ids=None, context=2048, system=None):
+        where = "ChatSession"
+        self.context = validation.positive_int(where, "context", context)
+        limit = getattr(model, "max_generation_length", None)
+        if limit is not None:
+            self.context = min(self.context, limit)
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError(f"`{where}`: the tokenizer has no chat template")
+        self.model, self.tokenizer = model, tokenizer
+        if eos_ids is None:
+            eos_ids = [tokenizer.eos_id] if getattr(tokenizer, "eos_id", None) is not None else []
+            index = {t: i for i, t in enumerate(tokenizer.vocabulary)}
+            eos_ids += [index[t] for t in ("<|im_end|>", "<|eot_id|>", "<|end|>") if t in index]
+        self.eos_ids = sorted(set(int(i) for i in eos_ids))
+        self.messages = [] if system is None else [{"role": "system", "content": system}]
+        self.fed = []  # the ids the cache holds, in order
+        self.cache = None
+        self._step = None
+
+    def _compiled_step(self):
+        import tensorflow as tf
+
+        if self._step is None:
+            model = self.model
+
+            def step(token, cache, index):
+                return model.call_with_cache(token, cache, index)
+
+            self._step = tf.function(step, jit_compile=True, reduce_retracing=True)
+        return self._step
+
+    def _feed(self, token):
+        import tensorflow as tf
+
+        if len(self.fed) >= self.context:
+            raise ValueError(
+                f"`ChatSession`: the conversation is longer than context={self.context} tokens"
+            )
+        logits, self.cache = self._compiled_step()(
+            tf.constant([token], "int32"), self.cache, tf.constant(len(self.fed), "int32")
+        )
+        self.fed.append(int(token))
+        return np.asarray(logits)[0]
+
+    def _prompt_ids(self):
+        text = self.tokenizer.apply_chat_template(self.messages, add_generation_prompt=True)
+        return [int(i) for i in self.tokenizer.encode([text])[0].numpy()]
+
+    def reply(self, text, max_new_tokens=256, temperature=0.0, top_k=None, top_p=None, seed=None):
+        """Yields the reply to the user turn `text` piece by piece (text as
+        it decodes: a piece ends on a whole UTF-8 character); the
+        conversation keeps the reply. `temperature` 0 is greedy."""
+        validation.positive_int("ChatSession.reply", "max_new_tokens", max_new_tokens)
+        self.messages.append({"role": "user", "content": text})
+        ids = self._prompt_ids()
+        shared = 0
+        while shared < min(len(ids), len(self.fed)) and ids[shared] == self.fed[shared]:
+            shared += 1
+        if self.cache is None or shared < len(self.fed):  # the cache cannot be reused
+            self.cache = self.model.init_cache(None, 1, self.context)
+            self.fed, shared = [], 0
+        logits = None
+        for token in ids[shared:]:
+            logits = self._feed(token)
+        if logits is None:  # the prompt was all cached: feed its last token again
+            last = self.fed.pop()
+            logits = self._feed(last)
+        rng = np.random.default_rng(seed)
+        reply, shown = [], ""
+        for _ in range(max_new_tokens):
+            token = sample_token(logits, temperature, top_k, top_p, rng)
+            if token in self.eos_ids:
+                self.fed.append(token)  # the template's end of turn, cached
+                break
+            reply.append(token)
+            text_so_far = self._decode(reply)
+            if not text_so_far.endswith("\ufffd"):  # a whole character
+                yield text_so_far[len(shown) :]
+                shown = text_so_far
+            if len(self.fed) >= self.context:
+                break
+            logits = self._feed(token)
+        self.messages.append({"role": "assistant", "content": self._decode(reply)})
+        # the rendered conversation may differ from what was fed (e.g. the
+        # end-of-turn token); the next turn's prefix match settles it
+
+    def _decode(self, ids):
+        if not ids:
+            return ""
+        return self.tokenizer.decode([ids]).numpy()[0].decode("utf-8", "replace")
+
+
+def sample_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+    """The next token from float `logits` (vocab,): argmax when
+    `temperature` is 0, else a draw from softmax(logits / temperature)
+    restricted to the `top_k` most likely and the smallest set whose
+    probability reaches `top_p`."""
+    logits = np.asarray(logits, "float64")
+    if not temperature:
+        return int(np.argmax(logits))
+    rng = np.random.default_rng() if rng is None else rng
+    z = logits / float(temperature)
+    order = np.argsort(-z)
+    if top_k:
+        order = order[: int(top_k)]
+    p = np.exp(z[order] - z[order].max())
+    p /= p.sum()
+    if top_p is not None and top_p < 1:
+        keep = np.searchsorted(np.cumsum(p), float(top_p)) + 1
+        order, p = order[:keep], p[:keep] / p[:keep].sum()
+    return int(order[rng.choice(len(order), p=p)])
+
+
+def load_chat(path, context=2048, system=None):
+    """A `ChatSession` over the checkpoint at `path` (a GGUF file or a
+    Hugging Face directory): its model loaded with `load_pretrained`, its
+    tokenizer with `ByteLevelBPETokenizer.load`."""
+    from seqkeras.data import ByteLevelBPETokenizer
+    from seqkeras.pretrained.checkpoints import read_checkpoint
+    from seqkeras.pretrained.models import llama_language_model
+    from seqkeras.pretrained.models import load_pretrained
+
+    checkpoint = read_checkpoint(path)
+    if checkpoint.model_type != "llama":
+        raise ValueError(
+            f"`load_chat`: {path} is a {checkpoint.model_type} checkpoint; chat needs a "
+            "Llama-family one (llama, qwen2, mistral)"
+        )
+    model = llama_language_model(checkpoint.architecture)
+    load_pretrained(model, checkpoint)
+    tokenizer = ByteLevelBPETokenizer.load(path)
+    eos = [i for i in checkpoint.architecture.get("eos_ids", []) if i is not None]
+    session = ChatSession(model, tokenizer, context=context, system=system)
+    session.eos_ids = sorted(set(session.eos_ids) | set(eos))
+    return session
+
+
+def add_parser(sub):
+    """The `chat` subcommand of `python -m seqkeras.pretrained`."""
+    chat = sub.add_parser("chat", help="stream replies using the checkpoint's chat template")
+    chat.add_argument("path", help="a GGUF file or a Hugging Face directory")
+    chat.add_argument("--prompt", help="one user turn (default: read turns from stdin)")
+    chat.add_argument("--system", help="a system message (default: the template's)")
+    chat.add_argument("--max-new-tokens", type=int, default=256)
+    chat.add_argument("--sample", action="store_true", help="sample instead of greedy")
+    chat.add_argument("--temperature", type=float, default=0.7)
+    chat.add_argument("--top-k", type=int, default=50)
+    chat.add_argument("--top-p", type=float, default=0.9)
+    chat.add_argument("--seed", type=int, default=None)
+    chat.add_argument("--context", type=int, default=2048, help="cached positions")
+    return chat
+
+
+def run(args):
+    """Runs the `chat` subcommand: one `--prompt`, or a conversation of
+    one user turn per line of standard input; the reply streams to
+    standard output, its timing to standard error."""
+    import sys
+    import time
+
+    session = load_chat(args.path, context=args.context, system=args.system)
+    options = dict(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature if args.sample else 0.0,
+        top_k=args.top_k if args.sample else None,
+        top_p=args.top_p if args.sample else None,
+        seed=args.seed,
+    )
+
+    def turn(text):
+        start, count = time.perf_counter(), 0
+        for piece in session.reply(text, **options):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+            count += 1
+        seconds = time.perf_counter() - start
+        sys.stdout.write("\n")
+        sys.stderr.write(f"[{count} tokens in {seconds:.1f} s]\n")
+
+    if args.prompt is not None:
+        turn(args.prompt)
+        return 0
+    for line in sys.stdin:
+        if line.strip():
+            turn(line.rstrip("\n"))
+    return 0

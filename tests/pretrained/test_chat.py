@@ -1,0 +1,108 @@
+"""The chat command over a tiny Hugging Face directory made in the test (a
+byte-level BPE trained by `tokenizers`, a ChatML template, a random
+`LlamaForCausalLM`): the streamed reply equals greedy `generate` on the
+rendered prompt, a second turn that reuses the cache equals a fresh
+session, and the command line prints the reply."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import seqkeras
+from seqkeras.pretrained import chat
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+pytest.importorskip("tensorflow_text")
+
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory):
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    path = str(tmp_path_factory.mktemp("chat"))
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(["the cat sat on the mat, what is the capital?"] * 20, trainer)
+    hf.save(os.path.join(path, "tokenizer.json"))
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": CHATML, "eos_token": "<|im_end|>"}, f)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=hf.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+        initializer_range=0.2,
+        bos_token_id=None,
+        eos_token_id=2,
+        tie_word_embeddings=True,
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
+    return path
+
+
+def test_reply_equals_greedy_generate(directory):
+    session = chat.load_chat(directory, context=128)
+    assert 2 in session.eos_ids  # <|im_end|>
+    pieces = list(session.reply("what is the cat?", max_new_tokens=20))
+    text = "".join(pieces)
+    prompt = session.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "what is the cat?"}], add_generation_prompt=True
+    )
+    ids = session.tokenizer.encode([prompt])[0].numpy()
+    out = np.asarray(
+        seqkeras.models.generate(
+            session.model, prompt=ids[None], max_length=len(ids) + 20, eos_id=2, pad_id=2
+        )
+    )[0, len(ids) :]
+    new = [int(i) for i in out if i != 2][:20]
+    assert len(new) > 3  # a reply, not an immediate end of turn
+    assert text == session.tokenizer.decode([new]).numpy()[0].decode()
+    assert session.messages[-1] == {"role": "assistant", "content": text}
+
+    # a second turn: the cache keeps the first (only the new tokens are
+    # fed), and the reply equals a fresh session's over the same history
+    fed_before = len(session.fed)
+    second = "".join(session.reply("and the mat?", max_new_tokens=10))
+    fresh = chat.load_chat(directory, context=128)
+    fresh.messages = list(session.messages[:-2])
+    assert "".join(fresh.reply("and the mat?", max_new_tokens=10)) == second
+    assert len(session.fed) > fed_before
+
+
+def test_chat_command_streams_a_reply(directory, capsys):
+    from seqkeras.pretrained.__main__ import main
+
+    assert main(["chat", directory, "--prompt", "the cat", "--max-new-tokens", "5"]) == 0
+    out = capsys.readouterr()
+    assert out.out.endswith("\n") and "tokens in" in out.err
+
+
+def test_chat_errors():
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        session = chat.ChatSession.__new__(chat.ChatSession)
+        next(chat.ChatSession.reply(session, "x", max_new_tokens=0))
+    assert chat.sample_token(np.array([0.0, 5.0, 1.0])) == 1
+    rng = np.random.default_rng(0)
+    draws = {chat.sample_token(np.array([0.0, 5.0, 4.9]), 1.0, top_k=2, rng=rng) for _ in range(50)}
+    assert draws == {1, 2}  # top_k keeps the two best, both drawn
