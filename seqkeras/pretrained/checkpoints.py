@@ -1,7 +1,8 @@
 """Reading pretrained checkpoints: Hugging Face directories (`config.json`
 + `model.safetensors`, read as NumPy through the `safetensors` package:
 no torch) and keras-hub preset directories (`save_to_preset`), for BERT-
-family encoders and GPT-2; Llama-family Hugging Face directories and
+family encoders, GPT-2 and keras-hub's Llama, Mistral and Qwen
+backbones; Llama-family Hugging Face directories and
 llama.cpp GGUF files through `llama_checkpoints`.
 
 Either becomes a `Checkpoint`: the model type, an architecture dict (the
@@ -140,14 +141,27 @@ def _keras_hub_checkpoint(directory, config):
     import keras_hub
 
     class_name = config.get("class_name")
-    if class_name not in ("BertBackbone", "GPT2Backbone"):
+    llama = keras_hub_weights.LLAMA_BACKBONES
+    if class_name not in ("BertBackbone", "GPT2Backbone", *llama):
         _unsupported(
             os.path.join(directory, "config.json"),
             "class_name",
             class_name,
-            "keras-hub 'BertBackbone' and 'GPT2Backbone'",
+            ["BertBackbone", "GPT2Backbone", *llama],
         )
     backbone = keras_hub.models.Backbone.from_preset(directory)
+    if class_name in llama:
+        # the preset's tokenizer, when saved with it, gives bos / eos ids
+        tokenizer = None
+        if os.path.isfile(os.path.join(directory, "tokenizer.json")):
+            tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(directory)
+        return Checkpoint(
+            "llama",
+            keras_hub_weights.llama_architecture(backbone, tokenizer=tokenizer),
+            keras_hub_weights.llama_tensors(backbone),
+            directory,
+            "keras_hub",
+        )
     if class_name == "BertBackbone":
         return Checkpoint(
             "bert",
@@ -169,8 +183,10 @@ def read_checkpoint(path):
     """The `Checkpoint` at `path`: a Hugging Face checkpoint directory
     (`config.json` with `model_type` "bert", "gpt2", "llama", "qwen2" or
     "mistral", and `model.safetensors` or its shards), a keras-hub preset
-    of a `BertBackbone` or `GPT2Backbone`, or a llama.cpp `.gguf` file of
-    a Llama or Qwen2 model. An unsupported model type or config field
+    of a `BertBackbone`, `GPT2Backbone`, `LlamaBackbone`, `Llama3Backbone`,
+    `MistralBackbone` or `QwenBackbone` (Qwen2; the Llama family is read
+    as model type "llama", see `keras_hub_weights.llama_architecture`), or
+    a llama.cpp `.gguf` file of a Llama or Qwen2 model. An unsupported model type or config field
     raises a ValueError naming the field and its value.
 
     Args:
