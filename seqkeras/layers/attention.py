@@ -7,6 +7,7 @@ from keras import ops
 
 from seqkeras.layers import attention_core
 from seqkeras.layers import export_mode
+from seqkeras.layers import lora
 from seqkeras.layers import masking
 from seqkeras.layers import scoring
 from seqkeras.layers.rotary import RotaryEmbedding
@@ -277,6 +278,9 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
         use_output_bias: whether the output projection has one (default
             `use_bias`; Qwen2 has query/key/value biases and none here).
+        lora_rank, lora_alpha: low-rank adapters on the four projections
+            (`seqkeras.layers.lora`: the kernels frozen, `(alpha / rank)
+            A B` added; alpha defaults to the rank).
         output_dim: size of the output (default: the query's features).
         seed: seed of the dropout.
         kernel_initializer, bias_initializer: of the projections.
@@ -349,10 +353,13 @@ class MultiHeadAttention(keras.layers.Layer):
         rotary_embedding=None,
         window=None,
         use_output_bias=None,
+        lora_rank=None,
+        lora_alpha=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         name = "MultiHeadAttention"
+        self.lora_rank, self.lora_alpha = lora.check(name, lora_rank, lora_alpha)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         if fused is not None:
@@ -451,6 +458,20 @@ class MultiHeadAttention(keras.layers.Layer):
             if self.use_output_bias
             else None
         )
+        if self.lora_rank:
+            lora.add_adapters(
+                self,
+                [
+                    ("query", self.query_kernel, 1),
+                    ("key", self.key_kernel, 1),
+                    ("value", self.value_kernel, 1),
+                    ("output", self.output_kernel, 2),
+                ],
+            )
+
+    def _kernel(self, name):
+        """The `name` projection's kernel, its LoRA adapter added."""
+        return lora.effective(self, name, getattr(self, f"{name}_kernel"))
 
     def _project(self, x, kernel, bias):
         y = ops.einsum("btd,dhk->bthk", x, kernel)  # (batch, time, heads, dim)
@@ -459,9 +480,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project_qkv(self, query, key, value):
         """q, k, v, each (batch, time, heads, dim)."""
         return (
-            self._project(query, self.query_kernel, self.query_bias),
-            self._project(key, self.key_kernel, self.key_bias),
-            self._project(value, self.value_kernel, self.value_bias),
+            self._project(query, self._kernel("query"), self.query_bias),
+            self._project(key, self._kernel("key"), self.key_bias),
+            self._project(value, self._kernel("value"), self.value_bias),
         )
 
     def _heads_first(self, x, kernel, bias):
@@ -477,8 +498,8 @@ class MultiHeadAttention(keras.layers.Layer):
         rows `i * beams + j` read cache row `i`)."""
         value = key if value is None else value
         return (
-            self._heads_first(key, self.key_kernel, self.key_bias),
-            self._heads_first(value, self.value_kernel, self.value_bias),
+            self._heads_first(key, self._kernel("key"), self.key_bias),
+            self._heads_first(value, self._kernel("value"), self.value_bias),
         )
 
     def init_cache(self, batch_size, max_length):
@@ -521,12 +542,14 @@ class MultiHeadAttention(keras.layers.Layer):
 
         hq, hv = self.num_heads * self.key_dim, self.num_heads * self.value_dim
         kv = self.num_key_value_heads
-        query = (flat(self.query_kernel, scale), bias(self.query_bias, hq, scale))
+        query = (flat(self._kernel("query"), scale), bias(self.query_bias, hq, scale))
         weights = {"query": query}
         same_input = self.query_kernel.shape[0] == self.key_kernel.shape[0]
         if same_input and self.value_kernel.shape[0] == self.key_kernel.shape[0]:
             weights["qkv"] = (
-                ops.concatenate([query[0], flat(self.key_kernel), flat(self.value_kernel)], axis=1),
+                ops.concatenate(
+                    [query[0], flat(self._kernel("key")), flat(self._kernel("value"))], axis=1
+                ),
                 ops.concatenate(
                     [
                         query[1],
@@ -536,7 +559,7 @@ class MultiHeadAttention(keras.layers.Layer):
                     axis=0,
                 ),
             )
-        out = ops.reshape(ops.cast(self.output_kernel, dtype), (hv, -1))
+        out = ops.reshape(ops.cast(self._kernel("output"), dtype), (hv, -1))
         weights["output"] = (
             out,
             None if self.output_bias is None else ops.cast(self.output_bias, dtype),
@@ -587,15 +610,15 @@ class MultiHeadAttention(keras.layers.Layer):
                 w, b = prepared["query"]
                 q = ops.matmul(rows(query), w) + b
                 if self_attention:
-                    k = self._heads_first(key, self.key_kernel, self.key_bias)
-                    v = self._heads_first(value, self.value_kernel, self.value_bias)
+                    k = self._heads_first(key, self._kernel("key"), self.key_bias)
+                    v = self._heads_first(value, self._kernel("value"), self.value_bias)
             q = heads(q, dk)
         else:
-            q = self._heads_first(query, self.query_kernel, self.query_bias)
+            q = self._heads_first(query, self._kernel("query"), self.query_bias)
             q = q * ops.cast(1.0 / math.sqrt(dk), q.dtype)
             if self_attention:
-                k = self._heads_first(key, self.key_kernel, self.key_bias)
-                v = self._heads_first(value, self.value_kernel, self.value_bias)
+                k = self._heads_first(key, self._kernel("key"), self.key_bias)
+                v = self._heads_first(value, self._kernel("value"), self.value_bias)
         q_mask = None if query_mask is None else ops.cast(query_mask, "bool")  # (batch, Tq)
         groups = None
         if self_attention:
@@ -681,7 +704,7 @@ class MultiHeadAttention(keras.layers.Layer):
             w, b = prepared["output"]
             output = ops.matmul(context, w)
         else:
-            output = ops.matmul(context, ops.reshape(self.output_kernel, (h * dv, -1)))
+            output = ops.matmul(context, ops.reshape(self._kernel("output"), (h * dv, -1)))
             b = self.output_bias
         if b is not None:
             output = output + b
@@ -777,7 +800,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self.seed_generator,
             training,
         )
-        output = ops.einsum("bqhd,hdo->bqo", context, self.output_kernel)
+        output = ops.einsum("bqhd,hdo->bqo", context, self._kernel("output"))
         if self.output_bias is not None:
             output = output + self.output_bias
         if return_attention_scores:
@@ -863,6 +886,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 ),
                 "window": self.window,
                 "use_output_bias": self.use_output_bias,
+                "lora_rank": self.lora_rank,
+                "lora_alpha": self.lora_alpha,
             }
         )
         return config

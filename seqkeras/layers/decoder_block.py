@@ -14,6 +14,7 @@ Llama's norm computes; the attention is `seqkeras.layers.MultiHeadAttention`
 
 import keras
 
+from seqkeras.layers import lora
 from seqkeras.layers import validation
 from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.feedforward import GATE_ACTIVATIONS
@@ -52,6 +53,8 @@ class LlamaDecoderBlock(keras.layers.Layer):
             (Qwen2); the feed-forward has none.
         attention_output_bias: a bias on the attention's output projection
             (Llama configs with `attention_bias`; not Qwen2).
+        lora_rank, lora_alpha: low-rank adapters on the attention's four
+            projections and the feed-forward's three (`seqkeras.layers.lora`).
         dropout: rate of dropout on the attention weights and after each
             sublayer (training only).
         kernel_initializer: of every projection.
@@ -95,6 +98,8 @@ class LlamaDecoderBlock(keras.layers.Layer):
         dropout=0.0,
         kernel_initializer="glorot_uniform",
         attention_output_bias=False,
+        lora_rank=None,
+        lora_alpha=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -124,6 +129,7 @@ class LlamaDecoderBlock(keras.layers.Layer):
         self.attention_output_bias = validation.boolean(
             name, "attention_output_bias", attention_output_bias
         )
+        self.lora_rank, self.lora_alpha = lora.check(name, lora_rank, lora_alpha)
         self.dropout = validation.rate(name, "dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
@@ -168,6 +174,8 @@ class LlamaDecoderBlock(keras.layers.Layer):
             ),
             window=self.window,
             kernel_initializer=self._initializer(),
+            lora_rank=self.lora_rank,
+            lora_alpha=self.lora_alpha,
             dtype=policy,
             name="attention",
         )
@@ -175,6 +183,8 @@ class LlamaDecoderBlock(keras.layers.Layer):
             self.intermediate_dim,
             activation=self.activation,
             kernel_initializer=self._initializer(),
+            lora_rank=self.lora_rank,
+            lora_alpha=self.lora_alpha,
             dtype=policy,
             name="feedforward",
         )
@@ -247,6 +257,8 @@ class LlamaDecoderBlock(keras.layers.Layer):
                 "activation": self.activation,
                 "attention_bias": self.attention_bias,
                 "attention_output_bias": self.attention_output_bias,
+                "lora_rank": self.lora_rank,
+                "lora_alpha": self.lora_alpha,
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }

@@ -6,6 +6,7 @@ SwiGLU with `act = silu` (Llama, Qwen2, Mistral, SmolLM), GeGLU with
 import keras
 from keras import ops
 
+from seqkeras.layers import lora
 from seqkeras.layers import step_weights
 from seqkeras.layers import validation
 
@@ -43,6 +44,8 @@ class GatedFeedForward(keras.layers.Layer):
         use_bias: biases on the three projections (Llama has none).
         output_dim: output width (default: the input's).
         kernel_initializer, bias_initializer: of the projections.
+        lora_rank, lora_alpha: low-rank adapters on the three kernels
+            (`seqkeras.layers.lora`; alpha defaults to the rank).
 
     Call arguments:
         inputs: (..., d). A Keras mask passes through unchanged.
@@ -63,10 +66,13 @@ class GatedFeedForward(keras.layers.Layer):
         output_dim=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        lora_rank=None,
+        lora_alpha=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         name = "GatedFeedForward"
+        self.lora_rank, self.lora_alpha = lora.check(name, lora_rank, lora_alpha)
         self.intermediate_dim = validation.positive_int(name, "intermediate_dim", intermediate_dim)
         self.activation = validation.choice(name, "activation", activation, GATE_ACTIVATIONS)
         self.use_bias = validation.boolean(name, "use_bias", use_bias)
@@ -98,6 +104,13 @@ class GatedFeedForward(keras.layers.Layer):
             self.gate_bias = weight("gate_bias", (width,), self.bias_initializer)
             self.up_bias = weight("up_bias", (width,), self.bias_initializer)
             self.down_bias = weight("down_bias", (out,), self.bias_initializer)
+        if self.lora_rank:
+            kernels = [(n, getattr(self, f"{n}_kernel"), 1) for n in ("gate", "up", "down")]
+            lora.add_adapters(self, kernels)
+
+    def _kernel(self, name):
+        """The `name` kernel, its LoRA adapter added."""
+        return lora.effective(self, name, getattr(self, f"{name}_kernel"))
 
     def prepare_step_weights(self):
         """`{id(self): weights}` for `step_weights.prepared`: the gate and
@@ -107,11 +120,11 @@ class GatedFeedForward(keras.layers.Layer):
         def cast(x):
             return None if x is None else ops.cast(x, dtype)
 
-        fused = ops.concatenate([cast(self.gate_kernel), cast(self.up_kernel)], axis=1)
+        fused = ops.concatenate([cast(self._kernel("gate")), cast(self._kernel("up"))], axis=1)
         bias = None
         if self.use_bias:
             bias = ops.concatenate([cast(self.gate_bias), cast(self.up_bias)], axis=0)
-        down = (cast(self.down_kernel), cast(self.down_bias))
+        down = (cast(self._kernel("down")), cast(self.down_bias))
         return {id(self): {"gate_up": (fused, bias), "down": down}}
 
     def call(self, inputs):
@@ -129,10 +142,10 @@ class GatedFeedForward(keras.layers.Layer):
             gate, up = y[:, :width], y[:, width:]
             w, b = prepared["down"]
         else:
-            gate, up = ops.matmul(x, self.gate_kernel), ops.matmul(x, self.up_kernel)
+            gate, up = ops.matmul(x, self._kernel("gate")), ops.matmul(x, self._kernel("up"))
             if self.use_bias:
                 gate, up = gate + self.gate_bias, up + self.up_bias
-            w, b = self.down_kernel, self.down_bias
+            w, b = self._kernel("down"), self.down_bias
         y = ops.matmul(_activate(self.activation, gate) * up, w)
         if b is not None:
             y = y + b
@@ -151,6 +164,8 @@ class GatedFeedForward(keras.layers.Layer):
                 "output_dim": self.output_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "lora_rank": self.lora_rank,
+                "lora_alpha": self.lora_alpha,
             }
         )
         return config

@@ -1,9 +1,18 @@
 """`all_layers(model)`: every layer inside a model or layer, through the
 public attributes that hold sublayers (`layers` of models, `stack` of
 `StackedRecurrent`, `forward_layer`/`backward_layer` of `Bidirectional`,
-`layer` of wrappers), so no private Keras API is needed."""
+`layer` of wrappers, `attention`/`feedforward` of `LlamaDecoderBlock`), so
+no private Keras API is needed."""
 
-SUBLAYER_ATTRIBUTES = ("layers", "stack", "forward_layer", "backward_layer", "layer")
+SUBLAYER_ATTRIBUTES = (
+    "layers",
+    "stack",
+    "forward_layer",
+    "backward_layer",
+    "layer",
+    "attention",
+    "feedforward",
+)
 
 
 def all_layers(layer):

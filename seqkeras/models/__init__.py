@@ -31,6 +31,11 @@ from seqkeras.models.language_models import RecurrentLanguageModel
 from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.decoder_lm import DecoderLanguageModel
 from seqkeras.models.decoder_lm import decoder_language_model
+from seqkeras.models.lora import load_lora
+from seqkeras.models.lora import lora_variables
+from seqkeras.models.lora import merge_lora
+from seqkeras.models.lora import save_lora
+from seqkeras.models.lora import with_lora
 from seqkeras.models.language_models import rnn_language_model
 from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.elmo import BiLanguageModel
@@ -101,6 +106,11 @@ __all__ = [
     "tagger",
     "transformer_language_model",
     "decoder_language_model",
+    "load_lora",
+    "lora_variables",
+    "merge_lora",
+    "save_lora",
+    "with_lora",
     "transformer_seq2seq",
     "translate_texts",
 ]

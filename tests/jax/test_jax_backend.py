@@ -155,6 +155,9 @@ KINDS = {
     "decoder_language_model": lambda: M.decoder_language_model(
         12, 8, 2, 4, 16, num_key_value_heads=2, window=4, window_layers=[1], max_length=8
     ),
+    "lora_language_model": lambda: M.with_lora(
+        M.decoder_language_model(12, 8, 1, 2, 16, max_length=8), rank=2
+    ),
     "seq2seq": lambda: M.seq2seq(12, 12, embedding_dim=8, units=8, attention="additive"),
     "transformer_seq2seq": lambda: M.transformer_seq2seq(
         12, 12, 8, num_layers=1, num_heads=2, hidden_dim=8

@@ -266,3 +266,18 @@ def test_llama_block_contract_and_cached_step():
         sk.LlamaDecoderBlock(4, 16, num_key_value_heads=3)
     with pytest.raises(ValueError, match="rank 3"):
         sk.LlamaDecoderBlock(2, 8)(_x(2, 8))
+
+
+def test_lora_adapted_layers_contract():
+    # adapters in the config (a `.keras` file rebuilds them), float32
+    # adapter weights under mixed precision, the kernels frozen
+    run_layer_test(
+        lambda: sk.MultiHeadAttention(4, 2, num_key_value_heads=2, lora_rank=2),
+        _x(2, 5, 8),
+        call_kwargs={"use_causal_mask": True},
+        num_weights=(12, 4),  # adapters and biases; the four kernels frozen
+    )
+    run_layer_test(lambda: sk.GatedFeedForward(12, lora_rank=3, lora_alpha=6), _x(2, 5, 8))
+    block = sk.LlamaDecoderBlock(4, 16, num_key_value_heads=2, lora_rank=2)
+    block(_x(1, 3, 8))
+    assert len(block.trainable_weights) == 2 * 7 + 2  # adapters, the two norms

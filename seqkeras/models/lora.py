@@ -1,0 +1,144 @@
+"""LoRA fine-tuning of a whole model: `with_lora` rebuilds it with low-rank
+adapters in every layer that takes them (`lora_rank` in its config:
+`MultiHeadAttention`, `GatedFeedForward`, `LlamaDecoderBlock`) and freezes
+everything else; `save_lora` / `load_lora` keep the adapters on their own
+(a small `.npz`); `merge_lora` folds them into the kernels of a plain
+copy for export."""
+
+import math
+
+import keras
+import numpy as np
+
+from seqkeras.layers.walk import all_layers
+
+#: The kernels `seqkeras.layers.lora` adapts, by layer attribute prefix.
+_ADAPTED = ("query", "key", "value", "output", "gate", "up", "down")
+
+
+def _set_rank(config, rank, alpha):
+    """Sets `lora_rank`/`lora_alpha` in every layer config (nested dicts)
+    that has them; returns how many."""
+    found = 0
+    if isinstance(config, dict):
+        if "lora_rank" in config:
+            config["lora_rank"], config["lora_alpha"] = rank, alpha
+            found += 1
+        for value in config.values():
+            found += _set_rank(value, rank, alpha)
+    elif isinstance(config, list):
+        for value in config:
+            found += _set_rank(value, rank, alpha)
+    return found
+
+
+def _rebuilt(model, rank, alpha, where):
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"`{where}` expects a keras.Model. Received: {type(model).__name__}")
+    config = model.get_config()
+    if not _set_rank(config, rank, alpha):
+        raise ValueError(
+            f"`{where}`: model {model.name!r} has no layer that takes adapters (a "
+            "`lora_rank` argument: MultiHeadAttention, GatedFeedForward, LlamaDecoderBlock)"
+        )
+    return type(model).from_config(config)
+
+
+def lora_variables(model):
+    """The model's adapter variables (`*_lora_a`, `*_lora_b`), in order."""
+    return [v for v in model.weights if v.name.endswith(("_lora_a", "_lora_b"))]
+
+
+def with_lora(model, rank, alpha=None):
+    """A copy of `model` with rank-`rank` adapters (scaled by `alpha /
+    rank`; alpha defaults to the rank) on every attention and gated
+    feed-forward projection, the model's weights copied in and frozen: only
+    the adapters train. The adapters start at zero (`B = 0`), so the copy
+    computes what `model` computes.
+
+    Example:
+
+    >>> import numpy as np, seqkeras
+    >>> model = seqkeras.models.decoder_language_model(
+    ...     vocab_size=40, hidden_dim=16, num_layers=1, num_heads=2,
+    ...     intermediate_dim=32)
+    >>> tuned = seqkeras.models.with_lora(model, rank=4)
+    >>> x = np.array([[3, 4, 5]])
+    >>> bool(np.allclose(tuned(x), model(x), atol=1e-6))
+    True
+    >>> [v.name for v in tuned.trainable_weights][:2]
+    ['query_lora_a', 'query_lora_b']
+    """
+    from seqkeras.layers import validation
+
+    rank = validation.positive_int("with_lora", "rank", rank)
+    new = _rebuilt(model, rank, alpha, "with_lora")
+    old = {v.path: v for v in model.weights}
+    for v in new.weights:
+        if v.path in old:
+            v.assign(old[v.path])
+            v.trainable = False
+        elif not v.name.endswith(("_lora_a", "_lora_b")):
+            raise ValueError(f"`with_lora`: no weight {v.path!r} in model {model.name!r}")
+    return new
+
+
+def merge_lora(model):
+    """A plain copy of a `with_lora` model (no adapters) whose kernels are
+    `W + (alpha / rank) A B`: the same outputs, for export."""
+    merged = {}
+    for layer in all_layers(model):
+        rank = getattr(layer, "lora_rank", None)
+        if not rank:
+            continue
+        for name in _ADAPTED:
+            a = getattr(layer, f"{name}_lora_a", None)
+            if a is None:
+                continue
+            kernel = getattr(layer, f"{name}_kernel")
+            b = getattr(layer, f"{name}_lora_b")
+            delta = (np.asarray(a) @ np.asarray(b)) * (layer.lora_alpha / rank)
+            merged[kernel.path] = np.asarray(kernel) + delta.reshape(tuple(kernel.shape))
+    if not merged:
+        raise ValueError(f"`merge_lora`: model {model.name!r} has no adapters")
+    new = _rebuilt(model, None, None, "merge_lora")
+    old = {v.path: v for v in model.weights}
+    for v in new.weights:
+        v.assign(merged[v.path] if v.path in merged else old[v.path])
+    return new
+
+
+def save_lora(model, path):
+    """Writes the model's adapters alone to `path` (`.npz`, by variable
+    path); returns the path."""
+    variables = lora_variables(model)
+    if not variables:
+        raise ValueError(f"`save_lora`: model {model.name!r} has no adapters")
+    with open(path, "wb") as f:
+        np.savez(f, **{v.path: np.asarray(v) for v in variables})
+    return path
+
+
+def load_lora(model, path):
+    """Reads adapters written by `save_lora` into a `with_lora` model of
+    the same shape (ValueError naming a missing or misshapen one)."""
+    variables = lora_variables(model)
+    if not variables:
+        raise ValueError(f"`load_lora`: model {model.name!r} has no adapters (use `with_lora`)")
+    with np.load(path) as stored:
+        for v in variables:
+            if v.path not in stored.files:
+                raise ValueError(f"`load_lora`: {path} has no adapter {v.path!r}")
+            value = stored[v.path]
+            if tuple(value.shape) != tuple(v.shape):
+                raise ValueError(
+                    f"`load_lora`: adapter {v.path!r} in {path} has shape {value.shape}, "
+                    f"the model's {tuple(v.shape)} (a different rank or model)"
+                )
+            v.assign(value)
+    return model
+
+
+def adapter_size(model):
+    """Float32 bytes of the model's adapters."""
+    return 4 * sum(math.prod(v.shape) for v in lora_variables(model))
