@@ -53,9 +53,20 @@ ALONE_MARK = "RUN_ALONE = True"  # a test module that starts its own
 # the processes together stay inside the memory budget.
 
 
+OWN_MARK = "OWN_GROUP = True"  # a heavy module (it compiles and exports
+# many models, and checks them in fresh processes) is a group of its own,
+# beside one other group as usual, so that no group of modules adds up to
+# more than the memory budget's half.
+
+
 def runs_alone(path):
     with open(path, encoding="utf-8") as f:
         return any(line.startswith(ALONE_MARK) for line in f)
+
+
+def owns_group(path):
+    with open(path, encoding="utf-8") as f:
+        return any(line.startswith(OWN_MARK) for line in f)
 
 
 def _test_files():
@@ -77,13 +88,15 @@ def groups():
     """The test files in groups of about CHUNK_BYTES of source, one
     directory per group at most, largest groups first (a rough stand-in
     for duration); the end-to-end `test_package.py` alone and first (it
-    holds the longest tests). Modules marked `RUN_ALONE = True` are left
-    out: see `alone_groups`."""
+    holds the longest tests). Modules marked `OWN_GROUP = True` are groups
+    of their own; modules marked `RUN_ALONE = True` are left out: see
+    `alone_groups`."""
     found = []
     for root, tests in _test_files():
         package = [f for f in tests if f.endswith(os.sep + "test_package.py") and root == TESTS]
-        tests = [f for f in tests if f not in package and not runs_alone(f)]
-        found += [package] * bool(package) + _chunks(tests)
+        own = [f for f in tests if owns_group(f) and not runs_alone(f)]
+        tests = [f for f in tests if f not in package + own and not runs_alone(f)]
+        found += [package] * bool(package) + _chunks(tests) + [[f] for f in own]
     weight = {id(g): sum(os.path.getsize(f) for f in g) for g in found}
     found.sort(key=lambda g: (not g[0].endswith("test_package.py"), -weight[id(g)]))
     return [[os.path.relpath(f, ROOT) for f in g] for g in found]

@@ -5,6 +5,10 @@ beam with and without a length penalty (see `one_step_checks`)."""
 
 from tests.export.one_step_checks import check
 
+# many models exported and checked in fresh processes: a group of its own
+# (tests/run.py)
+OWN_GROUP = True
+
 NAMES = [
     "rnn_language_model",
     "transformer_language_model",

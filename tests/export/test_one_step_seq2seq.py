@@ -7,6 +7,10 @@ greedy and beam with and without a length penalty (see
 from tests.export.one_step_checks import BUILDERS, check
 from tests.export.test_one_step_language_models import NAMES
 
+# many models exported and checked in fresh processes: a group of its own
+# (tests/run.py)
+OWN_GROUP = True
+
 
 def test_encoder_decoders_decode_identically_in_every_runtime(tmp_path):
     names = [name for name in BUILDERS if name not in NAMES]
