@@ -245,6 +245,20 @@ class Attention(keras.layers.Layer):
         return config
 
 
+def key_value_heads(where, num_heads, num_key_value_heads):
+    """`num_key_value_heads` (default `num_heads`), a positive divisor of
+    `num_heads`; ValueError naming `where` otherwise."""
+    if num_key_value_heads is None:
+        return num_heads
+    kv = validation.positive_int(where, "num_key_value_heads", num_key_value_heads)
+    if num_heads % kv:
+        raise ValueError(
+            f"`{where}` needs num_key_value_heads dividing num_heads. Received: "
+            f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}"
+        )
+    return kv
+
+
 def _as_4d(mask, axes):
     """A 2-D mask with new axes `axes`, by `expand_dims` (an indexing
     `[None]` is a StridedSlice with a new-axis mask, which the TFLite
@@ -380,16 +394,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
-        self.num_key_value_heads = (
-            self.num_heads
-            if num_key_value_heads is None
-            else validation.positive_int(name, "num_key_value_heads", num_key_value_heads)
-        )
-        if self.num_heads % self.num_key_value_heads:
-            raise ValueError(
-                f"`{name}` needs num_key_value_heads dividing num_heads. Received: "
-                f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}"
-            )
+        self.num_key_value_heads = key_value_heads(name, self.num_heads, num_key_value_heads)
         if isinstance(rotary_embedding, dict):
             rotary_embedding = keras.saving.deserialize_keras_object(rotary_embedding)
         if rotary_embedding is not None and not isinstance(rotary_embedding, RotaryEmbedding):
@@ -411,15 +416,15 @@ class MultiHeadAttention(keras.layers.Layer):
         """Query heads per key/value head."""
         return self.num_heads // self.num_key_value_heads
 
-    def _rotate(self, x, start, sequence_axis):
-        """`x` (queries or keys) rotated at positions `start`.. (the
-        rotary embedding; unchanged without one)."""
+    def _rotate(self, q, k, start, sequence_axis):
+        """Queries and keys rotated at positions `start`.. (the rotary
+        embedding; unchanged without one): one table of angles for both."""
         if self.rotary_embedding is None:
-            return x
-        length = ops.shape(x)[sequence_axis]
-        positions = ops.arange(length) + ops.cast(start, "int32")
-        cos, sin = self.rotary_embedding.angles(positions, x.shape[-1])
-        return self.rotary_embedding.rotate(x, cos, sin, sequence_axis)
+            return q, k
+        rope = self.rotary_embedding
+        positions = ops.arange(ops.shape(q)[sequence_axis]) + ops.cast(start, "int32")
+        cos, sin = rope.angles(positions, q.shape[-1])
+        return rope.rotate(q, cos, sin, sequence_axis), rope.rotate(k, cos, sin, sequence_axis)
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
@@ -622,8 +627,7 @@ class MultiHeadAttention(keras.layers.Layer):
         q_mask = None if query_mask is None else ops.cast(query_mask, "bool")  # (batch, Tq)
         groups = None
         if self_attention:
-            q = self._rotate(q, cache_index, 2)
-            k = self._rotate(k, cache_index, 2)
+            q, k = self._rotate(q, k, cache_index, 2)
             k, v = ops.cast(k, keys.dtype), ops.cast(v, values.dtype)
             if export_mode.growing_caches():
                 keys = ops.concatenate([keys, k], axis=2)
@@ -773,7 +777,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"use_causal_mask={use_causal_mask}"
             )
         q, k, v = self._project_qkv(query, key, value)
-        q, k = self._rotate(q, 0, 1), self._rotate(k, 0, 1)
+        q, k = self._rotate(q, k, 0, 1)
         if self._groups > 1:  # each key/value head serves its query heads
             k = ops.repeat(k, self._groups, axis=2)
             v = ops.repeat(v, self._groups, axis=2)

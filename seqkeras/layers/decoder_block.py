@@ -17,6 +17,7 @@ import keras
 from seqkeras.layers import lora
 from seqkeras.layers import validation
 from seqkeras.layers.attention import MultiHeadAttention
+from seqkeras.layers.attention import key_value_heads
 from seqkeras.layers.feedforward import GATE_ACTIVATIONS
 from seqkeras.layers.feedforward import GatedFeedForward
 from seqkeras.layers.rotary import LAYOUTS
@@ -106,16 +107,7 @@ class LlamaDecoderBlock(keras.layers.Layer):
         name = "LlamaDecoderBlock"
         self.num_heads = validation.positive_int(name, "num_heads", num_heads)
         self.intermediate_dim = validation.positive_int(name, "intermediate_dim", intermediate_dim)
-        self.num_key_value_heads = (
-            self.num_heads
-            if num_key_value_heads is None
-            else validation.positive_int(name, "num_key_value_heads", num_key_value_heads)
-        )
-        if self.num_heads % self.num_key_value_heads:
-            raise ValueError(
-                f"`{name}` needs num_key_value_heads dividing num_heads. Received: "
-                f"num_heads={num_heads}, num_key_value_heads={num_key_value_heads}"
-            )
+        self.num_key_value_heads = key_value_heads(name, self.num_heads, num_key_value_heads)
         self.head_dim = (
             None if head_dim is None else validation.positive_int(name, "head_dim", head_dim)
         )

@@ -9,11 +9,11 @@ from keras import ops
 
 from seqkeras import layers as sk
 from seqkeras.models import backbones as bb
-from seqkeras.models.language_models import LanguageModel
+from seqkeras.models.language_models import KeyValueLanguageModel
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
-class DecoderLanguageModel(LanguageModel):
+class DecoderLanguageModel(KeyValueLanguageModel):
     """`decoder_language_model`'s class. Parts: `embedding`, `blocks`,
     `norm`, `logits` (a bias-free Dense, or None: tied). The cache is each
     block's key/value cache (key/value heads only); positions are rotary,
@@ -21,12 +21,9 @@ class DecoderLanguageModel(LanguageModel):
 
     Args (besides `SequenceModel`'s): context_length: the longest
     sequence `generate` and the streamed step accept (the checkpoint's
-    `max_position_embeddings`).
+    `max_position_embeddings`). Streams one token per call over that many
+    cached positions (`KeyValueLanguageModel`).
     """
-
-    #: Streams one token per call with its key/value caches (a TFLite step
-    #: model: `seqkeras.export.streaming_tflite`).
-    streamable = True
 
     def __init__(self, *args, context_length=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -41,28 +38,11 @@ class DecoderLanguageModel(LanguageModel):
         config["context_length"] = self.context_length
         return config
 
-    def stream_start(self, inputs, batch_size):
-        """`[position, *caches]`: the next token's position (float32
-        (batch, 1), so that every state starts at zeros) and each block's
-        key/value cache over `context_length` positions."""
-        if self.context_length is None:
-            raise ValueError(
-                f"model {self.name!r} streams over `context_length` cached positions; "
-                "build it with `context_length`"
-            )
-        position = ops.zeros((batch_size, 1), "float32")
-        return [position] + self.init_cache(inputs, batch_size, self.context_length)
-
-    def stream_step(self, x, states):
-        """One token `x` (batch,) at the position the states hold ->
-        `(logits (batch, vocab), states)`."""
-        position, caches = states[0], list(states[1:])
-        index = ops.cast(position[0, 0], "int32")
-        logits, caches = self.call_with_cache(x, caches, index)
-        return logits, [position + 1.0] + list(caches)
-
-    def init_cache(self, inputs, batch_size, max_length):
-        return [b.init_cache(batch_size, max_length) for b in self.part("blocks")]
+    def _unbounded(self):
+        return (
+            f"model {self.name!r} streams over `context_length` cached positions; "
+            "build it with `context_length`"
+        )
 
     def call_with_cache(self, token_ids, cache, index):
         x = self.part("embedding")(ops.expand_dims(token_ids, 1))

@@ -47,30 +47,26 @@ class RecurrentLanguageModel(LanguageModel):
         return self._head()(h), cache
 
 
-@keras.saving.register_keras_serializable(package="seqkeras")
-class TransformerLanguageModel(LanguageModel):
-    """`transformer_language_model`'s class. Parts: `embedding`,
-    `positions`, `blocks`, `norm` (or None), `logits` (or None: tied). The
-    cache is each block's key/value cache."""
+class KeyValueLanguageModel(LanguageModel):
+    """The base of the language models whose cache is each block's
+    key/value cache (`TransformerLanguageModel`, `DecoderLanguageModel`):
+    they stream one token per call with those caches over
+    `max_generation_length` positions (a TFLite step model:
+    `seqkeras.export.streaming_tflite`)."""
 
-    #: Streams one token per call with its key/value caches (a TFLite step
-    #: model: `seqkeras.export.streaming_tflite`), learned positions only.
     streamable = True
 
-    @property
-    def max_generation_length(self):
-        return getattr(self.part("positions"), "max_length", None)
+    def _unbounded(self):
+        """The ValueError message when there is no length to stream over."""
+        return f"model {self.name!r} has no `max_generation_length` to stream over"
 
     def stream_start(self, inputs, batch_size):
         """`[position, *caches]`: the next token's position (float32
         (batch, 1), so that every state starts at zeros) and each block's
-        key/value cache over `max_length` positions."""
+        key/value cache over `max_generation_length` positions."""
         max_length = self.max_generation_length
         if max_length is None:
-            raise ValueError(
-                f"model {self.name!r} streams with learned positions (`max_length` bounds "
-                "the caches); sinusoidal positions have no length"
-            )
+            raise ValueError(self._unbounded())
         position = ops.zeros((batch_size, 1), "float32")
         return [position] + self.init_cache(inputs, batch_size, max_length)
 
@@ -84,6 +80,24 @@ class TransformerLanguageModel(LanguageModel):
 
     def init_cache(self, inputs, batch_size, max_length):
         return [b.init_cache(batch_size, max_length) for b in self.part("blocks")]
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class TransformerLanguageModel(KeyValueLanguageModel):
+    """`transformer_language_model`'s class. Parts: `embedding`,
+    `positions`, `blocks`, `norm` (or None), `logits` (or None: tied). The
+    cache is each block's key/value cache; it streams with learned
+    positions only."""
+
+    @property
+    def max_generation_length(self):
+        return getattr(self.part("positions"), "max_length", None)
+
+    def _unbounded(self):
+        return (
+            f"model {self.name!r} streams with learned positions (`max_length` bounds "
+            "the caches); sinusoidal positions have no length"
+        )
 
     def call_with_cache(self, token_ids, cache, index):
         return steps.transformer_step(

@@ -10,6 +10,7 @@ import math
 import keras
 import numpy as np
 
+from seqkeras.layers import validation
 from seqkeras.layers.walk import all_layers
 
 #: The kernels `seqkeras.layers.lora` adapts, by layer attribute prefix.
@@ -69,8 +70,6 @@ def with_lora(model, rank, alpha=None):
     >>> [v.name for v in tuned.trainable_weights][:2]
     ['query_lora_a', 'query_lora_b']
     """
-    from seqkeras.layers import validation
-
     rank = validation.positive_int("with_lora", "rank", rank)
     new = _rebuilt(model, rank, alpha, "with_lora")
     old = {v.path: v for v in model.weights}
