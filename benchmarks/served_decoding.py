@@ -14,6 +14,11 @@ processes without seqkeras (as TF Serving runs a SavedModel).
     # 3. both timed in one run, each in its own process without seqkeras
     python benchmarks/served_decoding.py time /tmp/sd/old/1 /tmp/sd/new/1 --names old new
 
+`--family rnn-attention` (on `model` and `export`) does the same for
+apps/translate.py's `rnn-attention` preset (a bidirectional GRU encoder
+and a GRU decoder with additive attention), which issue 27's exports
+served through the generic loop.
+
 `time` runs `generate_beam` (beam 4) and `generate` (greedy) on
 source-id batches of 1 and 32 sentences (the same 128 sources for every
 export; one thread, as `benchmarks/serving.py`), checks that every export
@@ -27,13 +32,26 @@ import subprocess
 import sys
 
 SHAPE = dict(num_layers=3, num_heads=8, hidden_dim=256, intermediate_dim=1024, norm_first=True)
+# apps/translate.py's `rnn-attention` preset: a bidirectional GRU encoder,
+# a GRU decoder with additive (Bahdanau) attention
+RNN_SHAPE = dict(
+    embedding_dim=256,
+    units=384,
+    cell="gru",
+    attention="additive",
+    attention_units=256,
+    bidirectional=True,
+    encoder_units=256,
+)
 VOCAB = (3976, 3504)
 MAX_LENGTH = 64
 
 
-def build():
+def build(family="transformer"):
     import seqkeras
 
+    if family == "rnn-attention":
+        return seqkeras.models.seq2seq(*VOCAB, **RNN_SHAPE)
     return seqkeras.models.transformer_seq2seq(*VOCAB, max_length=MAX_LENGTH, **SHAPE)
 
 
@@ -50,7 +68,7 @@ def make_model(args):
     from seqkeras.models import compile_model
 
     keras.utils.set_random_seed(0)
-    model = build()
+    model = build(args.family)
     src, tgt = sources(4096, seed=0)
     compile_model(model, learning_rate=1e-3)
     model.fit(
@@ -69,7 +87,7 @@ def export(args):
     from seqkeras.export import saved_model
     from seqkeras.export.signatures import generation
 
-    model = build()
+    model = build(args.family)
     model.load_weights(args.weights)
     signatures = generation(args.max_length, beam_width=4)
     path = saved_model(model, args.out, signatures, overwrite=True)
@@ -142,10 +160,12 @@ def main(argv=None):
     m = sub.add_parser("model")
     m.add_argument("--out", required=True)
     m.add_argument("--epochs", type=int, default=2)
+    m.add_argument("--family", choices=["transformer", "rnn-attention"], default="transformer")
     e = sub.add_parser("export")
     e.add_argument("--weights", required=True)
     e.add_argument("--out", required=True)
     e.add_argument("--max-length", type=int, default=32, help="tokens out, BOS included")
+    e.add_argument("--family", choices=["transformer", "rnn-attention"], default="transformer")
     t = sub.add_parser("time")
     t.add_argument("paths", nargs="+")
     t.add_argument("--names", nargs="+")

@@ -31,6 +31,11 @@ from seqkeras.models.language_models import RecurrentLanguageModel
 from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.decoder_lm import DecoderLanguageModel
 from seqkeras.models.decoder_lm import decoder_language_model
+from seqkeras.models.instruction import InstructionBatches
+from seqkeras.models.instruction import answer_model
+from seqkeras.models.instruction import generate_answers
+from seqkeras.models.instruction import instruction_data
+from seqkeras.models.lora import adapter_size
 from seqkeras.models.lora import load_lora
 from seqkeras.models.lora import lora_variables
 from seqkeras.models.lora import merge_lora
@@ -107,6 +112,11 @@ __all__ = [
     "transformer_language_model",
     "decoder_language_model",
     "load_lora",
+    "InstructionBatches",
+    "adapter_size",
+    "answer_model",
+    "generate_answers",
+    "instruction_data",
     "lora_variables",
     "merge_lora",
     "save_lora",

