@@ -86,10 +86,12 @@ def _conditioning_spec(model):
     return tf.TensorSpec(inp.shape, inp.dtype, name=key)
 
 
-def _functions(model):
+def _functions(model, prefill=False):
     """`(encode or None, step, state_shapes)` from the model's streaming
     contract; the states' structure comes from an eager `stream_start` on
-    an example of batch 1."""
+    an example of batch 1. With `prefill`, `encode` is instead the
+    `prefill` function: `token_ids` (batch, T) and the states in, the last
+    token's output and the new states out (`stream_prefill`)."""
     _check_streamable(model)
     cond = _conditioning_spec(model)
     example = None
@@ -128,6 +130,18 @@ def _functions(model):
         out.update({f"new_state_{i}": s for i, s in enumerate(tree.flatten(states))})
         return out
 
+    if prefill:
+        several = tf.TensorSpec((None, None) + tuple(shape), dtype, name=name)
+
+        @tf.function(input_signature=[{several.name: several, **{s.name: s for s in specs}}])
+        def prompt(inputs):
+            states = tree.pack_sequence_as(init, [inputs[s.name] for s in specs])
+            y, states = model.stream_prefill(inputs[several.name], states)
+            out = {output: y}
+            out.update({f"new_state_{i}": s for i, s in enumerate(tree.flatten(states))})
+            return out
+
+        return prompt, serve, [tuple(s.shape[1:]) for s in specs]
     if cond is None:
         return None, serve, [tuple(s.shape[1:]) for s in specs]
 
@@ -164,12 +178,43 @@ def step_function(model):
     return serve, shapes
 
 
-def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=None):
+def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=None, prefill=False):
     """Writes the step model as a builtin-ops TFLite file at `path`
     (signature `serving_default`; decoders also `encode`); returns
     `(path, state_shapes)`. `max_length`: a Transformer decoder's cache
-    length (sets `model.stream_max_length`; default the model's own)."""
+    length (sets `model.stream_max_length`; default the model's own).
+
+    `prefill=True` (a model whose step takes several tokens:
+    `decoder_language_model`, `llama_language_model`): two signatures,
+    `prefill` (`token_ids` (batch, T), a prompt, and the states in; the
+    last token's `logits` and the new states out: the whole prompt in
+    one pass) and `decode` (one token, as `serving_default`), the
+    grouped key/value caches as states over `max_length` positions
+    (default: the model's context length).
+
+    Example:
+
+    >>> import os, tempfile, numpy as np, seqkeras
+    >>> from seqkeras.export.streaming import streaming_tflite
+    >>> from seqkeras.export.tflite import tflite_runner
+    >>> lm = seqkeras.models.decoder_language_model(
+    ...     vocab_size=30, hidden_dim=8, num_layers=1, num_heads=2,
+    ...     intermediate_dim=16, max_length=8)
+    >>> path, shapes = streaming_tflite(
+    ...     lm, os.path.join(tempfile.mkdtemp(), "lm.tflite"), prefill=True)
+    >>> prefill = tflite_runner(open(path, "rb").read(), "prefill")
+    >>> states = {f"state_{i}": np.zeros((1,) + s, "float32") for i, s in enumerate(shapes)}
+    >>> out = prefill(token_ids=np.array([[3, 4, 5]], "int32"), **states)
+    >>> float(out["new_state_0"][0, 0])  # the next token's position
+    3.0
+    """
     path = check_target("streaming_tflite", path, overwrite)
+    if prefill and not getattr(model, "prefills", False):
+        raise ValueError(
+            "`streaming_tflite` with `prefill=True` needs a model whose step takes several "
+            "tokens at once (decoder_language_model, llama_language_model). Received: "
+            f"{getattr(model, 'name', model)!r} ({type(model).__name__})"
+        )
     if max_length is not None:
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
             raise ValueError(
@@ -183,11 +228,11 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
             )
         model.stream_max_length = max_length
     with export_mode("tflite"):
-        encode, serve, shapes = _functions(model)
+        encode, serve, shapes = _functions(model, prefill)
         signatures = {}
         if encode is not None:
-            signatures["encode"] = encode.get_concrete_function()
-        signatures["serving_default"] = serve.get_concrete_function()
+            signatures["prefill" if prefill else "encode"] = encode.get_concrete_function()
+        signatures["decode" if prefill else "serving_default"] = serve.get_concrete_function()
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
         module = tf.Module()
         module.model = model

@@ -25,6 +25,8 @@ class DecoderLanguageModel(KeyValueLanguageModel):
     cached positions (`KeyValueLanguageModel`).
     """
 
+    prefills = True
+
     def __init__(self, *args, context_length=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.context_length = None if context_length is None else int(context_length)
@@ -45,12 +47,18 @@ class DecoderLanguageModel(KeyValueLanguageModel):
         )
 
     def call_with_cache(self, token_ids, cache, index):
-        x = self.part("embedding")(ops.expand_dims(token_ids, 1))
+        """The decoding step: `token_ids` (batch,), one token at position
+        `index`, or (batch, T), T tokens at positions `index`..`index + T
+        - 1` in one pass (a prompt's prefill: each attends causally to the
+        cache and to those before it) -> `(logits (batch, vocab) of the
+        last token, cache)`."""
+        several = len(token_ids.shape) == 2
+        x = self.part("embedding")(token_ids if several else ops.expand_dims(token_ids, 1))
         new = []
         for block, c in zip(self.part("blocks"), cache):
             x, c = block(x, cache=c, cache_index=index)
             new.append(c)
-        x = self.part("norm")(x)
+        x = self.part("norm")(x[:, -1:] if several else x)
         return self._head()(x[:, 0]), new
 
 

@@ -60,11 +60,16 @@ class KeyValueLanguageModel(LanguageModel):
         """The ValueError message when there is no length to stream over."""
         return f"model {self.name!r} has no `max_generation_length` to stream over"
 
+    #: The streamed caches' positions (None: `max_generation_length`);
+    #: `streaming_tflite(max_length=...)` sets it.
+    stream_max_length = None
+
     def stream_start(self, inputs, batch_size):
         """`[position, *caches]`: the next token's position (float32
         (batch, 1), so that every state starts at zeros) and each block's
-        key/value cache over `max_generation_length` positions."""
-        max_length = self.max_generation_length
+        key/value cache over `stream_max_length` (default
+        `max_generation_length`) positions."""
+        max_length = self.stream_max_length or self.max_generation_length
         if max_length is None:
             raise ValueError(self._unbounded())
         position = ops.zeros((batch_size, 1), "float32")
@@ -80,6 +85,26 @@ class KeyValueLanguageModel(LanguageModel):
 
     def init_cache(self, inputs, batch_size, max_length):
         return [b.init_cache(batch_size, max_length) for b in self.part("blocks")]
+
+    #: Whether `call_with_cache` also takes several tokens (batch, T) at
+    #: once (a prompt's prefill; `stream_prefill`).
+    prefills = False
+
+    def stream_prefill(self, x, states):
+        """Tokens `x` (batch, T) at the positions the states hold, in one
+        pass (`prefills` models) -> `(logits (batch, vocab) of the last,
+        states)`."""
+        if not self.prefills:
+            raise ValueError(
+                f"model {self.name!r} ({type(self).__name__}) steps one token per call; "
+                "`stream_prefill` needs a model whose `call_with_cache` takes several "
+                "(DecoderLanguageModel)"
+            )
+        position, caches = states[0], list(states[1:])
+        index = ops.cast(position[0, 0], "int32")
+        logits, caches = self.call_with_cache(x, caches, index)
+        advanced = position + ops.cast(ops.shape(x)[1], position.dtype)
+        return logits, [advanced] + list(caches)
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")

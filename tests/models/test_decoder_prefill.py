@@ -1,0 +1,108 @@
+"""A decoder language model's step on several tokens at once (a prompt's
+prefill): the same logits and caches as one token at a time, and the
+logits of the full causal pass, from a buffer and from a cache that grows
+(TF Serving), eagerly and under XLA."""
+
+import contextlib
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import seqkeras
+from seqkeras.layers.export_mode import export_mode
+
+
+def tiny(window=None, hidden_dim=16):
+    return seqkeras.models.decoder_language_model(
+        vocab_size=40,
+        hidden_dim=hidden_dim,
+        num_layers=2,
+        num_heads=4,
+        intermediate_dim=2 * hidden_dim,
+        num_key_value_heads=2,
+        max_length=16,
+        window=window,
+    )
+
+
+@pytest.mark.parametrize("target", [None, "serving"])
+@pytest.mark.parametrize("window", [None, 3])
+def test_several_tokens_in_one_step_equal_one_at_a_time(target, window):
+    model = tiny(window)
+    ids = np.random.default_rng(0).integers(0, 40, (2, 7)).astype("int32")
+    full = np.asarray(model(ids))
+    with export_mode(target) if target else contextlib.nullcontext():
+        cache = model.init_cache(None, 2, 16)
+        logits, cache = model.call_with_cache(ids[:, :5], cache, 0)  # prefill
+        np.testing.assert_allclose(logits, full[:, 4], atol=1e-5)
+        for i in (5, 6):
+            logits, cache = model.call_with_cache(ids[:, i], cache, i)
+            np.testing.assert_allclose(logits, full[:, i], atol=1e-5)
+        one = model.init_cache(None, 2, 16)
+        for i in range(7):
+            _, one = model.call_with_cache(ids[:, i], one, i)
+    for a, b in zip(cache, one):
+        np.testing.assert_allclose(a[0], b[0], atol=1e-5)
+        np.testing.assert_allclose(a[1], b[1], atol=1e-5)
+
+
+def test_prefill_after_a_cached_prefix_under_xla():
+    model = tiny()
+    ids = np.random.default_rng(1).integers(0, 40, (1, 9)).astype("int32")
+    full = np.asarray(model(ids))
+
+    @tf.function(jit_compile=True)
+    def prefill(tokens, cache, index):
+        with export_mode("xla"):
+            return model.call_with_cache(tokens, cache, index)
+
+    cache = model.init_cache(None, 1, 16)
+    _, cache = prefill(ids[:, :4], cache, 0)
+    logits, _ = prefill(ids[:, 4:], cache, 4)  # a second turn's tokens
+    np.testing.assert_allclose(logits, full[:, 8], atol=1e-5)
+
+
+@pytest.mark.parametrize("quantize", [None, "dynamic_int8"])
+def test_tflite_prefill_and_decode_equal_keras(tmp_path, quantize):
+    # One builtin-only file with `prefill` (the prompt in one pass) and
+    # `decode` (one token) signatures, the grouped key/value caches as
+    # states over 12 positions: greedy continuation token by token equal to
+    # Keras' (float32: logits within 1e-4; int8 weights: the same tokens
+    # here, and a smaller file).
+    from seqkeras.export.streaming import streaming_tflite
+    from seqkeras.export.tflite import op_names, tflite_runner
+
+    model = tiny(hidden_dim=64)  # products of >= 1,024 weights: int8 quantizes them
+    path, shapes = streaming_tflite(
+        model, str(tmp_path / "lm.tflite"), max_length=12, quantize=quantize, prefill=True
+    )
+    flatbuffer = open(path, "rb").read()
+    assert not [op for op in op_names(flatbuffer) if "FLEX" in op.upper()]
+    assert shapes[1] == (2, 12, 16)  # key/value heads only, 12 positions
+    prefill, decode = tflite_runner(flatbuffer, "prefill"), tflite_runner(flatbuffer, "decode")
+    ids = np.random.default_rng(2).integers(0, 40, (1, 5)).astype("int32")
+    states = {f"state_{i}": np.zeros((1,) + s, "float32") for i, s in enumerate(shapes)}
+    out = prefill(token_ids=ids, **states)
+    tokens = list(ids[0])
+    for _ in range(6):
+        expected = np.asarray(model(np.array([tokens], "int32")))[0, -1]
+        if quantize is None:
+            np.testing.assert_allclose(out["logits"][0], expected, atol=1e-4)
+        assert int(np.argmax(out["logits"][0])) == int(np.argmax(expected))
+        tokens.append(int(np.argmax(expected)))
+        states = {k.replace("new_", ""): v for k, v in out.items() if k.startswith("new_")}
+        out = decode(token_ids=np.array([tokens[-1]], "int32"), **states)
+    assert float(out["new_state_0"][0, 0]) == 11.0
+    if quantize:
+        plain, _ = streaming_tflite(model, str(tmp_path / "f32.tflite"), max_length=12, prefill=True)
+        assert os.path.getsize(path) < 0.6 * os.path.getsize(plain)
+
+
+def test_tflite_prefill_needs_a_model_that_prefills(tmp_path):
+    from seqkeras.export.streaming import streaming_tflite
+
+    model = seqkeras.models.rnn_language_model(30, 8)
+    with pytest.raises(ValueError, match="streaming_tflite` with `prefill=True` needs"):
+        streaming_tflite(model, str(tmp_path / "x.tflite"), prefill=True)
