@@ -6,6 +6,8 @@ answer's tokens only; `evaluate` decodes the answers with `generate`.
     python apps/instruct.py train --init smollm2 --lora 8 --out saved_models/instruct/sst2
     python apps/instruct.py evaluate --model saved_models/instruct/sst2   # ... accuracy = 89.0%
     python apps/instruct.py evaluate --init smollm2                       # zero-shot
+    python apps/instruct.py export --model saved_models/instruct/sst2     # phones: LiteRT
+    python apps/instruct.py serve --model saved_models/instruct/sst2      # TF Serving: chat
     echo "a gorgeous , witty film" | \
         python apps/instruct.py predict --model saved_models/instruct/sst2
 
@@ -218,6 +220,90 @@ def predict(args):
             print(f"{answer}\t{text}")
 
 
+#: The prompts the phone files are checked on, token by token against Keras.
+CHECK_PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Explain photosynthesis in one sentence.",
+    "Give me three tips for a job interview.",
+    "What is 12 times 7?",
+    "Translate 'good morning' into Spanish.",
+    "Name a famous painting by Van Gogh.",
+    "Why is the sky blue?",
+    "Suggest a name for a pet turtle.",
+    "What does a compiler do?",
+    "Is the sentiment of this movie review positive or negative? "
+    "Answer with one word.\n\nReview: a gorgeous , witty , seductive movie .",
+    "Describe a cat in two sentences.",
+    "What are the primary colors?",
+    "How many legs does a spider have?",
+    "Write a short greeting for a birthday card.",
+    "What is machine learning?",
+]
+
+
+def export(args):
+    """The phone bundle (`chat_bundle`: float32 and int8 LiteRT files with
+    prefill/decode signatures, tokenizer.json, runner.py), each file's
+    greedy tokens checked against Keras' on `CHECK_PROMPTS`."""
+    from seqkeras.export import chat_bundle, litert_runner
+    from seqkeras.models.instruction import answer_ids
+
+    model, tokenizer, _ = load(args)
+    out = args.out or os.path.join(args.model or "saved_models/instruct/base", "export", "phone")
+    start = time.perf_counter()
+    path = chat_bundle(model, tokenizer, out, max_length=args.max_length, overwrite=True)
+    print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
+    prompts = CHECK_PROMPTS[: args.check]
+    expected = answer_ids(model, tokenizer, prompts, max_new_tokens=args.tokens, batch_size=16)
+    for name in ("model.tflite", "model_int8.tflite"):
+        prefill, decode, hf, chat = litert_runner.load(path, name)
+        same, speed = 0, []
+        for prompt, want in zip(prompts, expected):
+            ids = litert_runner.prompt_ids(hf, chat, prompt)
+            new, first, rest = litert_runner.generate(prefill, decode, chat, ids, args.tokens)
+            same += new == want
+            speed.append((len(ids) / first, len(new) / rest if rest else 0.0))
+        size = os.path.getsize(os.path.join(path, name)) / 1e6
+        prefill_speed, decode_speed = np.median(np.array(speed), axis=0)
+        print(
+            f"{name}: {size:.0f} MB; greedy tokens equal to Keras' on {same}/{len(prompts)} "
+            f"prompts ({args.tokens} tokens); median prefill {prefill_speed:.0f} tokens/s, "
+            f"decode {decode_speed:.1f} tokens/s (2 threads)"
+        )
+
+
+def serve(args):
+    """The TF Serving SavedModel: `chat` (a message in, the reply out:
+    template, tokenizer, decoding loop and detokenizer in the graph) and
+    `generate` (ids in, ids out), audited for TF Serving and checked in a
+    process without seqkeras against Keras' greedy reply."""
+    from seqkeras.export import assert_servable, fresh_signature, next_version, saved_model
+    from seqkeras.export.signatures import Chat, Generate
+    from seqkeras.models.instruction import answer_ids, render_prompts
+
+    model, tokenizer, _ = load(args)
+    base = args.out or os.path.join(args.model or "saved_models/instruct/base", "export", "chat")
+    start = time.perf_counter()
+    signatures = [Chat(tokenizer, args.max_length), Generate(args.max_length)]
+    path = saved_model(model, os.path.join(base, str(next_version(base))), signatures)
+    assert_servable(path)
+    print(f"wrote {path} in {time.perf_counter() - start:.0f} s (servable)")
+    prompt = CHECK_PROMPTS[0]
+    outputs, seconds = fresh_signature(path, "chat", text=[prompt])
+    (reply,) = outputs["reply"]
+    length = len(tokenizer.encode(render_prompts(tokenizer, [prompt])).to_list()[0])
+    ids = answer_ids(model, tokenizer, [prompt], max_new_tokens=args.max_length - length)[0]
+    expected = tokenizer.decode(np.array([ids], np.int32), skip_special_tokens=True)
+    same = reply == expected.numpy()[0].decode("utf-8")
+    print(
+        f"chat({prompt!r}) in a process without seqkeras ({seconds:.1f} s): {reply!r}; "
+        f"equal to Keras: {same}"
+    )
+    if not same:
+        raise common.AppError("the served reply differs from Keras'")
+
+
 def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -246,6 +332,20 @@ def parser():
         if name == "evaluate":
             s.add_argument("--data", default=sst2("dev.tsv"))
             s.add_argument("--limit", type=int, default=None, help="a random subset")
+    x = common.subcommand(sub, "export", "the phone bundle (LiteRT)", export, model=False)
+    which = x.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="a train directory (adapters merged)")
+    which.add_argument("--init", help="the untouched checkpoint")
+    x.add_argument("--out", help="default: MODEL/export/phone")
+    x.add_argument("--max-length", type=int, default=512, help="cached positions")
+    x.add_argument("--check", type=int, default=16, help="prompts checked against Keras")
+    x.add_argument("--tokens", type=int, default=32, help="greedy tokens checked per prompt")
+    v = common.subcommand(sub, "serve", "the TF Serving SavedModel (chat)", serve, model=False)
+    which = v.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="a train directory (adapters merged)")
+    which.add_argument("--init", help="the untouched checkpoint")
+    v.add_argument("--out", help="default: MODEL/export/chat (versions 1, 2, ...)")
+    v.add_argument("--max-length", type=int, default=512, help="prompt and reply tokens")
     return p
 
 

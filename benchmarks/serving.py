@@ -28,6 +28,9 @@ same weights.
    beam translations are compared with our `generate_beam` signature's,
    sentence by sentence (ids up to EOS). Printed: ours-best / peer-best
    per batch size, and batch 32 / batch 1 for ours.
+`--signature chat` times a decoder language model's `chat` signature
+(`apps/instruct.py serve`: a message in, the reply out) the same way.
+
 3. Load (`--seconds` > 0): 8 threads send one-sentence requests for
    `--seconds` (it stops by itself; in-process calls of the loaded
    signature, no network), each thread walking the sentences from its own
@@ -188,6 +191,12 @@ def main(argv=None):
     p.add_argument("savedmodel")
     p.add_argument("--sentences", required=True, help="a UTF-8 file, one source sentence per line")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    p.add_argument(
+        "--signature",
+        default="translate",
+        choices=["translate", "chat"],
+        help="chat: a decoder LM's `chat` signature (text in, reply out)",
+    )
     p.add_argument("--xla", help="a SavedModel written with jit_compile=True, timed beside")
     p.add_argument("--bfloat16", help="a SavedModel whose decoder runs in bfloat16, timed beside")
     p.add_argument("--references", help="reference translations of --sentences (for BLEU)")
@@ -212,11 +221,13 @@ def main(argv=None):
         tf.config.threading.set_intra_op_parallelism_threads(args.tf_threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.tf_threads)
     loaded = tf.saved_model.load(args.savedmodel)
-    fn = loaded.signatures["translate"]
+    fn = loaded.signatures[args.signature]
+    output = {"translate": "text", "chat": "reply"}[args.signature]
 
     def caller(signature):
         def call(texts):
-            return [t.decode("utf-8") for t in signature(text=tf.constant(texts))["text"].numpy()]
+            out = signature(text=tf.constant(texts))[output].numpy()
+            return [t.decode("utf-8") for t in out]
 
         return call
 

@@ -29,6 +29,7 @@ from seqkeras.export.audit import assert_servable
 from seqkeras.export.audit import audit_serving
 from seqkeras.export.audit import fresh_signature
 from seqkeras.export.audit import fresh_translate
+from seqkeras.export.on_device import chat_bundle
 from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
 from seqkeras.export.files import next_version
@@ -47,6 +48,7 @@ __all__ = [
     "NotServable",
     "assert_servable",
     "batching_parameters",
+    "chat_bundle",
     "audit_serving",
     "convert_builtin",
     "export_and_verify",

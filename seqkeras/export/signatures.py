@@ -20,6 +20,9 @@ family adds a signature class here and touches nothing else.
   `probabilities` too).
 - `Tag(features, tag_vocabulary)`: `tag`, sentences in, words, tags and
   entity spans out.
+- `Chat(tokenizer, max_length)`: `chat`, a user's message in, the
+  assistant's reply out (a decoder language model; template, tokenizer
+  and decoding loop in the graph).
 - `Translate(source_tokenizer, target_tokenizer, max_length)`:
   `translate`, strings in and out, beam search in the graph.
 
@@ -289,6 +292,56 @@ class GenerateText(_Generation):
             return {"text": tf.strings.reduce_join(pieces, axis=1)}
 
         return Functions({"generate_text": text}, [table])
+
+
+class Chat(_Generation):
+    """`chat`: a user's message in (`text`, strings (batch,)), the
+    assistant's greedy reply out (`reply`): the chat template's text
+    around one user turn, the byte-level BPE tokenizer, the decoding loop
+    and the detokenizer all in the graph (a decoder language model with
+    its `seqkeras.data.ByteLevelBPETokenizer`).
+
+    Args:
+        tokenizer: the model's `ByteLevelBPETokenizer` (with a chat
+            template).
+        max_length: tokens in all, prompt and reply (the cache's bound).
+        system: a system message for every request (default: the
+            template's).
+    """
+
+    names = ("chat",)
+
+    def __init__(self, tokenizer, max_length, system=None):
+        from seqkeras.export.on_device import chat_text
+        from seqkeras.models.instruction import end_of_turn_id
+
+        self.tokenizer = tokenizer
+        self.prefix, self.suffix = chat_text(tokenizer, system)
+        super().__init__(max_length, end_of_turn_id(tokenizer))
+
+    def build(self, model, check=True):
+        (_, spec), decode = self._prepare(model)
+        if not spec.dtype.is_integer or getattr(model, "conditioning_input", None):
+            raise ValueError(f"`Chat` needs a language model; model {model.name!r} is not one")
+        tokenizer, eos_id = self.tokenizer, self.eos_id
+        prefix, suffix = tf.constant(self.prefix), tf.constant(self.suffix)
+
+        @tf.function(input_signature=[_TEXT_SIGNATURE])
+        def chat(inputs):
+            texts = tf.strings.join([prefix, inputs["text"], suffix])
+            ragged = tokenizer.encode(texts)
+            lengths = tf.cast(ragged.row_lengths(), tf.int32)
+            out = decode(ragged.to_tensor(), "greedy", prompt_lengths=lengths)
+            steps = tf.range(tf.shape(out)[1])[None]
+            new = steps >= lengths[:, None]
+            ended = (
+                tf.cumsum(tf.cast(tf.logical_and(new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
+            )
+            keep = tf.logical_and(new, tf.logical_not(ended))
+            reply = tf.ragged.boolean_mask(out, keep)
+            return {"reply": tokenizer.decode(reply, skip_special_tokens=True)}
+
+        return Functions({"chat": chat}, [tokenizer])
 
 
 def generation(

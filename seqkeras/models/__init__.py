@@ -32,6 +32,7 @@ from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.decoder_lm import DecoderLanguageModel
 from seqkeras.models.decoder_lm import decoder_language_model
 from seqkeras.models.instruction import InstructionBatches
+from seqkeras.models.instruction import answer_ids
 from seqkeras.models.instruction import answer_model
 from seqkeras.models.instruction import generate_answers
 from seqkeras.models.instruction import instruction_data
@@ -114,6 +115,7 @@ __all__ = [
     "load_lora",
     "InstructionBatches",
     "adapter_size",
+    "answer_ids",
     "answer_model",
     "generate_answers",
     "instruction_data",

@@ -155,11 +155,29 @@ class InstructionBatches(keras.utils.PyDataset):
         self.groups = [
             order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)
         ]
+        self.widths = [
+            int(math.ceil(max(len(self.ids[i]) for i in g) / self.multiple) * self.multiple)
+            for g in self.groups
+        ]
+        # one answer width for every batch: Keras' TensorFlow adapter fixes
+        # each axis that its first two batches agree on
+        self.answer_width = max(len(x) - s for x, s in zip(self.ids, self.starts))
         self.shuffle = shuffle
         self.rng = np.random.default_rng(seed)
         self.order = np.arange(len(self.groups))
         if shuffle:
             self.rng.shuffle(self.order)
+        self._vary_first_widths()
+
+    def _vary_first_widths(self):
+        """Puts a batch of another width second when there is one: Keras'
+        TensorFlow adapter reads the first two batches for the dataset's
+        shapes, and an axis they agree on would be fixed."""
+        first = self.widths[self.order[0]]
+        other = [k for k in range(1, len(self.order)) if self.widths[self.order[k]] != first]
+        if other:
+            k = other[0]
+            self.order[1], self.order[k] = self.order[k], self.order[1]
 
     def __len__(self):
         return len(self.groups)
@@ -167,12 +185,12 @@ class InstructionBatches(keras.utils.PyDataset):
     def on_epoch_end(self):
         if self.shuffle:
             self.rng.shuffle(self.order)
+            self._vary_first_widths()
 
     def __getitem__(self, index):
         group = self.groups[self.order[index]]
-        longest = max(len(self.ids[i]) for i in group)
-        width = int(math.ceil(longest / self.multiple) * self.multiple)
-        answer = max(len(self.ids[i]) - self.starts[i] for i in group)
+        width = self.widths[self.order[index]]
+        answer = self.answer_width
         tokens = np.full((len(group), width), self.pad_id, np.int32)
         positions = np.zeros((len(group), answer), np.int32)
         targets = np.zeros((len(group), answer), np.int32)
@@ -235,17 +253,17 @@ def end_of_turn_id(tokenizer):
     return getattr(tokenizer, "eos_id", None)
 
 
-def generate_answers(
+def answer_ids(
     model, tokenizer, prompts, system=None, max_new_tokens=4, batch_size=32, pad_id=0, multiple=16
 ):
-    """Greedy answers of `model` to `prompts` (each a user turn rendered
+    """Greedy answer ids of `model` to `prompts` (each a user turn rendered
     with the chat template), decoded with `seqkeras.models.generate` up to
-    the end of the turn or `max_new_tokens`. Prompts are sorted by length
-    and right-padded to a multiple of `multiple` tokens per batch. Returns
-    the answers' strings, stripped, in the prompts' order."""
+    the end of the turn (not included) or `max_new_tokens`. Prompts are
+    sorted by length and right-padded to a multiple of `multiple` tokens
+    per batch. Returns a list of id lists, in the prompts' order."""
     from seqkeras.models.generation import generate
 
-    where = "generate_answers"
+    where = "answer_ids"
     prompts = _strings(where, "prompts", prompts)
     max_new_tokens = validation.positive_int(where, "max_new_tokens", max_new_tokens)
     batch_size = validation.positive_int(where, "batch_size", batch_size)
@@ -272,9 +290,16 @@ def generate_answers(
         )
         for row, j in enumerate(group):
             new = out[row, lengths[row] : lengths[row] + max_new_tokens].tolist()
-            if eos is not None and eos in new:
-                new = new[: new.index(eos)]
-            answers[j] = (
-                tokenizer.decode(np.array([new], np.int32)).numpy()[0].decode("utf-8").strip()
-            )
+            answers[j] = new[: new.index(eos)] if eos is not None and eos in new else new
     return answers
+
+
+def generate_answers(model, tokenizer, prompts, **options):
+    """`answer_ids` decoded to strings, stripped (the same options)."""
+    where = "generate_answers"
+    prompts = _strings(where, "prompts", prompts)
+    found = answer_ids(model, tokenizer, prompts, **options)
+    return [
+        tokenizer.decode(np.array([new], np.int32)).numpy()[0].decode("utf-8").strip()
+        for new in found
+    ]

@@ -96,7 +96,9 @@ def test_tflite_prefill_and_decode_equal_keras(tmp_path, quantize):
         out = decode(token_ids=np.array([tokens[-1]], "int32"), **states)
     assert float(out["new_state_0"][0, 0]) == 11.0
     if quantize:
-        plain, _ = streaming_tflite(model, str(tmp_path / "f32.tflite"), max_length=12, prefill=True)
+        plain, _ = streaming_tflite(
+            model, str(tmp_path / "f32.tflite"), max_length=12, prefill=True
+        )
         assert os.path.getsize(path) < 0.6 * os.path.getsize(plain)
 
 

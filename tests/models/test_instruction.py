@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import seqkeras
+from tests.pretrained_checks import tiny_chat_directory
 from seqkeras.models import instruction
 
 torch = pytest.importorskip("torch")
@@ -23,50 +24,15 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 pytest.importorskip("tensorflow_text")
 
-CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 WORDS = "good bad fine awful great poor nice dull".split()
 TEXT = "Is the sentiment of this movie review positive or negative? Answer with one word. Review:"
 
 
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory):
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
     path = str(tmp_path_factory.mktemp("instruct"))
-    hf = tokenizers.Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
     corpus = [f"{TEXT} {w} film positive negative user assistant" for w in WORDS]
-    hf.train_from_iterator(corpus * 20, trainer)
-    hf.save(os.path.join(path, "tokenizer.json"))
-    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-        json.dump({"chat_template": CHATML, "eos_token": "<|im_end|>"}, f)
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=hf.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=256,
-        initializer_range=0.2,  # logits that differ (a pretrained model's, not near-uniform)
-        bos_token_id=None,
-        eos_token_id=2,
-        tie_word_embeddings=True,
-    )
-    transformers.LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
-    return path
+    return tiny_chat_directory(path, corpus * 20, vocab_size=400)
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +131,7 @@ def test_bad_inputs_are_named(loaded):
         instruction.instruction_data(tokenizer, "a", ["x"])
     with pytest.raises(TypeError, match="answer_model` expects a DecoderLanguageModel"):
         instruction.answer_model(keras.Sequential([keras.layers.Dense(2)]))
-    with pytest.raises(ValueError, match="generate_answers.*max_new_tokens"):
+    with pytest.raises(ValueError, match="answer_ids.*max_new_tokens"):
         instruction.generate_answers(None, tokenizer, ["a"], max_new_tokens=0)
 
 
@@ -210,8 +176,99 @@ def test_app_trains_evaluates_and_predicts(directory, tmp_path):
     assert os.path.getsize(out / "adapters.npz") < 2 * config["adapter_bytes"]
     last = run("evaluate", "--model", str(out), "--data", str(tsv)).strip().splitlines()[-1]
     assert last.startswith("accuracy = ") and last.endswith("%")
+    printed = run(
+        "export", "--model", str(out), "--check", "2", "--tokens", "4", "--max-length", "96"
+    )
+    assert "model.tflite: " in printed and "on 2/2 prompts" in printed.split("model.tflite: ")[1]
+    assert (out / "export" / "phone" / "runner.py").is_file()
+    printed = run("serve", "--model", str(out), "--max-length", "64")
+    assert "(servable)" in printed and "equal to Keras: True" in printed
     printed = run("predict", "--model", str(out), stdin="a good film\na bad film\n")
     assert [line.split("\t")[1] for line in printed.strip().splitlines()] == [
         "a good film",
         "a bad film",
     ]
+
+
+def test_phone_bundle_runs_without_seqkeras_and_equals_keras(loaded, tmp_path):
+    # chat_bundle: the prompt tokenized by `tokenizers` from chat.json's
+    # text equals ours; the LiteRT prefill/decode runner's greedy ids equal
+    # Keras' generate (float32); runner.py prints the reply
+    # in a process where seqkeras cannot be imported.
+    from seqkeras.export import chat_bundle, litert_runner
+
+    model, tokenizer = loaded
+    path = chat_bundle(model, tokenizer, str(tmp_path / "phone"), max_length=64)
+    assert sorted(os.listdir(path)) == [
+        "chat.json",
+        "model.tflite",
+        "model_int8.tflite",
+        "runner.py",
+        "tokenizer.json",
+    ]
+    eos = instruction.end_of_turn_id(tokenizer)
+    for text in ["a good film", "what is the capital ?"]:
+        ours = tokenizer.encode(instruction.render_prompts(tokenizer, [text])).to_list()[0]
+        keras_ids = np.asarray(
+            seqkeras.models.generate(
+                model, prompt=np.array([ours]), max_length=len(ours) + 8, eos_id=eos
+            )
+        )[0, len(ours) :].tolist()
+        keras_ids = keras_ids[: keras_ids.index(eos)] if eos in keras_ids else keras_ids
+        for file in ("model.tflite", "model_int8.tflite"):
+            prefill, decode, hf, chat = litert_runner.load(path, file)
+            ids = litert_runner.prompt_ids(hf, chat, text)
+            assert ids == ours
+            new, _, _ = litert_runner.generate(prefill, decode, chat, ids, 8)
+            if file == "model.tflite":
+                assert new == keras_ids
+            else:  # int8 weights on a random model: near ties differ; it runs
+                assert 0 < len(new) <= 8 and max(new) < tokenizer.vocabulary_size
+    code = (
+        "import sys, runpy; sys.modules['seqkeras'] = None; "
+        f"sys.argv = ['runner.py', 'a good film', '--max-new-tokens', '8']; "
+        f"runpy.run_path({os.path.join(path, 'runner.py')!r}, run_name='__main__')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    expected = instruction.generate_answers(model, tokenizer, ["a good film"], max_new_tokens=8)
+    assert result.stdout.strip() == expected[0]
+
+
+def test_served_chat_signature_in_a_process_without_seqkeras(loaded, tmp_path):
+    # `chat`: template text, tokenizer, decoding loop and detokenizer in the
+    # graph; the reply equals Keras' greedy answer ids decoded; the export
+    # passes the servability audit.
+    from seqkeras.export import assert_servable, fresh_signature, saved_model
+    from seqkeras.export.signatures import Chat, Generate
+
+    model, tokenizer = loaded
+    path = saved_model(
+        model, str(tmp_path / "chat" / "1"), [Chat(tokenizer, max_length=48), Generate(48)]
+    )
+    assert_servable(path)
+    texts = ["a good film", "what is the capital of France ?"]
+    out, _ = fresh_signature(path, "chat", text=texts)
+    for text, reply in zip(texts, out["reply"]):
+        prompt = instruction.render_prompts(tokenizer, [text])[0]
+        length = len(tokenizer.encode([prompt]).to_list()[0])
+        ids = instruction.answer_ids(model, tokenizer, [text], max_new_tokens=48 - length)[0]
+        expected = tokenizer.decode(np.array([ids], "int32"), skip_special_tokens=True)
+        assert reply == expected.numpy()[0].decode()
+
+
+def test_batches_of_several_widths_fit_with_validation(loaded):
+    # Keras' TensorFlow adapter takes the shapes from the first two batches:
+    # batches of 16 and 32 tokens, shuffled or not, train and validate.
+    model, tokenizer = loaded
+    short, _ = keyword_task(8, 3)
+    texts = [t.split("Review:")[-1] for t in short] + short
+    data = instruction.instruction_data(tokenizer, texts, ["positive"] * len(texts))
+    trainer = instruction.answer_model(seqkeras.models.with_lora(model, rank=2))
+    trainer.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    for shuffle in (False, True):
+        batches = instruction.InstructionBatches(data, 4, shuffle=shuffle, multiple=8)
+        assert len(set(batches.widths)) > 1 and batches[0][0]["token_ids"].shape[1] != (
+            batches[1][0]["token_ids"].shape[1]
+        )
+        trainer.fit(batches, validation_data=batches, epochs=2, verbose=0)

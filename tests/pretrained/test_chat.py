@@ -4,13 +4,11 @@ byte-level BPE trained by `tokenizers`, a ChatML template, a random
 rendered prompt, a second turn that reuses the cache equals a fresh
 session, and the command line prints the reply."""
 
-import json
-import os
-
 import numpy as np
 import pytest
 
 import seqkeras
+from tests.pretrained_checks import tiny_chat_directory
 from seqkeras.pretrained import chat
 
 torch = pytest.importorskip("torch")
@@ -18,47 +16,12 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 pytest.importorskip("tensorflow_text")
 
-CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-
 
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory):
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
     path = str(tmp_path_factory.mktemp("chat"))
-    hf = tokenizers.Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    hf.train_from_iterator(["the cat sat on the mat, what is the capital?"] * 20, trainer)
-    hf.save(os.path.join(path, "tokenizer.json"))
-    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-        json.dump({"chat_template": CHATML, "eos_token": "<|im_end|>"}, f)
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=hf.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=256,
-        initializer_range=0.2,
-        bos_token_id=None,
-        eos_token_id=2,
-        tie_word_embeddings=True,
-    )
-    transformers.LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
-    return path
+    corpus = ["the cat sat on the mat, what is the capital?"] * 20
+    return tiny_chat_directory(path, corpus, vocab_size=300)
 
 
 def test_reply_equals_greedy_generate(directory):
