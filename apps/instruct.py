@@ -145,8 +145,11 @@ def train(args):
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     callbacks, checkpoint = training_callbacks(out, "INSTRUCT_KILL_AFTER_EPOCH")
-    best = best_so_far(os.path.join(out, "history.csv"))
-    callbacks.insert(1, SaveAdapters(lm, os.path.join(out, ADAPTERS), best))
+    # the best checkpoint is the adapters alone (10 MB), not the model's weights (570 MB)
+    saver = SaveAdapters(
+        lm, os.path.join(out, ADAPTERS), best_so_far(os.path.join(out, "history.csv"))
+    )
+    callbacks = [saver if c is checkpoint else c for c in callbacks]
     print(
         f"{len(texts)} examples, {len(batches)} batches an epoch; adapters "
         f"{adapter_size(lm) / 1e6:.2f} MB"
@@ -159,7 +162,7 @@ def train(args):
         callbacks=callbacks,
         verbose=args.verbose,
     )
-    print(f"trained in {time.perf_counter() - start:.0f} s; best val_loss {checkpoint.best:.4f}")
+    print(f"trained in {time.perf_counter() - start:.0f} s; best val_loss {saver.best:.4f}")
     plots.plot_curves(
         os.path.join(out, "history.csv"),
         os.path.join(out, "curves.png"),

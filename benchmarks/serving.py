@@ -239,7 +239,7 @@ def main(argv=None):
             call, sentences, batch
         )
         print(
-            f"translate signature, batch {batch}: {table['ours', batch]:.1f} sentences/s",
+            f"{args.signature} signature, batch {batch}: {table['ours', batch]:.1f} sentences/s",
             flush=True,
         )
     if args.bfloat16:  # before the XLA model: a process that ran XLA's loops runs

