@@ -14,22 +14,6 @@ import shutil
 from seqkeras.export.files import check_target, replace_dir, temporary_dir
 from seqkeras.export.streaming import streaming_tflite
 
-#: Stands for the user's text while the chat template renders one turn.
-_MARKER = "\u2063seqkeras-user-turn\u2063"
-
-
-def chat_text(tokenizer, system=None):
-    """`(prefix, suffix)`: the chat template's text before and after one
-    user turn's content (with the assistant's header after it)."""
-    messages = [] if system is None else [{"role": "system", "content": system}]
-    rendered = tokenizer.apply_chat_template(messages + [{"role": "user", "content": _MARKER}])
-    if rendered.count(_MARKER) != 1:
-        raise ValueError(
-            "`chat_bundle`: the chat template does not render a user turn's content once as it is"
-        )
-    prefix, suffix = rendered.split(_MARKER)
-    return prefix, suffix
-
 
 def chat_bundle(
     model,
@@ -57,7 +41,7 @@ def chat_bundle(
             template's).
         overwrite: replace an existing `directory`.
     """
-    from seqkeras.models.instruction import end_of_turn_id
+    from seqkeras.models.instruction import chat_text, end_of_turn_id
 
     directory = check_target("chat_bundle", directory, overwrite, want="dir")
     prefix, suffix = chat_text(tokenizer, system)

@@ -312,8 +312,7 @@ class Chat(_Generation):
     names = ("chat",)
 
     def __init__(self, tokenizer, max_length, system=None):
-        from seqkeras.export.on_device import chat_text
-        from seqkeras.models.instruction import end_of_turn_id
+        from seqkeras.models.instruction import chat_text, end_of_turn_id
 
         self.tokenizer = tokenizer
         self.prefix, self.suffix = chat_text(tokenizer, system)

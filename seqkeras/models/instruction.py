@@ -47,6 +47,23 @@ def render_prompts(tokenizer, prompts, system=None):
     return [tokenizer.apply_chat_template(_conversation(system, p)) for p in prompts]
 
 
+#: Stands for the user's text while the chat template renders one turn.
+_MARKER = "\u2063seqkeras-user-turn\u2063"
+
+
+def chat_text(tokenizer, system=None):
+    """`(prefix, suffix)`: the chat template's text before and after one
+    user turn's content (with the assistant's header after it)."""
+    messages = [] if system is None else [{"role": "system", "content": system}]
+    rendered = tokenizer.apply_chat_template(messages + [{"role": "user", "content": _MARKER}])
+    if rendered.count(_MARKER) != 1:
+        raise ValueError(
+            "`chat_text`: the chat template does not render a user turn's content once as it is"
+        )
+    prefix, suffix = rendered.split(_MARKER)
+    return prefix, suffix
+
+
 def _ids(tokenizer, texts):
     return [np.asarray(row, np.int32) for row in tokenizer.encode(texts).to_list()]
 
