@@ -46,7 +46,7 @@ from keras import ops, tree
 
 from seqkeras.export.files import check_target
 from seqkeras.export.signatures import call_model
-from seqkeras.export.tflite import convert_builtin, tflite_runner
+from seqkeras.export.tflite import convert_builtin, convert_functions, tflite_runner
 from seqkeras.layers.export_mode import export_mode
 
 
@@ -134,14 +134,14 @@ def _functions(model, prefill=False):
         several = tf.TensorSpec((None, None) + tuple(shape), dtype, name=name)
 
         @tf.function(input_signature=[{several.name: several, **{s.name: s for s in specs}}])
-        def prompt(inputs):
+        def prefill(inputs):
             states = tree.pack_sequence_as(init, [inputs[s.name] for s in specs])
             y, states = model.stream_prefill(inputs[several.name], states)
             out = {output: y}
             out.update({f"new_state_{i}": s for i, s in enumerate(tree.flatten(states))})
             return out
 
-        return prompt, serve, [tuple(s.shape[1:]) for s in specs]
+        return prefill, serve, [tuple(s.shape[1:]) for s in specs]
     if cond is None:
         return None, serve, [tuple(s.shape[1:]) for s in specs]
 
@@ -227,6 +227,20 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
                 f"model {getattr(model, 'name', model)!r} has none"
             )
         model.stream_max_length = max_length
+    if prefill:  # a loop-free step: the converter folds the weights (less memory)
+        with export_mode("tflite"):
+            prefill_fn, serve, shapes = _functions(model, prefill=True)
+
+            @tf.function(input_signature=serve.input_signature)
+            def decode(inputs):  # the signature key is the function's name
+                return serve.python_function(inputs)
+
+            flatbuffer = convert_functions([prefill_fn, decode], model.weights, quantize)
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+            with open(os.path.join(tmp, "model.tflite"), "wb") as f:
+                f.write(flatbuffer)
+            shutil.move(os.path.join(tmp, "model.tflite"), path)
+        return path, shapes
     with export_mode("tflite"):
         encode, serve, shapes = _functions(model, prefill)
         signatures = {}

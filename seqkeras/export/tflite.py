@@ -77,13 +77,44 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
             signatures=signatures,
             options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
         )
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        if quantize:
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        if quantize == "float16":
-            converter.target_spec.supported_types = [tf.float16]
-        return converter.convert()
+        return _convert(tf.lite.TFLiteConverter.from_saved_model(tmp), quantize)
+
+
+def _convert(converter, quantize):
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantize == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    return converter.convert()
+
+
+def convert_functions(functions, variables, quantize=None):
+    """Converts `tf.function`s (each with an `input_signature`; the
+    signature keys are their Python names) to a builtin-ops TFLite
+    flatbuffer, the converter folding `variables` (the model's weights)
+    into constants itself: a fraction of the memory of `convert_builtin`'s
+    freezing in Python, which holds every weight in a protobuf once per
+    signature (a 2-block model of SmolLM2's shape: 2.1 GB against 7.8 GB).
+    For loop-free graphs (step models): the converter leaves variables
+    read inside a loop body as variables that LiteRT does not initialise.
+
+    Keras 3 variables are tracked through their `tf.Variable` (`.value`):
+    the converter folds only variables the saved object tracks as
+    TensorFlow variables, and leaves the others uninitialised.
+    """
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(
+            "`convert_functions` received an invalid value for `quantize`: "
+            f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
+        )
+    holder = tf.Module()
+    holder.weights = [getattr(v, "value", v) for v in variables]
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [fn.get_concrete_function() for fn in functions], holder
+    )
+    converter.exclude_conversion_metadata = True  # one rebuild of the flatbuffer fewer
+    return _convert(converter, quantize)
 
 
 def op_names(flatbuffer):
