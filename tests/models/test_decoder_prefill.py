@@ -79,7 +79,9 @@ def test_tflite_prefill_and_decode_equal_keras(tmp_path, quantize):
         model, str(tmp_path / "lm.tflite"), max_length=12, quantize=quantize, prefill=True
     )
     flatbuffer = open(path, "rb").read()
-    assert not [op for op in op_names(flatbuffer) if "FLEX" in op.upper()]
+    ops = op_names(flatbuffer)
+    assert not [op for op in ops if "FLEX" in op.upper()]
+    assert "VAR_HANDLE" not in ops and "READ_VARIABLE" not in ops  # weights folded in
     assert shapes[1] == (2, 12, 16)  # key/value heads only, 12 positions
     prefill, decode = tflite_runner(flatbuffer, "prefill"), tflite_runner(flatbuffer, "decode")
     ids = np.random.default_rng(2).integers(0, 40, (1, 5)).astype("int32")
