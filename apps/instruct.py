@@ -323,32 +323,30 @@ def parser():
     t.add_argument("--batch-size", type=int, default=16)
     t.add_argument("--learning-rate", type=float, default=1e-3)
     common.add_training_options(t)
-    for name, func, summary in (
+    commands = (
         ("evaluate", evaluate, "accuracy of the decoded answers on a TSV"),
         ("predict", predict, "answer each stdin line"),
-    ):
+        ("export", export, "the phone bundle (LiteRT)"),
+        ("serve", serve, "the TF Serving SavedModel (chat)"),
+    )
+    for name, func, summary in commands:
         s = common.subcommand(sub, name, summary, func, model=False)
         which = s.add_mutually_exclusive_group(required=True)
-        which.add_argument("--model", help="a train directory")
+        which.add_argument("--model", help="a train directory (its adapters merged)")
         which.add_argument("--init", help="the untouched checkpoint (zero-shot)")
-        s.add_argument("--batch-size", type=int, default=32)
+        if name in ("evaluate", "predict"):
+            s.add_argument("--batch-size", type=int, default=32)
         if name == "evaluate":
             s.add_argument("--data", default=sst2("dev.tsv"))
             s.add_argument("--limit", type=int, default=None, help="a random subset")
-    x = common.subcommand(sub, "export", "the phone bundle (LiteRT)", export, model=False)
-    which = x.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="a train directory (adapters merged)")
-    which.add_argument("--init", help="the untouched checkpoint")
-    x.add_argument("--out", help="default: MODEL/export/phone")
-    x.add_argument("--max-length", type=int, default=512, help="cached positions")
-    x.add_argument("--check", type=int, default=16, help="prompts checked against Keras")
-    x.add_argument("--tokens", type=int, default=32, help="greedy tokens checked per prompt")
-    v = common.subcommand(sub, "serve", "the TF Serving SavedModel (chat)", serve, model=False)
-    which = v.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="a train directory (adapters merged)")
-    which.add_argument("--init", help="the untouched checkpoint")
-    v.add_argument("--out", help="default: MODEL/export/chat (versions 1, 2, ...)")
-    v.add_argument("--max-length", type=int, default=512, help="prompt and reply tokens")
+        if name == "export":
+            s.add_argument("--out", help="default: MODEL/export/phone")
+            s.add_argument("--max-length", type=int, default=512, help="cached positions")
+            s.add_argument("--check", type=int, default=16, help="prompts checked against Keras")
+            s.add_argument("--tokens", type=int, default=32, help="greedy tokens per prompt")
+        if name == "serve":
+            s.add_argument("--out", help="default: MODEL/export/chat (versions 1, 2, ...)")
+            s.add_argument("--max-length", type=int, default=512, help="prompt and reply tokens")
     return p
 
 
