@@ -39,6 +39,7 @@ def prompt_ids(path):
 
 
 def run_llama(gguf, ids):
+    import llama_cpp
     from llama_cpp import Llama
 
     llm = Llama(
@@ -51,8 +52,12 @@ def run_llama(gguf, ids):
     prefill = time.perf_counter() - start
     new = []
     start = time.perf_counter()
+    vocab = llm.n_vocab()
     for _ in range(NEW_TOKENS):
-        token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        # the last position's logits (`llm.scores` stays zeros without
+        # logits_all, which would compute every prompt position's)
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), (vocab,))
+        token = int(np.argmax(logits))
         new.append(token)
         llm.eval([token])
     return prefill, time.perf_counter() - start, new
