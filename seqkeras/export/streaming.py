@@ -227,34 +227,29 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
                 f"model {getattr(model, 'name', model)!r} has none"
             )
         model.stream_max_length = max_length
-    if prefill:  # a loop-free step: the converter folds the weights (less memory)
-        with export_mode("tflite"):
-            prefill_fn, serve, shapes = _functions(model, prefill=True)
-
-            @tf.function(input_signature=serve.input_signature)
-            def decode(inputs):  # the signature key is the function's name
-                return serve.python_function(inputs)
-
-            flatbuffer = convert_functions([prefill_fn, decode], model.weights, quantize)
-        with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
-            with open(os.path.join(tmp, "model.tflite"), "wb") as f:
-                f.write(flatbuffer)
-            shutil.move(os.path.join(tmp, "model.tflite"), path)
-        return path, shapes
-    with export_mode("tflite"):
-        encode, serve, shapes = _functions(model, prefill)
-        signatures = {}
-        if encode is not None:
-            signatures["prefill" if prefill else "encode"] = encode.get_concrete_function()
-        signatures["decode" if prefill else "serving_default"] = serve.get_concrete_function()
     with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
-        module = tf.Module()
-        module.model = model
-        with export_mode("tflite"):  # saving traces the model's functions
-            tf.saved_model.save(module, os.path.join(tmp, "saved"), signatures=signatures)
-        flatbuffer = convert_builtin(
-            os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
-        )
+        with export_mode("tflite"):
+            if prefill:  # a loop-free step: the converter folds the weights (less memory)
+                prefill_fn, serve, shapes = _functions(model, prefill=True)
+
+                @tf.function(input_signature=serve.input_signature)
+                def decode(inputs):  # the signature key is the function's name
+                    return serve.python_function(inputs)
+
+                flatbuffer = convert_functions([prefill_fn, decode], model.weights, quantize)
+            else:
+                encode, serve, shapes = _functions(model)
+                signatures = {}
+                if encode is not None:
+                    signatures["encode"] = encode.get_concrete_function()
+                signatures["serving_default"] = serve.get_concrete_function()
+                module = tf.Module()
+                module.model = model
+                # saving traces the model's functions (in the export mode)
+                tf.saved_model.save(module, os.path.join(tmp, "saved"), signatures=signatures)
+                flatbuffer = convert_builtin(
+                    os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
+                )
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
         shutil.move(os.path.join(tmp, "model.tflite"), path)
