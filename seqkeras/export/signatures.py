@@ -241,6 +241,15 @@ class GenerateBeam(_Generation):
         return Functions({"generate_beam": beam})
 
 
+def _reply_positions(out, first, eos_id):
+    """bool (batch, time): the generated ids of `out` (from each row's
+    `first` position) before its first `eos_id`."""
+    steps = tf.range(tf.shape(out)[1])[None]
+    new = steps >= first[:, None]
+    ended = tf.cumsum(tf.cast(tf.logical_and(new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
+    return tf.logical_and(new, tf.logical_not(ended))
+
+
 class GenerateText(_Generation):
     """`generate_text`: strings in, decoded strings out, with the
     `CharVocabulary` `vocabulary` in the graph: the translation of a
@@ -282,12 +291,7 @@ class GenerateText(_Generation):
             else:  # a language model continues each prompt
                 out = decode(ids, "greedy", prompt_lengths=lengths)
                 first = lengths
-            steps = tf.range(tf.shape(out)[1])[None]
-            new = steps >= first[:, None]
-            ended = (
-                tf.cumsum(tf.cast(tf.logical_and(new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
-            )
-            keep = tf.logical_and(new, tf.logical_not(ended))
+            keep = _reply_positions(out, first, eos_id)
             pieces = tf.where(keep, tf.gather(tokens, out), "")
             return {"text": tf.strings.reduce_join(pieces, axis=1)}
 
@@ -331,13 +335,7 @@ class Chat(_Generation):
             ragged = tokenizer.encode(texts)
             lengths = tf.cast(ragged.row_lengths(), tf.int32)
             out = decode(ragged.to_tensor(), "greedy", prompt_lengths=lengths)
-            steps = tf.range(tf.shape(out)[1])[None]
-            new = steps >= lengths[:, None]
-            ended = (
-                tf.cumsum(tf.cast(tf.logical_and(new, tf.equal(out, eos_id)), tf.int32), axis=1) > 0
-            )
-            keep = tf.logical_and(new, tf.logical_not(ended))
-            reply = tf.ragged.boolean_mask(out, keep)
+            reply = tf.ragged.boolean_mask(out, _reply_positions(out, lengths, eos_id))
             return {"reply": tokenizer.decode(reply, skip_special_tokens=True)}
 
         return Functions({"chat": chat}, [tokenizer])
