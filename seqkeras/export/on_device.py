@@ -43,6 +43,12 @@ def chat_bundle(
     """
     from seqkeras.models.instruction import chat_text, end_of_turn_id
 
+    names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
+    unknown = [q for q in quantize or () if q not in names]
+    if unknown:
+        raise ValueError(
+            f"`chat_bundle` expects `quantize` among {sorted(names)}. Received: {unknown}"
+        )
     directory = check_target("chat_bundle", directory, overwrite, want="dir")
     prefix, suffix = chat_text(tokenizer, system)
     end_ids = sorted({i for i in (end_of_turn_id(tokenizer), tokenizer.eos_id) if i is not None})
@@ -51,7 +57,6 @@ def chat_bundle(
         _, shapes = streaming_tflite(
             model, os.path.join(work, "model.tflite"), max_length=max_length, prefill=True
         )
-        names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
         for q in quantize or ():
             streaming_tflite(
                 model,

@@ -130,6 +130,10 @@ def test_bad_inputs_are_named(loaded):
         instruction.instruction_data(tokenizer, "a", ["x"])
     with pytest.raises(TypeError, match="answer_model` expects a DecoderLanguageModel"):
         instruction.answer_model(keras.Sequential([keras.layers.Dense(2)]))
+    with pytest.raises(ValueError, match="chat_bundle` expects `quantize` among"):
+        from seqkeras.export import chat_bundle
+
+        chat_bundle(None, tokenizer, "/nonexistent/bundle", quantize=("int4",))
     with pytest.raises(ValueError, match="answer_ids.*max_new_tokens"):
         instruction.generate_answers(None, tokenizer, ["a"], max_new_tokens=0)
 
