@@ -41,6 +41,8 @@ from keras import tree
 
 from seqkeras.layers import export_mode
 
+__all__ = ["greedy", "sample", "beam_search", "length_penalty"]
+
 
 def _is_int(value):
     """A Python or NumPy integer (not a bool)."""
@@ -294,16 +296,15 @@ def greedy(
     Returns:
         int32 (batch, max_length): the prompt followed by the generated ids.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras import ops
-    >>> from seqkeras import decoding
-    >>> def step(tokens, cache, index):  # always predicts token + 1
-    ...     return ops.one_hot(tokens + 1, 6), cache
-    >>> np.asarray(decoding.greedy(step, np.array([[1]]), (), max_length=5,
-    ...                            eos_id=4)).tolist()
-    [[1, 2, 3, 4, 0]]
+    Examples:
+        >>> import numpy as np
+        >>> from keras import ops
+        >>> from seqkeras import decoding
+        >>> def step(tokens, cache, index):  # always predicts token + 1
+        ...     return ops.one_hot(tokens + 1, 6), cache
+        >>> np.asarray(decoding.greedy(step, np.array([[1]]), (), max_length=5,
+        ...                            eos_id=4)).tolist()
+        [[1, 2, 3, 4, 0]]
     """
 
     def choose(logits, index, extra):
@@ -418,8 +419,14 @@ def sample(
     from their softmax). `temperature=0` is greedy decoding.
 
     Args:
-        step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths,
-            shared: as `greedy` (every row stays in the loop: a row's
+        step_fn: as `greedy`'s.
+        prompt: as `greedy`'s.
+        cache: as `greedy`'s.
+        max_length: as `greedy`'s.
+        eos_id: as `greedy`'s.
+        pad_id: as `greedy`'s.
+        prompt_lengths: as `greedy`'s.
+        shared: as `greedy`'s (every row stays in the loop: a row's
             draws depend on its position in the batch).
         temperature: >= 0.
         top_k: keep the k most likely tokens (a positive integer), or None.
@@ -429,19 +436,18 @@ def sample(
     Returns:
         int32 (batch, max_length).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras import ops
-    >>> from seqkeras import decoding
-    >>> def step(tokens, cache, index):  # token 7 most likely, then 6, ...
-    ...     return ops.arange(8, dtype="float32")[None] / 4, cache
-    >>> a = np.asarray(decoding.sample(step, np.array([[1]]), (), 6, top_k=2,
-    ...                                seed=3))
-    >>> b = np.asarray(decoding.sample(step, np.array([[1]]), (), 6, top_k=2,
-    ...                                seed=3))
-    >>> bool((a == b).all()), set(a[0, 1:].tolist()) <= {6, 7}
-    (True, True)
+    Examples:
+        >>> import numpy as np
+        >>> from keras import ops
+        >>> from seqkeras import decoding
+        >>> def step(tokens, cache, index):  # token 7 most likely, then 6, ...
+        ...     return ops.arange(8, dtype="float32")[None] / 4, cache
+        >>> a = np.asarray(decoding.sample(step, np.array([[1]]), (), 6, top_k=2,
+        ...                                seed=3))
+        >>> b = np.asarray(decoding.sample(step, np.array([[1]]), (), 6, top_k=2,
+        ...                                seed=3))
+        >>> bool((a == b).all()), set(a[0, 1:].tolist()) <= {6, 7}
+        (True, True)
     """
     check_sampling(temperature, top_k, top_p, seed)
     if temperature == 0:
@@ -605,17 +611,16 @@ def beam_search(
         normalised when alpha > 0); with `return_all_beams`, (batch, beam,
         max_length) and (batch, beam).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras import ops
-    >>> from seqkeras import decoding
-    >>> def step(tokens, cache, index):  # always predicts token + 1
-    ...     return ops.log(0.1 + 0.8 * ops.one_hot(tokens + 1, 6)), cache
-    >>> seqs, scores = decoding.beam_search(step, np.array([[1]]), (), 4,
-    ...                                     beam_width=2, eos_id=3)
-    >>> np.asarray(seqs).tolist()
-    [[1, 2, 3, 0]]
+    Examples:
+        >>> import numpy as np
+        >>> from keras import ops
+        >>> from seqkeras import decoding
+        >>> def step(tokens, cache, index):  # always predicts token + 1
+        ...     return ops.log(0.1 + 0.8 * ops.one_hot(tokens + 1, 6)), cache
+        >>> seqs, scores = decoding.beam_search(step, np.array([[1]]), (), 4,
+        ...                                     beam_width=2, eos_id=3)
+        >>> np.asarray(seqs).tolist()
+        [[1, 2, 3, 0]]
     """
     check_beam(beam_width, length_penalty_alpha)
     prompt = ops.convert_to_tensor(prompt)

@@ -101,12 +101,11 @@ def get_strategy(name="default"):
     Returns:
         The strategy. Build and compile the model inside `strategy.scope()`.
 
-    Example:
-
-    >>> import seqkeras.distribute
-    >>> strategy = seqkeras.distribute.get_strategy("mirrored")
-    >>> strategy.num_replicas_in_sync >= 1
-    True
+    Examples:
+        >>> import seqkeras.distribute
+        >>> strategy = seqkeras.distribute.get_strategy("mirrored")
+        >>> strategy.num_replicas_in_sync >= 1
+        True
     """
     if name not in STRATEGIES:
         raise ValueError(

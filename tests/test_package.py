@@ -230,19 +230,3 @@ def test_long_range_default_run_shows_gated_cells_win(tmp_path):
     assert float(rows["GRU"][3]) < 0.01 and float(rows["LSTM"][3]) < 0.01
     assert float(rows["SimpleRNN"][3]) > 0.1
     assert "tflite_max_abs_diff" in out
-
-
-def test_readme_python_examples_run(tmp_path, monkeypatch):
-    """The README's Python blocks, run in order in one namespace."""
-    import re
-
-    with open(os.path.join(ROOT, "README.md")) as f:
-        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
-    assert len(blocks) >= 3
-    monkeypatch.chdir(tmp_path)
-    namespace = {}
-    for block in blocks:
-        if block.startswith("# needs "):
-            continue  # the TF Serving client; the pretrained checkpoint (tests/pretrained)
-        exec(compile(block, "README.md", "exec"), namespace)
-    assert "WHILE" in namespace["op_names"](namespace["flatbuffer"])

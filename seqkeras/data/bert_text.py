@@ -75,14 +75,13 @@ class BertTokenizer(tf.Module):
             (default `[PAD]`, `[UNK]`, ...); their ids are read from the
             vocabulary, not from `seqkeras.data.tokens`.
 
-    Example:
-
-    >>> from seqkeras.data import BertTokenizer
-    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
-    ...          "sat", "!", "##s"]
-    >>> tok = BertTokenizer(vocab)
-    >>> tok.encode(["The cats sat!"]).to_list()
-    [[2, 5, 6, 9, 7, 8, 3]]
+    Examples:
+        >>> from seqkeras.data import BertTokenizer
+        >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
+        ...          "sat", "!", "##s"]
+        >>> tok = BertTokenizer(vocab)
+        >>> tok.encode(["The cats sat!"]).to_list()
+        [[2, 5, 6, 9, 7, 8, 3]]
     """
 
     def __init__(
@@ -460,18 +459,17 @@ class ElmoWordFeatures(tf.Module):
         word_features: a `WordFeatures`.
         tokenizer: the biLM's `BertTokenizer` (`pretraining_vocabulary`).
 
-    Example:
-
-    >>> import tensorflow as tf
-    >>> from seqkeras.data import WordFeatures, pretraining
-    >>> from seqkeras.data.bert_text import ElmoWordFeatures
-    >>> words = [["EU", "rejects", "German", "call"]]
-    >>> tok = pretraining.pretraining_vocabulary([" ".join(words[0])], 200, sentinels=1)
-    >>> f = ElmoWordFeatures(WordFeatures.train(words), tok)
-    >>> out = f(tf.constant([["German", "call", ""]]))
-    >>> starts = out["word_starts"].numpy()[0]  # [CLS] is 0; "" pads
-    >>> int(starts[0]), bool(starts[1] > starts[0]), int(starts[2]), sorted(out)[1:3]
-    (1, True, 0, ['char_ids', 'elmo_ids'])
+    Examples:
+        >>> import tensorflow as tf
+        >>> from seqkeras.data import WordFeatures, pretraining
+        >>> from seqkeras.data.bert_text import ElmoWordFeatures
+        >>> words = [["EU", "rejects", "German", "call"]]
+        >>> tok = pretraining.pretraining_vocabulary([" ".join(words[0])], 200, sentinels=1)
+        >>> f = ElmoWordFeatures(WordFeatures.train(words), tok)
+        >>> out = f(tf.constant([["German", "call", ""]]))
+        >>> starts = out["word_starts"].numpy()[0]  # [CLS] is 0; "" pads
+        >>> int(starts[0]), bool(starts[1] > starts[0]), int(starts[2]), sorted(out)[1:3]
+        (1, True, 0, ['char_ids', 'elmo_ids'])
     """
 
     def __init__(self, word_features, tokenizer):
@@ -526,15 +524,14 @@ class BertSubwordTokenizer(tf.Module):
     Args:
         tokenizer: the `BertTokenizer`.
 
-    Example:
-
-    >>> from seqkeras.data import pretraining
-    >>> from seqkeras.data.bert_text import BertSubwordTokenizer
-    >>> bert = pretraining.pretraining_vocabulary(["the cat sat.", "a dog sat."], 60)
-    >>> tok = BertSubwordTokenizer(bert)
-    >>> ids = tok.encode(["The cat sat."], add_eos=True)
-    >>> ids.to_list()[0][-1] == 2, [t.decode() for t in tok.decode(ids).numpy()]
-    (True, ['the cat sat .'])
+    Examples:
+        >>> from seqkeras.data import pretraining
+        >>> from seqkeras.data.bert_text import BertSubwordTokenizer
+        >>> bert = pretraining.pretraining_vocabulary(["the cat sat.", "a dog sat."], 60)
+        >>> tok = BertSubwordTokenizer(bert)
+        >>> ids = tok.encode(["The cat sat."], add_eos=True)
+        >>> ids.to_list()[0][-1] == 2, [t.decode() for t in tok.decode(ids).numpy()]
+        (True, ['the cat sat .'])
     """
 
     def __init__(self, tokenizer):

@@ -180,19 +180,18 @@ class ByteLevelBPETokenizer(tf.Module):
     0x1D, 0xF1 and 0xF2: those controls and U+40000-U+BFFFF do not come
     back from `decode`).
 
-    Example:
-
-    >>> from seqkeras.data import ByteLevelBPETokenizer
-    >>> vocab = ["<s>", "</s>", "a", "b", "c", "Ġ", "ab", "Ġab", "Ġabc"]
-    >>> tok = ByteLevelBPETokenizer(vocab, ["a b", "Ġ ab", "Ġab c"], bos_id=0, eos_id=1)
-    >>> ids = tok.encode(["ab abc", "<s>ab"])
-    >>> ids.to_list(), tok.encode("ab", add_bos=True, add_eos=True).to_list()
-    ([[6, 8], [0, 6]], [[0, 6, 1]])
-    >>> [s.decode() for s in tok.decode(ids).numpy()]
-    ['ab abc', '<s>ab']
-    >>> tok.chat_template = "{% for m in messages %}<s>{{ m['content'] }}</s>{% endfor %}"
-    >>> tok.apply_chat_template([{"role": "user", "content": "abc"}])
-    '<s>abc</s>'
+    Examples:
+        >>> from seqkeras.data import ByteLevelBPETokenizer
+        >>> vocab = ["<s>", "</s>", "a", "b", "c", "Ġ", "ab", "Ġab", "Ġabc"]
+        >>> tok = ByteLevelBPETokenizer(vocab, ["a b", "Ġ ab", "Ġab c"], bos_id=0, eos_id=1)
+        >>> ids = tok.encode(["ab abc", "<s>ab"])
+        >>> ids.to_list(), tok.encode("ab", add_bos=True, add_eos=True).to_list()
+        ([[6, 8], [0, 6]], [[0, 6, 1]])
+        >>> [s.decode() for s in tok.decode(ids).numpy()]
+        ['ab abc', '<s>ab']
+        >>> tok.chat_template = "{% for m in messages %}<s>{{ m['content'] }}</s>{% endfor %}"
+        >>> tok.apply_chat_template([{"role": "user", "content": "abc"}])
+        '<s>abc</s>'
     """
 
     def __init__(

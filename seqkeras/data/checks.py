@@ -35,15 +35,14 @@ def check_token_ids(where, name, ids, vocab_size):
         TypeError: strings, booleans, or non-integer values.
         ValueError: ids below 0 or at least `vocab_size`.
 
-    Example:
-
-    >>> from seqkeras.data import check_token_ids
-    >>> check_token_ids("predict", "token_ids", [[1, 2, 0]], 10)
-    >>> try:
-    ...     check_token_ids("predict", "token_ids", [[1, 25]], 10)
-    ... except ValueError as e:
-    ...     print(str(e)[:60])
-    `predict`: input `token_ids` has token id 25, outside [0, 10
+    Examples:
+        >>> from seqkeras.data import check_token_ids
+        >>> check_token_ids("predict", "token_ids", [[1, 2, 0]], 10)
+        >>> try:
+        ...     check_token_ids("predict", "token_ids", [[1, 25]], 10)
+        ... except ValueError as e:
+        ...     print(str(e)[:60])
+        `predict`: input `token_ids` has token id 25, outside [0, 10
     """
     array = validation.concrete_values(ids)
     if array is None:

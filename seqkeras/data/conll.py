@@ -20,16 +20,15 @@ def read_conll(path, tag_column=-1, name="read_conll"):
     first token line or that has fewer than 2 columns, and a file with
     no sentence; `FileNotFoundError` for a missing file.
 
-    Example:
-
-    >>> import tempfile, os
-    >>> from seqkeras.data import read_conll
-    >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
-    >>> with open(path, "w") as f:
-    ...     _ = f.write("-DOCSTART- -X- -X- O\\n\\nEU NNP B-NP B-ORG\\n"
-    ...                 "rejects VBZ B-VP O\\n\\nPeter NNP B-NP B-PER\\n")
-    >>> read_conll(path)
-    ([['EU', 'rejects'], ['Peter']], [['B-ORG', 'O'], ['B-PER']])
+    Examples:
+        >>> import tempfile, os
+        >>> from seqkeras.data import read_conll
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write("-DOCSTART- -X- -X- O\\n\\nEU NNP B-NP B-ORG\\n"
+        ...                 "rejects VBZ B-VP O\\n\\nPeter NNP B-NP B-PER\\n")
+        >>> read_conll(path)
+        ([['EU', 'rejects'], ['Peter']], [['B-ORG', 'O'], ['B-PER']])
     """
     text = read_text(path, name)
     sentences, tags, words, labels = [], [], [], []

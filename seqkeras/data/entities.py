@@ -25,11 +25,10 @@ def _split(tag):
 def entity_spans(tags):
     """`[(type, start, end)]` (end exclusive) of one sentence's IOB tags.
 
-    Example:
-
-    >>> from seqkeras.data.entities import entity_spans
-    >>> entity_spans(["B-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-ORG"])
-    [('PER', 0, 2), ('LOC', 3, 4), ('LOC', 4, 5), ('ORG', 5, 6)]
+    Examples:
+        >>> from seqkeras.data.entities import entity_spans
+        >>> entity_spans(["B-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-ORG"])
+        [('PER', 0, 2), ('LOC', 3, 4), ('LOC', 4, 5), ('ORG', 5, 6)]
     """
     spans, current = [], None
     for i, tag in enumerate(tags):
@@ -55,13 +54,12 @@ def entity_scores(true_tags, predicted_tags):
         `{"micro": {...}, "<type>": {...}}`, each `{"precision",
         "recall", "f1"}` in percent and `"support"` (true entities).
 
-    Example:
-
-    >>> from seqkeras.data.entities import entity_scores
-    >>> s = entity_scores([["B-PER", "I-PER", "O", "B-LOC"]],
-    ...                   [["B-PER", "I-PER", "O", "B-ORG"]])
-    >>> round(s["micro"]["f1"], 1), s["PER"]["f1"], s["LOC"]["recall"]
-    (50.0, 100.0, 0.0)
+    Examples:
+        >>> from seqkeras.data.entities import entity_scores
+        >>> s = entity_scores([["B-PER", "I-PER", "O", "B-LOC"]],
+        ...                   [["B-PER", "I-PER", "O", "B-ORG"]])
+        >>> round(s["micro"]["f1"], 1), s["PER"]["f1"], s["LOC"]["recall"]
+        (50.0, 100.0, 0.0)
     """
     if len(true_tags) != len(predicted_tags):
         raise ValueError(

@@ -47,15 +47,14 @@ def read_text(path, name="read_text"):
     naming `name` for a missing file, a directory, and bytes that are not
     UTF-8 (line number and byte).
 
-    Example:
-
-    >>> import os, tempfile
-    >>> from seqkeras.data import read_text
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
-    >>> with open(path, "wb") as f:
-    ...     _ = f.write(b"to be\\r\\nor not")
-    >>> read_text(path)
-    'to be\\nor not'
+    Examples:
+        >>> import os, tempfile
+        >>> from seqkeras.data import read_text
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+        >>> with open(path, "wb") as f:
+        ...     _ = f.write(b"to be\\r\\nor not")
+        >>> read_text(path)
+        'to be\\nor not'
     """
     return _decode(_read_bytes(path, name), path, name)
 
@@ -66,11 +65,10 @@ def text_lines(raw, source, name="text_lines", allow_empty_input=False):
     ValueError for bytes that are not UTF-8, an empty line, or (unless
     `allow_empty_input`) no line at all.
 
-    Example:
-
-    >>> from seqkeras.data.pipelines import text_lines
-    >>> text_lines(b"Ein Hund.\\r\\nZwei Katzen.\\n", "stdin")
-    ['Ein Hund.', 'Zwei Katzen.']
+    Examples:
+        >>> from seqkeras.data.pipelines import text_lines
+        >>> text_lines(b"Ein Hund.\\r\\nZwei Katzen.\\n", "stdin")
+        ['Ein Hund.', 'Zwei Katzen.']
     """
     lines = _decode(raw, source, name).split("\n")
     if lines and lines[-1] == "":
@@ -193,14 +191,13 @@ def random_windows_dataset(ids, block, batch_size, seed=0):
     as many fresh random windows as `fit(steps_per_epoch=...)` asks for),
     the targets the inputs shifted by one token.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.data import random_windows_dataset
-    >>> data = random_windows_dataset(np.arange(100), block=4, batch_size=2)
-    >>> x, y = next(iter(data))
-    >>> x.shape, bool(np.all(y.numpy() == x.numpy() + 1))
-    (TensorShape([2, 4]), True)
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.data import random_windows_dataset
+        >>> data = random_windows_dataset(np.arange(100), block=4, batch_size=2)
+        >>> x, y = next(iter(data))
+        >>> x.shape, bool(np.all(y.numpy() == x.numpy() + 1))
+        (TensorShape([2, 4]), True)
     """
     block = validation.positive_int("random_windows_dataset", "block", block)
     batch_size = validation.positive_int("random_windows_dataset", "batch_size", batch_size)
@@ -337,8 +334,12 @@ def tagging_dataset(
         features: a `seqkeras.data.WordFeatures` (graph ops).
         tag_vocabulary: the tags in id order; id 0 must be the padding tag
             (e.g. `"<pad>"`), so real tags start at 1.
-        batch_size, boundaries, shuffle, seed, pad_to_bucket,
-            drop_remainder: as `classification_dataset`.
+        batch_size: as `classification_dataset`'s.
+        boundaries: as `classification_dataset`'s.
+        shuffle: as `classification_dataset`'s.
+        seed: as `classification_dataset`'s.
+        pad_to_bucket: as `classification_dataset`'s.
+        drop_remainder: as `classification_dataset`'s.
         max_length: longer sentences are cut (words and tags).
 
     Returns:

@@ -48,15 +48,14 @@ def pretraining_vocabulary(texts, vocabulary_size, lowercase=True, sentinels=32,
             corruption needs one per span of a sequence).
         max_length: the tokenizer's `max_length`.
 
-    Example:
-
-    >>> from seqkeras.data import pretraining
-    >>> tok = pretraining.pretraining_vocabulary(
-    ...     ["the cat sat.", "the dog sat."], 40, sentinels=2)
-    >>> tok.vocabulary[:7]
-    ['[PAD]', '[CLS]', '[SEP]', '[UNK]', '[MASK]', '[extra_id_0]', '[extra_id_1]']
-    >>> tok.encode(["The cat sat."]).to_list()[0][0], tok.encode(["x"]).to_list()[0][-1]
-    (1, 2)
+    Examples:
+        >>> from seqkeras.data import pretraining
+        >>> tok = pretraining.pretraining_vocabulary(
+        ...     ["the cat sat.", "the dog sat."], 40, sentinels=2)
+        >>> tok.vocabulary[:7]
+        ['[PAD]', '[CLS]', '[SEP]', '[UNK]', '[MASK]', '[extra_id_0]', '[extra_id_1]']
+        >>> tok.encode(["The cat sat."]).to_list()[0][0], tok.encode(["x"]).to_list()[0][-1]
+        (1, 2)
     """
     reserved = list(SPECIAL_TOKENS) + [sentinel_token(k) for k in range(sentinels)]
     vocabulary = learn_wordpiece(
@@ -329,14 +328,13 @@ def span_corruption(token_ids, sentinel_ids, noise_density=0.15, mean_span_lengt
     by its span in `targets` gives the sequence back (`restore_spans`).
     Graph ops.
 
-    Example:
-
-    >>> import tensorflow as tf
-    >>> from seqkeras.data.pretraining import span_corruption, restore_spans
-    >>> ids = tf.range(10, 30)
-    >>> x, y = span_corruption(ids, [5, 6, 7], seed=1)
-    >>> restore_spans(x.numpy(), y.numpy(), [5, 6, 7]) == list(range(10, 30))
-    True
+    Examples:
+        >>> import tensorflow as tf
+        >>> from seqkeras.data.pretraining import span_corruption, restore_spans
+        >>> ids = tf.range(10, 30)
+        >>> x, y = span_corruption(ids, [5, 6, 7], seed=1)
+        >>> restore_spans(x.numpy(), y.numpy(), [5, 6, 7]) == list(range(10, 30))
+        True
     """
     ids = tf.convert_to_tensor(token_ids)
     sentinels = tf.constant(list(sentinel_ids), ids.dtype)

@@ -22,12 +22,11 @@ def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):
     Returns:
         int32 array (batch, time).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.data import teacher_forcing
-    >>> teacher_forcing(np.array([[5, 6, 2, 0]])).tolist()
-    [[1, 5, 6, 0]]
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.data import teacher_forcing
+        >>> teacher_forcing(np.array([[5, 6, 2, 0]])).tolist()
+        [[1, 5, 6, 0]]
     """
     targets = np.asarray(targets)
     if targets.ndim != 2:
@@ -61,13 +60,12 @@ def tbptt_windows(ids, batch_size, window):
         `(x, y)`: int32 arrays (num_windows * batch_size, window), y being x
         shifted by one token.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.data import tbptt_windows
-    >>> x, y = tbptt_windows(np.arange(13), batch_size=2, window=3)
-    >>> x.tolist()
-    [[0, 1, 2], [6, 7, 8], [3, 4, 5], [9, 10, 11]]
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.data import tbptt_windows
+        >>> x, y = tbptt_windows(np.arange(13), batch_size=2, window=3)
+        >>> x.tolist()
+        [[0, 1, 2], [6, 7, 8], [3, 4, 5], [9, 10, 11]]
     """
     ids = np.asarray(ids)
     if batch_size <= 0 or window <= 0:
@@ -106,13 +104,12 @@ def length_batches(rows, batch_size, max_width=None, fill=PAD, dtype="int32"):
         `(indices, x)`: the rows' positions in `rows`, and their padded
         array (len(indices), width).
 
-    Example:
-
-    >>> from seqkeras.data import length_batches
-    >>> for indices, x in length_batches([[5] * 10, [6], [7, 8]], batch_size=2):
-    ...     print(indices.tolist(), x.shape)
-    [1, 2] (2, 8)
-    [0] (1, 16)
+    Examples:
+        >>> from seqkeras.data import length_batches
+        >>> for indices, x in length_batches([[5] * 10, [6], [7, 8]], batch_size=2):
+        ...     print(indices.tolist(), x.shape)
+        [1, 2] (2, 8)
+        [0] (1, 16)
     """
     batch_size = validation.positive_int("length_batches", "batch_size", batch_size)
     if max_width is not None:
@@ -148,12 +145,11 @@ def language_model_windows(ids, block):
         `(x, y)`: int32 arrays (windows, block), `y` being `x` shifted by
         one token.
 
-    Example:
-
-    >>> from seqkeras.data import language_model_windows
-    >>> x, y = language_model_windows([5, 6, 7, 8, 9, 10], block=3)
-    >>> x.tolist(), y.tolist()
-    ([[5, 6, 7], [8, 9, 0]], [[6, 7, 8], [9, 10, 0]])
+    Examples:
+        >>> from seqkeras.data import language_model_windows
+        >>> x, y = language_model_windows([5, 6, 7, 8, 9, 10], block=3)
+        >>> x.tolist(), y.tolist()
+        ([[5, 6, 7], [8, 9, 0]], [[6, 7, 8], [9, 10, 0]])
     """
     block = validation.positive_int("language_model_windows", "block", block)
     ids = np.asarray(ids)
@@ -186,13 +182,12 @@ def forecast_windows(series, input_steps, horizon, stride=1):
         `(x, y)`: float32 arrays (n, input_steps, features) and
         (n, horizon, features).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.data import forecast_windows
-    >>> x, y = forecast_windows(np.arange(10.0), 4, 2)
-    >>> x.shape, y.shape, y[0, :, 0].tolist()
-    ((5, 4, 1), (5, 2, 1), [4.0, 5.0])
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.data import forecast_windows
+        >>> x, y = forecast_windows(np.arange(10.0), 4, 2)
+        >>> x.shape, y.shape, y[0, :, 0].tolist()
+        ((5, 4, 1), (5, 2, 1), [4.0, 5.0])
     """
     series = np.asarray(series, "float32")
     if series.ndim == 1:

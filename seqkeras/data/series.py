@@ -20,16 +20,15 @@ def read_series_csv(path, name="read_series_csv"):
     missing value, a value that is not a finite number, and a file with
     a header only.
 
-    Example:
-
-    >>> import tempfile, os
-    >>> from seqkeras.data import read_series_csv
-    >>> path = os.path.join(tempfile.mkdtemp(), "series.csv")
-    >>> with open(path, "w") as f:
-    ...     _ = f.write('"Month","Passengers"\\r\\n"1949-01",112\\r\\n'
-    ...                 '"1949-02",118')
-    >>> read_series_csv(path)
-    (['1949-01', '1949-02'], array([112., 118.], dtype=float32))
+    Examples:
+        >>> import tempfile, os
+        >>> from seqkeras.data import read_series_csv
+        >>> path = os.path.join(tempfile.mkdtemp(), "series.csv")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write('"Month","Passengers"\\r\\n"1949-01",112\\r\\n'
+        ...                 '"1949-02",118')
+        >>> read_series_csv(path)
+        (['1949-01', '1949-02'], array([112., 118.], dtype=float32))
     """
     text = read_text(path, name)
     rows = list(csv.reader(io.StringIO(text)))
@@ -79,13 +78,12 @@ def rolling_windows(
         `(x, y, origins)`: float32 (n, input_steps, 1), (n, horizon, 1)
         and int (n,).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.data.series import rolling_windows
-    >>> x, y, t = rolling_windows(np.arange(10.0), 4, 2, first_origin=6)
-    >>> t.tolist(), x[0, :, 0].tolist(), y[-1, :, 0].tolist()
-    ([6, 7, 8], [2.0, 3.0, 4.0, 5.0], [8.0, 9.0])
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.data.series import rolling_windows
+        >>> x, y, t = rolling_windows(np.arange(10.0), 4, 2, first_origin=6)
+        >>> t.tolist(), x[0, :, 0].tolist(), y[-1, :, 0].tolist()
+        ([6, 7, 8], [2.0, 3.0, 4.0, 5.0], [8.0, 9.0])
     """
     values = np.asarray(values, "float32").reshape(-1)
     low = input_steps if first_origin is None else max(first_origin, input_steps)
@@ -112,12 +110,11 @@ def seasonal_naive(values, origins, horizon, season):
     Returns:
         float32 (len(origins), horizon, 1).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.data.series import seasonal_naive
-    >>> seasonal_naive(np.arange(10.0), [6], 3, 2)[0, :, 0].tolist()
-    [4.0, 5.0, 4.0]
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.data.series import seasonal_naive
+        >>> seasonal_naive(np.arange(10.0), [6], 3, 2)[0, :, 0].tolist()
+        [4.0, 5.0, 4.0]
     """
     values = np.asarray(values, "float32").reshape(-1)
     k = np.arange(1, horizon + 1)

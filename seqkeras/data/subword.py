@@ -107,14 +107,13 @@ class SubwordTokenizer:
             `seqkeras.data.tokens.RESERVED` (`<pad>`, `<bos>`, `<eos>`,
             `<unk>`).
 
-    Example:
-
-    >>> from seqkeras.data import SubwordTokenizer
-    >>> tok = SubwordTokenizer.train(["Ein Hund läuft.", "Ein Mann läuft."],
-    ...                              vocabulary_size=60)
-    >>> ids = tok.encode(["Ein Hund läuft."], add_eos=True)
-    >>> [t.decode() for t in tok.decode(ids).numpy()]
-    ['Ein Hund läuft.']
+    Examples:
+        >>> from seqkeras.data import SubwordTokenizer
+        >>> tok = SubwordTokenizer.train(["Ein Hund läuft.", "Ein Mann läuft."],
+        ...                              vocabulary_size=60)
+        >>> ids = tok.encode(["Ein Hund läuft."], add_eos=True)
+        >>> [t.decode() for t in tok.decode(ids).numpy()]
+        ['Ein Hund läuft.']
     """
 
     def __init__(self, vocabulary):

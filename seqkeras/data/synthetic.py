@@ -62,12 +62,11 @@ def copy_task(n, min_length, max_length, num_symbols=10, reverse=False, seed=Non
         `(source, target)`: int32 arrays (n, max_length) and
         (n, max_length + 1).
 
-    Example:
-
-    >>> from seqkeras.data import copy_task
-    >>> src, tgt = copy_task(2, 3, 3, reverse=True, seed=0)
-    >>> bool((tgt[:, :3] == src[:, ::-1]).all()), tgt[:, 3].tolist()
-    (True, [2, 2])
+    Examples:
+        >>> from seqkeras.data import copy_task
+        >>> src, tgt = copy_task(2, 3, 3, reverse=True, seed=0)
+        >>> bool((tgt[:, :3] == src[:, ::-1]).all()), tgt[:, 3].tolist()
+        (True, [2, 2])
     """
     if n <= 0 or not 1 <= min_length <= max_length or num_symbols <= 0:
         raise ValueError(
@@ -149,12 +148,11 @@ def dates(n, seed=None, first_year=1950, last_year=2049):
     Returns:
         `(sources, targets)`: two lists of `n` strings.
 
-    Example:
-
-    >>> from seqkeras.data import dates
-    >>> src, tgt = dates(1, seed=3)
-    >>> len(tgt[0]), tgt[0][4], tgt[0][7]
-    (10, '-', '-')
+    Examples:
+        >>> from seqkeras.data import dates
+        >>> src, tgt = dates(1, seed=3)
+        >>> len(tgt[0]), tgt[0][4], tgt[0][7]
+        (10, '-', '-')
     """
     import datetime
 
@@ -195,11 +193,10 @@ def multi_seasonal_series(
     Returns:
         float32 array (length,).
 
-    Example:
-
-    >>> from seqkeras.data import multi_seasonal_series
-    >>> multi_seasonal_series(500, seed=0).shape
-    (500,)
+    Examples:
+        >>> from seqkeras.data import multi_seasonal_series
+        >>> multi_seasonal_series(500, seed=0).shape
+        (500,)
     """
     if length <= 0 or len(periods) != len(amplitudes) or not periods:
         raise ValueError(

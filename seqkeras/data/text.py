@@ -24,13 +24,12 @@ class CharVocabulary:
         characters: the characters, in id order from 4; duplicates and
             order of first appearance are kept as given.
 
-    Example:
-
-    >>> from seqkeras.data import CharVocabulary
-    >>> vocab = CharVocabulary.from_texts(["abc", "cab"])
-    >>> ids = vocab.encode(["cab"], add_eos=True)
-    >>> ids.tolist(), vocab.decode(ids), len(vocab)
-    ([[6, 4, 5, 2]], ['cab'], 7)
+    Examples:
+        >>> from seqkeras.data import CharVocabulary
+        >>> vocab = CharVocabulary.from_texts(["abc", "cab"])
+        >>> ids = vocab.encode(["cab"], add_eos=True)
+        >>> ids.tolist(), vocab.decode(ids), len(vocab)
+        ([[6, 4, 5, 2]], ['cab'], 7)
     """
 
     def __init__(self, characters):
@@ -105,13 +104,12 @@ class CharVocabulary:
         """Writes `directory/<name>`: the characters in id order (JSON, as
         `get_config`); returns its path.
 
-        Example:
-
-        >>> import tempfile
-        >>> from seqkeras.data import CharVocabulary
-        >>> path = CharVocabulary("abc!").save(tempfile.mkdtemp())
-        >>> CharVocabulary.load(path).characters == list("abc!")
-        True
+        Examples:
+            >>> import tempfile
+            >>> from seqkeras.data import CharVocabulary
+            >>> path = CharVocabulary("abc!").save(tempfile.mkdtemp())
+            >>> CharVocabulary.load(path).characters == list("abc!")
+            True
         """
         import json
 
@@ -155,10 +153,9 @@ def shared_data_dir():
     `../shared/data` from the working directory (or from a source
     checkout); None when none exists. Nothing is downloaded.
 
-    Example:
-
-    >>> from seqkeras.data import shared_data_dir
-    >>> path = shared_data_dir()  # None where no data directory exists
+    Examples:
+        >>> from seqkeras.data import shared_data_dir
+        >>> path = shared_data_dir()  # None where no data directory exists
     """
     if os.environ.get("SEQKERAS_DATA"):
         path = os.path.abspath(os.environ["SEQKERAS_DATA"])

@@ -23,16 +23,15 @@ def read_labeled_tsv(
     fields than the header, an empty sentence, a label that is not an
     integer in range, and a file without examples.
 
-    Example:
-
-    >>> import tempfile, os
-    >>> from seqkeras.data import read_labeled_tsv
-    >>> path = os.path.join(tempfile.mkdtemp(), "dev.tsv")
-    >>> with open(path, "w") as f:
-    ...     _ = f.write("sentence\\tlabel\\r\\na fine film \\t1\\r\\n"
-    ...                 "dull\\t0\\r\\n")
-    >>> read_labeled_tsv(path)
-    (['a fine film', 'dull'], [1, 0])
+    Examples:
+        >>> import tempfile, os
+        >>> from seqkeras.data import read_labeled_tsv
+        >>> path = os.path.join(tempfile.mkdtemp(), "dev.tsv")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write("sentence\\tlabel\\r\\na fine film \\t1\\r\\n"
+        ...                 "dull\\t0\\r\\n")
+        >>> read_labeled_tsv(path)
+        (['a fine film', 'dull'], [1, 0])
     """
     text = read_text(path, name)
     lines = text.split("\n")

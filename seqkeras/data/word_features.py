@@ -68,16 +68,15 @@ class WordFeatures(tf.Module):
         characters: a `WordTokenizer` over single characters (cased).
         max_chars: characters kept per word (the rest are cut).
 
-    Example:
-
-    >>> import tensorflow as tf
-    >>> from seqkeras.data import WordFeatures
-    >>> f = WordFeatures.train([["EU", "rejects", "German", "call"]])
-    >>> out = f(tf.ragged.constant([["German", "EU", "calls"]]))
-    >>> out["casing_ids"].numpy().tolist()
-    [[3, 4, 5]]
-    >>> out["char_ids"].shape.as_list()  # max_chars wide
-    [1, 3, 20]
+    Examples:
+        >>> import tensorflow as tf
+        >>> from seqkeras.data import WordFeatures
+        >>> f = WordFeatures.train([["EU", "rejects", "German", "call"]])
+        >>> out = f(tf.ragged.constant([["German", "EU", "calls"]]))
+        >>> out["casing_ids"].numpy().tolist()
+        [[3, 4, 5]]
+        >>> out["char_ids"].shape.as_list()  # max_chars wide
+        [1, 3, 20]
     """
 
     def __init__(self, words, characters, max_chars=20):

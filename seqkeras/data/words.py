@@ -28,14 +28,13 @@ class WordTokenizer(tf.Module):
         lowercase: lowercase text before the lookup (the vocabulary must
             then be lowercase too).
 
-    Example:
-
-    >>> from seqkeras.data import WordTokenizer
-    >>> tok = WordTokenizer.train(["a good film", "a bad film"])
-    >>> tok.vocabulary[4:]
-    ['a', 'film', 'good', 'bad']
-    >>> tok.encode(["A GOOD plot"]).to_list()
-    [[4, 6, 3]]
+    Examples:
+        >>> from seqkeras.data import WordTokenizer
+        >>> tok = WordTokenizer.train(["a good film", "a bad film"])
+        >>> tok.vocabulary[4:]
+        ['a', 'film', 'good', 'bad']
+        >>> tok.encode(["A GOOD plot"]).to_list()
+        [[4, 6, 3]]
     """
 
     def __init__(self, vocabulary, lowercase=True):

@@ -124,17 +124,16 @@ def audit_serving(path):
     clusters). `xla`, `tf_text_unsupported` and `no_kernel` empty: the TF
     Serving binary can load the graph.
 
-    Example:
-
-    >>> import tempfile, keras
-    >>> from seqkeras.export import saved_model
-    >>> from seqkeras.export.audit import audit_serving
-    >>> inputs = keras.Input((3,), name="x")
-    >>> model = keras.Model(inputs, keras.layers.Dense(2, name="y")(inputs))
-    >>> path = saved_model(model, tempfile.mkdtemp() + "/m/1")
-    >>> report = audit_serving(path)
-    >>> report["xla"], report["tf_text_unsupported"], report["no_kernel"]
-    ([], [], [])
+    Examples:
+        >>> import tempfile, keras
+        >>> from seqkeras.export import saved_model
+        >>> from seqkeras.export.audit import audit_serving
+        >>> inputs = keras.Input((3,), name="x")
+        >>> model = keras.Model(inputs, keras.layers.Dense(2, name="y")(inputs))
+        >>> path = saved_model(model, tempfile.mkdtemp() + "/m/1")
+        >>> report = audit_serving(path)
+        >>> report["xla"], report["tf_text_unsupported"], report["no_kernel"]
+        ([], [], [])
     """
     import tensorflow as tf
 
@@ -185,16 +184,15 @@ def assert_servable(path, xla_jit=False):
     jit_compile=True)`) is refused unless `xla_jit` (the server then
     needs `--xla_cpu_compilation_enabled=true`).
 
-    Example:
-
-    >>> import tempfile, keras
-    >>> from seqkeras.export import assert_servable, saved_model
-    >>> x = keras.Input((3,), name="x")
-    >>> model = keras.Model(x, keras.layers.Dense(2, name="y")(x))
-    >>> report = assert_servable(saved_model(model, tempfile.mkdtemp()
-    ...                                      + "/m/1"))
-    >>> "MatMul" in report["ops"]
-    True
+    Examples:
+        >>> import tempfile, keras
+        >>> from seqkeras.export import assert_servable, saved_model
+        >>> x = keras.Input((3,), name="x")
+        >>> model = keras.Model(x, keras.layers.Dense(2, name="y")(x))
+        >>> report = assert_servable(saved_model(model, tempfile.mkdtemp()
+        ...                                      + "/m/1"))
+        >>> "MatMul" in report["ops"]
+        True
     """
     report = audit_serving(path)
     problems = {
@@ -268,17 +266,16 @@ def fresh_signature(path, signature, **inputs):
     Text only, as on a model server). `outputs` maps each output name to
     nested lists (strings decoded); seconds of the call, after loading.
 
-    Example:
-
-    >>> import tempfile, keras, numpy as np
-    >>> from seqkeras.export import fresh_signature, saved_model
-    >>> x = keras.Input((3,), name="x")
-    >>> model = keras.Model(x, keras.layers.Dense(2, name="y")(x))
-    >>> path = saved_model(model, tempfile.mkdtemp() + "/m/1")
-    >>> out, _ = fresh_signature(path, "serving_default",
-    ...                          x=np.ones((1, 3), "float32"))
-    >>> np.allclose(out["y"], model(np.ones((1, 3))), atol=1e-6)
-    True
+    Examples:
+        >>> import tempfile, keras, numpy as np
+        >>> from seqkeras.export import fresh_signature, saved_model
+        >>> x = keras.Input((3,), name="x")
+        >>> model = keras.Model(x, keras.layers.Dense(2, name="y")(x))
+        >>> path = saved_model(model, tempfile.mkdtemp() + "/m/1")
+        >>> out, _ = fresh_signature(path, "serving_default",
+        ...                          x=np.ones((1, 3), "float32"))
+        >>> np.allclose(out["y"], model(np.ones((1, 3))), atol=1e-6)
+        True
     """
     given = {k: _json_input(k, v) for k, v in inputs.items()}
     result = subprocess.run(

@@ -138,13 +138,12 @@ def batching_parameters(path, **options):
             `allowed_batch_sizes` (increasing, the last equal to
             `max_batch_size`); defaults `BATCHING_DEFAULTS`.
 
-    Example:
-
-    >>> import tempfile, os
-    >>> from seqkeras.export import batching_parameters
-    >>> text = batching_parameters(os.path.join(tempfile.mkdtemp(), "b.txt"))
-    >>> text.splitlines()[0]
-    'max_batch_size { value: 32 }'
+    Examples:
+        >>> import tempfile, os
+        >>> from seqkeras.export import batching_parameters
+        >>> text = batching_parameters(os.path.join(tempfile.mkdtemp(), "b.txt"))
+        >>> text.splitlines()[0]
+        'max_batch_size { value: 32 }'
     """
     unknown = sorted(set(options) - set(BATCHING_DEFAULTS))
     if unknown:

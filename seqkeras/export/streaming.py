@@ -161,18 +161,17 @@ def step_function(model):
     the source length). The decoders' `encode` signature comes with
     `streaming_tflite`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> from seqkeras.export.streaming import step_function
-    >>> model = seqkeras.models.tagger(20, 3, units=4, embedding_dim=4,
-    ...                                bidirectional=False)
-    >>> step, shapes = step_function(model)
-    >>> out = step({"token_ids": np.array([5], "int32"),
-    ...             "state_0": np.zeros((1, 4), "float32"),
-    ...             "state_1": np.zeros((1, 4), "float32")})
-    >>> shapes, tuple(out["logits"].shape), sorted(out)
-    ([(4,), (4,)], (1, 3), ['logits', 'new_state_0', 'new_state_1'])
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> from seqkeras.export.streaming import step_function
+        >>> model = seqkeras.models.tagger(20, 3, units=4, embedding_dim=4,
+        ...                                bidirectional=False)
+        >>> step, shapes = step_function(model)
+        >>> out = step({"token_ids": np.array([5], "int32"),
+        ...             "state_0": np.zeros((1, 4), "float32"),
+        ...             "state_1": np.zeros((1, 4), "float32")})
+        >>> shapes, tuple(out["logits"].shape), sorted(out)
+        ([(4,), (4,)], (1, 3), ['logits', 'new_state_0', 'new_state_1'])
     """
     _, serve, shapes = _functions(model)
     return serve, shapes
@@ -192,21 +191,20 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
     grouped key/value caches as states over `max_length` positions
     (default: the model's context length).
 
-    Example:
-
-    >>> import os, tempfile, numpy as np, seqkeras
-    >>> from seqkeras.export.streaming import streaming_tflite
-    >>> from seqkeras.export.tflite import tflite_runner
-    >>> lm = seqkeras.models.decoder_language_model(
-    ...     vocab_size=30, hidden_dim=8, num_layers=1, num_heads=2,
-    ...     intermediate_dim=16, max_length=8)
-    >>> path, shapes = streaming_tflite(
-    ...     lm, os.path.join(tempfile.mkdtemp(), "lm.tflite"), prefill=True)
-    >>> prefill = tflite_runner(open(path, "rb").read(), "prefill")
-    >>> states = {f"state_{i}": np.zeros((1,) + s, "float32") for i, s in enumerate(shapes)}
-    >>> out = prefill(token_ids=np.array([[3, 4, 5]], "int32"), **states)
-    >>> float(out["new_state_0"][0, 0])  # the next token's position
-    3.0
+    Examples:
+        >>> import os, tempfile, numpy as np, seqkeras
+        >>> from seqkeras.export.streaming import streaming_tflite
+        >>> from seqkeras.export.tflite import tflite_runner
+        >>> lm = seqkeras.models.decoder_language_model(
+        ...     vocab_size=30, hidden_dim=8, num_layers=1, num_heads=2,
+        ...     intermediate_dim=16, max_length=8)
+        >>> path, shapes = streaming_tflite(
+        ...     lm, os.path.join(tempfile.mkdtemp(), "lm.tflite"), prefill=True)
+        >>> prefill = tflite_runner(open(path, "rb").read(), "prefill")
+        >>> states = {f"state_{i}": np.zeros((1,) + s, "float32") for i, s in enumerate(shapes)}
+        >>> out = prefill(token_ids=np.array([[3, 4, 5]], "int32"), **states)
+        >>> float(out["new_state_0"][0, 0])  # the next token's position
+        3.0
     """
     path = check_target("streaming_tflite", path, overwrite)
     if prefill and not getattr(model, "prefills", False):

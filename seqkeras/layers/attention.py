@@ -91,14 +91,13 @@ class Attention(keras.layers.Layer):
         return_attention_scores: also return the weights (batch, Tq, Tv).
         training: enables dropout.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> attention = seqkeras.layers.Attention("additive", units=8)
-    >>> q, v = np.ones((2, 3, 4), "float32"), np.ones((2, 5, 6), "float32")
-    >>> context, weights = attention(q, v, return_attention_scores=True)
-    >>> tuple(context.shape), tuple(weights.shape)
-    ((2, 3, 6), (2, 3, 5))
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> attention = seqkeras.layers.Attention("additive", units=8)
+        >>> q, v = np.ones((2, 3, 4), "float32"), np.ones((2, 5, 6), "float32")
+        >>> context, weights = attention(q, v, return_attention_scores=True)
+        >>> tuple(context.shape), tuple(weights.shape)
+        ((2, 3, 6), (2, 3, 5))
     """
 
     def __init__(
@@ -342,13 +341,12 @@ class MultiHeadAttention(keras.layers.Layer):
             fused projections of `prepare_step_weights`.
         cache_index: int scalar, position of the first query in the cache.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> mha = seqkeras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
-    >>> x = np.ones((1, 5, 8), "float32")
-    >>> tuple(mha(x, x, use_causal_mask=True).shape)
-    (1, 5, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> mha = seqkeras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+        >>> x = np.ones((1, 5, 8), "float32")
+        >>> tuple(mha(x, x, use_causal_mask=True).shape)
+        (1, 5, 8)
     """
 
     def __init__(

@@ -39,15 +39,14 @@ def attend(logits, value, mask=None, dropout=0.0, seed=None, training=False):
         `(context (..., Tq, d) or None, weights)`; the returned weights
         are before dropout.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.layers.attention_core import attend
-    >>> context, weights = attend(np.zeros((1, 1, 3), "float32"),
-    ...                           np.eye(3, dtype="float32")[None],
-    ...                           np.array([[[True, True, False]]]))
-    >>> np.asarray(context).tolist(), np.asarray(weights).tolist()
-    ([[[0.5, 0.5, 0.0]]], [[[0.5, 0.5, 0.0]]])
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.layers.attention_core import attend
+        >>> context, weights = attend(np.zeros((1, 1, 3), "float32"),
+        ...                           np.eye(3, dtype="float32")[None],
+        ...                           np.array([[[True, True, False]]]))
+        >>> np.asarray(context).tolist(), np.asarray(weights).tolist()
+        ([[[0.5, 0.5, 0.0]]], [[[0.5, 0.5, 0.0]]])
     """
     weights = masking.masked_softmax(logits, mask)
     if value is None:
@@ -128,14 +127,13 @@ def step_attend(q, k, v, mask=None):
     products alone (`benchmarks/served_decoding.py`, BENCHMARKS.md issue
     37).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.layers.attention_core import step_attend
-    >>> q = np.ones((1, 1, 1, 2), "float32")
-    >>> k = v = np.eye(2, dtype="float32")[None, None]
-    >>> np.asarray(step_attend(q, k, v)).round(3).tolist()
-    [[[[0.5, 0.5]]]]
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.layers.attention_core import step_attend
+        >>> q = np.ones((1, 1, 1, 2), "float32")
+        >>> k = v = np.eye(2, dtype="float32")[None, None]
+        >>> np.asarray(step_attend(q, k, v)).round(3).tolist()
+        [[[[0.5, 0.5]]]]
     """
     logits = ops.einsum("bhqd,bhkd->bhqk", q, k)
     return attend(logits, v, mask)[0]

@@ -58,15 +58,14 @@ class AttentionDecoder(keras.layers.Layer):
     Output: (batch, time, units + memory_features) for Bahdanau style,
     (batch, time, units) for Luong style.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> decoder = seqkeras.layers.AttentionDecoder(
-    ...     seqkeras.layers.GRUCell(8), score="additive")
-    >>> x, memory = np.ones((2, 3, 4), "float32"), np.ones((2, 5, 6), "float32")
-    >>> outputs, weights = decoder(x, memory, return_attention_scores=True)
-    >>> tuple(outputs.shape), tuple(weights.shape)
-    ((2, 3, 14), (2, 3, 5))
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> decoder = seqkeras.layers.AttentionDecoder(
+        ...     seqkeras.layers.GRUCell(8), score="additive")
+        >>> x, memory = np.ones((2, 3, 4), "float32"), np.ones((2, 5, 6), "float32")
+        >>> outputs, weights = decoder(x, memory, return_attention_scores=True)
+        >>> tuple(outputs.shape), tuple(weights.shape)
+        ((2, 3, 14), (2, 3, 5))
     """
 
     def __init__(

@@ -283,12 +283,11 @@ class SimpleRNNCell(RecurrentCell):
     Call arguments (Keras cell contract): `inputs` (batch, features),
     `states` a list of one (batch, units) tensor, `training`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> layer = seqkeras.layers.Recurrent(seqkeras.layers.SimpleRNNCell(4))
-    >>> tuple(layer(np.zeros((2, 3, 5), "float32")).shape)
-    (2, 4)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.Recurrent(seqkeras.layers.SimpleRNNCell(4))
+        >>> tuple(layer(np.zeros((2, 3, 5), "float32")).shape)
+        (2, 4)
     """
 
     def __init__(self, units, activation="tanh", **kwargs):
@@ -339,13 +338,12 @@ class GRUCell(RecurrentCell):
             with a separate recurrent bias: `bias` has shape (2, 3 * units)).
         dropout, recurrent_dropout, initializers, seed: as `SimpleRNNCell`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> cell = seqkeras.layers.GRUCell(4, reset_after=True)
-    >>> layer = seqkeras.layers.Recurrent(cell)
-    >>> tuple(layer(np.zeros((2, 3, 5), "float32")).shape)
-    (2, 4)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> cell = seqkeras.layers.GRUCell(4, reset_after=True)
+        >>> layer = seqkeras.layers.Recurrent(cell)
+        >>> tuple(layer(np.zeros((2, 3, 5), "float32")).shape)
+        (2, 4)
     """
 
     gates = 3
@@ -476,14 +474,13 @@ class LSTMCell(RecurrentCell):
             (Jozefowicz et al. 2015), as in Keras.
         dropout, recurrent_dropout, initializers, seed: as `SimpleRNNCell`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> layer = seqkeras.layers.Recurrent(
-    ...     seqkeras.layers.LSTMCell(4), return_state=True)
-    >>> out, h, c = layer(np.zeros((2, 3, 5), "float32"))
-    >>> tuple(out.shape), tuple(c.shape)
-    ((2, 4), (2, 4))
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.Recurrent(
+        ...     seqkeras.layers.LSTMCell(4), return_state=True)
+        >>> out, h, c = layer(np.zeros((2, 3, 5), "float32"))
+        >>> tuple(out.shape), tuple(c.shape)
+        ((2, 4), (2, 4))
     """
 
     gates = 4

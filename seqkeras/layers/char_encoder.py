@@ -28,7 +28,9 @@ class CharacterEncoder(keras.layers.Layer):
         filters: output features per word.
         kernel_size: characters per convolution window (odd).
         activation: `"tanh"` (Ma and Hovy) or `"relu"`.
-        embeddings_initializer, kernel_initializer, bias_initializer.
+        embeddings_initializer: the character embeddings' initializer.
+        kernel_initializer: the convolution kernel's initializer.
+        bias_initializer: the convolution bias' initializer.
 
     Call arguments:
         inputs: int character ids (batch, words, characters).
@@ -37,15 +39,14 @@ class CharacterEncoder(keras.layers.Layer):
         (batch, words, filters), with a mask (batch, words) that is false
         for padding words (no character).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> enc = seqkeras.layers.CharacterEncoder(40, filters=6)
-    >>> chars = np.array([[[5, 6, 7], [8, 0, 0], [0, 0, 0]]])
-    >>> tuple(enc(chars).shape)
-    (1, 3, 6)
-    >>> float(np.abs(np.asarray(enc(chars))[0, 2]).max())  # a padding word
-    0.0
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> enc = seqkeras.layers.CharacterEncoder(40, filters=6)
+        >>> chars = np.array([[[5, 6, 7], [8, 0, 0], [0, 0, 0]]])
+        >>> tuple(enc(chars).shape)
+        (1, 3, 6)
+        >>> float(np.abs(np.asarray(enc(chars))[0, 2]).max())  # a padding word
+        0.0
     """
 
     def __init__(

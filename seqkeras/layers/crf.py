@@ -67,15 +67,14 @@ class CRF(keras.layers.Layer):
     mask)` (scalar), `viterbi(emissions, mask)` -> (tags, best scores),
     `marginals(emissions, mask)` (batch, time, num_tags).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> crf = seqkeras.layers.CRF(3)
-    >>> e = np.array([[[2.0, 0, 0], [0, 0, 3.0], [0, 1.0, 0]]], "float32")
-    >>> np.asarray(crf(e)).tolist()  # zero transitions: argmax per step
-    [[0, 2, 1]]
-    >>> round(float(np.asarray(crf.marginals(e)).sum()), 4)  # 3 steps
-    3.0
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> crf = seqkeras.layers.CRF(3)
+        >>> e = np.array([[[2.0, 0, 0], [0, 0, 3.0], [0, 1.0, 0]]], "float32")
+        >>> np.asarray(crf(e)).tolist()  # zero transitions: argmax per step
+        [[0, 2, 1]]
+        >>> round(float(np.asarray(crf.marginals(e)).sum()), 4)  # 3 steps
+        3.0
     """
 
     def __init__(self, num_tags, transition_initializer="zeros", **kwargs):

@@ -68,19 +68,18 @@ class LlamaDecoderBlock(keras.layers.Layer):
             `MultiHeadAttention`): returns `(outputs, cache)`.
         training: enables dropout.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> block = seqkeras.layers.LlamaDecoderBlock(4, 32, num_key_value_heads=2)
-    >>> x = np.random.default_rng(0).normal(size=(1, 5, 16)).astype("float32")
-    >>> full = np.asarray(block(x))
-    >>> cache = block.init_cache(1, 5)
-    >>> steps = []
-    >>> for t in range(5):
-    ...     y, cache = block(x[:, t : t + 1], cache=cache, cache_index=t)
-    ...     steps.append(np.asarray(y))
-    >>> bool(np.allclose(np.concatenate(steps, 1), full, atol=1e-5))
-    True
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> block = seqkeras.layers.LlamaDecoderBlock(4, 32, num_key_value_heads=2)
+        >>> x = np.random.default_rng(0).normal(size=(1, 5, 16)).astype("float32")
+        >>> full = np.asarray(block(x))
+        >>> cache = block.init_cache(1, 5)
+        >>> steps = []
+        >>> for t in range(5):
+        ...     y, cache = block(x[:, t : t + 1], cache=cache, cache_index=t)
+        ...     steps.append(np.asarray(y))
+        >>> bool(np.allclose(np.concatenate(steps, 1), full, atol=1e-5))
+        True
     """
 
     def __init__(

@@ -39,12 +39,11 @@ class BertEmbedding(keras.layers.Layer):
         reverse: weight tying: vectors -> logits over the vocabulary,
             `x E_token^T (+ output_bias)`, float32 under mixed precision.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> layer = seqkeras.layers.BertEmbedding(200, 8, max_length=16)
-    >>> tuple(layer(np.array([[101, 7, 102, 0]])).shape)
-    (1, 4, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.BertEmbedding(200, 8, max_length=16)
+        >>> tuple(layer(np.array([[101, 7, 102, 0]])).shape)
+        (1, 4, 8)
     """
 
     def __init__(
@@ -189,13 +188,12 @@ class GatherSteps(keras.layers.Layer):
         inputs: `[sequence, index]`: sequence (batch, time, features),
             index int (batch, steps) in [0, time).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> x = np.arange(12, dtype="float32").reshape(1, 4, 3)
-    >>> out = seqkeras.layers.GatherSteps()([x, np.array([[1, 3, 0]])])
-    >>> np.asarray(out).tolist()
-    [[[3.0, 4.0, 5.0], [9.0, 10.0, 11.0], [0.0, 1.0, 2.0]]]
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> x = np.arange(12, dtype="float32").reshape(1, 4, 3)
+        >>> out = seqkeras.layers.GatherSteps()([x, np.array([[1, 3, 0]])])
+        >>> np.asarray(out).tolist()
+        [[[3.0, 4.0, 5.0], [9.0, 10.0, 11.0], [0.0, 1.0, 2.0]]]
     """
 
     def __init__(self, **kwargs):

@@ -50,12 +50,11 @@ class GatedFeedForward(keras.layers.Layer):
     Call arguments:
         inputs: (..., d). A Keras mask passes through unchanged.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> ffn = seqkeras.layers.GatedFeedForward(16)
-    >>> tuple(ffn(np.ones((2, 3, 8), "float32")).shape)
-    (2, 3, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> ffn = seqkeras.layers.GatedFeedForward(16)
+        >>> tuple(ffn(np.ones((2, 3, 8), "float32")).shape)
+        (2, 3, 8)
     """
 
     def __init__(

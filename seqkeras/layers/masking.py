@@ -27,14 +27,13 @@ def masked_softmax(logits, mask=None, axis=-1):
         Weights of the same shape and dtype as `logits`; rows with no
         unmasked position are all zeros.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.layers.masking import masked_softmax
-    >>> w = masked_softmax(np.zeros((2, 3), "float32"),
-    ...                    np.array([[True, True, False], [False] * 3]))
-    >>> np.asarray(w).tolist()
-    [[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.layers.masking import masked_softmax
+        >>> w = masked_softmax(np.zeros((2, 3), "float32"),
+        ...                    np.array([[True, True, False], [False] * 3]))
+        >>> np.asarray(w).tolist()
+        [[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]
     """
     dtype = logits.dtype
     # bfloat16 has float32's range (the mask constant fits) and the

@@ -32,13 +32,12 @@ class ScalarMix(keras.layers.Layer):
             the first is used); needed for `layer_norm` over padded
             batches, and passed on.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> mix = seqkeras.layers.ScalarMix(2)
-    >>> a, b = np.ones((1, 2, 3), "float32"), np.zeros((1, 2, 3), "float32")
-    >>> np.asarray(mix([a, b])).tolist()
-    [[[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]]]
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> mix = seqkeras.layers.ScalarMix(2)
+        >>> a, b = np.ones((1, 2, 3), "float32"), np.zeros((1, 2, 3), "float32")
+        >>> np.asarray(mix([a, b])).tolist()
+        [[[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]]]
     """
 
     def __init__(self, num_layers, layer_norm=False, trainable_weights_init=None, **kwargs):
@@ -145,13 +144,12 @@ class ReverseSequence(keras.layers.Layer):
         mask: optional bool (batch, time), True on the steps of each row's
             prefix (right padding); without one every step is reversed.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> x = np.array([[[1.0], [2.0], [3.0], [0.0]]], "float32")
-    >>> out = seqkeras.layers.ReverseSequence()(x, mask=np.array([[1, 1, 1, 0]], bool))
-    >>> np.asarray(out)[0, :, 0].tolist()
-    [3.0, 2.0, 1.0, 0.0]
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> x = np.array([[[1.0], [2.0], [3.0], [0.0]]], "float32")
+        >>> out = seqkeras.layers.ReverseSequence()(x, mask=np.array([[1, 1, 1, 0]], bool))
+        >>> np.asarray(out)[0, :, 0].tolist()
+        [3.0, 2.0, 1.0, 0.0]
     """
 
     def __init__(self, **kwargs):

@@ -28,13 +28,12 @@ class SequencePooling(keras.layers.Layer):
         mask: optional bool (batch, time). A sequence with no unmasked step
             pools to zeros.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> x = np.arange(12, dtype="float32").reshape(1, 4, 3)
-    >>> pool = seqkeras.layers.SequencePooling("last")
-    >>> np.asarray(pool(x, mask=np.array([[1, 1, 0, 0]], bool))).tolist()
-    [[3.0, 4.0, 5.0]]
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> x = np.arange(12, dtype="float32").reshape(1, 4, 3)
+        >>> pool = seqkeras.layers.SequencePooling("last")
+        >>> np.asarray(pool(x, mask=np.array([[1, 1, 0, 0]], bool))).tolist()
+        [[3.0, 4.0, 5.0]]
     """
 
     def __init__(

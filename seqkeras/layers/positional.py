@@ -28,13 +28,12 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     The input mask, if any, is propagated.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> pe = seqkeras.layers.SinusoidalPositionalEncoding()
-    >>> out = pe(np.zeros((1, 3, 4), "float32"))
-    >>> np.round(np.asarray(out, "float64")[0, 1], 3).tolist()
-    [0.841, 0.54, 0.01, 1.0]
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> pe = seqkeras.layers.SinusoidalPositionalEncoding()
+        >>> out = pe(np.zeros((1, 3, 4), "float32"))
+        >>> np.round(np.asarray(out, "float64")[0, 1], 3).tolist()
+        [0.841, 0.54, 0.01, 1.0]
     """
 
     def __init__(self, max_wavelength=10000.0, scale_inputs=False, **kwargs):
@@ -93,12 +92,11 @@ class PositionalEmbedding(keras.layers.Layer):
         inputs: (batch, time, d).
         start_index: int scalar, position of the first step.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> layer = seqkeras.layers.PositionalEmbedding(max_length=16)
-    >>> tuple(layer(np.zeros((2, 5, 8), "float32")).shape)
-    (2, 5, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.PositionalEmbedding(max_length=16)
+        >>> tuple(layer(np.zeros((2, 5, 8), "float32")).shape)
+        (2, 5, 8)
     """
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):

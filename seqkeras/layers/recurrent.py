@@ -49,13 +49,12 @@ class Recurrent(keras.layers.Layer):
             state (LSTM: `[h, c]`).
         training: enables dropout (one mask for all steps).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> layer = seqkeras.layers.Recurrent(
-    ...     seqkeras.layers.GRUCell(8), return_sequences=True)
-    >>> tuple(layer(np.ones((2, 5, 3), "float32")).shape)
-    (2, 5, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.Recurrent(
+        ...     seqkeras.layers.GRUCell(8), return_sequences=True)
+        >>> tuple(layer(np.ones((2, 5, 3), "float32")).shape)
+        (2, 5, 8)
     """
 
     def __init__(
@@ -282,13 +281,12 @@ class Bidirectional(keras.layers.Layer):
     are re-aligned with the input time steps), followed, when the layer has
     `return_state=True`, by the forward states and then the backward states.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> bi = seqkeras.layers.Bidirectional(
-    ...     seqkeras.layers.Recurrent(seqkeras.layers.LSTMCell(4)))
-    >>> tuple(bi(np.ones((2, 5, 3), "float32")).shape)
-    (2, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> bi = seqkeras.layers.Bidirectional(
+        ...     seqkeras.layers.Recurrent(seqkeras.layers.LSTMCell(4)))
+        >>> tuple(bi(np.ones((2, 5, 3), "float32")).shape)
+        (2, 8)
     """
 
     def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
@@ -423,16 +421,15 @@ class StackedRecurrent(keras.layers.Layer):
     Call arguments: `inputs` (batch, time, features), `mask` (batch, time),
     `training`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> L = seqkeras.layers
-    >>> stack = L.StackedRecurrent([
-    ...     L.Recurrent(L.GRUCell(6), return_sequences=True),
-    ...     L.Recurrent(L.GRUCell(6), return_sequences=True),
-    ... ], dropout=0.1, residual=True)
-    >>> tuple(stack(np.ones((2, 5, 6), "float32")).shape)
-    (2, 5, 6)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> L = seqkeras.layers
+        >>> stack = L.StackedRecurrent([
+        ...     L.Recurrent(L.GRUCell(6), return_sequences=True),
+        ...     L.Recurrent(L.GRUCell(6), return_sequences=True),
+        ... ], dropout=0.1, residual=True)
+        >>> tuple(stack(np.ones((2, 5, 6), "float32")).shape)
+        (2, 5, 6)
     """
 
     def __init__(self, layers, dropout=0.0, residual=False, **kwargs):

@@ -103,16 +103,15 @@ class RotaryEmbedding(keras.layers.Layer):
         start_index: int scalar, the position of the first step (a
             decoding step's cache index).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> rope = seqkeras.layers.RotaryEmbedding(base=10000)
-    >>> x = np.ones((1, 3, 2, 4), "float32")
-    >>> y = np.asarray(rope(x))
-    >>> y.shape, np.allclose(y[:, 0], x[:, 0])  # position 0 is unrotated
-    ((1, 3, 2, 4), True)
-    >>> bool(np.allclose(np.linalg.norm(y, axis=-1), 2.0))  # a rotation
-    True
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> rope = seqkeras.layers.RotaryEmbedding(base=10000)
+        >>> x = np.ones((1, 3, 2, 4), "float32")
+        >>> y = np.asarray(rope(x))
+        >>> y.shape, np.allclose(y[:, 0], x[:, 0])  # position 0 is unrotated
+        ((1, 3, 2, 4), True)
+        >>> bool(np.allclose(np.linalg.norm(y, axis=-1), 2.0))  # a rotation
+        True
     """
 
     def __init__(self, base=10000.0, layout="half", scaling=None, rotary_dim=None, **kwargs):

@@ -33,16 +33,15 @@ class WindowScaling(keras.layers.Layer):
         epsilon: added to the variance (a constant window scales by
             `sqrt(epsilon)` instead of dividing by zero).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> series = np.array([[[1.0], [2.0], [3.0]]])
-    >>> scale = seqkeras.layers.WindowScaling(epsilon=0.0)
-    >>> [round(float(v), 3) for v in np.asarray(scale(series))[0, :, 0]]
-    [-1.225, 0.0, 1.225]
-    >>> back = seqkeras.layers.WindowScaling(inverse=True, epsilon=0.0)
-    >>> round(float(np.asarray(back(series, np.array([[[1.0]]])))[0, 0, 0]), 3)
-    2.816
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> series = np.array([[[1.0], [2.0], [3.0]]])
+        >>> scale = seqkeras.layers.WindowScaling(epsilon=0.0)
+        >>> [round(float(v), 3) for v in np.asarray(scale(series))[0, :, 0]]
+        [-1.225, 0.0, 1.225]
+        >>> back = seqkeras.layers.WindowScaling(inverse=True, epsilon=0.0)
+        >>> round(float(np.asarray(back(series, np.array([[[1.0]]])))[0, 0, 0]), 3)
+        2.816
     """
 
     def __init__(self, inverse=False, epsilon=1e-6, **kwargs):

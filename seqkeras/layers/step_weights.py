@@ -13,17 +13,16 @@ reshapes, concatenates) them once per request, not once per step. Outside
 the context the step reads the layers' variables as training does; the
 two give the same outputs up to float rounding.
 
-Example:
-
->>> import numpy as np, seqkeras
->>> from seqkeras.layers import step_weights
->>> mha = seqkeras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
->>> x = np.ones((1, 1, 8), "float32")
->>> _ = mha(x, x)
->>> with step_weights.prepared([mha]):
-...     out, cache = mha(x, cache=mha.init_cache(1, 3), cache_index=0)
->>> tuple(out.shape), tuple(cache[0].shape)
-((1, 1, 8), (1, 2, 3, 4))
+Examples:
+    >>> import numpy as np, seqkeras
+    >>> from seqkeras.layers import step_weights
+    >>> mha = seqkeras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> x = np.ones((1, 1, 8), "float32")
+    >>> _ = mha(x, x)
+    >>> with step_weights.prepared([mha]):
+    ...     out, cache = mha(x, cache=mha.init_cache(1, 3), cache_index=0)
+    >>> tuple(out.shape), tuple(cache[0].shape)
+    ((1, 1, 8), (1, 2, 3, 4))
 """
 
 import contextlib

@@ -26,16 +26,15 @@ class TokenDropout(keras.layers.Layer):
             integers as Keras' `Embedding` accepts).
         training: replace only when true.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> drop = seqkeras.layers.TokenDropout(0.5, seed=0)
-    >>> ids = np.array([[5, 6, 7, 8, 0, 0]])
-    >>> np.asarray(drop(ids)).tolist()  # inference: unchanged
-    [[5, 6, 7, 8, 0, 0]]
-    >>> out = np.asarray(drop(ids, training=True))
-    >>> bool(np.all((out == ids) | (out == 3))), out[0, 4:].tolist()
-    (True, [0, 0])
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> drop = seqkeras.layers.TokenDropout(0.5, seed=0)
+        >>> ids = np.array([[5, 6, 7, 8, 0, 0]])
+        >>> np.asarray(drop(ids)).tolist()  # inference: unchanged
+        [[5, 6, 7, 8, 0, 0]]
+        >>> out = np.asarray(drop(ids, training=True))
+        >>> bool(np.all((out == ids) | (out == 3))), out[0, 4:].tolist()
+        (True, [0, 0])
     """
 
     def __init__(self, rate, unk_id=3, first_id=4, seed=None, **kwargs):

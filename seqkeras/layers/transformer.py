@@ -209,12 +209,11 @@ class TransformerEncoderBlock(_TransformerBlock):
             model built from encoder blocks).
         training: enables dropout.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> block = seqkeras.layers.TransformerEncoderBlock(2, 16)
-    >>> tuple(block(np.ones((2, 5, 8), "float32")).shape)
-    (2, 5, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> block = seqkeras.layers.TransformerEncoderBlock(2, 16)
+        >>> tuple(block(np.ones((2, 5, 8), "float32")).shape)
+        (2, 5, 8)
     """
 
     def build(self, input_shape):
@@ -293,13 +292,12 @@ class TransformerDecoderBlock(_TransformerBlock):
             the beams of a source, share one).
         training: enables dropout.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> block = seqkeras.layers.TransformerDecoderBlock(2, 16)
-    >>> y, h = np.ones((2, 4, 8), "float32"), np.ones((2, 6, 8), "float32")
-    >>> tuple(block(y, h).shape)
-    (2, 4, 8)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> block = seqkeras.layers.TransformerDecoderBlock(2, 16)
+        >>> y, h = np.ones((2, 4, 8), "float32"), np.ones((2, 6, 8), "float32")
+        >>> tuple(block(y, h).shape)
+        (2, 4, 8)
     """
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):

@@ -19,13 +19,12 @@ def all_layers(layer):
     """Every layer nested in `layer` (not `layer` itself), depth first,
     each once.
 
-    Example:
-
-    >>> import keras, seqkeras
-    >>> model = seqkeras.models.tagger(10, 3, units=4, embedding_dim=4)
-    >>> names = [type(x).__name__ for x in seqkeras.layers.all_layers(model)]
-    >>> names.count("Recurrent")  # the two directions of Bidirectional
-    2
+    Examples:
+        >>> import keras, seqkeras
+        >>> model = seqkeras.models.tagger(10, 3, units=4, embedding_dim=4)
+        >>> names = [type(x).__name__ for x in seqkeras.layers.all_layers(model)]
+        >>> names.count("Recurrent")  # the two directions of Bidirectional
+        2
     """
     seen = set()
 

@@ -59,19 +59,18 @@ class SequenceModel(keras.Model):
       generation cache for one step), `stream_input`, `stream_output`,
       `stream_per_step`.
 
-    Example:
-
-    >>> import keras, numpy as np, seqkeras
-    >>> ids = keras.Input((None,), dtype="int32", name="token_ids")
-    >>> x = keras.layers.Embedding(10, 4)(ids)
-    >>> model = seqkeras.models.SequenceModel(
-    ...     ids, keras.layers.GlobalAveragePooling1D()(x),
-    ...     vocabulary_sizes={"token_ids": 10})
-    >>> try:
-    ...     model(np.array([[3, 12]]))
-    ... except ValueError as e:
-    ...     print(e)
-    `SequenceModel`: input `token_ids` has token id 12, outside [0, 10)...
+    Examples:
+        >>> import keras, numpy as np, seqkeras
+        >>> ids = keras.Input((None,), dtype="int32", name="token_ids")
+        >>> x = keras.layers.Embedding(10, 4)(ids)
+        >>> model = seqkeras.models.SequenceModel(
+        ...     ids, keras.layers.GlobalAveragePooling1D()(x),
+        ...     vocabulary_sizes={"token_ids": 10})
+        >>> try:
+        ...     model(np.array([[3, 12]]))
+        ... except ValueError as e:
+        ...     print(e)
+        `SequenceModel`: input `token_ids` has token id 12, outside [0, 10)...
     """
 
     #: What the model predicts, for `compile_model`'s loss and metrics and

@@ -156,12 +156,11 @@ def classifier(
         (batch, time) int, output
         `logits` (batch, num_classes).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.classifier(100, 3, backbone="gru")
-    >>> tuple(model(np.array([[5, 6, 0]])).shape)
-    (1, 3)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.classifier(100, 3, backbone="gru")
+        >>> tuple(model(np.array([[5, 6, 0]])).shape)
+        (1, 3)
     """
     name = "classifier"
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
@@ -294,8 +293,10 @@ def tagger(
 ):
     """Sequence tagger: one label per token (e.g. named entities).
 
-    Args: as `classifier`, with `num_tags` labels and no pooling;
-        bidirectional by default (a tag may depend on the right context).
+    Arguments as `classifier`'s, with `num_tags` labels and no pooling;
+    bidirectional by default (a tag may depend on the right context), and:
+
+    Args:
         crf: put a linear-chain CRF (`seqkeras.layers.CRF`) on the logits:
             trained by its log-likelihood, decoded by Viterbi.
         word_dropout: as `classifier`'s.
@@ -325,12 +326,11 @@ def tagger(
         `CRFTagger` with outputs `logits` and `tags` (the Viterbi path,
         int32 (batch, time), 0 at padding).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.tagger(100, 5)
-    >>> tuple(model(np.array([[5, 6, 0]])).shape)
-    (1, 3, 5)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.tagger(100, 5)
+        >>> tuple(model(np.array([[5, 6, 0]])).shape)
+        (1, 3, 5)
     """
     name = "tagger"
     num_tags = bb.check(name, "num_tags", num_tags, "int")

@@ -122,18 +122,17 @@ def decoder_language_model(
         A `DecoderLanguageModel`: `token_ids` (batch, time) -> float32
         `logits` (batch, time, vocab_size).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.decoder_language_model(
-    ...     vocab_size=50, hidden_dim=16, num_layers=2, num_heads=4,
-    ...     intermediate_dim=32, num_key_value_heads=2)
-    >>> tuple(model(np.array([[4, 5, 6]])).shape)
-    (1, 3, 50)
-    >>> ids = seqkeras.models.generate(model, prompt=np.array([[4, 5]]),
-    ...                                max_length=6, eos_id=None)
-    >>> np.asarray(ids).shape
-    (1, 6)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.decoder_language_model(
+        ...     vocab_size=50, hidden_dim=16, num_layers=2, num_heads=4,
+        ...     intermediate_dim=32, num_key_value_heads=2)
+        >>> tuple(model(np.array([[4, 5, 6]])).shape)
+        (1, 3, 50)
+        >>> ids = seqkeras.models.generate(model, prompt=np.array([[4, 5]]),
+        ...                                max_length=6, eos_id=None)
+        >>> np.asarray(ids).shape
+        (1, 6)
     """
     where = "decoder_language_model"
     vocab_size = bb.check(where, "vocab_size", vocab_size, "int")

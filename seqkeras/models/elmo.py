@@ -69,13 +69,12 @@ def bilm(vocab_size, embedding_dim=256, units=512, num_layers=2, dropout=0.1):
         float32. Train on `seqkeras.data.pretraining.bilm_dataset`;
         `compile_model(model)` sums the two token losses.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> lm = seqkeras.models.bilm(30, embedding_dim=8, units=8, num_layers=1)
-    >>> out = lm(np.array([[1, 5, 6, 2, 0]]))
-    >>> tuple(out["forward"].shape), tuple(out["backward"].shape)
-    ((1, 5, 30), (1, 5, 30))
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> lm = seqkeras.models.bilm(30, embedding_dim=8, units=8, num_layers=1)
+        >>> out = lm(np.array([[1, 5, 6, 2, 0]]))
+        >>> tuple(out["forward"].shape), tuple(out["backward"].shape)
+        ((1, 5, 30), (1, 5, 30))
     """
     name = "bilm"
     vocab_size = bb.check(name, "vocab_size", vocab_size, "int")
@@ -137,13 +136,12 @@ def elmo_features(model, trainable=False):
         model: a `bilm` (its layers are shared, not copied).
         trainable: False (default) freezes the biLM, as ELMo does.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> lm = seqkeras.models.bilm(30, embedding_dim=8, units=8, num_layers=2)
-    >>> features = seqkeras.models.elmo_features(lm)
-    >>> [tuple(f.shape) for f in features(np.array([[1, 5, 2, 0]]))]
-    [(1, 4, 16), (1, 4, 16), (1, 4, 16)]
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> lm = seqkeras.models.bilm(30, embedding_dim=8, units=8, num_layers=2)
+        >>> features = seqkeras.models.elmo_features(lm)
+        >>> [tuple(f.shape) for f in features(np.array([[1, 5, 2, 0]]))]
+        [(1, 4, 16), (1, 4, 16), (1, 4, 16)]
     """
     if not isinstance(model, BiLanguageModel):
         raise TypeError(

@@ -223,14 +223,13 @@ def conditioned_decoder(
         `features` (batch, feature_dim) and
         `target_ids` (batch, time) -> `logits` (batch, time, vocab_size).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.conditioned_decoder(10, 30, units=16)
-    >>> out = model({"features": np.ones((2, 10), "float32"),
-    ...              "target_ids": np.array([[1, 5, 0], [1, 6, 7]])})
-    >>> tuple(out.shape)
-    (2, 3, 30)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.conditioned_decoder(10, 30, units=16)
+        >>> out = model({"features": np.ones((2, 10), "float32"),
+        ...              "target_ids": np.array([[1, 5, 0], [1, 6, 7]])})
+        >>> tuple(out.shape)
+        (2, 3, 30)
     """
     name = "conditioned_decoder"
     feature_dim = bb.check(name, "feature_dim", feature_dim, "int")
@@ -313,15 +312,14 @@ def seq2seq(
         `decoder`) also outputs the weights: `attention_model(model)` gives
         a model returning them.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.seq2seq(20, 30, units=16,
-    ...                                 attention="additive")
-    >>> out = model({"source_ids": np.array([[4, 5, 6, 0]]),
-    ...              "target_ids": np.array([[1, 7, 8]])})
-    >>> tuple(out.shape)
-    (1, 3, 30)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.seq2seq(20, 30, units=16,
+        ...                                 attention="additive")
+        >>> out = model({"source_ids": np.array([[4, 5, 6, 0]]),
+        ...              "target_ids": np.array([[1, 7, 8]])})
+        >>> tuple(out.shape)
+        (1, 3, 30)
     """
     name = "seq2seq"
     source_vocab_size = bb.check(name, "source_vocab_size", source_vocab_size, "int")
@@ -438,7 +436,11 @@ def transformer_seq2seq(
         source_vocab_size, target_vocab_size: vocabularies (0 = padding).
         max_length: the longest source or target (learned positions).
         num_layers: blocks on each side.
-        num_heads, hidden_dim, intermediate_dim, dropout, activation.
+        num_heads: attention heads per block.
+        hidden_dim: the model width.
+        intermediate_dim: the feed-forward width.
+        dropout: the dropout rate.
+        activation: the feed-forward activation.
         positional: `"sinusoidal"` (the paper: embeddings scaled by
             sqrt(hidden_dim), then the sinusoids added) or `"learned"`.
         norm_first: pre-LN instead of the paper's post-LN.
@@ -449,15 +451,14 @@ def transformer_seq2seq(
         `target_ids` -> `logits`
         (batch, time, target_vocab_size).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.transformer_seq2seq(
-    ...     20, 30, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
-    >>> out = model({"source_ids": np.array([[4, 5, 0]]),
-    ...              "target_ids": np.array([[1, 7]])})
-    >>> tuple(out.shape)
-    (1, 2, 30)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.transformer_seq2seq(
+        ...     20, 30, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
+        >>> out = model({"source_ids": np.array([[4, 5, 0]]),
+        ...              "target_ids": np.array([[1, 7]])})
+        >>> tuple(out.shape)
+        (1, 2, 30)
     """
     name = "transformer_seq2seq"
     source_vocab_size = bb.check(name, "source_vocab_size", source_vocab_size, "int")
@@ -529,15 +530,14 @@ def load_encoder(model, source):
     differ (nothing is copied then). Returns the names of the layers
     copied.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> pretrained = seqkeras.models.transformer_seq2seq(
-    ...     20, 20, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
-    >>> model = seqkeras.models.transformer_seq2seq(
-    ...     20, 30, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
-    >>> seqkeras.models.load_encoder(model, pretrained)
-    ['source_embedding', 'encoder_block_0']
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> pretrained = seqkeras.models.transformer_seq2seq(
+        ...     20, 20, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
+        >>> model = seqkeras.models.transformer_seq2seq(
+        ...     20, 30, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
+        >>> seqkeras.models.load_encoder(model, pretrained)
+        ['source_embedding', 'encoder_block_0']
     """
     for arg, value in (("model", model), ("source", source)):
         if not isinstance(value, TransformerSeq2Seq):

@@ -140,12 +140,11 @@ def forecaster(
         input_steps, features) -> `forecast` (batch, horizon, targets),
         or (batch, horizon, targets, quantiles) with `quantiles`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.forecaster(24, 6, backbone="gru")
-    >>> tuple(model(np.zeros((2, 24, 1), "float32")).shape)
-    (2, 6, 1)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.forecaster(24, 6, backbone="gru")
+        >>> tuple(model(np.zeros((2, 24, 1), "float32")).shape)
+        (2, 6, 1)
     """
     name = "forecaster"
     input_steps, horizon, features, targets, units, num_layers, scaling = _check_sizes(
@@ -325,16 +324,15 @@ def seq2seq_forecaster(
         targets[, quantiles]); train `model.teacher_forcing_model()` on
         `{"series": x, "future": y}` -> `y`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.seq2seq_forecaster(24, 6, units=8)
-    >>> x = np.random.rand(4, 24, 1).astype("float32")
-    >>> tuple(model(x).shape)
-    (4, 6, 1)
-    >>> trainer = model.teacher_forcing_model()
-    >>> tuple(trainer({"series": x, "future": np.zeros((4, 6, 1))}).shape)
-    (4, 6, 1)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.seq2seq_forecaster(24, 6, units=8)
+        >>> x = np.random.rand(4, 24, 1).astype("float32")
+        >>> tuple(model(x).shape)
+        (4, 6, 1)
+        >>> trainer = model.teacher_forcing_model()
+        >>> tuple(trainer({"series": x, "future": np.zeros((4, 6, 1))}).shape)
+        (4, 6, 1)
     """
     name = "seq2seq_forecaster"
     input_steps, horizon, features, targets, units, num_layers, scaling = _check_sizes(

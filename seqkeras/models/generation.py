@@ -123,15 +123,14 @@ def generate(
         int32 (batch, max_length) ids, prompt included (beam: also the
         scores, as `seqkeras.decoding.beam_search`).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.rnn_language_model(20, 8, cell="gru")
-    >>> ids = seqkeras.models.generate(model, prompt=np.array([[5, 6]]),
-    ...                                max_length=6, strategy="sample",
-    ...                                top_k=3, seed=1)
-    >>> np.asarray(ids).shape
-    (1, 6)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.rnn_language_model(20, 8, cell="gru")
+        >>> ids = seqkeras.models.generate(model, prompt=np.array([[5, 6]]),
+        ...                                max_length=6, strategy="sample",
+        ...                                top_k=3, seed=1)
+        >>> np.asarray(ids).shape
+        (1, 6)
     """
     check_generative("generate", model)
     conditioning = getattr(model, "conditioning_input", None)
@@ -364,17 +363,16 @@ def translate_texts(
         `(strings, cut)`: the translations, and how many sources were
         longer than `source_length` tokens (cut there).
 
-    Example:
-
-    >>> import seqkeras
-    >>> from seqkeras.data import SubwordTokenizer
-    >>> tok = SubwordTokenizer.train(["ein hund", "a dog"], 40)
-    >>> model = seqkeras.models.seq2seq(tok.vocabulary_size,
-    ...                                 tok.vocabulary_size, units=8)
-    >>> out, cut = seqkeras.models.translate_texts(
-    ...     model, ["ein hund", "hund"], tok, tok, max_length=5)
-    >>> len(out), all(isinstance(s, str) for s in out), cut
-    (2, True, 0)
+    Examples:
+        >>> import seqkeras
+        >>> from seqkeras.data import SubwordTokenizer
+        >>> tok = SubwordTokenizer.train(["ein hund", "a dog"], 40)
+        >>> model = seqkeras.models.seq2seq(tok.vocabulary_size,
+        ...                                 tok.vocabulary_size, units=8)
+        >>> out, cut = seqkeras.models.translate_texts(
+        ...     model, ["ein hund", "hund"], tok, tok, max_length=5)
+        >>> len(out), all(isinstance(s, str) for s in out), cut
+        (2, True, 0)
     """
     import numpy as np
 

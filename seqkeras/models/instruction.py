@@ -88,20 +88,19 @@ def instruction_data(tokenizer, prompts, answers, system=None):
         (n,)}`: the prompt's and answer's ids, and the index of the
         answer's first token.
 
-    Example:
-
-    >>> import numpy as np
-    >>> class Chars:  # a stand-in tokenizer: one id per character
-    ...     def apply_chat_template(self, messages, add_generation_prompt=True):
-    ...         text = "".join(f"<{m['role']}>{m['content']};" for m in messages)
-    ...         return text + ("<assistant>" if add_generation_prompt else "")
-    ...     def encode(self, texts):
-    ...         import tensorflow as tf
-    ...         return tf.ragged.constant([[ord(c) for c in t] for t in texts])
-    >>> data = instruction_data(Chars(), ["hi"], ["yo"])
-    >>> ids, start = data["token_ids"][0], int(data["answer_start"][0])
-    >>> "".join(map(chr, ids[start:]))
-    'yo;'
+    Examples:
+        >>> import numpy as np
+        >>> class Chars:  # a stand-in tokenizer: one id per character
+        ...     def apply_chat_template(self, messages, add_generation_prompt=True):
+        ...         text = "".join(f"<{m['role']}>{m['content']};" for m in messages)
+        ...         return text + ("<assistant>" if add_generation_prompt else "")
+        ...     def encode(self, texts):
+        ...         import tensorflow as tf
+        ...         return tf.ragged.constant([[ord(c) for c in t] for t in texts])
+        >>> data = instruction_data(Chars(), ["hi"], ["yo"])
+        >>> ids, start = data["token_ids"][0], int(data["answer_start"][0])
+        >>> "".join(map(chr, ids[start:]))
+        'yo;'
     """
     where = "instruction_data"
     prompts = _strings(where, "prompts", prompts)
@@ -230,15 +229,14 @@ def answer_model(model):
     it (e.g. on `InstructionBatches`) trains `model`'s trainable weights
     (with `with_lora`, the adapters).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> lm = seqkeras.models.decoder_language_model(
-    ...     vocab_size=30, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=16)
-    >>> ids = np.array([[3, 4, 5, 6]])
-    >>> part = answer_model(lm)({"token_ids": ids, "answer_positions": np.array([[2]])})
-    >>> bool(np.allclose(part[:, 0], lm(ids)[:, 2], atol=1e-5))
-    True
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> lm = seqkeras.models.decoder_language_model(
+        ...     vocab_size=30, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=16)
+        >>> ids = np.array([[3, 4, 5, 6]])
+        >>> part = answer_model(lm)({"token_ids": ids, "answer_positions": np.array([[2]])})
+        >>> bool(np.allclose(part[:, 0], lm(ids)[:, 2], atol=1e-5))
+        True
     """
     from seqkeras.models.decoder_lm import DecoderLanguageModel
 

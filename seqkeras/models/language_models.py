@@ -169,12 +169,11 @@ def rnn_language_model(
         A `RecurrentLanguageModel` (a functional `keras.Model`):
         `token_ids` (batch, time) -> `logits` (batch, time, vocab_size).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.rnn_language_model(50, 16, cell="gru")
-    >>> tuple(model(np.array([[4, 5, 6]])).shape)
-    (1, 3, 50)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.rnn_language_model(50, 16, cell="gru")
+        >>> tuple(model(np.array([[4, 5, 6]])).shape)
+        (1, 3, 50)
     """
     name = "rnn_language_model"
     vocab_size = bb.check(name, "vocab_size", vocab_size, "int")
@@ -264,13 +263,12 @@ def transformer_language_model(
         A `TransformerLanguageModel` (a functional `keras.Model`):
         `token_ids` (batch, time) -> `logits` (batch, time, vocab_size).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.transformer_language_model(
-    ...     50, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
-    >>> tuple(model(np.array([[4, 5, 6]])).shape)
-    (1, 3, 50)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.transformer_language_model(
+        ...     50, max_length=8, num_layers=1, num_heads=2, hidden_dim=16)
+        >>> tuple(model(np.array([[4, 5, 6]])).shape)
+        (1, 3, 50)
     """
     name = "transformer_language_model"
     vocab_size = bb.check(name, "vocab_size", vocab_size, "int")

@@ -57,18 +57,17 @@ def with_lora(model, rank, alpha=None):
     the adapters train. The adapters start at zero (`B = 0`), so the copy
     computes what `model` computes.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.decoder_language_model(
-    ...     vocab_size=40, hidden_dim=16, num_layers=1, num_heads=2,
-    ...     intermediate_dim=32)
-    >>> tuned = seqkeras.models.with_lora(model, rank=4)
-    >>> x = np.array([[3, 4, 5]])
-    >>> bool(np.allclose(tuned(x), model(x), atol=1e-6))
-    True
-    >>> [v.name for v in tuned.trainable_weights][:2]
-    ['query_lora_a', 'query_lora_b']
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.decoder_language_model(
+        ...     vocab_size=40, hidden_dim=16, num_layers=1, num_heads=2,
+        ...     intermediate_dim=32)
+        >>> tuned = seqkeras.models.with_lora(model, rank=4)
+        >>> x = np.array([[3, 4, 5]])
+        >>> bool(np.allclose(tuned(x), model(x), atol=1e-6))
+        True
+        >>> [v.name for v in tuned.trainable_weights][:2]
+        ['query_lora_a', 'query_lora_b']
     """
     rank = validation.positive_int("with_lora", "rank", rank)
     new = _rebuilt(model, rank, alpha, "with_lora")

@@ -43,8 +43,9 @@ def elmo_classifier(
         bilm_arguments: the `bilm` keyword arguments (without
             `vocab_size`) of the pretrained biLM; copy its weights in with
             `load_bilm`.
-        backbone, pooling, embedding_dim, units, num_layers,
-        bidirectional, dropout, word_dropout: as `classifier`'s.
+        **kwargs: `backbone`, `pooling`, `embedding_dim`, `units`,
+            `num_layers`, `bidirectional`, `dropout`, `word_dropout`: as
+            `classifier`'s.
         layer_norm: `ScalarMix`'s.
 
     Returns:
@@ -52,14 +53,13 @@ def elmo_classifier(
         (batch, num_classes). The biLM's layers are frozen; the mix
         weights, gamma and the classifier train.
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.elmo_classifier(
-    ...     30, 2, {"embedding_dim": 8, "units": 8, "num_layers": 1},
-    ...     embedding_dim=8, units=8)
-    >>> tuple(model(np.array([[1, 5, 2, 0]])).shape)
-    (1, 2)
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.elmo_classifier(
+        ...     30, 2, {"embedding_dim": 8, "units": 8, "num_layers": 1},
+        ...     embedding_dim=8, units=8)
+        >>> tuple(model(np.array([[1, 5, 2, 0]])).shape)
+        (1, 2)
     """
     name = "elmo_classifier"
     lm = _frozen_bilm(name, vocab_size, bilm_arguments)
@@ -105,16 +105,17 @@ def classify_by_generation(
         int array (len(texts),): the index of the label word the model
         wrote, or -1 where it wrote anything else.
 
-    Example:
-
-    >>> import seqkeras
-    >>> from seqkeras.data import pretraining
-    >>> tok = pretraining.pretraining_vocabulary(["good bad movie"], 40, sentinels=1)
-    >>> model = seqkeras.models.transformer_seq2seq(
-    ...     tok.vocabulary_size, tok.vocabulary_size, 16, num_layers=1, hidden_dim=8, num_heads=2)
-    >>> out = seqkeras.models.classify_by_generation(model, tok, ["good movie"], ["good", "bad"])
-    >>> out.shape, int(out[0]) in (-1, 0, 1)
-    ((1,), True)
+    Examples:
+        >>> import seqkeras
+        >>> from seqkeras.data import pretraining
+        >>> tok = pretraining.pretraining_vocabulary(["good bad movie"], 40, sentinels=1)
+        >>> model = seqkeras.models.transformer_seq2seq(
+        ...     tok.vocabulary_size, tok.vocabulary_size, 16, num_layers=1, hidden_dim=8,
+        ...     num_heads=2)
+        >>> out = seqkeras.models.classify_by_generation(
+        ...     model, tok, ["good movie"], ["good", "bad"])
+        >>> out.shape, int(out[0]) in (-1, 0, 1)
+        ((1,), True)
     """
     import numpy as np
 

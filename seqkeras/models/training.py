@@ -18,15 +18,14 @@ class MaskedAccuracy(keras.metrics.Mean):
     Args:
         pad_id: the target id to ignore.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.models import MaskedAccuracy
-    >>> m = MaskedAccuracy()
-    >>> logits = np.eye(3, dtype="float32")[[[1, 2, 0]]] * 5
-    >>> m.update_state(np.array([[1, 1, 0]]), logits)
-    >>> float(m.result())
-    0.5
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.models import MaskedAccuracy
+        >>> m = MaskedAccuracy()
+        >>> logits = np.eye(3, dtype="float32")[[[1, 2, 0]]] * 5
+        >>> m.update_state(np.array([[1, 1, 0]]), logits)
+        >>> float(m.result())
+        0.5
     """
 
     def __init__(self, pad_id=PAD, name="accuracy", **kwargs):
@@ -53,14 +52,13 @@ class MaskedPerplexity(keras.metrics.Mean):
     and is not registered for `.keras` reloading without keras-hub
     imported; this is the same formula in a few lines.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.models import MaskedPerplexity
-    >>> m = MaskedPerplexity()
-    >>> m.update_state(np.array([[1, 0]]), np.zeros((1, 2, 4), "float32"))
-    >>> round(float(m.result()), 4)  # uniform over 4 tokens
-    4.0
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.models import MaskedPerplexity
+        >>> m = MaskedPerplexity()
+        >>> m.update_state(np.array([[1, 0]]), np.zeros((1, 2, 4), "float32"))
+        >>> round(float(m.result()), 4)  # uniform over 4 tokens
+        4.0
     """
 
     def __init__(self, pad_id=PAD, name="perplexity", **kwargs):
@@ -100,14 +98,13 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
         label_smoothing: `e`, in [0, 1).
         pad_id: the target id to ignore.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.models import SmoothedTokenCrossEntropy
-    >>> loss = SmoothedTokenCrossEntropy(label_smoothing=0.1)
-    >>> logits = np.zeros((1, 2, 4), "float32")  # uniform over 4 tokens
-    >>> round(float(loss(np.array([[3, 0]]), logits)), 4)  # log(4)
-    1.3863
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.models import SmoothedTokenCrossEntropy
+        >>> loss = SmoothedTokenCrossEntropy(label_smoothing=0.1)
+        >>> logits = np.zeros((1, 2, 4), "float32")  # uniform over 4 tokens
+        >>> round(float(loss(np.array([[3, 0]]), logits)), 4)  # log(4)
+        1.3863
     """
 
     def __init__(
@@ -170,14 +167,13 @@ class PinballLoss(keras.losses.Loss):
 
     Call: `y_true` (..., targets), `y_pred` (..., targets, quantiles).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from seqkeras.models import PinballLoss
-    >>> loss = PinballLoss([0.1, 0.9])
-    >>> y = np.array([[[1.0]]]); f = np.array([[[[0.0, 0.0]]]])
-    >>> round(float(loss(y, f)), 3)  # (0.1 * 1 + 0.9 * 1) / 2
-    0.5
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.models import PinballLoss
+        >>> loss = PinballLoss([0.1, 0.9])
+        >>> y = np.array([[[1.0]]]); f = np.array([[[[0.0, 0.0]]]])
+        >>> round(float(loss(y, f)), 3)  # (0.1 * 1 + 0.9 * 1) / 2
+        0.5
     """
 
     def __init__(self, quantiles, name="pinball", **kwargs):
@@ -299,12 +295,11 @@ def choose_jit_compile(model=None, purpose="train"):
     Returns:
         `(jit_compile, reason)`: a bool and one sentence.
 
-    Example:
-
-    >>> import seqkeras
-    >>> jit, reason = seqkeras.models.choose_jit_compile()
-    >>> isinstance(jit, bool) and isinstance(reason, str)
-    True
+    Examples:
+        >>> import seqkeras
+        >>> jit, reason = seqkeras.models.choose_jit_compile()
+        >>> isinstance(jit, bool) and isinstance(reason, str)
+        True
     """
     if purpose not in JIT_PURPOSES:
         raise ValueError(
@@ -383,13 +378,12 @@ def compile_model(
     Returns:
         The model.
 
-    Example:
-
-    >>> import seqkeras
-    >>> model = seqkeras.models.classifier(20, 2, backbone="gru")
-    >>> _ = seqkeras.models.compile_model(model)
-    >>> type(model.loss).__name__, seqkeras.models.infer_task(model)
-    ('SparseCategoricalCrossentropy', 'classes')
+    Examples:
+        >>> import seqkeras
+        >>> model = seqkeras.models.classifier(20, 2, backbone="gru")
+        >>> _ = seqkeras.models.compile_model(model)
+        >>> type(model.loss).__name__, seqkeras.models.infer_task(model)
+        ('SparseCategoricalCrossentropy', 'classes')
     """
     if jit_compile == "auto":
         jit_compile, _ = choose_jit_compile(model)
@@ -460,16 +454,15 @@ class TimeBudget(keras.callbacks.Callback):
     same time and the same schedule shape. The optimizer's learning rate
     must be a variable (a float, not a schedule).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
-    >>> _ = seqkeras.models.compile_model(model, learning_rate=1e-3)
-    >>> budget = seqkeras.models.TimeBudget(minutes=0.0, peak=1e-2)
-    >>> history = model.fit(np.ones((8, 3), "int32"), np.zeros(8), epochs=5,
-    ...                     callbacks=[budget], verbose=0)
-    >>> len(history.history["loss"])  # stopped after the first step
-    1
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
+        >>> _ = seqkeras.models.compile_model(model, learning_rate=1e-3)
+        >>> budget = seqkeras.models.TimeBudget(minutes=0.0, peak=1e-2)
+        >>> history = model.fit(np.ones((8, 3), "int32"), np.zeros(8), epochs=5,
+        ...                     callbacks=[budget], verbose=0)
+        >>> len(history.history["loss"])  # stopped after the first step
+        1
     """
 
     def __init__(self, minutes, peak, warmup=0, alpha=0.1):
@@ -516,12 +509,11 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         total_steps: positive int, the length of training in steps.
         warmup_steps: int in [0, total_steps).
 
-    Example:
-
-    >>> from seqkeras.models import WarmupLinearDecay
-    >>> s = WarmupLinearDecay(1e-3, total_steps=10, warmup_steps=2)
-    >>> [round(float(s(i)), 6) for i in (0, 1, 2, 6, 10)]
-    [0.0, 0.0005, 0.001, 0.0005, 0.0]
+    Examples:
+        >>> from seqkeras.models import WarmupLinearDecay
+        >>> s = WarmupLinearDecay(1e-3, total_steps=10, warmup_steps=2)
+        >>> [round(float(s(i)), 6) for i in (0, 1, 2, 6, 10)]
+        [0.0, 0.0005, 0.001, 0.0005, 0.0]
     """
 
     def __init__(self, peak, total_steps, warmup_steps=0):

@@ -36,12 +36,11 @@ class ChatSession:
         context: cached positions (the conversation's longest length).
         system: an optional system message (else the template's default).
 
-    Example:
-
-    >>> import numpy as np, seqkeras
-    >>> from seqkeras.pretrained.chat import sample_token
-    >>> int(sample_token(np.array([0.1, 3.0, 0.2]), temperature=0))  # greedy
-    1
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> from seqkeras.pretrained.chat import sample_token
+        >>> int(sample_token(np.array([0.1, 3.0, 0.2]), temperature=0))  # greedy
+        1
     """
 
     def __init__(self, model, tokenizer, eos_ids=None, context=2048, system=None):

@@ -192,14 +192,13 @@ def read_checkpoint(path):
     Args:
         path: a checkpoint directory or a `.gguf` file.
 
-    Example:
-
-    >>> import seqkeras.pretrained as sp
-    >>> try:
-    ...     sp.read_checkpoint("/no/such/dir")
-    ... except ValueError as e:
-    ...     print(e)
-    checkpoint /no/such/dir: no such directory or .gguf file
+    Examples:
+        >>> import seqkeras.pretrained as sp
+        >>> try:
+        ...     sp.read_checkpoint("/no/such/dir")
+        ... except ValueError as e:
+        ...     print(e)
+        checkpoint /no/such/dir: no such directory or .gguf file
     """
     directory = os.fspath(path)
     if os.path.isfile(directory) and _is_gguf(directory):

@@ -147,14 +147,13 @@ def bert_encoder(architecture):
     "pooled_output": (batch, d)}` (the pooler on `[CLS]`; present when
     the architecture has one).
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
-    ...             intermediate_dim=16, max_length=16, pooler=True)
-    >>> out = sp.bert_encoder(arch)(np.array([[2, 5, 3, 0]]))
-    >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
-    ((1, 4, 8), (1, 8))
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+        ...             intermediate_dim=16, max_length=16, pooler=True)
+        >>> out = sp.bert_encoder(arch)(np.array([[2, 5, 3, 0]]))
+        >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+        ((1, 4, 8), (1, 8))
     """
     name = "bert_encoder"
     arch = _architecture(name, architecture, "bert")
@@ -194,14 +193,13 @@ def bert_classifier(architecture, num_classes, pooling="cls", dropout=0.1):
         [SEP]`, 0 padding) -> `logits` (batch, num_classes). Copy the
         weights in with `load_pretrained`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
-    ...             intermediate_dim=16, max_length=16)
-    >>> model = sp.bert_classifier(arch, 2, pooling="mean")
-    >>> tuple(model(np.array([[2, 5, 3, 0]])).shape)
-    (1, 2)
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+        ...             intermediate_dim=16, max_length=16)
+        >>> model = sp.bert_classifier(arch, 2, pooling="mean")
+        >>> tuple(model(np.array([[2, 5, 3, 0]])).shape)
+        (1, 2)
     """
     name = "bert_classifier"
     arch = _architecture(name, architecture, "bert")
@@ -262,16 +260,15 @@ def bert_tagger(
         `casing_ids`; make them with `seqkeras.data.BertWordFeatures`.
         Output `logits` (batch, words, num_tags); with `crf`, also `tags`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
-    ...             intermediate_dim=16, max_length=16)
-    >>> model = sp.bert_tagger(arch, 5)
-    >>> x = {"token_ids": np.array([[2, 5, 6, 7, 3]]),
-    ...      "word_starts": np.array([[1, 3, 0]])}
-    >>> tuple(model(x).shape)
-    (1, 3, 5)
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+        ...             intermediate_dim=16, max_length=16)
+        >>> model = sp.bert_tagger(arch, 5)
+        >>> x = {"token_ids": np.array([[2, 5, 6, 7, 3]]),
+        ...      "word_starts": np.array([[1, 3, 0]])}
+        >>> tuple(model(x).shape)
+        (1, 3, 5)
     """
     name = "bert_tagger"
     arch = _architecture(name, architecture, "bert")
@@ -370,16 +367,15 @@ def gpt2_tagger(
     `seqkeras.data.BertWordFeatures`, `[CLS] pieces [SEP]` rows); `pad_id`
     is the padding id.
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(model_type="gpt2", vocab_size=40, hidden_dim=8, num_layers=1,
-    ...             num_heads=2, intermediate_dim=16, max_length=16)
-    >>> model = sp.gpt2_tagger(arch, 5)
-    >>> x = {"token_ids": np.array([[1, 5, 6, 7, 2, 0]]),
-    ...      "word_starts": np.array([[1, 3, 0]])}
-    >>> tuple(model(x).shape)
-    (1, 3, 5)
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(model_type="gpt2", vocab_size=40, hidden_dim=8, num_layers=1,
+        ...             num_heads=2, intermediate_dim=16, max_length=16)
+        >>> model = sp.gpt2_tagger(arch, 5)
+        >>> x = {"token_ids": np.array([[1, 5, 6, 7, 2, 0]]),
+        ...      "word_starts": np.array([[1, 3, 0]])}
+        >>> tuple(model(x).shape)
+        (1, 3, 5)
     """
     name = "gpt2_tagger"
     arch = _architecture(name, architecture, "gpt2")
@@ -431,15 +427,14 @@ def bert_masked_lm(architecture, dropout=None):
         `seqkeras.data.pretraining.masked_lm_dataset`; write it as a
         Hugging Face checkpoint with `save_checkpoint`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
-    ...             intermediate_dim=16, max_length=16)
-    >>> model = sp.bert_masked_lm(arch)
-    >>> x = {"token_ids": np.array([[1, 4, 9, 2]]), "mask_positions": np.array([[1, 0]])}
-    >>> tuple(model(x).shape)
-    (1, 2, 40)
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+        ...             intermediate_dim=16, max_length=16)
+        >>> model = sp.bert_masked_lm(arch)
+        >>> x = {"token_ids": np.array([[1, 4, 9, 2]]), "mask_positions": np.array([[1, 0]])}
+        >>> tuple(model(x).shape)
+        (1, 2, 40)
     """
     name = "bert_masked_lm"
     arch = _architecture(name, architecture, "bert")
@@ -509,13 +504,12 @@ def gpt2_classifier(architecture, num_classes, dropout=0.1, pad_id=0):
         A `PretrainedClassifier`: `token_ids` (batch, time) -> `logits`
         (batch, num_classes). Copy the weights in with `load_pretrained`.
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(model_type="gpt2", vocab_size=40, hidden_dim=8, num_layers=1,
-    ...             num_heads=2, intermediate_dim=32, max_length=16)
-    >>> tuple(sp.gpt2_classifier(arch, 3)(np.array([[1, 5, 2, 0]])).shape)
-    (1, 3)
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(model_type="gpt2", vocab_size=40, hidden_dim=8, num_layers=1,
+        ...             num_heads=2, intermediate_dim=32, max_length=16)
+        >>> tuple(sp.gpt2_classifier(arch, 3)(np.array([[1, 5, 2, 0]])).shape)
+        (1, 3)
     """
     name = "gpt2_classifier"
     arch = _architecture(name, architecture, "gpt2")
@@ -545,13 +539,12 @@ def gpt2_language_model(architecture, dropout=None):
     padding: give `generate` the `prompt_lengths` of right-padded
     prompts.
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
-    ...             intermediate_dim=32, max_length=16)
-    >>> tuple(sp.gpt2_language_model(arch)(np.array([[0, 5, 6]])).shape)
-    (1, 3, 40)
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+        ...             intermediate_dim=32, max_length=16)
+        >>> tuple(sp.gpt2_language_model(arch)(np.array([[0, 5, 6]])).shape)
+        (1, 3, 40)
     """
     arch = _architecture("gpt2_language_model", architecture, "gpt2")
     return transformer_language_model(
@@ -604,13 +597,12 @@ def llama_language_model(architecture, dropout=None):
         dropout: in the blocks while training (default 0, as these
             checkpoints were trained).
 
-    Example:
-
-    >>> import numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
-    ...             num_key_value_heads=1, intermediate_dim=16, max_length=16)
-    >>> tuple(sp.llama_language_model(arch)(np.array([[0, 5, 6]])).shape)
-    (1, 3, 40)
+    Examples:
+        >>> import numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+        ...             num_key_value_heads=1, intermediate_dim=16, max_length=16)
+        >>> tuple(sp.llama_language_model(arch)(np.array([[0, 5, 6]])).shape)
+        (1, 3, 40)
     """
     arch = _architecture("llama_language_model", architecture, "llama")
     kwargs = {k: arch[k] for k in _LLAMA_KEYS if k in arch}

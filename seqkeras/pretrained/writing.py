@@ -149,15 +149,14 @@ def save_checkpoint(model, directory, architecture, tokenizer=None):
     pretrained network and the masked-LM head are written (not a task
     head). Returns the directory.
 
-    Example:
-
-    >>> import tempfile, numpy as np, seqkeras.pretrained as sp
-    >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
-    ...             intermediate_dim=16, max_length=16)
-    >>> model = sp.bert_masked_lm(arch)
-    >>> path = sp.save_checkpoint(model, tempfile.mkdtemp(), arch)
-    >>> sp.read_checkpoint(path).model_type
-    'bert'
+    Examples:
+        >>> import tempfile, numpy as np, seqkeras.pretrained as sp
+        >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
+        ...             intermediate_dim=16, max_length=16)
+        >>> model = sp.bert_masked_lm(arch)
+        >>> path = sp.save_checkpoint(model, tempfile.mkdtemp(), arch)
+        >>> sp.read_checkpoint(path).model_type
+        'bert'
     """
     from safetensors.numpy import save_file
 

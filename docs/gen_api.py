@@ -1,0 +1,41 @@
+"""Writes docs/api/<module>.md: one `:::` entry (mkdocstrings renders the
+docstring, its Args and its Example) for every name in each public
+module's `__all__`, in that order.
+
+    python docs/gen_api.py
+
+tests/test_docs.py fails when a public name has no entry here.
+"""
+
+import importlib
+import os
+
+MODULES = {
+    "layers": "Layers",
+    "models": "Models",
+    "decoding": "Decoding",
+    "data": "Data",
+    "export": "Export",
+    "pretrained": "Pretrained checkpoints",
+}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def page(module, title):
+    mod = importlib.import_module(f"seqkeras.{module}")
+    summary = (mod.__doc__ or "").strip().split("\n\n")[0]
+    lines = [f"# {title}: `seqkeras.{module}`", "", summary, ""]
+    for name in mod.__all__:
+        lines += [f"::: seqkeras.{module}.{name}", ""]
+    return "\n".join(lines)
+
+
+def main():
+    os.makedirs(os.path.join(HERE, "api"), exist_ok=True)
+    for module, title in MODULES.items():
+        with open(os.path.join(HERE, "api", f"{module}.md"), "w", encoding="utf-8") as f:
+            f.write(page(module, title))
+
+
+if __name__ == "__main__":
+    main()

