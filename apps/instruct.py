@@ -255,7 +255,14 @@ def export(args):
     model, tokenizer, _ = load(args)
     out = args.out or os.path.join(args.model or "saved_models/instruct/base", "export", "phone")
     start = time.perf_counter()
-    path = chat_bundle(model, tokenizer, out, max_length=args.max_length, overwrite=True)
+    path = chat_bundle(
+        model,
+        tokenizer,
+        out,
+        max_length=args.max_length,
+        overwrite=True,
+        litert_lm=args.litert_lm,
+    )
     print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
     prompts = CHECK_PROMPTS[: args.check]
     expected = answer_ids(model, tokenizer, prompts, max_new_tokens=args.tokens, batch_size=16)
@@ -344,6 +351,11 @@ def parser():
             s.add_argument("--max-length", type=int, default=512, help="cached positions")
             s.add_argument("--check", type=int, default=16, help="prompts checked against Keras")
             s.add_argument("--tokens", type=int, default=32, help="greedy tokens per prompt")
+            s.add_argument(
+                "--litert-lm",
+                action="store_true",
+                help="also LiteRT-LM's layout (litert-lm-builder)",
+            )
         if name == "serve":
             s.add_argument("--out", help="default: MODEL/export/chat (versions 1, 2, ...)")
             s.add_argument("--max-length", type=int, default=512, help="prompt and reply tokens")

@@ -29,7 +29,7 @@ from seqkeras.export.audit import assert_servable
 from seqkeras.export.audit import audit_serving
 from seqkeras.export.audit import fresh_signature
 from seqkeras.export.audit import fresh_translate
-from seqkeras.export.on_device import chat_bundle
+from seqkeras.export.on_device import chat_bundle, litert_lm_metadata, litert_lm_tflite
 from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
 from seqkeras.export.files import next_version
@@ -49,6 +49,8 @@ __all__ = [
     "assert_servable",
     "batching_parameters",
     "chat_bundle",
+    "litert_lm_metadata",
+    "litert_lm_tflite",
     "audit_serving",
     "convert_builtin",
     "export_and_verify",

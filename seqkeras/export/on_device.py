@@ -23,6 +23,7 @@ def chat_bundle(
     quantize=("dynamic_int8",),
     system=None,
     overwrite=False,
+    litert_lm=False,
 ):
     """Writes the phone bundle of a decoder language model (see the module
     docstring) to `directory`; returns it.
@@ -40,6 +41,9 @@ def chat_bundle(
         system: a system message for every conversation (default: the
             template's).
         overwrite: replace an existing `directory`.
+        litert_lm: also write `litert_lm_int8.tflite` (`litert_lm_tflite`,
+            int8 weights) and `litert_lm.pbtxt` (`litert_lm_metadata`), the
+            inputs of `litert-lm-builder` for a `.litertlm` file.
     """
     from seqkeras.models.instruction import chat_text, end_of_turn_id
 
@@ -65,6 +69,15 @@ def chat_bundle(
                 quantize=q,
                 prefill=True,
             )
+        if litert_lm:
+            litert_lm_tflite(
+                model,
+                os.path.join(work, "litert_lm_int8.tflite"),
+                max_length=max_length,
+                quantize="dynamic_int8",
+            )
+            with open(os.path.join(work, "litert_lm.pbtxt"), "w", encoding="utf-8") as f:
+                f.write(litert_lm_metadata(tokenizer, max_length))
         tokenizer.save(work)
         os.remove(os.path.join(work, "tokenizer_config.json"))  # the template is in chat.json
         chat = {
@@ -83,3 +96,177 @@ def chat_bundle(
         shutil.rmtree(work, ignore_errors=True)
         raise
     return directory
+
+
+# -- LiteRT-LM ---------------------------------------------------------------
+
+
+def _litert_lm_functions(model, max_length, prefill_lengths):
+    """The `prefill_<T>` and `decode` `tf.function`s of LiteRT-LM's
+    prefill/decode layout (its CPU executor reads the signatures by these
+    names, google-ai-edge/LiteRT-LM runtime/executor/
+    litert_compiled_model_executor_utils.cc): batch 1, static shapes;
+    `tokens` (1, T) and `input_pos` (T,) int32 in, each block's
+    `kv_cache_k_<i>` / `kv_cache_v_<i>` (1, key/value heads, max_length,
+    head size) in and out under the same names (the runtime binds one
+    buffer to both: the caches are written in place, at `input_pos[0]`);
+    `decode` also returns `logits` (1, 1, vocab). Prefill's unused slots
+    (the runtime pads a chunk with token 0) are written after the prompt
+    and overwritten by the next step before any query can see them: a
+    query at position p sees the cache at positions <= p only."""
+    import tensorflow as tf
+
+    model.stream_max_length = max_length
+    start = model.stream_start(None, 1)
+    caches = start[1:]
+    if not all(isinstance(c, (tuple, list)) and len(c) == 2 for c in caches):
+        raise ValueError(
+            "`litert_lm_tflite` needs a model whose caches are one (keys, values) pair per "
+            f"block. Received: {type(model).__name__}"
+        )
+    cache_specs = {}
+    for i, (k, v) in enumerate(caches):
+        for name, x in ((f"kv_cache_k_{i}", k), (f"kv_cache_v_{i}", v)):
+            cache_specs[name] = tf.TensorSpec((1,) + tuple(x.shape[1:]), x.dtype, name=name)
+
+    def states(inputs):
+        position = tf.cast(tf.reshape(inputs["input_pos"][0], (1, 1)), "float32")
+        pairs = [(inputs[f"kv_cache_k_{i}"], inputs[f"kv_cache_v_{i}"]) for i in range(len(caches))]
+        return [position] + pairs
+
+    def named(new_states):
+        out = {}
+        for i, (k, v) in enumerate(new_states[1:]):
+            out[f"kv_cache_k_{i}"], out[f"kv_cache_v_{i}"] = k, v
+        return out
+
+    functions = []
+    for length in prefill_lengths:
+        spec = {
+            "tokens": tf.TensorSpec((1, length), tf.int32, name="tokens"),
+            "input_pos": tf.TensorSpec((length,), tf.int32, name="input_pos"),
+            **cache_specs,
+        }
+
+        def prefill(inputs):
+            _, new_states = model.stream_prefill(inputs["tokens"], states(inputs))
+            return named(new_states)
+
+        prefill.__name__ = f"prefill_{length}"  # the signature key
+        functions.append(tf.function(prefill, input_signature=[spec]))
+    spec = {
+        "tokens": tf.TensorSpec((1, 1), tf.int32, name="tokens"),
+        "input_pos": tf.TensorSpec((1,), tf.int32, name="input_pos"),
+        **cache_specs,
+    }
+
+    @tf.function(input_signature=[spec])
+    def decode(inputs):
+        logits, new_states = model.stream_step(inputs["tokens"][:, 0], states(inputs))
+        return {"logits": tf.reshape(logits, (1, 1, -1)), **named(new_states)}
+
+    return functions + [decode]
+
+
+def litert_lm_tflite(
+    model, path, max_length=512, prefill_lengths=(32, 128), quantize=None, overwrite=False
+):
+    """Writes a decoder language model as a builtin-ops TFLite file in
+    LiteRT-LM's layout (signatures `prefill_<T>` for each prefill length
+    and `decode`; see `_litert_lm_functions`), for `litert-lm-builder` to
+    bundle with the tokenizer and `litert_lm_metadata`'s text into a
+    `.litertlm` file; returns `path`.
+
+    Args:
+        model: a `decoder_language_model` / `llama_language_model` (LoRA
+            adapters merged).
+        path: the `.tflite` file to write.
+        max_length: the caches' positions (the runtime's context length).
+        prefill_lengths: the prefill signatures' token counts (the
+            runtime splits a prompt over them).
+        quantize: None or `"dynamic_int8"` (int8 weights).
+        overwrite: replace an existing file.
+
+    Examples:
+        >>> import os, tempfile, numpy as np, seqkeras
+        >>> from seqkeras.export import litert_lm_tflite
+        >>> from seqkeras.export.tflite import tflite_runner
+        >>> lm = seqkeras.models.decoder_language_model(
+        ...     vocab_size=30, hidden_dim=8, num_layers=1, num_heads=2,
+        ...     intermediate_dim=16, max_length=16)
+        >>> path = litert_lm_tflite(lm, os.path.join(tempfile.mkdtemp(), "lm.tflite"),
+        ...                         max_length=16, prefill_lengths=(4,))
+        >>> decode = tflite_runner(open(path, "rb").read(), "decode")
+        >>> sorted(decode.input_details)[:3], decode.output_details["logits"]["shape"].tolist()
+        (['input_pos', 'kv_cache_k_0', 'kv_cache_v_0'], [1, 1, 30])
+    """
+    from seqkeras.export.tflite import QUANTIZATIONS, convert_functions
+    from seqkeras.layers.export_mode import export_mode
+
+    name = "litert_lm_tflite"
+    if not getattr(model, "prefills", False):
+        raise ValueError(
+            f"`{name}` needs a decoder language model whose step takes several tokens "
+            "(decoder_language_model, llama_language_model). Received: "
+            f"{getattr(model, 'name', model)!r} ({type(model).__name__})"
+        )
+    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
+        raise ValueError(
+            f"`{name}` received an invalid value for `max_length`: expected a positive "
+            f"integer. Received: max_length={max_length!r}"
+        )
+    lengths = list(prefill_lengths) if isinstance(prefill_lengths, (list, tuple)) else None
+    if not lengths or any(
+        not isinstance(t, int) or isinstance(t, bool) or not 0 < t <= max_length for t in lengths
+    ):
+        raise ValueError(
+            f"`{name}` expects `prefill_lengths` as a list of integers in [1, max_length="
+            f"{max_length}]. Received: prefill_lengths={prefill_lengths!r}"
+        )
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(
+            f"`{name}` expects `quantize` among {QUANTIZATIONS}. Received: quantize={quantize!r}"
+        )
+    path = check_target(name, path, overwrite)
+    work = temporary_dir(path)
+    try:
+        with export_mode("tflite"):
+            functions = _litert_lm_functions(model, max_length, sorted(set(lengths)))
+            flatbuffer = convert_functions(functions, model.weights, quantize)
+        with open(os.path.join(work, "model.tflite"), "wb") as f:
+            f.write(flatbuffer)
+        os.replace(os.path.join(work, "model.tflite"), path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return path
+
+
+def litert_lm_metadata(tokenizer, max_length=512):
+    """The `LlmMetadata` text (protobuf text format) that
+    `litert-lm-builder llm_metadata --path` takes for a tokenizer with a
+    ChatML chat template (`<|im_start|>role ... <|im_end|>`: SmolLM2,
+    Qwen2): the turns' prefixes and suffixes, the stop tokens, greedy
+    sampling (LiteRT-LM's CPU sampler is top-p only: `k: 1`)."""
+    from seqkeras.models.instruction import chat_text, end_of_turn_id
+
+    prefix, suffix = chat_text(tokenizer)
+    if "<|im_start|>user\n" not in prefix or not suffix.startswith("<|im_end|>"):
+        raise ValueError(
+            "`litert_lm_metadata` writes the turns of a ChatML template (<|im_start|>role, "
+            f"<|im_end|>: SmolLM2, Qwen2). Received a template rendering {prefix + suffix!r}"
+        )
+    stops = [end_of_turn_id(tokenizer), tokenizer.eos_id]
+    words = [tokenizer.vocabulary[i] for i in dict.fromkeys(i for i in stops if i is not None)]
+    lines = [f'stop_tokens {{ token_str: "{w}" }}' for w in words]
+    lines.append("prompt_templates {")
+    for role, name in (("user", "user"), ("model", "assistant"), ("system", "system")):
+        lines.append(f'  {role} {{ prefix: "<|im_start|>{name}\\n" suffix: "<|im_end|>\\n" }}')
+    lines += [
+        "}",
+        "sampler_params { type: TOP_P k: 1 p: 0.0 temperature: 1.0 seed: 0 }",
+        f"max_num_tokens: {max_length}",
+        "llm_model_type { generic_model {} }",
+        "supports_thinking: false",
+        "supports_function_calling: false",
+    ]
+    return "\n".join(lines) + "\n"

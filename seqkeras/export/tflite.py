@@ -155,7 +155,8 @@ def tflite_runner(flatbuffer, signature_key="serving_default"):
     """`run(**inputs) -> dict of named outputs` for one signature, its
     LiteRT interpreter made once (for repeated calls: step models,
     latency); inputs are cast to the signature's dtypes and dynamic
-    dimensions resized. `run.input_details` are the signature's."""
+    dimensions resized. `run.input_details` and `run.output_details` are
+    the signature's."""
     runner = Interpreter(model_content=flatbuffer).get_signature_runner(signature_key)
     details = runner.get_input_details()
 
@@ -170,6 +171,7 @@ def tflite_runner(flatbuffer, signature_key="serving_default"):
         return runner(**{k: np.asarray(v, details[k]["dtype"]) for k, v in inputs.items()})
 
     run.input_details = details
+    run.output_details = runner.get_output_details()
     return run
 
 

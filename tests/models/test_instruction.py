@@ -221,3 +221,51 @@ def test_batches_of_several_widths_fit_with_validation(loaded):
             and batches[0][0]["token_ids"].shape[1] != (batches[1][0]["token_ids"].shape[1])
         )
         trainer.fit(batches, validation_data=batches, epochs=2, verbose=0)
+
+
+def test_litert_lm_layout_equals_keras_with_the_runtimes_padded_prefill(loaded, tmp_path):
+    # LiteRT-LM's layout (litert_lm_tflite): prefill_<T> and decode, batch
+    # 1, caches in and out under one name. Fed as LiteRT-LM's runtime feeds
+    # it (the prompt but its last token in a prefill chunk padded with
+    # token 0 at position 0, then decode from the last prompt token), each
+    # decode step's logits equal Keras' full pass over the same tokens.
+    from ai_edge_litert.interpreter import Interpreter
+
+    from seqkeras.export import litert_lm_metadata, litert_lm_tflite
+    from seqkeras.export.tflite import tflite_runner
+
+    model, tokenizer = loaded
+    path = litert_lm_tflite(model, str(tmp_path / "lm.tflite"), max_length=32, prefill_lengths=[8])
+    flatbuffer = open(path, "rb").read()
+    listed = Interpreter(model_content=flatbuffer).get_signature_list()
+    assert sorted(listed) == ["decode", "prefill_8"]
+    caches = sorted(n for n in listed["decode"]["inputs"] if n.startswith("kv_cache_"))
+    assert len(caches) == 2 * len(model.part("blocks"))
+    assert sorted(listed["decode"]["outputs"]) == sorted(caches + ["logits"])
+    assert sorted(listed["prefill_8"]["outputs"]) == caches
+    prefill, decode = tflite_runner(flatbuffer, "prefill_8"), tflite_runner(flatbuffer, "decode")
+    assert decode.output_details["logits"]["shape"].tolist() == [1, 1, tokenizer.vocabulary_size]
+    prompt = tokenizer.encode(instruction.render_prompts(tokenizer, ["a good film"])).to_list()[0]
+    head, rng = prompt[:-1][:8], np.random.default_rng(0)
+    tokens = head + [0] * (8 - len(head))
+    positions = list(range(len(head))) + [0] * (8 - len(head))
+    states = {n: np.zeros(decode.input_details[n]["shape"], np.float32) for n in caches}
+    out = prefill(
+        tokens=np.array([tokens], np.int32), input_pos=np.array(positions, np.int32), **states
+    )
+    states = {n: out[n] for n in caches}
+    fed = head + [prompt[len(head)]]
+    for step in range(6):
+        position = len(fed) - 1
+        out = decode(
+            tokens=np.array([[fed[-1]]], np.int32),
+            input_pos=np.array([position], np.int32),
+            **states,
+        )
+        states = {n: out[n] for n in caches}
+        expected = np.asarray(model(np.array([fed], np.int32)))[0, -1]
+        np.testing.assert_allclose(out["logits"][0, 0], expected, atol=1e-4, rtol=1e-4)
+        fed.append(int(rng.integers(4, tokenizer.vocabulary_size)))  # any next token
+    meta = litert_lm_metadata(tokenizer, 32)
+    assert 'stop_tokens { token_str: "<|im_end|>" }' in meta and "max_num_tokens: 32" in meta
+    assert 'user { prefix: "<|im_start|>user\\n" suffix: "<|im_end|>\\n" }' in meta
