@@ -48,8 +48,9 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 
 import numpy as np  # noqa: E402
 

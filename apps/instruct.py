@@ -28,6 +28,8 @@ import os
 import sys
 import time
 
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
+
 import keras
 import numpy as np
 

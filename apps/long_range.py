@@ -12,10 +12,9 @@ against Keras.
 """
 
 import argparse
-import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

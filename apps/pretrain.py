@@ -34,8 +34,9 @@ import math
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 
 import common  # noqa: E402
 from common import AppError  # noqa: E402

@@ -45,8 +45,9 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -183,6 +184,7 @@ def train(args):
             shuffle=False,
         )
     data, steps = common.counted(data)
+    val, _ = common.counted(val)  # a known length: no "ran out of data" at validation
     overrides = {k: getattr(args, k) for k in ("embedding_dim", "units", "dropout", "word_dropout")}
     sizes = {"vocab_size": tokenizer.vocabulary_size, "num_classes": len(LABELS)}
 

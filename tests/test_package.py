@@ -43,6 +43,7 @@ def _outside(tmp_path, *command, env=None):
         [sys.executable, *command], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    _outside.stderr = result.stderr
     return result.stdout
 
 
@@ -81,6 +82,14 @@ def test_main_job_small_run_from_outside_the_checkout(tmp_path):
         str(tmp_path / "models"),
     )
     assert "held-out exact match" in out
+    # quiet: no warning lines (TensorFlow's start-up lines, its
+    # table_initializer serialization warning, tf.function retracing)
+    noisy = [
+        line
+        for line in (out + _outside.stderr).splitlines()
+        if "warn" in line.lower() or line.startswith(("W0000", "E0000", "I0000"))
+    ]
+    assert not noisy, noisy
     report = dict(
         line.strip().split(": ", 1)
         for line in out.splitlines()

@@ -54,6 +54,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqkeras.data.subword import check_decoded_ids
+from seqkeras.data.tables import static_table
 
 PRE_TOKENIZERS = ("gpt2", "smollm")
 # tokenizer -> {encode options: tf.function}; kept off the tf.Module so that
@@ -282,9 +283,7 @@ class ByteLevelBPETokenizer(tf.Module):
         values = np.fromiter(table.values(), np.int64, len(table))
         if not len(keys):  # StaticHashTable needs a key: one no pair reaches
             keys, values = np.array([-1], np.int64), np.array([-1], np.int64)
-        self._merge_table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(keys, values), default_value=-1
-        )
+        self._merge_table = static_table(keys, values, -1)
         self._size = tf.constant(size, tf.int64)
         byte_ids = [index.get(_BYTE_CHARS[b], -1) for b in range(256)]
         self._byte_ids = tf.constant(byte_ids, tf.int32)
@@ -297,11 +296,8 @@ class ByteLevelBPETokenizer(tf.Module):
         if special_tokens:
             by_length = sorted(special_tokens, key=len, reverse=True)  # leftmost-longest
             self._special_pattern = "|".join(_re2_literal(t) for t in by_length)
-            self._special_table = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(
-                    tf.constant(special_tokens), tf.constant(special_ids, tf.int32)
-                ),
-                default_value=-1,
+            self._special_table = static_table(
+                tf.constant(special_tokens), tf.constant(special_ids, tf.int32), -1
             )
         else:
             self._special_pattern = None

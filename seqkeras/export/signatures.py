@@ -41,6 +41,7 @@ each loop one XLA cluster instead (fixed-size caches written in place).
 import tensorflow as tf
 
 from seqkeras.data.checks import checked_inputs
+from seqkeras.data.tables import static_table
 from seqkeras.data.tokens import EOS, FIRST_ID, PAD, RESERVED, UNK
 
 TEXT_INPUT = "token_ids"
@@ -397,9 +398,7 @@ def _text_encoder(vocabulary):
     splitting and a static hash table; unknown characters are UNK)."""
     characters = tf.constant(list(vocabulary.characters))
     ids = tf.range(FIRST_ID, FIRST_ID + len(vocabulary.characters), dtype=tf.int64)
-    table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(characters, ids), default_value=UNK
-    )
+    table = static_table(characters, ids, UNK)
 
     def encode(strings):
         chars = tf.strings.unicode_split(strings, "UTF-8")

@@ -326,6 +326,7 @@ def _compiled(model, run, key, jit_compile=True):
     sampling seed) compiles a new function, and an unbounded cache grew
     without end."""
     import collections
+    import functools
 
     import tensorflow as tf
 
@@ -333,7 +334,13 @@ def _compiled(model, run, key, jit_compile=True):
     if key in cache:
         cache.move_to_end(key)
     else:
-        cache[key] = tf.function(run, jit_compile=jit_compile, reduce_retracing=True)
+        # one function per key, each traced for its own shapes: through a
+        # `functools.partial` (no `__code__`), TensorFlow's retracing
+        # warning counts each function's own traces, not those of every
+        # `run` closure (one code object) as retraces of one function
+        cache[key] = tf.function(
+            functools.partial(run), jit_compile=jit_compile, reduce_retracing=True
+        )
         while len(cache) > COMPILED_CACHE_SIZE:
             cache.popitem(last=False)
     return cache[key]
