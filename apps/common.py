@@ -43,7 +43,7 @@ class AppError(Exception):
 
 def shared_file(*parts):
     """A path under ../shared/data, or None where it is absent."""
-    from seqkeras.data import shared_data_dir
+    from seqkeras.data.text import shared_data_dir
 
     root = shared_data_dir()
     return None if root is None else os.path.join(root, *parts)

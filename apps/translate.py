@@ -271,7 +271,7 @@ def translate(args):
 
 def export(args):
     from seqkeras.data import EOS, teacher_forcing
-    from seqkeras.export import fresh_translate
+    from seqkeras.export.audit import fresh_translate
     from seqkeras.export.signatures import Translate, generation
 
     model, src, tgt, config = load(args.model)

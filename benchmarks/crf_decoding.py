@@ -23,7 +23,8 @@ from bench_utils import time_rounds  # noqa: E402
 
 def main(argv=None):
     import seqkeras
-    from seqkeras.data import WordFeatures, read_conll, shared_data_dir
+    from seqkeras.data import WordFeatures, read_conll
+    from seqkeras.data.text import shared_data_dir
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     root = shared_data_dir()

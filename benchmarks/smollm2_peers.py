@@ -95,7 +95,7 @@ def prompt_ids(path):
     """The first 128 ids of tiny-shakespeare's last tenth (SmolLM2's
     tokenizer, as ours and llama.cpp read it)."""
     from seqkeras.data import ByteLevelBPETokenizer
-    from seqkeras.data import shared_data_dir
+    from seqkeras.data.text import shared_data_dir
 
     root = shared_data_dir()
     with open(os.path.join(root, "tinyshakespeare", "input.txt"), encoding="utf-8") as f:

@@ -108,3 +108,31 @@ def test_readme_fine_tuning_example_runs(tmp_path, monkeypatch):
     namespace = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     assert namespace["model"].trainable_weights
+
+
+def test_the_public_api_is_the_listed_one():
+    """tests/public_api.txt lists every public name; a change to the API
+    (a name added, removed or renamed) must be made there too, on purpose."""
+    with open(os.path.join(ROOT, "tests", "public_api.txt"), encoding="utf-8") as f:
+        listed = {line.strip() for line in f if line.strip() and not line.startswith("#")}
+    found = set()
+    for module in MODULES:
+        mod = importlib.import_module(f"seqkeras.{module}")
+        found |= {f"seqkeras.{module}.{name}" for name in mod.__all__}
+    assert found == listed, (
+        f"public but not listed: {sorted(found - listed)}; "
+        f"listed but not public: {sorted(listed - found)}"
+    )
+
+
+def test_renamed_and_moved_names_warn_and_still_work():
+    import seqkeras.data
+    import seqkeras.export
+    import seqkeras.models
+
+    with pytest.warns(DeprecationWarning, match="NotServableError"):
+        assert seqkeras.export.NotServable is seqkeras.export.NotServableError
+    with pytest.warns(DeprecationWarning, match="seqkeras.data.check_token_ids"):
+        assert seqkeras.models.check_token_ids is seqkeras.data.check_token_ids
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        seqkeras.export.nothing  # noqa: B018

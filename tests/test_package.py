@@ -177,7 +177,9 @@ def test_reproduction_scripts_smoke(tmp_path):
 
 
 def test_baby_gpt_quick_from_outside_the_checkout(tmp_path):
-    data = seqkeras.data.shared_data_dir()
+    from seqkeras.data.text import shared_data_dir
+
+    data = shared_data_dir()
     if data is None:
         pytest.skip(
             "the shared data directory (tiny-shakespeare) is not "

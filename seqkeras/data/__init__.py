@@ -33,7 +33,6 @@ from seqkeras.data.series import read_series_csv
 from seqkeras.data.subword import SubwordTokenizer
 from seqkeras.data.text import CharVocabulary
 from seqkeras.data.text import read_tinyshakespeare
-from seqkeras.data.text import shared_data_dir
 from seqkeras.data.tsv import read_labeled_tsv
 from seqkeras.data.word_features import WordFeatures
 from seqkeras.data.words import WordTokenizer
@@ -69,7 +68,6 @@ __all__ = [
     "read_series_csv",
     "read_text",
     "read_tinyshakespeare",
-    "shared_data_dir",
     "tagging_dataset",
     "tbptt_windows",
     "teacher_forcing",

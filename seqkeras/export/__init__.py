@@ -24,11 +24,10 @@
 """
 
 from seqkeras.export import signatures
-from seqkeras.export.audit import NotServable
+from seqkeras.export.audit import NotServableError
 from seqkeras.export.audit import assert_servable
 from seqkeras.export.audit import audit_serving
 from seqkeras.export.audit import fresh_signature
-from seqkeras.export.audit import fresh_translate
 from seqkeras.export.on_device import chat_bundle, litert_lm_metadata, litert_lm_tflite
 from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
@@ -45,7 +44,7 @@ from seqkeras.export.tflite import tflite
 from seqkeras.export.verify import export_and_verify
 
 __all__ = [
-    "NotServable",
+    "NotServableError",
     "assert_servable",
     "batching_parameters",
     "chat_bundle",
@@ -55,7 +54,6 @@ __all__ = [
     "convert_builtin",
     "export_and_verify",
     "fresh_signature",
-    "fresh_translate",
     "next_version",
     "onnx",
     "op_names",
@@ -68,3 +66,17 @@ __all__ = [
     "streaming_tflite",
     "tflite",
 ]
+
+
+_RENAMED = {"NotServable": "NotServableError"}
+
+
+def __getattr__(name):  # renamed names: the old one warns and still works
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(
+            f"`seqkeras.export.{name}` is now `{_RENAMED[name]}`", DeprecationWarning, stacklevel=2
+        )
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

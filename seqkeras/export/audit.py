@@ -170,7 +170,7 @@ def audit_serving(path):
     }
 
 
-class NotServable(ValueError):
+class NotServableError(ValueError):
     """A SavedModel the TF Serving binary would refuse."""
 
 
@@ -178,7 +178,7 @@ def assert_servable(path, xla_jit=False):
     """The audit of `path` (`audit_serving`) when the TF Serving binary
     can load it: no XLA-only op, no TF Text op the server does not
     register, a CPU kernel for every other op. Otherwise raises
-    `NotServable` (a ValueError) naming the offending ops. The one
+    `NotServableError` (a ValueError) naming the offending ops. The one
     servability rule: the exporters' callers, the apps and the tests
     check with it. A SavedModel with XLA clusters (`saved_model(...,
     jit_compile=True)`) is refused unless `xla_jit` (the server then
@@ -208,7 +208,7 @@ def assert_servable(path, xla_jit=False):
             "tf_text_unsupported": "TF Text ops TF Serving does not register",
             "no_kernel": "ops without a CPU kernel",
         }
-        raise NotServable(
+        raise NotServableError(
             f"`assert_servable`: the TF Serving binary cannot load {path}: "
             + "; ".join(f"{what[k]} {v}" for k, v in problems.items())
         )
@@ -302,8 +302,17 @@ def fresh_translate(path, texts):
     return outputs["text"], seconds
 
 
+def __getattr__(name):  # renamed names: the old one warns and still works
+    if name == "NotServable":
+        import warnings
+
+        warnings.warn("`NotServable` is now `NotServableError`", DeprecationWarning, stacklevel=2)
+        return NotServableError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "NotServable",
+    "NotServableError",
     "TF_SERVING_TF_TEXT_OPS",
     "assert_servable",
     "audit_serving",

@@ -4,7 +4,6 @@
 streaming contract."""
 
 from seqkeras.models.base import SequenceModel
-from seqkeras.data.checks import check_token_ids
 from seqkeras.models.classification import CRFTagger
 from seqkeras.models.classification import Classifier
 from seqkeras.models.classification import Tagger
@@ -90,7 +89,6 @@ __all__ = [
     "TransformerSeq2Seq",
     "attention_model",
     "bilm",
-    "check_token_ids",
     "choose_jit_compile",
     "classifier",
     "classify_by_generation",
@@ -126,3 +124,18 @@ __all__ = [
     "transformer_seq2seq",
     "translate_texts",
 ]
+
+
+_MOVED = {"check_token_ids": "seqkeras.data"}
+
+
+def __getattr__(name):  # names with one home now: the old one warns and still works
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"`seqkeras.models.{name}` is `{_MOVED[name]}.{name}`", DeprecationWarning, stacklevel=2
+        )
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

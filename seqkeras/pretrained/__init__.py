@@ -15,10 +15,8 @@ The checkpoint's own WordPiece tokenizer is `seqkeras.data.BertTokenizer`
 `tokenizers` or keras-hub outside the graph).
 """
 
-from seqkeras.pretrained.checkpoints import MINILM_SHA256
 from seqkeras.pretrained.checkpoints import Checkpoint
 from seqkeras.pretrained.checkpoints import bert_architecture
-from seqkeras.pretrained.checkpoints import extract_minilm
 from seqkeras.pretrained.checkpoints import gpt2_architecture
 from seqkeras.pretrained.checkpoints import read_checkpoint
 from seqkeras.pretrained.llama_checkpoints import SMOLLM2_SHA256
@@ -47,7 +45,6 @@ from seqkeras.pretrained.writing import save_checkpoint
 
 __all__ = [
     "Checkpoint",
-    "MINILM_SHA256",
     "PretrainedCRFTagger",
     "PretrainedClassifier",
     "PretrainedMaskedLM",
@@ -58,7 +55,6 @@ __all__ = [
     "bert_encoder",
     "bert_masked_lm",
     "bert_tagger",
-    "extract_minilm",
     "gpt2_architecture",
     "gpt2_classifier",
     "gpt2_language_model",

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 from seqkeras.data import BertTokenizer, BertWordFeatures, WordTokenizer
-from seqkeras.data import read_conll, read_labeled_tsv, shared_data_dir
+from seqkeras.data import read_conll, read_labeled_tsv
+from seqkeras.data.text import shared_data_dir
 
 tokenizers = pytest.importorskip("tokenizers")
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seqkeras.data import ByteLevelBPETokenizer, read_labeled_tsv, shared_data_dir
+from seqkeras.data import ByteLevelBPETokenizer, read_labeled_tsv
+from seqkeras.data.text import shared_data_dir
 from seqkeras.data.byte_level_bpe import bytes_to_unicode, read_gguf_metadata
 
 tokenizers = pytest.importorskip("tokenizers")

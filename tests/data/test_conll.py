@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from seqkeras.data import read_conll, shared_data_dir
+from seqkeras.data import read_conll
+from seqkeras.data.text import shared_data_dir
 
 GOOD = (
     "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"

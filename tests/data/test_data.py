@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from seqkeras import data as D
+from seqkeras.data.text import shared_data_dir
 
 
 def test_dates_targets_match_their_sources():
@@ -90,7 +91,7 @@ def test_char_vocabulary_round_trip():
 
 
 def test_tinyshakespeare_split():
-    if D.shared_data_dir() is None:
+    if shared_data_dir() is None:
         pytest.skip("../shared/data (tiny-shakespeare) is not present")
     train, val = D.read_tinyshakespeare()
     assert len(train) + len(val) == 1115394

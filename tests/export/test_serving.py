@@ -13,7 +13,7 @@ import seqkeras
 from seqkeras.export import signatures as S
 from seqkeras.export import onnx, saved_model, tflite
 from seqkeras.export.audit import serving_ops
-from seqkeras.export import NotServable, assert_servable
+from seqkeras.export import NotServableError, assert_servable
 
 M = seqkeras.models
 
@@ -28,7 +28,7 @@ def test_recurrent_saved_model_has_no_xla_ops(tmp_path):
     # the TFLite flavour keeps DynamicUpdateSlice for the converter
     tflite_graph = saved_model(model, tmp_path / "t" / "1", target="tflite")
     assert "XlaDynamicUpdateSlice" in serving_ops(tflite_graph)
-    with pytest.raises(NotServable, match="XLA-only ops.*XlaDynamicUpdateSlice"):
+    with pytest.raises(NotServableError, match="XLA-only ops.*XlaDynamicUpdateSlice"):
         assert_servable(tflite_graph)
 
 

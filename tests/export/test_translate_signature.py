@@ -15,7 +15,7 @@ import seqkeras
 from seqkeras.data import SubwordTokenizer
 from seqkeras.export import signatures as S
 from seqkeras.export import saved_model
-from seqkeras.export import NotServable, assert_servable
+from seqkeras.export import NotServableError, assert_servable
 
 DE = [
     "Ein Mann fährt Fahrrad.",
@@ -112,7 +112,7 @@ def test_audit_flags_tf_text_ops_the_model_server_lacks(tmp_path):
     report = audit_serving(tmp_path)
     assert report["tf_text_unsupported"] == ["TFText>RoundRobinTrim"]
     with pytest.raises(
-        NotServable, match="TF Text ops TF Serving does not register .*RoundRobinTrim"
+        NotServableError, match="TF Text ops TF Serving does not register .*RoundRobinTrim"
     ):
         assert_servable(tmp_path)
 

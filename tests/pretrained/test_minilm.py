@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import seqkeras.pretrained as sp
-from seqkeras.data import BertTokenizer, read_labeled_tsv, shared_data_dir
+from seqkeras.data import BertTokenizer, read_labeled_tsv
+from seqkeras.data.text import shared_data_dir
+from seqkeras.pretrained.checkpoints import extract_minilm
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +25,7 @@ def test_minilm_hidden_states_equal_transformers(tmp_path):
     sst = os.path.join(shared_data_dir() or "", "sst2", "dev.tsv")
     if not os.path.isfile(sst):
         pytest.skip(f"needs {sst}")
-    directory = sp.extract_minilm(str(tmp_path / "minilm"))
+    directory = extract_minilm(str(tmp_path / "minilm"))
     texts = list(read_labeled_tsv(sst)[0][:32])
     tokenizer = BertTokenizer.load(directory)
     ids = tokenizer.encode(texts).to_tensor(0).numpy()
