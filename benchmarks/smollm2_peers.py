@@ -29,6 +29,12 @@ Engines (`--engines`, default all):
   tflite-f32, tflite-int8  the bundle's `model.tflite` and
         `model_int8.tflite` (XNNPACK, 2 threads) run by its `runner.py`
         (no seqkeras or TensorFlow in that process).
+  litert-lm-int8  the bundle's `litert_lm_int8.tflite` (LiteRT-LM's layout:
+        `apps/instruct.py export --litert-lm`) bundled by `litert-lm-builder`
+        into `model.litertlm` and timed by LiteRT-LM's own `Benchmark`
+        (CPU, 2 threads, 128 prefill and 128 decode tokens), in the
+        virtual environment given by `--litert-lm-venv` (`pip install
+        litert-lm`: not a seqkeras dependency); its tokens are not compared.
 
 How prefill and decode are timed: engines with a step API (llama.cpp,
 LiteRT) time the prompt's pass and the 128 one-token steps apart.
@@ -36,14 +42,13 @@ Engines with only a `generate` (transformers, keras-hub, ours) are timed
 making 1 and 128 new tokens: prefill tokens/s = 128 / time(1 new token),
 decode tokens/s = 127 / (time(128) - time(1)). Each timing is the median
 of `--runs` runs after a warm-up (compilation) run. Peak memory is the
-engine process's maximum resident set (`ru_maxrss`), imports included.
+engine process's maximum resident set (VmHWM), imports included.
 """
 
 import argparse
 import contextlib
 import json
 import os
-import resource
 import shlex
 import statistics
 import subprocess
@@ -69,6 +74,7 @@ ENGINES = (
     "ours-savedmodel",
     "tflite-f32",
     "tflite-int8",
+    "litert-lm-int8",
 )
 LABELS = {
     "llama.cpp-q4_1": "llama.cpp, Q4_1 (as shipped)",
@@ -82,6 +88,7 @@ LABELS = {
     "ours-savedmodel": "ours, SavedModel generate (default graph)",
     "tflite-f32": "ours, LiteRT float32",
     "tflite-int8": "ours, LiteRT dynamic-range int8",
+    "litert-lm-int8": "ours, int8, LiteRT-LM runtime (.litertlm)",
 }
 
 
@@ -103,6 +110,14 @@ def prompt_ids(path):
     text = text[int(0.9 * len(text)) :][:4000]  # the validation tenth, as the apps split it
     ids = ByteLevelBPETokenizer.load(path).encode([text]).to_list()[0]
     return ids[:PROMPT_TOKENS]
+
+
+def peak_bytes():
+    """This process's peak resident memory: /proc/self/status' VmHWM (the
+    high-water mark of this program's memory since exec; `ru_maxrss` would
+    report at least the parent's, which Linux carries across fork and exec)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 
 def size_on_disk(path):
@@ -349,6 +364,67 @@ def run_tflite(bundle, name, ids, runs):
     )
 
 
+# -- LiteRT-LM ---------------------------------------------------------------------
+
+LITERT_LM_BENCHMARK = """
+import json, sys, litert_lm
+runs = []
+for _ in range(int(sys.argv[2])):
+    info = litert_lm.Benchmark(sys.argv[1], backend=litert_lm.Backend.CPU(thread_count=2),
+                               prefill_tokens=128, decode_tokens=128, cache_dir=":nocache").run()
+    runs.append([info.last_prefill_tokens_per_second, info.last_decode_tokens_per_second])
+with open("/proc/self/status") as f:  # VmHWM: this program's peak (see peak_bytes)
+    peak = next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
+print(json.dumps([runs, peak]))
+"""
+
+
+def litert_lm_path(bundle, venv):
+    """The bundle's `model.litertlm`, built by `litert-lm-builder` from
+    `litert_lm_int8.tflite`, `litert_lm.pbtxt` and `tokenizer.json`."""
+    path = os.path.join(bundle, "model.litertlm")
+    if not os.path.exists(path):
+        model = os.path.join(bundle, "litert_lm_int8.tflite")
+        if not os.path.exists(model):
+            raise SystemExit(f"{bundle} has no litert_lm_int8.tflite: export with --litert-lm")
+        files = {n: os.path.join(bundle, n) for n in ("litert_lm.pbtxt", "tokenizer.json")}
+        subprocess.run(
+            [
+                os.path.join(venv, "bin", "litert-lm-builder"),
+                "llm_metadata",
+                "--path",
+                files["litert_lm.pbtxt"],
+                "tflite_model",
+                "--path",
+                model,
+                "--model_type",
+                "prefill_decode",
+                "hf_tokenizer",
+                "--path",
+                files["tokenizer.json"],
+                "output",
+                "--path",
+                path,
+                "--validate-metadata",
+            ],
+            check=True,
+        )
+    return path
+
+
+def run_litert_lm(path, venv, runs):
+    """(prefill tokens/s, decode tokens/s, peak bytes): medians of
+    LiteRT-LM's `Benchmark` runs, in the LiteRT-LM environment."""
+    out = subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", LITERT_LM_BENCHMARK, path, str(runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found, peak = json.loads(out.stdout.strip().splitlines()[-1])
+    return statistics.median(r[0] for r in found), statistics.median(r[1] for r in found), peak
+
+
 # -- one engine per process ------------------------------------------------------------
 
 
@@ -385,6 +461,7 @@ def main(argv=None):
     p.add_argument("--engines", nargs="*", default=list(ENGINES), choices=ENGINES)
     p.add_argument("--runs", type=int, default=3, help="timed runs after the warm-up")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--litert-lm-venv", help="a virtual environment with `pip install litert-lm`")
     p.add_argument("--engine", help=argparse.SUPPRESS)
     p.add_argument("--ids", help=argparse.SUPPRESS)
     p.add_argument("--gguf", help=argparse.SUPPRESS)
@@ -392,8 +469,7 @@ def main(argv=None):
     if args.engine:  # one engine, in this process
         ids = json.loads(args.ids)
         prefill, decode, new = run_engine(args.engine, args.bundle, args.gguf, ids, args.runs)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        print(json.dumps([prefill, decode, [int(i) for i in new], peak]))
+        print(json.dumps([prefill, decode, [int(i) for i in new], peak_bytes()]))
         return
     print("command:", shlex.join([os.path.relpath(sys.executable), *sys.argv]))
     print(f"{os.cpu_count()} CPU cores; load average at start {os.getloadavg()[0]:.2f}")
@@ -416,6 +492,21 @@ def main(argv=None):
     rows = {}
     for engine in args.engines:
         start = time.perf_counter()
+        if engine == "litert-lm-int8":
+            if not args.litert_lm_venv:
+                print("litert-lm-int8: skipped (no --litert-lm-venv)")
+                continue
+            path = litert_lm_path(args.bundle, args.litert_lm_venv)
+            prefill, decode, peak = run_litert_lm(path, args.litert_lm_venv, args.runs)
+            rows[engine] = dict(
+                prefill_tokens_per_s=prefill,
+                decode_tokens_per_s=decode,
+                ids=None,
+                peak=peak,
+                size=os.path.getsize(path),
+            )
+            print(f"# {engine}: {time.perf_counter() - start:.0f} s", flush=True)
+            continue
         out = subprocess.run(
             [
                 sys.executable,
@@ -451,11 +542,12 @@ def main(argv=None):
     )
     reference = rows.get("llama.cpp-q4_1", {}).get("ids")
     for engine, r in rows.items():
-        decoded = len(r["ids"]) - (0 if engine.startswith(("llama", "tflite")) else 1)
-        r["prefill_tokens_per_s"] = len(ids) / r["prefill_s"]
-        r["decode_tokens_per_s"] = decoded / r["decode_s"]
+        if r["ids"] is not None:
+            decoded = len(r["ids"]) - (0 if engine.startswith(("llama", "tflite")) else 1)
+            r["prefill_tokens_per_s"] = len(ids) / r["prefill_s"]
+            r["decode_tokens_per_s"] = decoded / r["decode_s"]
         same = "-"
-        if reference and engine != "llama.cpp-q4_1":
+        if reference and r["ids"] is not None and engine != "llama.cpp-q4_1":
             first = next(
                 (i for i, (a, b) in enumerate(zip(r["ids"], reference)) if a != b), len(r["ids"])
             )
@@ -464,13 +556,14 @@ def main(argv=None):
             f"{LABELS[engine]:45s} {r['size'] / 1e6:6.0f} MB {r['peak'] / 1e6:6.0f} MB "
             f"{r['prefill_tokens_per_s']:10.1f} {r['decode_tokens_per_s']:9.1f}  {same}"
         )
-    if "tflite-int8" in rows and "llama.cpp-q4_1" in rows:
-        ours, theirs = rows["tflite-int8"], rows["llama.cpp-q4_1"]
-        print(
-            "LiteRT int8 / llama.cpp Q4_1: prefill "
-            f"{ours['prefill_tokens_per_s'] / theirs['prefill_tokens_per_s']:.2f}x, decode "
-            f"{ours['decode_tokens_per_s'] / theirs['decode_tokens_per_s']:.2f}x"
-        )
+    for mine in ("tflite-int8", "litert-lm-int8"):
+        if mine in rows and "llama.cpp-q4_1" in rows:
+            ours, theirs = rows[mine], rows["llama.cpp-q4_1"]
+            print(
+                f"{LABELS[mine]} / llama.cpp Q4_1: prefill "
+                f"{ours['prefill_tokens_per_s'] / theirs['prefill_tokens_per_s']:.2f}x, decode "
+                f"{ours['decode_tokens_per_s'] / theirs['decode_tokens_per_s']:.2f}x"
+            )
     torch_best = max(
         (r["decode_tokens_per_s"] for e, r in rows.items() if e.startswith("transformers")),
         default=None,

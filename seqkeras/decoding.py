@@ -191,11 +191,14 @@ def _decode(
     prompt_lengths=None,
     shared=None,
     compact=False,
+    start=0,
 ):
     """The loop shared by greedy decoding and sampling; `choose(logits,
     index, extra) -> (next_tokens, extra)`. `compact` (greedy where the
     loop state may change shape, `export_mode.dynamic_shapes()`): a row
-    leaves the loop state at the step it ends."""
+    leaves the loop state at the step it ends. `start`: the positions
+    already in `cache` (a prefilled prompt; fewer than every row's
+    prompt): the loop begins by feeding `prompt[:, start]`."""
     prompt = ops.convert_to_tensor(prompt)
     check_prompt(name, prompt, max_length)
     tokens, prompt_length = _buffer(prompt, max_length, pad_id)
@@ -244,7 +247,7 @@ def _decode(
             return (index + 1,) + tuple(state) + (extra,)
 
         out = ops.full((batch, max_length), pad_id, "int32")
-        state = (0, tokens, cache, shared, prompt_length, ops.arange(batch, dtype="int32"))
+        state = (start, tokens, cache, shared, prompt_length, ops.arange(batch, dtype="int32"))
         _, tokens, _, _, _, alive, out, _ = export_mode.while_loop(cond, body, state + (out, extra))
         return ops.scatter_update(out, ops.expand_dims(alive, 1), tokens)
 
@@ -264,12 +267,20 @@ def _decode(
             )
         return index + 1, _write(tokens, index + 1, nxt), cache, done, extra
 
-    _, tokens, _, _, _ = export_mode.while_loop(cond, body, (0, tokens, cache, done, extra))
+    _, tokens, _, _, _ = export_mode.while_loop(cond, body, (start, tokens, cache, done, extra))
     return tokens
 
 
 def greedy(
-    step_fn, prompt, cache, max_length, eos_id=None, pad_id=0, prompt_lengths=None, shared=None
+    step_fn,
+    prompt,
+    cache,
+    max_length,
+    eos_id=None,
+    pad_id=0,
+    prompt_lengths=None,
+    shared=None,
+    start=0,
 ):
     """Greedy decoding: `y_t = argmax_y P(y | y_<t)`.
 
@@ -292,6 +303,9 @@ def greedy(
         shared: optional nest of tensors, batch-leading, that the step
             reads and never changes (e.g. an encoder's keys and values):
             carried beside the cache, passed to `step_fn`.
+        start: how many of the prompt's first positions `cache` already
+            holds (a prompt prefilled in one pass); the loop begins by
+            feeding `prompt[:, start]`. Below every row's prompt length.
 
     Returns:
         int32 (batch, max_length): the prompt followed by the generated ids.
@@ -323,6 +337,7 @@ def greedy(
         prompt_lengths,
         shared,
         compact=export_mode.dynamic_shapes(),
+        start=start,
     )
 
 
@@ -410,6 +425,7 @@ def sample(
     pad_id=0,
     prompt_lengths=None,
     shared=None,
+    start=0,
 ):
     """Random sampling with temperature, top-k and top-p (nucleus).
 
@@ -428,6 +444,7 @@ def sample(
         prompt_lengths: as `greedy`'s.
         shared: as `greedy`'s (every row stays in the loop: a row's
             draws depend on its position in the batch).
+        start: as `greedy`'s.
         temperature: >= 0.
         top_k: keep the k most likely tokens (a positive integer), or None.
         top_p: keep the nucleus of probability mass top_p in (0, 1], or None.
@@ -451,7 +468,9 @@ def sample(
     """
     check_sampling(temperature, top_k, top_p, seed)
     if temperature == 0:
-        return greedy(step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths, shared)
+        return greedy(
+            step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths, shared, start
+        )
 
     def choose(logits, index, seed_base):
         return _choose_sample(logits / temperature, top_k, top_p, seed_base, index), seed_base
@@ -468,6 +487,7 @@ def sample(
         ops.convert_to_tensor(seed, "int32"),
         prompt_lengths,
         shared,
+        start=start,
     )
 
 

@@ -200,6 +200,12 @@ def generate(
         cache = start(inputs, ops.shape(prompt)[0], max_length)
         split_step, cache, shared = split_cache(model, step, cache)
         options = dict(eos_id=eos_id, pad_id=pad_id, shared=shared, **kwargs)
+        width = static_shape(prompt)[1]
+        if prefill and width is not None and width > 1:
+            # the prompt but its last token in one pass (a model whose step
+            # takes several tokens); the loop goes on from the last
+            _, cache = step(prompt[:, : width - 1], cache, 0)
+            options["start"] = width - 1
         if strategy == "greedy":
             return decoding.greedy(
                 split_step, prompt, cache, max_length, prompt_lengths=lengths, **options
@@ -219,6 +225,14 @@ def generate(
         decoding.check_beam(name="generate", **kwargs)
     prompt = ops.convert_to_tensor(prompt, "int32")
     decoding.check_prompt("generate", prompt, max_length)
+    # one prompt length (no `prompt_lengths`), greedy or sampling, a model
+    # whose step takes several tokens: the prompt is prefilled in one pass
+    prefill = (
+        prompt_lengths is None
+        and strategy != "beam"
+        and getattr(model, "prefills", False)
+        and getattr(model, "shared_cache_index", None) is None
+    )
     if prompt_lengths is None:
         prompt_lengths = ops.full((ops.shape(prompt)[0],), ops.shape(prompt)[1], "int32")
     elif strategy == "beam":
@@ -239,7 +253,7 @@ def generate(
     # the loop is compiled: XLA (TensorFlow), jax.jit (JAX)
     compiled = jit or keras.backend.backend() == "jax"
     if keras.backend.backend() == "tensorflow" and _executing_eagerly():
-        key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit)
+        key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit, prefill)
         run = _compiled(model, run, key + (tuple(sorted(kwargs.items())),), jit)
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)

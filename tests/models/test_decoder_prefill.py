@@ -110,3 +110,59 @@ def test_tflite_prefill_needs_a_model_that_prefills(tmp_path):
     model = seqkeras.models.rnn_language_model(30, 8)
     with pytest.raises(ValueError, match="streaming_tflite` with `prefill=True` needs"):
         streaming_tflite(model, str(tmp_path / "x.tflite"), prefill=True)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_generate_prefills_the_prompt_and_decodes_as_the_token_loop(jit_compile, monkeypatch):
+    # generate on one prompt length: the prompt but its last token in one
+    # call_with_cache (counted), then the loop from the last prompt token;
+    # the ids equal the token-by-token loop's (forced by prompt_lengths)
+    # for greedy decoding and sampling, at a model with logits far from ties
+    import keras
+
+    keras.utils.set_random_seed(3)
+    model = tiny()
+    for layer in model.layers:  # larger weights: logits far apart
+        for w in layer.weights:
+            w.assign(np.asarray(w) * 3.0)
+    calls = []
+    original = type(model).call_with_cache
+
+    def counted(self, tokens, cache, index):
+        calls.append(tuple(tokens.shape))
+        return original(self, tokens, cache, index)
+
+    monkeypatch.setattr(type(model), "call_with_cache", counted)
+    prompt = np.random.default_rng(0).integers(3, 40, (3, 6)).astype("int32")
+    lengths = np.full((3,), 6, "int32")
+    options = dict(prompt=prompt, max_length=14, eos_id=None, jit_compile=jit_compile)
+    for strategy, extra in (("greedy", {}), ("sample", {"seed": 4, "top_k": 5})):
+        calls.clear()
+        fast = np.asarray(seqkeras.models.generate(model, strategy=strategy, **options, **extra))
+        assert (3, 5) in calls  # the prefill: 5 of the 6 prompt tokens at once
+        slow = np.asarray(
+            seqkeras.models.generate(
+                model, strategy=strategy, prompt_lengths=lengths, **options, **extra
+            )
+        )
+        assert (3, 5) not in calls[calls.index((3, 5)) + 1 :]
+        np.testing.assert_array_equal(fast, slow)
+        np.testing.assert_array_equal(fast[:, :6], prompt)
+
+
+def test_decoding_start_feeds_the_prompt_from_start():
+    # decoding.greedy(start=k): the loop's first step feeds prompt[:, k] at
+    # index k (the cache holding positions < k)
+    from keras import ops
+
+    from seqkeras import decoding
+
+    seen = []
+
+    def step(tokens, cache, index):
+        seen.append(int(index))
+        return ops.one_hot(tokens + 1, 12), cache
+
+    out = decoding.greedy(step, np.array([[1, 2, 3, 4]]), (), max_length=8, start=3)
+    assert np.asarray(out).tolist() == [[1, 2, 3, 4, 5, 6, 7, 8]]
+    assert seen[0] == 3
