@@ -378,7 +378,7 @@ def compare(args):
     """Validation (and training) loss against wall time of trained runs,
     on one plot, with each run's model and parameter count."""
     plots.runs_against_time(
-        args.runs,
+        common.training_runs(args.runs),
         args.out,
         "loss (nats per character)",
         "character LMs on tiny-shakespeare",

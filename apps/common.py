@@ -68,6 +68,26 @@ def counted(data):
     return data.apply(tf.data.experimental.assert_cardinality(steps)), steps
 
 
+def training_runs(directories):
+    """`(directory, config, history rows, epoch seconds)` of each trained
+    model directory (its `config.json`, `history.csv` and
+    `epoch_seconds.csv`); AppError for one without a training history."""
+    import csv
+
+    runs = []
+    for directory in directories:
+        config = read_config(directory)
+        try:
+            with open(os.path.join(directory, "history.csv")) as f:
+                rows = list(csv.DictReader(f))
+            with open(os.path.join(directory, "epoch_seconds.csv")) as f:
+                seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
+        except (OSError, KeyError, ValueError) as error:
+            raise AppError(f"{directory}: no training history ({error})") from None
+        runs.append((directory, config, rows, seconds))
+    return runs
+
+
 def read_config(directory):
     """The `config.json` of a trained model directory (AppError if it is
     not one)."""

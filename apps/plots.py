@@ -3,7 +3,6 @@ several models, attention weights, and loss against wall time for several
 runs (matplotlib on the Agg backend: no screen needed)."""
 
 import csv
-import os
 
 import numpy as np
 
@@ -103,22 +102,12 @@ def plot_curves(history, path, title, loss_label, metric=None, metric_label=None
 
 
 def runs_against_time(runs, path, ylabel, title, target=None, ylim=None):
-    """Validation (solid) and training (dotted) loss of trained model
-    directories `runs` against their training wall time (from
-    `history.csv` and `epoch_seconds.csv`), with each run's model and
-    parameter count; a dashed line at `target`."""
-    from common import AppError, read_config
-
+    """Validation (solid) and training (dotted) loss of trained runs
+    against their training wall time, with each run's model and parameter
+    count; a dashed line at `target`. `runs`: `(directory, config,
+    history rows, epoch seconds)` for each run (`common.training_runs`)."""
     fig, ax = pyplot().subplots(figsize=(7, 4.5))
-    for i, directory in enumerate(runs):
-        config = read_config(directory)
-        try:
-            with open(os.path.join(directory, "history.csv")) as f:
-                rows = list(csv.DictReader(f))
-            with open(os.path.join(directory, "epoch_seconds.csv")) as f:
-                seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
-        except (OSError, KeyError, ValueError) as error:
-            raise AppError(f"{directory}: no training history ({error})") from None
+    for i, (directory, config, rows, seconds) in enumerate(runs):
         minutes = np.cumsum(seconds[: len(rows)]) / 60
         label = f"{config['model']}, {config['parameters'] / 1e6:.2f}M parameters"
         for key, style in (("val_loss", "-"), ("loss", ":")):
