@@ -54,8 +54,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
+
+from seqkeras.metrics import BitsPerCharacter, bits_per_character, token_nll  # noqa: E402
 
 import common  # noqa: E402
 import plots  # noqa: E402
@@ -100,31 +101,12 @@ def load(directory):
     return model, vocabulary_of(directory), config
 
 
-def nats(logits, targets):
-    """(sum of -log p(target), targets) over the non-PAD `targets`, the
-    softmax of `logits` in float64."""
-    logits = np.asarray(logits, "float64")
-    top = logits.max(-1, keepdims=True)
-    log_z = np.log(np.exp(logits - top).sum(-1)) + top[..., 0]
-    picked = np.take_along_axis(logits, targets[..., None], -1)[..., 0]
-    keep = targets != 0
-    return float(((log_z - picked) * keep).sum()), int(keep.sum())
-
-
 def nll(predict, x, y, batch=64):
     """(sum of -log p(target), targets): every non-PAD target of the
     windows, from the logits `predict(ids)` (a model's `predict_on_batch`,
     or a runtime's)."""
-    sums = [nats(predict(x[i : i + batch]), y[i : i + batch]) for i in range(0, len(x), batch)]
+    sums = [token_nll(predict(x[i : i + batch]), y[i : i + batch]) for i in range(0, len(x), batch)]
     return sum(t for t, _ in sums), sum(n for _, n in sums)
-
-
-class BitsPerCharacter(keras.callbacks.Callback):
-    """Adds `val_bpc` (bits per character) beside `val_loss` (nats)."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        if logs and "val_loss" in logs:
-            logs["val_bpc"] = logs["val_loss"] / math.log(2)
 
 
 # -- train -----------------------------------------------------------------
@@ -191,11 +173,11 @@ def train(args):
         "bits per character",
     )
     fit = dict(steps_per_epoch=args.steps_per_epoch, validation_batch_size=64, shuffle=False)
-    extra.append(BitsPerCharacter())
+    extra.append(BitsPerCharacter())  # val_bpc beside val_loss
     _, best = common.fit_and_report(
         model, args, data, KILL_ENV, curves, validation, extra_callbacks=extra, **fit
     )
-    print(f"best validation loss {best / math.log(2):.4f} bits per character")
+    print(f"best validation loss {bits_per_character(best):.4f} bits per character")
 
 
 # -- evaluate / sample -----------------------------------------------------
@@ -227,7 +209,7 @@ def evaluate(args):
         f"{args.text}: {count:,} characters scored in windows of {config['block']} "
         f"({speed:,.0f} characters/s), {unknown} not in the vocabulary"
     )
-    print(f"bits per character = {loss / math.log(2):.4f}, perplexity = {math.exp(loss):.3f}")
+    print(f"bits per character = {bits_per_character(loss):.4f}, perplexity = {math.exp(loss):.3f}")
     print(f"loss = {loss:.4f}")
 
 
@@ -332,7 +314,7 @@ def step_loss(flatbuffer, ids):
         out = step(token_ids=ids[t : t + 1], **states)
         states = {k[4:]: v for k, v in out.items() if k.startswith("new_state_")}
         logits.append(out["logits"][0])
-    total, count = nats(np.stack(logits), np.asarray(ids[1:]))
+    total, count = token_nll(np.stack(logits), np.asarray(ids[1:]))
     return total / count
 
 

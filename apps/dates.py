@@ -14,8 +14,11 @@ verifies both against Keras in their own runtimes.
 """
 
 import argparse
+import sys
 import os
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # when loaded by path
 
 import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 

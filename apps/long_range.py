@@ -12,7 +12,11 @@ against Keras.
 """
 
 import argparse
+import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # when loaded by path
 
 import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 

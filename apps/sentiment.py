@@ -116,20 +116,15 @@ def probabilities(model, tokenizer, texts, config, batch=256):
 
 def accuracy_report(probs, labels):
     """Accuracy (percent) and per-class precision / recall / F1 lines
-    (a row of zeros, a text-to-text model's other word, is wrong)."""
-    predicted, labels, lines = probs.argmax(-1), np.asarray(labels), []
-    others = probs.sum(-1) == 0
-    predicted[others] = -1
-    for k, name in enumerate(LABELS[: probs.shape[1]]):
-        tp = int(np.sum((predicted == k) & (labels == k)))
-        precision = tp / max(1, int(np.sum(predicted == k)))
-        recall = tp / max(1, int(np.sum(labels == k)))
-        f1 = 2 * precision * recall / max(1e-12, precision + recall)
-        lines.append(
-            f"  {name:>9}: precision {100 * precision:5.1f}  recall {100 * recall:5.1f}"
-            f"  F1 {100 * f1:5.1f}  ({int(np.sum(labels == k))} examples)"
-        )
-    return 100.0 * float(np.mean(predicted == labels)), lines
+    (`seqkeras.metrics.classification_report`)."""
+    from seqkeras.metrics import classification_report
+
+    accuracy, per_class = classification_report(probs, labels, LABELS)
+    lines = [
+        f"  {name:>9}: precision {p:5.1f}  recall {r:5.1f}  F1 {f:5.1f}  ({n} examples)"
+        for name, (p, r, f, n) in per_class.items()
+    ]
+    return accuracy, lines
 
 
 # -- train -----------------------------------------------------------------

@@ -49,6 +49,8 @@ import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 
 import numpy as np  # noqa: E402
 
+from seqkeras.metrics import corpus_bleu  # noqa: E402
+
 import common  # noqa: E402
 import plots  # noqa: E402
 from common import AppError  # noqa: E402
@@ -109,15 +111,6 @@ def translate_texts(model, src, tgt, texts, config, beam=1, batch=64, alpha=0.0)
         limit = config["max_length"]
         print(f"note: {cut} source sentences longer than {limit} tokens were cut", file=sys.stderr)
     return out
-
-
-def bleu_scores(hypotheses, references):
-    """sacreBLEU cased and lowercased BLEU and chrF (metric objects kept
-    for their signatures)."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    metrics = {"BLEU": BLEU(), "BLEU lowercased": BLEU(lowercase=True), "chrF": CHRF()}
-    return {name: (m.corpus_score(hypotheses, [references]), m) for name, m in metrics.items()}
 
 
 # -- train -----------------------------------------------------------------
@@ -235,7 +228,7 @@ def _evaluate(model, src, tgt, config, sources, references, beam, alpha=0.0):
     start = time.perf_counter()
     hypotheses = translate_texts(model, src, tgt, sources, config, **options)
     seconds = time.perf_counter() - start
-    scores = bleu_scores(hypotheses, references)
+    scores = corpus_bleu(hypotheses, references)
     for name, (score, metric) in scores.items():
         print(f"{name}: {score}  [{metric.get_signature()}]")
     speed, how = len(sources) / seconds, f"beam {beam}" if beam > 1 else "greedy"

@@ -17,6 +17,7 @@ MODULES = {
     "data": "Data",
     "export": "Export",
     "pretrained": "Pretrained checkpoints",
+    "metrics": "Metrics",
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -6,7 +6,9 @@ Namespaces: `seqkeras.layers` (keras.ops only), `seqkeras.models`
 tasks, vocabularies, readers), `seqkeras.export` (TensorFlow-specific: TFLite conversion and
 checks; imported on demand, as it loads TensorFlow and LiteRT),
 `seqkeras.distribute` (TensorFlow-specific: tf.distribute strategies by
-name, TF_CONFIG checks; imported on demand).
+name, TF_CONFIG checks; imported on demand), `seqkeras.metrics`
+(evaluation metrics from predictions: NLL and bits per character,
+per-class reports, BLEU; imported on demand).
 """
 
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
-MODULES = ("layers", "models", "decoding", "data", "export", "pretrained")
+MODULES = ("layers", "models", "decoding", "data", "export", "pretrained", "metrics")
 
 
 def _read(*parts):

@@ -1,0 +1,171 @@
+"""Evaluation metrics computed from predictions (NumPy, outside the graph):
+the negative log-likelihood of next-token targets and bits per
+character, per-class precision / recall / F1 with accuracy, and corpus
+BLEU and chrF (sacreBLEU, the `apps` extra).
+
+The training metrics that run inside `fit` (masked accuracy, perplexity)
+are `seqkeras.models`'; entity-level F1 is `seqkeras.data.entity_scores`.
+"""
+
+import math
+
+import numpy as np
+from keras import callbacks
+
+__all__ = [
+    "BitsPerCharacter",
+    "bits_per_character",
+    "classification_report",
+    "corpus_bleu",
+    "token_nll",
+]
+
+
+def _where(name):
+    return f"`{name}`"
+
+
+def token_nll(logits, targets, pad_id=0):
+    """Summed negative log-likelihood (nats) of `targets` under the softmax
+    of `logits`, over the targets that are not `pad_id`, in float64.
+
+    Args:
+        logits: float (..., vocab).
+        targets: int (...), the same leading shape.
+        pad_id: targets equal to it are left out.
+
+    Returns:
+        `(total nats, number of targets counted)`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.metrics import token_nll
+        >>> total, count = token_nll(np.zeros((1, 2, 4)), np.array([[1, 0]]))
+        >>> round(total, 4), count  # one target, uniform over 4: log 4
+        (1.3863, 1)
+    """
+    logits = np.asarray(logits, "float64")
+    targets = np.asarray(targets)
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise TypeError(
+            f"{_where('token_nll')} expects integer `targets`. Received: dtype={targets.dtype}"
+        )
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(
+            f"{_where('token_nll')} expects `logits` of shape targets.shape + (vocab,). "
+            f"Received: logits.shape={logits.shape}, targets.shape={targets.shape}"
+        )
+    if targets.size and (targets.min() < 0 or targets.max() >= logits.shape[-1]):
+        raise ValueError(
+            f"{_where('token_nll')}: `targets` must be ids in [0, {logits.shape[-1]}). "
+            f"Received: ids from {targets.min()} to {targets.max()}"
+        )
+    top = logits.max(-1, keepdims=True)
+    log_z = np.log(np.exp(logits - top).sum(-1)) + top[..., 0]
+    picked = np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    keep = targets != pad_id
+    return float(((log_z - picked) * keep).sum()), int(keep.sum())
+
+
+def bits_per_character(nats):
+    """Nats per character as bits per character (`nats / ln 2`).
+
+    Examples:
+        >>> from seqkeras.metrics import bits_per_character
+        >>> round(bits_per_character(1.0), 4)
+        1.4427
+    """
+    return float(nats) / math.log(2)
+
+
+class BitsPerCharacter(callbacks.Callback):
+    """Adds `val_bpc` (bits per character) beside a character language
+    model's `val_loss` (nats per character) in each epoch's logs.
+
+    Examples:
+        >>> from seqkeras.metrics import BitsPerCharacter
+        >>> logs = {"val_loss": 1.0}
+        >>> BitsPerCharacter().on_epoch_end(0, logs)
+        >>> round(logs["val_bpc"], 4)
+        1.4427
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs and "val_loss" in logs:
+            logs["val_bpc"] = bits_per_character(logs["val_loss"])
+
+
+def classification_report(probabilities, labels, names):
+    """Accuracy and per-class precision, recall and F1 of the argmax of
+    `probabilities`; a row of zeros (no class chosen, e.g. a generated
+    answer that is no label word) counts as wrong.
+
+    Args:
+        probabilities: float (n, classes).
+        labels: int (n,), the true classes.
+        names: the classes' names, in id order.
+
+    Returns:
+        `(accuracy percent, {name: (precision, recall, f1, support)})`,
+        precision, recall and F1 in percent.
+
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.metrics import classification_report
+        >>> probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.0, 0.0]])
+        >>> accuracy, per_class = classification_report(probs, [0, 0, 1], ["neg", "pos"])
+        >>> round(accuracy, 2), per_class["neg"]
+        (33.33, (100.0, 50.0, 66.66666666666666, 2))
+    """
+    probabilities = np.asarray(probabilities, "float64")
+    labels = np.asarray(labels)
+    if probabilities.ndim != 2 or labels.shape != probabilities.shape[:1]:
+        raise ValueError(
+            f"{_where('classification_report')} expects `probabilities` (n, classes) and "
+            f"`labels` (n,). Received: shapes {probabilities.shape} and {labels.shape}"
+        )
+    if len(names) < probabilities.shape[1]:
+        raise ValueError(
+            f"{_where('classification_report')} expects a name per class "
+            f"({probabilities.shape[1]}). Received: {len(names)} names"
+        )
+    predicted = probabilities.argmax(-1)
+    predicted[probabilities.sum(-1) == 0] = -1
+    per_class = {}
+    for k, name in enumerate(names[: probabilities.shape[1]]):
+        tp = int(np.sum((predicted == k) & (labels == k)))
+        precision = tp / max(1, int(np.sum(predicted == k)))
+        recall = tp / max(1, int(np.sum(labels == k)))
+        f1 = 2 * precision * recall / max(1e-12, precision + recall)
+        per_class[name] = (100 * precision, 100 * recall, 100 * f1, int(np.sum(labels == k)))
+    return 100.0 * float(np.mean(predicted == labels)), per_class
+
+
+def corpus_bleu(hypotheses, references):
+    """sacreBLEU's corpus scores of `hypotheses` against one reference
+    each: cased BLEU, lowercased BLEU and chrF (detokenized text, as
+    sacreBLEU expects).
+
+    Returns:
+        `{"BLEU": (score, metric), "BLEU lowercased": ..., "chrF": ...}`:
+        each sacreBLEU score object with its metric (for the signature).
+
+    Examples:
+        >>> from seqkeras.metrics import corpus_bleu
+        >>> scores = corpus_bleu(["a dog runs in the snow ."], ["a dog runs in the snow ."])
+        >>> round(scores["BLEU"][0].score, 1)
+        100.0
+    """
+    from sacrebleu.metrics import BLEU, CHRF
+
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{_where('corpus_bleu')} expects one reference per hypothesis. Received: "
+            f"{len(hypotheses)} hypotheses, {len(references)} references"
+        )
+    bad = [t for t in hypotheses + references if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"{_where('corpus_bleu')} expects strings. Received: {bad[0]!r}")
+    metrics = {"BLEU": BLEU(), "BLEU lowercased": BLEU(lowercase=True), "chrF": CHRF()}
+    return {name: (m.corpus_score(hypotheses, [references]), m) for name, m in metrics.items()}
