@@ -169,7 +169,7 @@ def _litert_lm_functions(model, max_length, prefill_lengths):
 
 
 def litert_lm_tflite(
-    model, path, max_length=512, prefill_lengths=(32, 128), quantize=None, overwrite=False
+    model, path, max_length=512, prefill_lengths=None, quantize=None, overwrite=False
 ):
     """Writes a decoder language model as a builtin-ops TFLite file in
     LiteRT-LM's layout (signatures `prefill_<T>` for each prefill length
@@ -183,7 +183,8 @@ def litert_lm_tflite(
         path: the `.tflite` file to write.
         max_length: the caches' positions (the runtime's context length).
         prefill_lengths: the prefill signatures' token counts (the
-            runtime splits a prompt over them).
+            runtime splits a prompt over them); default 32 and 128 (those
+            up to `max_length`, or `max_length` alone).
         quantize: None or `"dynamic_int8"` (int8 weights).
         overwrite: replace an existing file.
 
@@ -215,6 +216,8 @@ def litert_lm_tflite(
             f"`{name}` received an invalid value for `max_length`: expected a positive "
             f"integer. Received: max_length={max_length!r}"
         )
+    if prefill_lengths is None and isinstance(max_length, int):
+        prefill_lengths = [t for t in (32, 128) if t <= max_length] or [max_length]
     lengths = list(prefill_lengths) if isinstance(prefill_lengths, (list, tuple)) else None
     if not lengths or any(
         not isinstance(t, int) or isinstance(t, bool) or not 0 < t <= max_length for t in lengths
