@@ -154,7 +154,7 @@ def shared_data_dir():
     checkout); None when none exists. Nothing is downloaded.
 
     Examples:
-        >>> from seqkeras.data import shared_data_dir
+        >>> from seqkeras.data.text import shared_data_dir
         >>> path = shared_data_dir()  # None where no data directory exists
     """
     if os.environ.get("SEQKERAS_DATA"):
