@@ -154,15 +154,9 @@ def test_phone_bundle_runs_without_seqkeras_and_equals_keras(loaded, tmp_path):
         "runner.py",
         "tokenizer.json",
     ]
-    eos = instruction.end_of_turn_id(tokenizer)
     for text in ["a good film", "what is the capital ?"]:
         ours = tokenizer.encode(instruction.render_prompts(tokenizer, [text])).to_list()[0]
-        keras_ids = np.asarray(
-            seqkeras.models.generate(
-                model, prompt=np.array([ours]), max_length=len(ours) + 8, eos_id=eos
-            )
-        )[0, len(ours) :].tolist()
-        keras_ids = keras_ids[: keras_ids.index(eos)] if eos in keras_ids else keras_ids
+        keras_ids = instruction.answer_ids(model, tokenizer, [text], max_new_tokens=8)[0]
         for file in ("model.tflite", "model_int8.tflite"):
             prefill, decode, hf, chat = litert_runner.load(path, file)
             ids = litert_runner.prompt_ids(hf, chat, text)
