@@ -40,6 +40,7 @@ from keras import ops
 from keras import tree
 
 from seqkeras.layers import export_mode
+from seqkeras.layers import validation
 
 __all__ = ["greedy", "sample", "beam_search", "length_penalty"]
 
@@ -201,6 +202,13 @@ def _decode(
     prompt): the loop begins by feeding `prompt[:, start]`."""
     prompt = ops.convert_to_tensor(prompt)
     check_prompt(name, prompt, max_length)
+    start = validation.non_negative_int(name, "start", start)
+    width = prompt.shape[1]
+    if width is not None and start >= width:
+        raise ValueError(
+            f"`{name}` expects `start` (the prompt positions already in the cache) below the "
+            f"prompt's {width} tokens. Received: start={start}"
+        )
     tokens, prompt_length = _buffer(prompt, max_length, pad_id)
     batch = ops.shape(tokens)[0]
     prompt_length = ops.full((batch,), prompt_length, "int32")

@@ -15,6 +15,13 @@ from seqkeras.export.files import check_target, replace_dir, temporary_dir
 from seqkeras.export.streaming import streaming_tflite
 
 
+def _end_ids(tokenizer):
+    """The sorted ids that end a reply: the end of a turn and EOS."""
+    from seqkeras.models.instruction import end_of_turn_id
+
+    return sorted({i for i in (end_of_turn_id(tokenizer), tokenizer.eos_id) if i is not None})
+
+
 def chat_bundle(
     model,
     tokenizer,
@@ -45,7 +52,7 @@ def chat_bundle(
             int8 weights) and `litert_lm.pbtxt` (`litert_lm_metadata`), the
             inputs of `litert-lm-builder` for a `.litertlm` file.
     """
-    from seqkeras.models.instruction import chat_text, end_of_turn_id
+    from seqkeras.models.instruction import chat_text
 
     names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
     unknown = [q for q in quantize or () if q not in names]
@@ -55,7 +62,7 @@ def chat_bundle(
         )
     directory = check_target("chat_bundle", directory, overwrite, want="dir")
     prefix, suffix = chat_text(tokenizer, system)
-    end_ids = sorted({i for i in (end_of_turn_id(tokenizer), tokenizer.eos_id) if i is not None})
+    end_ids = _end_ids(tokenizer)
     work = temporary_dir(directory)
     try:
         _, shapes = streaming_tflite(
@@ -216,7 +223,7 @@ def litert_lm_tflite(
             f"`{name}` received an invalid value for `max_length`: expected a positive "
             f"integer. Received: max_length={max_length!r}"
         )
-    if prefill_lengths is None and isinstance(max_length, int):
+    if prefill_lengths is None:
         prefill_lengths = [t for t in (32, 128) if t <= max_length] or [max_length]
     lengths = list(prefill_lengths) if isinstance(prefill_lengths, (list, tuple)) else None
     if not lengths or any(
@@ -250,7 +257,7 @@ def litert_lm_metadata(tokenizer, max_length=512):
     ChatML chat template (`<|im_start|>role ... <|im_end|>`: SmolLM2,
     Qwen2): the turns' prefixes and suffixes, the stop tokens, greedy
     sampling (LiteRT-LM's CPU sampler is top-p only: `k: 1`)."""
-    from seqkeras.models.instruction import chat_text, end_of_turn_id
+    from seqkeras.models.instruction import chat_text
 
     prefix, suffix = chat_text(tokenizer)
     if "<|im_start|>user\n" not in prefix or not suffix.startswith("<|im_end|>"):
@@ -258,8 +265,7 @@ def litert_lm_metadata(tokenizer, max_length=512):
             "`litert_lm_metadata` writes the turns of a ChatML template (<|im_start|>role, "
             f"<|im_end|>: SmolLM2, Qwen2). Received a template rendering {prefix + suffix!r}"
         )
-    stops = [end_of_turn_id(tokenizer), tokenizer.eos_id]
-    words = [tokenizer.vocabulary[i] for i in dict.fromkeys(i for i in stops if i is not None)]
+    words = [tokenizer.vocabulary[i] for i in _end_ids(tokenizer)]
     lines = [f'stop_tokens {{ token_str: "{w}" }}' for w in words]
     lines.append("prompt_templates {")
     for role, name in (("user", "user"), ("model", "assistant"), ("system", "system")):

@@ -166,3 +166,9 @@ def test_decoding_start_feeds_the_prompt_from_start():
     out = decoding.greedy(step, np.array([[1, 2, 3, 4]]), (), max_length=8, start=3)
     assert np.asarray(out).tolist() == [[1, 2, 3, 4, 5, 6, 7, 8]]
     assert seen[0] == 3
+    with pytest.raises(ValueError, match="`greedy` expects `start`.*below the prompt's 4 tokens"):
+        decoding.greedy(step, np.array([[1, 2, 3, 4]]), (), max_length=8, start=4)
+    with pytest.raises(ValueError, match="`sample`.*start"):
+        decoding.sample(step, np.array([[1, 2]]), (), max_length=8, start=-1)
+    with pytest.raises(TypeError, match="`greedy`.*start"):
+        decoding.greedy(step, np.array([[1, 2]]), (), max_length=8, start=1.5)
