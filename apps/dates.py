@@ -1,13 +1,16 @@
 """Date normalisation with an attention seq2seq: "3rd of March 2021" ->
 "2021-03-03".
 
-Trains `seqkeras.models.seq2seq` (bidirectional GRU encoder, GRU decoder
+Trains `seqkeras.models.recurrent_seq2seq` (bidirectional GRU encoder, GRU decoder
 with additive / Bahdanau attention) on the built-in date task
 (`seqkeras.data.dates`, 14 surface forms), decodes held-out dates greedily,
 reports exact-match accuracy, saves an attention heatmap PNG, exports the
 model as a SavedModel (TF Serving layout, `serving_default`: `source_ids`,
 `target_ids` -> `logits`) and as a builtin-ops-only TFLite flatbuffer, and
-verifies both against Keras in their own runtimes.
+verifies both against Keras in their own runtimes. `--out` is a model
+directory as every app writes it (`config.json`, `vocabulary.json`, the best
+weights, history, TensorBoard logs, a backup a killed run resumes from):
+`seqkeras.training.load_model_directory(out)` rebuilds the model.
 
     python apps/dates.py                  # a few minutes on 2 CPU cores
     python apps/dates.py --attention none # the no-attention baseline
@@ -26,7 +29,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import seqkeras  # noqa: E402
-from seqkeras.data import BOS, EOS, CharVocabulary, dates, teacher_forcing  # noqa: E402
+from seqkeras.data import EOS, CharVocabulary, dates, teacher_forcing  # noqa: E402
+from seqkeras.plots import plot_curves  # noqa: E402
+from seqkeras.training import build_from_config, cosine_schedule, write_model_config  # noqa
+from seqkeras.training import training_callbacks  # noqa: E402
+
+from cli import write_report  # noqa: E402
 
 TARGET_LENGTH = 11  # "YYYY-MM-DD" + EOS
 
@@ -57,27 +65,16 @@ def greedy(model, source):
 
 
 def heatmap(model, vocab, source, text, path):
-    import matplotlib
+    """The decoder's attention over the source characters while it
+    normalises `text` greedily (`seqkeras.models.attention_weights`)."""
+    from seqkeras.models import attention_weights
+    from seqkeras.plots import plot_attention
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ids = greedy(model, source[None])[0]
-    decoded = vocab.decode(ids[None])[0]
-    dec_in = np.concatenate([[BOS], ids[:-1]])[None].astype("int32")
-    _, weights = seqkeras.models.attention_model(model).predict(
-        {"source_ids": source[None], "target_ids": dec_in}, verbose=0
-    )
-    w = weights[0, : len(decoded) + 1, : len(text)]
-    fig, ax = plt.subplots(figsize=(max(4, len(text) * 0.3), 4))
-    ax.imshow(w, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(text)), list(text))
-    ax.set_yticks(range(len(decoded) + 1), list(decoded) + ["<eos>"])
-    ax.set_xlabel("source"), ax.set_ylabel("output")
-    ax.set_title("additive attention weights")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    out, weights = attention_weights(model, source, TARGET_LENGTH + 1, EOS)
+    rows = list(vocab.decode(out[None])[0]) + ["<eos>"] * bool((out == EOS).any())
+    columns = list(text)
+    weights = weights[: len(rows), : len(columns)]
+    plot_attention(path, weights, columns, rows, "additive attention weights", "source", "output")
 
 
 def main(argv=None):
@@ -99,24 +96,24 @@ def main(argv=None):
     keras.utils.set_random_seed(args.seed)
     vocab, (src, tgt), (vsrc, vtgt), vtext = make_data(args)
     attention = None if args.attention == "none" else args.attention
-    model = seqkeras.models.seq2seq(
-        len(vocab),
-        len(vocab),
-        embedding_dim=args.embedding,
-        units=args.units,
-        cell=args.cell,
-        attention=attention,
-        encoder_units=args.units // 2 if attention in ("dot", "scaled_dot", "cosine") else None,
-    )
-    schedule = keras.optimizers.schedules.CosineDecay(
-        args.lr, args.epochs * (len(src) // args.batch), alpha=0.05
-    )
-    seqkeras.models.compile_model(model, learning_rate=schedule)
+    arguments = dict(embedding_dim=args.embedding, units=args.units, cell=args.cell)
+    arguments.update(attention=attention, encoder_units=None)
+    if attention in ("dot", "scaled_dot", "cosine"):  # scores that need equal widths
+        arguments["encoder_units"] = args.units // 2
+    sizes = {"source_vocab_size": len(vocab), "target_vocab_size": len(vocab)}
+    # the model directory of every app: its config.json rebuilds the model
+    config = {"builder": "recurrent_seq2seq", "arguments": arguments, "sizes": sizes}
+    model = build_from_config(config)
+    steps = args.epochs * max(1, len(src) // args.batch)
+    seqkeras.training.compile_model(model, learning_rate=cosine_schedule(args.lr, steps))
+    write_model_config(args.out, {**config, "model": "dates", "training": vars(args)})
+    vocab.save(args.out)
     print(
         f"date normalisation: {len(src)} train / {len(vsrc)} held-out "
         f"pairs, vocabulary {len(vocab)}, {model.count_params()} "
         f"parameters, attention={args.attention}"
     )
+    callbacks, _ = training_callbacks(args.out)  # best weights, history, logs, resume
     start = time.perf_counter()
     model.fit(
         {"source_ids": src, "target_ids": teacher_forcing(tgt)},
@@ -125,8 +122,13 @@ def main(argv=None):
         epochs=args.epochs,
         verbose=2,
         validation_data=({"source_ids": vsrc, "target_ids": teacher_forcing(vtgt)}, vtgt),
+        callbacks=callbacks,
     )
     seconds = time.perf_counter() - start
+    curves = ("date normalisation", "cross-entropy (nats/token)", "accuracy", "token accuracy")
+    plot_curves(
+        os.path.join(args.out, "history.csv"), os.path.join(args.out, "curves.png"), *curves
+    )
     predicted = vocab.decode(greedy(model, vsrc))
     truth = vocab.decode(vtgt)
     exact = float(np.mean([a == b for a, b in zip(predicted, truth)]))
@@ -179,9 +181,8 @@ def main(argv=None):
             quantize=("dynamic_int8", "float16"),
             metric=token_accuracy,
         )
-        print("export report (metric: teacher-forced token accuracy on held-out pairs):")
-        for key, value in report.items():
-            print(f"  {key}: {value:.3g}" if isinstance(value, float) else f"  {key}: {value}")
+        print("(export metric: teacher-forced token accuracy on held-out pairs)")
+        write_report(report, args.out)
     return {
         "exact_match": exact,
         "seconds": seconds,

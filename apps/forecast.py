@@ -20,19 +20,16 @@ temperature file has no 29 February), else `--season`.
 `forecaster`; `seq2seq`: `seq2seq_forecaster`, teacher-forced) on windows
 of `--window` values to forecast the next `--horizon`, as the 10%, 50%
 and 90% quantiles (pinball loss; `--quantiles`), each window scaled by its
-own mean and deviation inside the model (raw values in, raw values out).
-It writes the model directory of every app (`common.py`; the best weights
-by validation loss).
+own mean and deviation inside the model (raw values in, raw values out),
+into the apps' model directory (the best weights by validation loss).
 
 `evaluate` reads any CSV of that shape, forecasts from every origin in
 its last 20% (rolling origin: the `--window` values before the origin in,
 the next `--horizon` out), and prints MAE, RMSE, MASE and the coverage of
 the 10-90% interval for the model, the seasonal-naive forecast ("same as
-last season") and a statsmodels SARIMA model fitted on the rows before the
-held-back part (the airline model, ARIMA(0,1,1)(0,1,1)s on logarithms,
-for seasons up to 52; ARIMA(2,0,1) with yearly Fourier terms for daily
-data). MASE here is the MAE divided by the seasonal-naive forecast's MAE
-over the same targets: below 1 beats "same as last season". With
+last season") and statsmodels' SARIMA (`seqkeras.data.sarima_forecasts`).
+MASE is the MAE over the seasonal-naive forecast's MAE on the same
+targets: below 1 beats "same as last season". With
 `--plot` it draws history, truth, forecast and the interval band. Its last
 line is `MASE = <number>`. `export` writes the SavedModel (raw values in
 and out, checked against Keras in a process without seqkeras), builtin-op
@@ -113,9 +110,6 @@ def windows(values, window, horizon, first=None, last=None, what="series"):
     )
 
 
-# -- train -----------------------------------------------------------------
-
-
 def train(args):
     import seqkeras
 
@@ -138,7 +132,7 @@ def train(args):
     if args.model == "seq2seq":  # teacher-forced: the true future feeds the decoder
         fit_x, val_x = {"series": x, "future": y}, {"series": vx, "future": vy}
         trainer = lambda model: model.teacher_forcing_model()  # noqa: E731
-    loss = seqkeras.models.PinballLoss(quantiles) if quantiles else "mae"
+    loss = seqkeras.training.PinballLoss(quantiles) if quantiles else "mae"
 
     def sizes(builder, arguments):
         arguments["quantiles"] = quantiles
@@ -163,9 +157,6 @@ def train(args):
     )
 
 
-# -- evaluate --------------------------------------------------------------
-
-
 def model_forecasts(model, config, x):
     """`(median, low, high)` (n, horizon, 1) of the model from windows
     `x`; low/high are the outermost quantiles (None without quantiles)."""
@@ -177,51 +168,8 @@ def model_forecasts(model, config, x):
     return f[..., mid], f[..., 0], f[..., -1]
 
 
-def sarima(values, end, origins, horizon, season, level=0.8):
-    """statsmodels SARIMAX fitted on `values[:end]`, then forecasting
-    `horizon` steps from each origin with the fitted parameters:
-    `(name, mean, low, high)`, each (n, horizon, 1).
-
-    Seasons up to 52: the airline model ARIMA(0,1,1)(0,1,1)s (on
-    logarithms when every value is positive); longer seasons: ARIMA(2,0,1)
-    with a constant and 3 pairs of Fourier terms of the season."""
-    import warnings
-
-    from statsmodels.tsa.statespace.sarimax import SARIMAX
-
-    values = np.asarray(values, "float64")
-    log = bool(np.all(values > 0)) and season <= 52
-    y = np.log(values) if log else values
-    exog = None
-    if season <= 52:
-        spec = dict(order=(0, 1, 1), seasonal_order=(0, 1, 1, season))
-        name = f"SARIMA(0,1,1)(0,1,1,{season}){' on log' if log else ''}"
-    else:
-        t = np.arange(len(values))[:, None]
-        k = np.arange(1, 4)[None]
-        exog = np.concatenate(
-            [np.sin(2 * np.pi * k * t / season), np.cos(2 * np.pi * k * t / season)], 1
-        )
-        spec = dict(order=(2, 0, 1), trend="c")
-        name = f"ARIMA(2,0,1) + Fourier(3, {season})"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fitted = SARIMAX(y[:end], exog=None if exog is None else exog[:end], **spec).fit(disp=False)
-        full = fitted.apply(y, exog=exog)
-        mean, low, high = [], [], []
-        for t in origins:
-            p = full.get_prediction(start=int(t), end=int(t) + horizon - 1, dynamic=True)
-            band = np.asarray(p.conf_int(alpha=1 - level))
-            mean.append(np.asarray(p.predicted_mean))
-            low.append(band[:, 0])
-            high.append(band[:, 1])
-    out = [np.asarray(a)[..., None] for a in (mean, low, high)]
-    if log:
-        out = [np.exp(a) for a in out]
-    return (name, *out)
-
-
 def evaluate(args):
+    from seqkeras.data import sarima_forecasts
     from seqkeras.data.series import coverage, forecast_errors, seasonal_naive
 
     model, config = load(args.model)
@@ -249,7 +197,7 @@ def evaluate(args):
     ]
     if args.baseline == "sarima":
         start_fit = time.perf_counter()
-        name, mean, blow, bhigh = sarima(values, end, origins, horizon, season)
+        name, mean, blow, bhigh = sarima_forecasts(values, end, origins, horizon, season)
         rows.append((f"{name} (statsmodels)", mean, blow, bhigh))
         fit_seconds = time.perf_counter() - start_fit
     print(
@@ -266,74 +214,17 @@ def evaluate(args):
         cover = "" if lo is None else f"{100 * coverage(y, lo, hi):.1f}%"
         print(f"{name:<40} {e['mae']:9.3f} {e['rmse']:9.3f} {e['mase']:7.3f} {cover:>16}")
     if args.plot:
-        plot_forecast(
-            args.plot,
-            dates,
-            values,
-            end,
-            origins,
-            horizon,
-            median,
-            low,
-            high,
-            config,
-            rows,
-            args.history,
-        )
+        from seqkeras.plots import plot_forecast
+
+        label = f"{config['model']} median forecast, 10-90% interval"
+        shown = [(label, median, low, high)] + [(r[0], r[1], None, None) for r in rows[2:]]
+        plot_forecast(args.plot, dates, values, end, origins, horizon, shown, args.history)
         print(f"plot: {args.plot}")
     print(f"MASE = {errors[0]['mase']:.4f}")
 
 
-def plot_forecast(
-    path, dates, values, end, origins, horizon, median, low, high, config, rows, history
-):
-    """History, truth, the forecast stitched from origins `end`, `end +
-    horizon`, ... (the last block from the last origin) and its band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(values)
-    steps = np.arange(end, n)
-    block = np.minimum((steps - end) // horizon * horizon + end, origins[-1])
-    index = block - origins[0]
-    k = steps - block
-    fig, ax = plt.subplots(figsize=(10, 4))
-    first = max(0, end - history)
-    ax.plot(np.arange(first, n), values[first:n], color="0.3", lw=1, label="history and truth")
-    ax.plot(
-        steps, median[index, k, 0], color="C0", lw=1.5, label=f"{config['model']} median forecast"
-    )
-    if low is not None:
-        ax.fill_between(
-            steps,
-            low[index, k, 0],
-            high[index, k, 0],
-            color="C0",
-            alpha=0.25,
-            label="10-90% interval",
-        )
-    if len(rows) > 2:
-        ax.plot(steps, rows[2][1][index, k, 0], color="C3", lw=1, ls="--", label=rows[2][0])
-    ax.axvline(end, color="k", ls=":", lw=1)
-    ticks = np.linspace(first, n - 1, 6).astype(int)
-    ax.set_xticks(ticks, [dates[i] for i in ticks])
-    ax.set_title(
-        f"held back from {dates[end]}: forecasts of {horizon} steps from origins {horizon} apart"
-    )
-    ax.legend(loc="upper left", fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-# -- export ----------------------------------------------------------------
-
-
 def export(args):
-    from seqkeras.export import export_and_verify
+    from seqkeras.export import export_and_verify, fresh_signature
 
     model, config = load(args.model)
     out = args.out or os.path.join(args.model, "export")
@@ -345,7 +236,10 @@ def export(args):
     x, _, _ = windows(values, config["window"], 1)
     samples = [x[:1], x[-8:]]
     report = export_and_verify(model, "forecast", samples, out, tolerance=1e-4)
-    fresh = fresh_forecast(report["savedmodel"], samples[1])
+    fresh, _ = fresh_signature(  # in a process where seqkeras cannot be imported
+        report["savedmodel"], "serving_default", series=np.asarray(samples[1], "float32")
+    )
+    fresh = np.asarray(fresh["forecast"])
     keras_out = np.asarray(model.predict(samples[1], verbose=0))
     diff = float(np.max(np.abs(fresh - keras_out)))
     print(
@@ -356,18 +250,6 @@ def export(args):
         raise RuntimeError("the exported forecaster differs from Keras")
     report.update(fresh_process_max_diff=diff)
     common.write_report(report, out)
-
-
-def fresh_forecast(path, x):
-    """The SavedModel's `serving_default` on raw windows `x`, in a new
-    process where seqkeras cannot be imported."""
-    from seqkeras.export import fresh_signature
-
-    outputs, _ = fresh_signature(path, "serving_default", series=np.asarray(x, "float32"))
-    return np.asarray(outputs["forecast"])
-
-
-# -- command line ----------------------------------------------------------
 
 
 def parser():

@@ -16,14 +16,12 @@ answer's tokens only; `evaluate` decodes the answers with `generate`.
 Hugging Face directory. Data: SST-2 style TSV files (a header, then
 `sentence<TAB>label`, label 0 negative / 1 positive).
 
-The model directory holds `config.json` (the checkpoint, its sha256, the
-rank, the prompt), the tokenizer's files, `adapters.npz` (the best
-adapters by validation loss: the only trained weights) and the training
-logs (`history.csv`, TensorBoard's `logs/`, `curves.png`).
+The model directory holds `config.json`, the tokenizer's files and
+`adapters.npz` (the best adapters by validation loss: the only trained
+weights); details: docs/guides/apps.md, "Command-line reference".
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -33,9 +31,16 @@ import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 import keras
 import numpy as np
 
+from seqkeras.data import read_labeled_tsv
+from seqkeras.models import adapter_size, load_lora, merge_lora, with_lora
+from seqkeras.models.instruction import InstructionBatches, answer_ids, answer_model
+from seqkeras.models.instruction import generate_answers, instruction_data, render_prompts
+from seqkeras.plots import plot_curves
+from seqkeras.pretrained import load_llama
+from seqkeras.training import LoraCheckpoint, cosine_schedule, training_callbacks
+from seqkeras.training import read_model_config, write_model_config
+
 import common
-import plots
-from train_callbacks import best_so_far, training_callbacks
 
 PROMPT = (
     "Is the sentiment of this movie review positive or negative? Answer with one word.\n\n"
@@ -50,13 +55,9 @@ def sst2(name):
 
 
 def read(path, limit=None, seed=0):
-    """(sentences, labels) of an SST-2 style TSV; `limit`: a random
-    subset of that many (seeded)."""
-    from seqkeras.data import read_labeled_tsv
-
-    texts, labels = common.read_data(
-        read_labeled_tsv, path, num_classes=len(LABELS), name="instruct.py"
-    )
+    """(sentences, labels) of an SST-2 style TSV; `limit`: a seeded random subset."""
+    given = dict(num_classes=len(LABELS), name="instruct.py")
+    texts, labels = common.read_data(read_labeled_tsv, path, **given)
     texts, labels = list(texts), np.asarray(labels)
     if limit is not None and limit < len(texts):
         keep = np.sort(np.random.default_rng(seed).permutation(len(texts))[:limit])
@@ -64,56 +65,13 @@ def read(path, limit=None, seed=0):
     return texts, labels
 
 
-def checkpoint_path(init):
-    import seqkeras.pretrained as sp
-
-    try:
-        return sp.smollm2_path() if init == "smollm2" else init
-    except ValueError as error:
-        raise common.AppError(str(error)) from None
-
-
-def load_base(init):
-    """(model, tokenizer, path) of the pretrained checkpoint."""
-    import seqkeras.pretrained as sp
-    from seqkeras.data import ByteLevelBPETokenizer
-
-    path = checkpoint_path(init)
-    checkpoint = sp.read_checkpoint(path)
-    model = sp.llama_language_model(checkpoint.architecture)
-    sp.load_pretrained(model, checkpoint)
-    return model, ByteLevelBPETokenizer.load(path), path
-
-
 def prompts(texts, template=PROMPT):
     return [template.format(text=t.strip()) for t in texts]
 
 
-class SaveAdapters(keras.callbacks.Callback):
-    """Writes the adapters to `path` whenever the validation loss improves
-    (the adapters are the only trained weights: kilobytes, not the
-    model); `best`: the best so far (a resumed run's, from its history)."""
-
-    def __init__(self, lm, path, best=None):
-        super().__init__()
-        self.lm, self.path = lm, path
-        self.best = float("inf") if best is None else float(best)
-
-    def on_epoch_end(self, epoch, logs=None):
-        from seqkeras.models import save_lora
-
-        value = (logs or {}).get("val_loss")
-        if value is not None and value < self.best:
-            self.best = value
-            save_lora(self.lm, self.path)
-
-
 def train(args):
-    from seqkeras.models import adapter_size, with_lora
-    from seqkeras.models.instruction import InstructionBatches, answer_model, instruction_data
-
     out = common.begin_training(args)
-    base, tokenizer, path = load_base(args.init)
+    base, tokenizer, path = common.read_data(load_llama, args.init, what="--init")
     lm = with_lora(base, args.lora, alpha=args.alpha)
     del base
     texts, labels = read(args.train, args.examples, args.seed)
@@ -124,7 +82,7 @@ def train(args):
     dev_batches = InstructionBatches(dev, args.batch_size, shuffle=False)
     model = answer_model(lm)
     steps = len(batches) * args.epochs
-    schedule = common.cosine_schedule(args.learning_rate, steps, warmup=max(1, steps // 20))
+    schedule = cosine_schedule(args.learning_rate, steps, warmup=max(1, steps // 20))
     model.compile(
         optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.0),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -144,48 +102,33 @@ def train(args):
         "examples": len(texts),
         "training": {k: getattr(args, k) for k in ("epochs", "batch_size", "learning_rate")},
     }
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    callbacks, checkpoint = training_callbacks(out, "INSTRUCT_KILL_AFTER_EPOCH")
+    write_model_config(out, config)
+    callbacks, checkpoint = training_callbacks(out)
+    if os.environ.get("INSTRUCT_KILL_AFTER_EPOCH"):  # the resume test's SIGKILL
+        callbacks.append(common.KillAfter(int(os.environ["INSTRUCT_KILL_AFTER_EPOCH"])))
     # the best checkpoint is the adapters alone (10 MB), not the model's weights (570 MB)
-    saver = SaveAdapters(
-        lm, os.path.join(out, ADAPTERS), best_so_far(os.path.join(out, "history.csv"))
-    )
+    history = os.path.join(out, "history.csv")
+    saver = LoraCheckpoint(lm, os.path.join(out, ADAPTERS), history=history)
     callbacks = [saver if c is checkpoint else c for c in callbacks]
     print(
         f"{len(texts)} examples, {len(batches)} batches an epoch; adapters "
         f"{adapter_size(lm) / 1e6:.2f} MB"
     )
     start = time.perf_counter()
-    model.fit(
-        batches,
-        validation_data=dev_batches,
-        epochs=args.epochs,
-        callbacks=callbacks,
-        verbose=args.verbose,
-    )
+    fit = dict(epochs=args.epochs, callbacks=callbacks, verbose=args.verbose)
+    model.fit(batches, validation_data=dev_batches, **fit)
     print(f"trained in {time.perf_counter() - start:.0f} s; best val_loss {saver.best:.4f}")
-    plots.plot_curves(
-        os.path.join(out, "history.csv"),
-        os.path.join(out, "curves.png"),
-        "LoRA instruction fine-tuning",
-        "loss on the answer tokens",
-        "accuracy",
-        "answer-token accuracy",
-    )
+    curves = ("LoRA instruction fine-tuning", "loss on the answer tokens", "accuracy")
+    plot_curves(history, os.path.join(out, "curves.png"), *curves, "answer-token accuracy")
 
 
 def load(args):
-    """(model, tokenizer, config) of `--model` (adapters merged) or of the
-    untouched `--init` checkpoint (zero-shot)."""
-    from seqkeras.models import load_lora, merge_lora, with_lora
-
+    """(model, tokenizer, config) of `--model` (adapters merged) or `--init` (zero-shot)."""
     if args.model is None:
-        model, tokenizer, _ = load_base(args.init)
+        model, tokenizer, _ = common.read_data(load_llama, args.init, what="--init")
         return model, tokenizer, {"prompt": PROMPT, "labels": LABELS}
-    with open(os.path.join(args.model, "config.json")) as f:
-        config = json.load(f)
-    base, tokenizer, _ = load_base(config["init"])
+    config = common.read_data(read_model_config, args.model, what="--model")
+    base, tokenizer, _ = common.read_data(load_llama, config["init"], what="--model: init")
     lm = with_lora(base, config["rank"], alpha=config["alpha"])
     adapters = os.path.join(args.model, config["adapters"])
     if not os.path.isfile(adapters):
@@ -195,8 +138,6 @@ def load(args):
 
 
 def answers(args, texts):
-    from seqkeras.models.instruction import generate_answers
-
     model, tokenizer, config = load(args)
     return generate_answers(
         model, tokenizer, prompts(texts, config["prompt"]), batch_size=args.batch_size
@@ -252,36 +193,23 @@ def export(args):
     prefill/decode signatures, tokenizer.json, runner.py), each file's
     greedy tokens checked against Keras' on `CHECK_PROMPTS`."""
     from seqkeras.export import chat_bundle, litert_runner
-    from seqkeras.models.instruction import answer_ids
 
     model, tokenizer, _ = load(args)
     out = args.out or os.path.join(args.model or "saved_models/instruct/base", "export", "phone")
     start = time.perf_counter()
     path = chat_bundle(
-        model,
-        tokenizer,
-        out,
-        max_length=args.max_length,
-        overwrite=True,
-        litert_lm=args.litert_lm,
+        model, tokenizer, out, max_length=args.max_length, overwrite=True, litert_lm=args.litert_lm
     )
     print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
     prompts = CHECK_PROMPTS[: args.check]
     expected = answer_ids(model, tokenizer, prompts, max_new_tokens=args.tokens, batch_size=16)
     for name in ("model.tflite", "model_int8.tflite"):
-        prefill, decode, hf, chat = litert_runner.load(path, name)
-        same, speed = 0, []
-        for prompt, want in zip(prompts, expected):
-            ids = litert_runner.prompt_ids(hf, chat, prompt)
-            new, first, rest = litert_runner.generate(prefill, decode, chat, ids, args.tokens)
-            same += new == want
-            speed.append((len(ids) / first, len(new) / rest if rest else 0.0))
+        same, prefill, decode = litert_runner.check(path, name, prompts, expected, args.tokens)
         size = os.path.getsize(os.path.join(path, name)) / 1e6
-        prefill_speed, decode_speed = np.median(np.array(speed), axis=0)
         print(
             f"{name}: {size:.0f} MB; greedy tokens equal to Keras' on {same}/{len(prompts)} "
-            f"prompts ({args.tokens} tokens); median prefill {prefill_speed:.0f} tokens/s, "
-            f"decode {decode_speed:.1f} tokens/s (2 threads)"
+            f"prompts ({args.tokens} tokens); median prefill {prefill:.0f} tokens/s, "
+            f"decode {decode:.1f} tokens/s (2 threads)"
         )
 
 
@@ -292,7 +220,6 @@ def serve(args):
     process without seqkeras against Keras' greedy reply."""
     from seqkeras.export import assert_servable, fresh_signature, next_version, saved_model
     from seqkeras.export.signatures import Chat, Generate
-    from seqkeras.models.instruction import answer_ids, render_prompts
 
     model, tokenizer, _ = load(args)
     base = args.out or os.path.join(args.model or "saved_models/instruct/base", "export", "chat")
@@ -308,10 +235,8 @@ def serve(args):
     ids = answer_ids(model, tokenizer, [prompt], max_new_tokens=args.max_length - length)[0]
     expected = tokenizer.decode(np.array([ids], np.int32), skip_special_tokens=True)
     same = reply == expected.numpy()[0].decode("utf-8")
-    print(
-        f"chat({prompt!r}) in a process without seqkeras ({seconds:.1f} s): {reply!r}; "
-        f"equal to Keras: {same}"
-    )
+    fresh = f"in a process without seqkeras ({seconds:.1f} s)"
+    print(f"chat({prompt!r}) {fresh}: {reply!r}; equal to Keras: {same}")
     if not same:
         raise common.AppError("the served reply differs from Keras'")
 

@@ -26,6 +26,9 @@ import numpy as np  # noqa: E402
 import seqkeras  # noqa: E402
 from seqkeras.data import adding_problem  # noqa: E402
 from seqkeras.export import export_and_verify  # noqa: E402
+from seqkeras.training import compile_model  # noqa: E402
+
+from cli import write_report  # noqa: E402
 
 L = seqkeras.layers
 CELLS = {
@@ -47,11 +50,8 @@ def train(kind, args, data):
     (x, y), (xv, yv) = data
     keras.utils.set_random_seed(args.seed)
     model = build(kind, args.units)
-    model.compile(
-        optimizer=keras.optimizers.Adam(args.lr, clipnorm=1.0),
-        loss="mse",
-        jit_compile=True,
-    )
+    # the apps' training conventions: MSE (and MAE) for a regression, clipped gradients, XLA
+    compile_model(model, task="regression", learning_rate=args.lr, jit_compile=True)
     model.fit(x[: args.batch], y[: args.batch], verbose=0)  # compile
     start = time.perf_counter()
     model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0)
@@ -113,9 +113,7 @@ def main(argv=None):
         for reps in (1, 2)
     ]
     report = export_and_verify(results[best][0], "long_range", samples, args.out)
-    print("export report:")
-    for key, value in report.items():
-        print(f"  {key}: {value:.3g}" if isinstance(value, float) else f"  {key}: {value}")
+    write_report(report, args.out)
     return results, report
 
 

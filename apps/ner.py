@@ -1,39 +1,19 @@
 """Named entities (CoNLL-2003) with seqkeras: a BiLSTM-CRF tagger over
 word embeddings, a character CNN per word and casing features, trained
-from scratch; or a pretrained BERT-family checkpoint fine-tuned (`--init
-DIR`: each word's first subword, the same character and casing features,
-a CRF over words), a GPT-2 one (each word's last subword), or ELMo (`--init`
-an `apps/pretrain.py --objective bilm` run: the frozen biLM's mixed layers
-at each word's first subword, added to the from-scratch tagger's
-features).
+from scratch; or a pretrained BERT-family (`--init DIR`), GPT-2 or ELMo
+(`--init` an `apps/pretrain.py --objective bilm` run) model fine-tuned.
 
     python apps/ner.py train --out runs/ner
     python apps/ner.py train --init checkpoints/all-MiniLM-L6-v2 --out runs/ner-minilm
     python apps/ner.py evaluate --model runs/ner \\
-        --data ../shared/data/conll2003/valid.txt
+        --data ../shared/data/conll2003/valid.txt            # last line: F1 = ...
     echo "EU rejects German call to boycott British lamb ." | \\
         python apps/ner.py tag --model runs/ner
     python apps/ner.py export --model runs/ner
 
-Data: the CoNLL format, one token per line with whitespace-separated
-columns (the word first, the IOB tag last), a blank line between
-sentences, `-DOCSTART-` lines ignored. `train` learns the word and
-character vocabularies (`seqkeras.data.WordFeatures`) and writes the model
-directory of every app (`common.py`; the best weights by validation entity
-F1) with `words/vocabulary.txt`, `characters/vocabulary.txt` and
-`tags.txt`. `evaluate` scores any file
-in the CoNLL format: entity-level precision, recall and F1 per type and
-micro-averaged (conlleval's rules), and its last line is
-`F1 = <micro F1>`. `tag` reads sentences on stdin (words separated by
-spaces, punctuation split off as in CoNLL) and prints each one's entities.
-`export` writes a SavedModel whose `tag` signature takes raw sentences
-and returns words, tags and entity spans (features and Viterbi in the
-graph), checked in a process without seqkeras, plus the forward pass as
-builtin-only TFLite and ONNX with the vocabularies beside them.
-
-Bad input (a missing or non-UTF-8 file, a malformed CoNLL line, an
-unknown tag, an empty file, a directory that is not a trained model) ends
-with a one-line error and exit status 2.
+Data: the CoNLL format (the word first, the IOB tag last, a blank line
+between sentences). The data formats, what each subcommand writes and
+prints, and the errors: docs/guides/apps.md, "Command-line reference".
 """
 
 import argparse
@@ -45,7 +25,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import common  # noqa: E402
@@ -75,64 +54,27 @@ def read_tags(directory):
 def load(directory):
     """`(model, features, tag_vocabulary, config)` from a `train` output
     directory."""
-    from seqkeras.data import BertWordFeatures, WordFeatures
-    from seqkeras.data.bert_text import ElmoWordFeatures
 
     model, config = common.load(directory)
     try:
-        if config["model"] == "elmo":
-            features = ElmoWordFeatures.load(directory, config["max_chars"])
-        elif config.get("init"):
-            features = BertWordFeatures.load(
-                directory, config["arguments"]["casing"], config["max_chars"]
-            )
-        else:
-            features = WordFeatures.load(directory, config["max_chars"])
-        tags = read_tags(directory)
+        elmo, init = config["model"] == "elmo", config.get("init")
+        casing = config["arguments"].get("casing", True)
+        features = saved_features(directory, elmo, init, config["max_chars"], casing)
+        return model, features, read_tags(directory), config
     except (ValueError, KeyError, OSError) as error:
         raise AppError(f"--model {directory}: unreadable vocabularies ({error})") from None
-    return model, features, tags, config
 
 
-# -- tagging ---------------------------------------------------------------
+def saved_features(directory, elmo, init, max_chars, casing=True):
+    """The word features a `train` run saved in `directory`."""
+    from seqkeras.data import BertWordFeatures, WordFeatures
+    from seqkeras.data.bert_text import ElmoWordFeatures
 
-
-def predict_tags(model, features, tag_vocabulary, sentences, batch=128):
-    """The predicted tag strings of each sentence (lists of words), in
-    order: sentences sorted by length, batches padded to a multiple of 8
-    words, the CRF's Viterbi path."""
-    from seqkeras.data import length_batches
-
-    out = [None] * len(sentences)
-    for chunk, words in length_batches(sentences, batch, fill="", dtype=object):
-        feats = {k: v.numpy() for k, v in features(words).items()}
-        ids = np.asarray(model.predict_on_batch(feats)["tags"])
-        for j, i in enumerate(chunk):
-            out[i] = [tag_vocabulary[k] for k in ids[j, : len(sentences[i])]]
-    return out
-
-
-class EntityF1(keras.callbacks.Callback):
-    """Adds `val_f1` (entity-level micro F1, percent) to each epoch's logs,
-    from the Viterbi tags of the validation sentences."""
-
-    def __init__(self, features, tag_vocabulary, sentences, tags):
-        super().__init__()
-        self.args = features, tag_vocabulary, sentences
-        self.tags = tags
-
-    def on_epoch_end(self, epoch, logs=None):
-        from seqkeras.data.entities import entity_scores
-
-        features, vocabulary, sentences = self.args
-        predicted = predict_tags(self.model, features, vocabulary, sentences)
-        f1 = entity_scores(self.tags, predicted)["micro"]["f1"]
-        if logs is not None:
-            logs["val_f1"] = f1
-        print(f" - val_f1: {f1:.2f}")
-
-
-# -- train -----------------------------------------------------------------
+    if elmo:
+        return ElmoWordFeatures.load(directory, max_chars)
+    if init:
+        return BertWordFeatures.load(directory, casing, max_chars)
+    return WordFeatures.load(directory, max_chars)
 
 
 def pretrained_features(args, sentences):
@@ -147,8 +89,10 @@ def pretrained_features(args, sentences):
 
 
 def train(args):
-    from seqkeras.data import BertTokenizer, BertWordFeatures, WordFeatures, tagging_dataset
+    from seqkeras.data import BertTokenizer, WordFeatures, tag_vocabulary, tagging_dataset
     from seqkeras.data.bert_text import ElmoWordFeatures
+    from seqkeras.metrics import EntityF1
+    from seqkeras.training import cosine_schedule
 
     sentences, tags = read(args.train)
     val_sentences, val_tags = read(args.validation)
@@ -158,12 +102,7 @@ def train(args):
     out = common.begin_training(args)
     if os.path.isfile(os.path.join(out, common.CONFIG)):  # a resumed run keeps its vocabularies
         vocabulary = read_tags(out)
-        if elmo:
-            features = ElmoWordFeatures.load(out, args.max_chars)
-        elif init:
-            features = BertWordFeatures.load(out, max_chars=args.max_chars)
-        else:
-            features = WordFeatures.load(out, args.max_chars)
+        features = saved_features(out, elmo, init, args.max_chars)
     else:
         if init and not elmo:
             features = pretrained_features(args, sentences)
@@ -175,33 +114,23 @@ def train(args):
             tokenizer = common.read_data(BertTokenizer.load, args.init, what=f"--init {args.init}")
             features = ElmoWordFeatures(features, tokenizer)
         features.save(out)
-        seen = sorted({t for s in tags for t in s} - {"O"})
-        vocabulary = ["<pad>", "O"] + sorted(seen, key=lambda t: (t[2:], t))
+        vocabulary = tag_vocabulary(tags)
         with open(os.path.join(out, TAGS), "w", encoding="utf-8") as f:
             f.write("".join(t + "\n" for t in vocabulary))
+    batching = dict(batch_size=args.batch, max_length=args.max_length, seed=args.seed, name=PROG)
     try:
-        data = tagging_dataset(
-            sentences,
-            tags,
-            features,
-            vocabulary,
-            batch_size=args.batch,
-            max_length=args.max_length,
-            seed=args.seed,
-            name=PROG,
-        )
+        data = tagging_dataset(sentences, tags, features, vocabulary, **batching)
         tagging_dataset(val_sentences, val_tags, features, vocabulary, name=PROG)  # checks tags
     except ValueError as error:
-        raise AppError(
-            f"{error} (training file {args.train}, validation file {args.validation})"
-        ) from None
+        files = f"training file {args.train}, validation file {args.validation}"
+        raise AppError(f"{error} ({files})") from None
     data, steps = common.counted(data)
     sizes = {
         "vocab_size": features.sizes["token_ids"],
         "num_tags": len(vocabulary),
         "char_vocab_size": features.sizes["char_ids"],
     }
-    schedule = common.cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
+    schedule = cosine_schedule(args.lr, steps * args.epochs, alpha=0.05)
     options = {"learning_rate": schedule, "clipnorm": args.clipnorm}
     if elmo:
         sizes.update(elmo_vocab_size=features.sizes["elmo_ids"], elmo_arguments=init.architecture)
@@ -210,45 +139,22 @@ def train(args):
         del sizes["vocab_size"]
         schedule = common.bert_schedule(args, steps)
         options = {"learning_rate": schedule, "clipnorm": args.clipnorm, "weight_decay": 0.01}
-    model, _, _ = common.new_model(
-        args,
-        "ner",
-        sizes,
-        lambda model: options,
-        init=init,
-        max_chars=args.max_chars,
-        steps_per_epoch=steps,
-    )
+    extra = dict(init=init, max_chars=args.max_chars, steps_per_epoch=steps)
+    model = common.new_model(args, "ner", sizes, lambda model: options, **extra)[0]
     print(
         f"{args.model}: {model.count_params():,} parameters, {features.sizes['token_ids']:,} "
         f"words, {features.sizes['char_ids']:,} characters, {len(vocabulary) - 1} tags, "
         f"{len(sentences):,} sentences, {steps} batches per epoch, {args.epochs} epochs"
     )
-    f1 = EntityF1(features, vocabulary, val_sentences, val_tags)
-    curves = (
-        "BiLSTM-CRF on CoNLL-2003",
-        "CRF negative log-likelihood",
-        "val_f1",
-        "validation entity F1 (%)",
-    )
-    common.fit_and_report(
-        model,
-        args,
-        data,
-        KILL_ENV,
-        curves,
-        monitor="val_f1",
-        mode="max",
-        extra_callbacks=[f1],
-        shuffle=False,
-    )
-
-
-# -- evaluate / tag --------------------------------------------------------
+    f1 = EntityF1(features, vocabulary, val_sentences, val_tags)  # val_f1 picks the best epoch
+    curves = ("BiLSTM-CRF on CoNLL-2003", "CRF negative log-likelihood", "val_f1", "val F1 (%)")
+    best = dict(monitor="val_f1", mode="max", extra_callbacks=[f1], shuffle=False)
+    common.fit_and_report(model, args, data, KILL_ENV, curves, **best)
 
 
 def evaluate(args):
-    from seqkeras.data.entities import entity_scores
+    from seqkeras.metrics import entity_scores
+    from seqkeras.models import predict_tags
 
     model, features, vocabulary, _ = load(args.model)
     sentences, tags = read(args.data)
@@ -279,25 +185,10 @@ def evaluate(args):
     print(f"F1 = {scores['micro']['f1']:.2f}")
 
 
-def split_words(line):
-    """CoNLL-style words of a raw sentence: whitespace, and punctuation at
-    a word's ends split off ("Germany's" stays; "(EU)," -> "(", "EU",
-    ")", ",")."""
-    import re
-
-    words = []
-    for token in line.split():
-        lead = re.match(r"^[(\"'\[]*", token).group()
-        tail = re.search(r"[)\"'\],.;:!?]*$", token[len(lead) :]).group()
-        core = token[len(lead) : len(token) - len(tail)]
-        if core.endswith("'s") and tail == "" and len(core) > 2:
-            core, tail = core[:-2], "'s"
-        words += list(lead) + ([core] if core else []) + ([tail] if tail == "'s" else list(tail))
-    return words
-
-
 def tag(args):
-    from seqkeras.data.entities import entity_spans
+    from seqkeras.data import split_words
+    from seqkeras.metrics import entity_spans
+    from seqkeras.models import predict_tags
 
     model, features, vocabulary, _ = load(args.model)
     lines = common.stdin_lines(PROG)
@@ -309,90 +200,66 @@ def tag(args):
         print("\t".join(f"{kind}: {' '.join(words[a:b])}" for kind, a, b in spans) or "(no entity)")
 
 
-# -- export ----------------------------------------------------------------
-
-
 def export(args):
-    from seqkeras.data.entities import entity_spans
-    from seqkeras.export import fresh_signature
     from seqkeras.export.signatures import Tag
+    from seqkeras.metrics import entity_spans
+    from seqkeras.models import predict_tags
 
     model, features, vocabulary, config = load(args.model)
     sentences = read(args.data)[0][: args.check]
+    expected = predict_tags(model, features, vocabulary, sentences)
+    spans = ("entity_types", "entity_starts", "entity_ends")
+
+    def same(served, i, words, tags):  # the Viterbi tags (padded with "") and the spans
+        got, found = served["tags"][i], zip(*(served[k][i] for k in spans))
+        equal = got[: len(words)] == tags and all(t == "" for t in got[len(words) :])
+        return equal and [(k, a, b) for k, a, b in found if a >= 0] == entity_spans(tags)
 
     def check(path):
-        expected = predict_tags(model, features, vocabulary, sentences)
+        pairs = list(enumerate(zip(sentences, expected)))
+        matches = lambda out: [same(out, i, *pair) for i, pair in pairs]  # noqa: E731
+        what = "tag sequences (Viterbi) and entity span lists"
         texts = [" ".join(s) for s in sentences]
-        served, seconds = fresh_signature(path, "tag", text=texts)
-        same_tags = same_spans = 0
-        for i, (words, tags) in enumerate(zip(sentences, expected)):
-            got, n = served["tags"][i], len(words)
-            same_tags += got[:n] == tags and all(t == "" for t in got[n:])
-            found = zip(*(served[k][i] for k in ("entity_types", "entity_starts", "entity_ends")))
-            same_spans += [(k, a, b) for k, a, b in found if a >= 0] == entity_spans(tags)
-        n = len(sentences)
-        print(
-            f"tag signature in a process without seqkeras: {same_tags}/{n} tag sequences "
-            f"(Viterbi) and {same_spans}/{n} entity span lists equal to Keras"
-        )
-        if same_tags != n or same_spans != n:
-            raise RuntimeError("the exported tag signature differs from Keras")
-        return {
-            "tag_equal": f"{same_tags}/{n}",
-            "spans_equal": f"{same_spans}/{n}",
-            "tag_fresh_process_s": seconds,
-        }
+        equal, seconds = common.served(path, "tag", "tag signature", what, matches, text=texts)
+        return {"tag_equal": equal, "spans_equal": equal, "tag_fresh_process_s": seconds}
 
-    batch = sentences[:8]
-    width = max(len(s) for s in batch)
-    words = np.array([s + [""] * (width - len(s)) for s in batch], object)
-    feats = {k: v.numpy() for k, v in features(words).items()}
-    first = {k: v.numpy() for k, v in features(np.array([batch[0]], object)).items()}
-    samples = [first, feats]
+    rows = [sentences[:1], sentences[:8]]
+    words = [[s + [""] * (max(map(len, r)) - len(s)) for s in r] for r in rows]
+    samples = [{k: v.numpy() for k, v in features(np.array(w, object)).items()} for w in words]
     parts = ("characters",) if config.get("init") else ("words", "characters")
-    beside = [
-        (os.path.join(args.model, part, "vocabulary.txt"), f"{part}_vocabulary.txt")
-        for part in parts
-    ] + [os.path.join(args.model, TAGS)]
-    if config.get("init"):
-        beside.append(os.path.join(args.model, "vocab.txt"))
-    common.export(
-        model, args, "ner", [Tag(features, vocabulary)], check, samples, beside, tolerance=1e-4
-    )
-
-
-# -- command line ----------------------------------------------------------
+    beside = [(os.path.join(args.model, p, "vocabulary.txt"), f"{p}_vocabulary.txt") for p in parts]
+    beside += [
+        os.path.join(args.model, f) for f in [TAGS] + ["vocab.txt"] * bool(config.get("init"))
+    ]
+    signatures = [Tag(features, vocabulary)]
+    common.export(model, args, "ner", signatures, check, samples, beside, tolerance=1e-4)
 
 
 def parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = common.subcommand(sub, "train", "train the BiLSTM-CRF tagger", train, False)
-    t.add_argument(
-        "--model", choices=MODELS, help="the preset (default bilstm-crf; with --init: pretrained)"
-    )
-    t.add_argument(
-        "--init",
-        help="fine-tune a pretrained BERT-family checkpoint: a Hugging Face or keras-hub directory",
-    )
-    t.add_argument("--out", required=True, help="the model directory")
+    t.add_argument("--model", choices=MODELS, help="the preset (default bilstm-crf)")
     t.add_argument("--train", default=conll("train.txt"))
     t.add_argument("--validation", default=conll("valid.txt"))
     common.options(
         t,
-        "min-count=1 max-chars=20 epochs=20 batch=32 lr=float clipnorm=5.0 warmup=0.1 "
-        "max-length=128",
+        "out! init=str min-count=1 max-chars=20 epochs=20 batch=32 lr=float clipnorm=5.0 "
+        "warmup=0.1 max-length=128",
+        out="the model directory",
+        init="fine-tune a pretrained checkpoint (a Hugging Face or keras-hub directory, or an "
+        "apps/pretrain.py bilm run: ELMo); sets --model",
         lr="peak learning rate (default 2e-3; with --init 1e-4)",
         warmup="with --init: the fraction of steps that warm the learning rate up",
     )
     common.add_training_options(t)
-    e = common.subcommand(sub, "evaluate", "entity F1 on a CoNLL file", evaluate)
-    e.add_argument("--data", required=True)
+    common.options(
+        common.subcommand(sub, "evaluate", "entity F1 on a CoNLL file", evaluate), "data!"
+    )
     common.subcommand(sub, "tag", "stdin sentences -> entities", tag)
     x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
-    x.add_argument("--out", help="default: MODEL/export")
     x.add_argument("--data", default=conll("valid.txt"), help="sentences the export is checked on")
-    common.options(x, "check=128")
+    common.options(x, "out=str check=128", out="default: MODEL/export")
     return p
 
 

@@ -134,6 +134,7 @@ def train(args):
     import keras
 
     import seqkeras
+    from seqkeras.training import cosine_schedule
 
     # --init: continued pretraining of a BERT (mlm) or a GPT-2 (causal)
     kind = {"mlm": "bert", "causal": "gpt2"}.get(args.objective, "bert or gpt2 (mlm or causal)")
@@ -158,7 +159,7 @@ def train(args):
 
     schedule = args.lr  # TimeBudget schedules it over --minutes; else a cosine over --epochs
     if not args.minutes:
-        schedule = common.cosine_schedule(args.lr, steps * args.epochs, args.warmup, alpha=0.05)
+        schedule = cosine_schedule(args.lr, steps * args.epochs, args.warmup, alpha=0.05)
 
     def options(model):
         optimizer = keras.optimizers.AdamW(schedule, weight_decay=0.01, global_clipnorm=1.0)
@@ -172,7 +173,9 @@ def train(args):
         f"vocabulary, {len(train_lines):,} training / {len(val_lines):,} validation lines, "
         f"{steps} batches of {args.batch} per epoch"
     )
-    extra = [seqkeras.models.TimeBudget(args.minutes, args.lr, args.warmup)] if args.minutes else []
+    extra = (
+        [seqkeras.training.TimeBudget(args.minutes, args.lr, args.warmup)] if args.minutes else []
+    )
     curves = (f"{args.objective} pretraining", "loss (nats per token)", "loss", "loss")
     common.fit_and_report(
         model, args, data, KILL_ENV, curves, val, extra_callbacks=extra, shuffle=False
@@ -191,7 +194,7 @@ def evaluate_model(model, objective, data):
     """Prints the validation losses and `perplexity = X`."""
     import seqkeras
 
-    seqkeras.models.compile_model(model, jit_compile=False)
+    seqkeras.training.compile_model(model, jit_compile=False)
     logs = model.evaluate(data, verbose=0, return_dict=True)
     if objective == "bilm":  # "loss" sums the directions' means; Keras 3.x logs
         # `forward_loss`/`backward_loss` halved, so each comes from the total

@@ -64,7 +64,7 @@ def build(vocab_size, args):
     # nanoGPT decays matrices only: not biases, LayerNorm or positions'
     # 1-D parameters.
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    seqkeras.models.compile_model(
+    seqkeras.training.compile_model(
         model, optimizer=optimizer, steps_per_execution=args.steps_per_call
     )
     return model

@@ -97,13 +97,13 @@ def main(argv=None):
     results = {}
     for name, attention in (("no attention", None), ("additive attention", "additive")):
         keras.utils.set_random_seed(args.seed)
-        model = seqkeras.models.seq2seq(
+        model = seqkeras.models.recurrent_seq2seq(
             vocab, vocab, embedding_dim=32, units=args.units, cell="gru", attention=attention
         )
         schedule = keras.optimizers.schedules.CosineDecay(
             args.lr, args.epochs * (args.train // args.batch), alpha=0.05
         )
-        seqkeras.models.compile_model(model, learning_rate=schedule)
+        seqkeras.training.compile_model(model, learning_rate=schedule)
         model.fit(
             {"source_ids": src, "target_ids": teacher_forcing(tgt)},
             tgt,

@@ -50,7 +50,7 @@ def main(argv=None):
     crf = seqkeras.models.tagger(features.sizes["token_ids"], 10, crf=True, **arguments)
     crf.set_weights(plain.get_weights() + crf.get_weights()[len(plain.get_weights()) :])
     for m in (plain, crf):
-        seqkeras.models.compile_model(m)
+        seqkeras.training.compile_model(m)
     rows = [s[:32] for s in sentences if len(s) >= 8][:32]
     words = np.array([s + [""] * (32 - len(s)) for s in rows], object)
     batch32 = {k: v.numpy() for k, v in features(words).items()}

@@ -12,7 +12,7 @@ vocabularies 7,800 (source) and 5,900 (target), teacher forcing, Adam,
 cross-entropy over the real target tokens.
 
 Peers, each in the configurations a user would pick:
-- seqkeras `models.seq2seq(..., attention="additive")`: float32 and
+- seqkeras `models.recurrent_seq2seq(..., attention="additive")`: float32 and
   mixed_bfloat16, each with and without XLA (`compile_model`'s "auto"
   picks XLA for float32 and no XLA for mixed_bfloat16 on CPUs);
 - torch float32 and `torch.autocast("cpu", torch.bfloat16)`, in its own
@@ -62,7 +62,7 @@ def seqkeras_step(policy, jit, batch_size, steps):
     import seqkeras
 
     keras.mixed_precision.set_global_policy(policy)
-    model = seqkeras.models.seq2seq(
+    model = seqkeras.models.recurrent_seq2seq(
         SRC_V,
         TGT_V,
         embedding_dim=EMB,
@@ -73,7 +73,7 @@ def seqkeras_step(policy, jit, batch_size, steps):
         attention_units=DEC,
         bidirectional=True,
     )
-    seqkeras.models.compile_model(model, optimizer=keras.optimizers.Adam(1e-3), jit_compile=jit)
+    seqkeras.training.compile_model(model, optimizer=keras.optimizers.Adam(1e-3), jit_compile=jit)
     src, tgt_in, tgt_out = batch(0, batch_size, steps)
     x = {"source_ids": src, "target_ids": tgt_in}
     model.train_on_batch(x, tgt_out)  # compile

@@ -51,7 +51,7 @@ def build(family="transformer"):
     import seqkeras
 
     if family == "rnn-attention":
-        return seqkeras.models.seq2seq(*VOCAB, **RNN_SHAPE)
+        return seqkeras.models.recurrent_seq2seq(*VOCAB, **RNN_SHAPE)
     return seqkeras.models.transformer_seq2seq(*VOCAB, max_length=MAX_LENGTH, **SHAPE)
 
 
@@ -65,7 +65,7 @@ def make_model(args):
     import keras
 
     from seqkeras.data import teacher_forcing
-    from seqkeras.models import compile_model
+    from seqkeras.training import compile_model
 
     keras.utils.set_random_seed(0)
     model = build(args.family)

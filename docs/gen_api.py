@@ -13,11 +13,13 @@ import os
 MODULES = {
     "layers": "Layers",
     "models": "Models",
+    "training": "Training",
     "decoding": "Decoding",
     "data": "Data",
     "export": "Export",
     "pretrained": "Pretrained checkpoints",
     "metrics": "Metrics",
+    "plots": "Plots",
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -1,7 +1,8 @@
 """seqkeras: sequence models for Keras 3 that train under XLA and export.
 
 Namespaces: `seqkeras.layers` (keras.ops only), `seqkeras.models`
-(functional builders and training conventions), `seqkeras.decoding`
+(functional builders), `seqkeras.training` (losses, metrics, schedules,
+callbacks, `compile_model`, the model directory), `seqkeras.decoding`
 (greedy, beam search, sampling over a step function), `seqkeras.data` (synthetic
 tasks, vocabularies, readers), `seqkeras.export` (TensorFlow-specific: TFLite conversion and
 checks; imported on demand, as it loads TensorFlow and LiteRT),
@@ -17,5 +18,6 @@ from seqkeras import data  # noqa: E402
 from seqkeras import decoding  # noqa: E402
 from seqkeras import layers  # noqa: E402
 from seqkeras import models  # noqa: E402
+from seqkeras import training  # noqa: E402
 
-__all__ = ["data", "decoding", "layers", "models", "__version__"]
+__all__ = ["data", "decoding", "layers", "models", "training", "__version__"]

@@ -8,7 +8,7 @@ gradients):
     strategy = seqkeras.distribute.get_strategy("multiworker")
     with strategy.scope():
         model = seqkeras.models.tagger(...)
-        seqkeras.models.compile_model(model)
+        seqkeras.training.compile_model(model)
     model.fit(dataset_of_global_batches, ...)
     model.save(seqkeras.distribute.worker_path("model.keras"))
 

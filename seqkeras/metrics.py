@@ -1,10 +1,12 @@
 """Evaluation metrics computed from predictions (NumPy, outside the graph):
 the negative log-likelihood of next-token targets and bits per
 character, per-class precision / recall / F1 with accuracy, and corpus
-BLEU and chrF (sacreBLEU, the `apps` extra).
+BLEU and chrF (sacreBLEU, the `apps` extra), entity spans and
+entity-level precision / recall / F1 (conlleval's rules), and callbacks
+that add such a metric to each epoch's logs.
 
 The training metrics that run inside `fit` (masked accuracy, perplexity)
-are `seqkeras.models`'; entity-level F1 is `seqkeras.data.entity_scores`.
+are `seqkeras.training`'s.
 """
 
 import math
@@ -12,12 +14,18 @@ import math
 import numpy as np
 from keras import callbacks
 
+from seqkeras.data.entities import entity_scores, entity_spans
+
 __all__ = [
     "BitsPerCharacter",
+    "EntityF1",
+    "entity_scores",
+    "entity_spans",
     "bits_per_character",
     "classification_report",
     "corpus_bleu",
     "token_nll",
+    "windows_nll",
 ]
 
 
@@ -67,6 +75,45 @@ def token_nll(logits, targets, pad_id=0):
     return float(((log_z - picked) * keep).sum()), int(keep.sum())
 
 
+def windows_nll(predict, inputs, targets, batch_size=64, pad_id=0):
+    """`token_nll` over many windows, `batch_size` at a time: the logits
+    of each batch from `predict` (a model's `predict_on_batch`, or a
+    runtime's function of the ids).
+
+    Args:
+        predict: ids (batch, time) -> logits (batch, time, vocab).
+        inputs: int (n, time), the windows.
+        targets: int (n, time), their next tokens.
+        batch_size: windows per call.
+        pad_id: targets equal to it are left out.
+
+    Returns:
+        `(total nats, number of targets counted)`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras.metrics import windows_nll
+        >>> uniform = lambda x: np.zeros(x.shape + (4,))
+        >>> total, count = windows_nll(uniform, np.ones((3, 2), "int32"), np.ones((3, 2), "int32"))
+        >>> round(total / count, 4), count
+        (1.3863, 6)
+    """
+    inputs, targets = np.asarray(inputs), np.asarray(targets)
+    if inputs.shape[:1] != targets.shape[:1]:
+        raise ValueError(
+            f"{_where('windows_nll')}: `inputs` has {len(inputs)} windows, `targets` {len(targets)}"
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(
+            f"{_where('windows_nll')} expects `batch_size` >= 1. Received: {batch_size!r}"
+        )
+    total = count = 0
+    for i in range(0, len(inputs), batch_size):
+        t, n = token_nll(predict(inputs[i : i + batch_size]), targets[i : i + batch_size], pad_id)
+        total, count = total + t, count + n
+    return total, count
+
+
 def bits_per_character(nats):
     """Nats per character as bits per character (`nats / ln 2`).
 
@@ -93,6 +140,41 @@ class BitsPerCharacter(callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs and "val_loss" in logs:
             logs["val_bpc"] = bits_per_character(logs["val_loss"])
+
+
+class EntityF1(callbacks.Callback):
+    """Adds `val_f1` (entity-level micro F1, percent, `entity_scores`) to
+    each epoch's logs: a CRF tagger's Viterbi tags of validation sentences
+    against their true tags. Put it before a checkpoint that monitors
+    `val_f1`.
+
+    Args:
+        features: the word features, words (batch, time) -> the model's
+            inputs (e.g. `seqkeras.data.WordFeatures`).
+        tag_vocabulary: tag strings by id.
+        sentences: validation sentences (lists of words).
+        tags: their true tags (lists of strings).
+        verbose: print the value after each epoch.
+    """
+
+    def __init__(self, features, tag_vocabulary, sentences, tags, verbose=True):
+        super().__init__()
+        if len(sentences) != len(tags):
+            raise ValueError(
+                f"`EntityF1`: {len(sentences)} `sentences` but {len(tags)} `tags` lists"
+            )
+        self.features, self.tag_vocabulary = features, tag_vocabulary
+        self.sentences, self.tags, self.verbose = sentences, tags, verbose
+
+    def on_epoch_end(self, epoch, logs=None):
+        from seqkeras.models import predict_tags
+
+        predicted = predict_tags(self.model, self.features, self.tag_vocabulary, self.sentences)
+        f1 = entity_scores(self.tags, predicted)["micro"]["f1"]
+        if logs is not None:
+            logs["val_f1"] = f1
+        if self.verbose:
+            print(f" - val_f1: {f1:.2f}")
 
 
 def classification_report(probabilities, labels, names):

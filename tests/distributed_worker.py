@@ -52,7 +52,7 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     with strategy.scope():
         model = seqkeras.models.tagger(VOCAB, TAGS + 1, backbone="gru", embedding_dim=16, units=16)
-        seqkeras.models.compile_model(model, learning_rate=1e-2)
+        seqkeras.training.compile_model(model, learning_rate=1e-2)
     x, y = data()
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     options = tf.data.Options()

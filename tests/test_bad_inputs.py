@@ -241,7 +241,7 @@ case("AttentionDecoder", "memory", lambda: L.AttentionDecoder(L.GRUCell(4))(X3, 
 for name, build in {
     "classifier": lambda **k: M.classifier(**{"vocab_size": 10, "num_classes": 2, **k}),
     "tagger": lambda **k: M.tagger(**{"vocab_size": 10, "num_tags": 3, **k}),
-    "rnn_language_model": lambda **k: M.rnn_language_model(**{"vocab_size": 10, **k}),
+    "recurrent_language_model": lambda **k: M.recurrent_language_model(**{"vocab_size": 10, **k}),
 }.items():
     case(name, "vocab_size", lambda b=build: b(vocab_size=0))
     case(name, "vocab_size", lambda b=build: b(vocab_size=1.5))
@@ -254,9 +254,15 @@ case("classifier", "backbone", lambda: M.classifier(10, 2, backbone="cnn"))
 case("classifier", "pooling", lambda: M.classifier(10, 2, pooling="sum"))
 case("classifier", "num_heads", lambda: M.classifier(10, 2, backbone="transformer", num_heads=0))
 case("tagger", "num_tags", lambda: M.tagger(10, -2))
-case("rnn_language_model", "cell", lambda: M.rnn_language_model(10, cell="cnn"))
-case("rnn_language_model", "batch_size", lambda: M.rnn_language_model(10, stateful=True))
-case("rnn_language_model", "tie_weights", lambda: M.rnn_language_model(10, tie_weights="yes"))
+case("recurrent_language_model", "cell", lambda: M.recurrent_language_model(10, cell="cnn"))
+case(
+    "recurrent_language_model", "batch_size", lambda: M.recurrent_language_model(10, stateful=True)
+)
+case(
+    "recurrent_language_model",
+    "tie_weights",
+    lambda: M.recurrent_language_model(10, tie_weights="yes"),
+)
 case("transformer_language_model", "vocab_size", lambda: M.transformer_language_model(0, 8))
 case("transformer_language_model", "max_length", lambda: M.transformer_language_model(10, 0))
 case(
@@ -272,12 +278,16 @@ case(
 case(
     "transformer_language_model", "dropout", lambda: M.transformer_language_model(10, 8, dropout=-1)
 )
-case("seq2seq", "source_vocab_size", lambda: M.seq2seq(0, 10))
-case("seq2seq", "target_vocab_size", lambda: M.seq2seq(10, 0))
-case("seq2seq", "attention", lambda: M.seq2seq(10, 10, attention="x"))
-case("seq2seq", "style", lambda: M.seq2seq(10, 10, attention="additive", style="gnmt"))
-case("seq2seq", "cell", lambda: M.seq2seq(10, 10, cell="cnn"))
-case("seq2seq", "units", lambda: M.seq2seq(10, 10, units=0))
+case("recurrent_seq2seq", "source_vocab_size", lambda: M.recurrent_seq2seq(0, 10))
+case("recurrent_seq2seq", "target_vocab_size", lambda: M.recurrent_seq2seq(10, 0))
+case("recurrent_seq2seq", "attention", lambda: M.recurrent_seq2seq(10, 10, attention="x"))
+case(
+    "recurrent_seq2seq",
+    "style",
+    lambda: M.recurrent_seq2seq(10, 10, attention="additive", style="gnmt"),
+)
+case("recurrent_seq2seq", "cell", lambda: M.recurrent_seq2seq(10, 10, cell="cnn"))
+case("recurrent_seq2seq", "units", lambda: M.recurrent_seq2seq(10, 10, units=0))
 case("transformer_seq2seq", "max_length", lambda: M.transformer_seq2seq(10, 10, 0))
 case(
     "transformer_seq2seq",
@@ -384,8 +394,8 @@ _LM = {}
 
 def lm():
     if "m" not in _LM:
-        _LM["m"] = M.rnn_language_model(10, 4, cell="gru")
-        _LM["s"] = M.seq2seq(10, 10, units=4, embedding_dim=4)
+        _LM["m"] = M.recurrent_language_model(10, 4, cell="gru")
+        _LM["s"] = M.recurrent_seq2seq(10, 10, units=4, embedding_dim=4)
     return _LM["m"]
 
 
@@ -496,7 +506,7 @@ def _export_cases():
         "saved_model",
         "stateful",
         lambda: E.saved_model(
-            M.rnn_language_model(10, 4, stateful=True, batch_size=2), "/tmp/never"
+            M.recurrent_language_model(10, 4, stateful=True, batch_size=2), "/tmp/never"
         ),
     )
     case("onnx", "opset", lambda: E.onnx(tagger(), "/tmp/n.onnx", opset=3))

@@ -10,7 +10,17 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
-MODULES = ("layers", "models", "decoding", "data", "export", "pretrained", "metrics")
+MODULES = (
+    "layers",
+    "models",
+    "training",
+    "decoding",
+    "data",
+    "export",
+    "pretrained",
+    "metrics",
+    "plots",
+)
 
 
 def _read(*parts):
@@ -129,10 +139,21 @@ def test_renamed_and_moved_names_warn_and_still_work():
     import seqkeras.data
     import seqkeras.export
     import seqkeras.models
+    import seqkeras.training
 
     with pytest.warns(DeprecationWarning, match="NotServableError"):
         assert seqkeras.export.NotServable is seqkeras.export.NotServableError
     with pytest.warns(DeprecationWarning, match="seqkeras.data.check_token_ids"):
         assert seqkeras.models.check_token_ids is seqkeras.data.check_token_ids
+    with pytest.warns(DeprecationWarning, match="seqkeras.training.compile_model"):
+        assert seqkeras.models.compile_model is seqkeras.training.compile_model
+    for old, new in (("seq2seq", "recurrent_seq2seq"), ("bilm", "bi_language_model")):
+        with pytest.warns(DeprecationWarning, match=f"seqkeras.models.{new}"):
+            assert getattr(seqkeras.models, old) is getattr(seqkeras.models, new)
+    with pytest.warns(DeprecationWarning, match="recurrent_language_model"):
+        model = seqkeras.training.build_from_config(  # an old config.json still builds
+            {"builder": "rnn_language_model", "arguments": {}, "sizes": {"vocab_size": 9}}
+        )
+    assert type(model).__name__ == "RecurrentLanguageModel"
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         seqkeras.export.nothing  # noqa: B018

@@ -72,3 +72,45 @@ def test_bad_inputs_name_the_function_and_argument():
         metrics.corpus_bleu(["a"], [])
     with pytest.raises(TypeError, match="`corpus_bleu` expects strings"):
         metrics.corpus_bleu([1], ["a"])
+
+
+def test_windows_nll_equals_scipy_over_all_windows():
+    rng = np.random.default_rng(1)
+    table = rng.normal(0, 2, (9, 6))  # a "model": logits of each input id
+    x = rng.integers(1, 9, (7, 5))
+    y = rng.integers(0, 6, (7, 5))
+    total, count = metrics.windows_nll(lambda ids: table[ids], x, y, batch_size=3)
+    logp = log_softmax(table[x], axis=-1)
+    expected = [-logp[i, t, y[i, t]] for i in range(7) for t in range(5) if y[i, t]]
+    assert count == len(expected) and total == pytest.approx(sum(expected), rel=1e-12)
+    with pytest.raises(ValueError, match="windows_nll.*7 windows, `targets` 6"):
+        metrics.windows_nll(lambda ids: table[ids], x, y[:6])
+    with pytest.raises(ValueError, match="windows_nll.*`batch_size`"):
+        metrics.windows_nll(lambda ids: table[ids], x, y, batch_size=0)
+
+
+def test_entity_f1_callback_logs_the_f1_of_the_predicted_tags():
+    import seqkeras
+
+    sentences = [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
+    tags = [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER"]]
+    features = seqkeras.data.WordFeatures.train(sentences, max_chars=6)
+    vocabulary = seqkeras.data.tag_vocabulary(tags)
+    model = seqkeras.models.tagger(
+        features.sizes["token_ids"], len(vocabulary), units=4, embedding_dim=4, crf=True,
+        char_vocab_size=features.sizes["char_ids"], char_embedding_dim=4, char_filters=4,
+        casing=True,
+    )  # fmt: skip
+    callback = metrics.EntityF1(features, vocabulary, sentences, tags, verbose=False)
+    callback.set_model(model)
+    logs = {}
+    callback.on_epoch_end(0, logs)
+    predicted = seqkeras.models.predict_tags(model, features, vocabulary, sentences)
+    # entity-level F1 counted by hand from the spans
+    true = {(i, *s) for i, t in enumerate(tags) for s in metrics.entity_spans(t)}
+    found = {(i, *s) for i, t in enumerate(predicted) for s in metrics.entity_spans(t)}
+    right = len(true & found)
+    f1 = 0.0 if not right else 200 * right / (len(true) + len(found))
+    assert logs["val_f1"] == pytest.approx(f1)
+    with pytest.raises(ValueError, match="EntityF1.*2 `sentences` but 1"):
+        metrics.EntityF1(features, vocabulary, sentences, tags[:1])

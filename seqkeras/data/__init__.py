@@ -16,20 +16,26 @@ from seqkeras.data.synthetic import copy_task
 from seqkeras.data.synthetic import dates
 from seqkeras.data.synthetic import multi_seasonal_series
 from seqkeras.data.bert_text import BertSubwordTokenizer
+from seqkeras.data.bert_text import load_translation_tokenizers
+from seqkeras.data.bert_text import save_translation_tokenizers
+from seqkeras.data.bert_text import translation_tokenizers
 from seqkeras.data.bert_text import BertTokenizer
 from seqkeras.data.bert_text import BertWordFeatures
 from seqkeras.data.byte_level_bpe import ByteLevelBPETokenizer
 from seqkeras.data.checks import check_token_dataset
 from seqkeras.data.checks import check_token_ids
 from seqkeras.data.conll import read_conll
+from seqkeras.data.conll import split_words
 from seqkeras.data.pipelines import classification_dataset
 from seqkeras.data.pipelines import random_windows_dataset
 from seqkeras.data.pipelines import read_lines
 from seqkeras.data.pipelines import read_parallel
 from seqkeras.data.pipelines import read_text
+from seqkeras.data.pipelines import tag_vocabulary
 from seqkeras.data.pipelines import tagging_dataset
 from seqkeras.data.pipelines import translation_dataset
 from seqkeras.data.series import read_series_csv
+from seqkeras.data.series import sarima_forecasts
 from seqkeras.data.subword import SubwordTokenizer
 from seqkeras.data.text import CharVocabulary
 from seqkeras.data.text import read_tinyshakespeare
@@ -62,15 +68,21 @@ __all__ = [
     "multi_seasonal_series",
     "random_windows_dataset",
     "read_conll",
+    "split_words",
     "read_labeled_tsv",
     "read_lines",
     "read_parallel",
     "read_series_csv",
+    "sarima_forecasts",
     "read_text",
     "read_tinyshakespeare",
+    "tag_vocabulary",
     "tagging_dataset",
     "tbptt_windows",
     "teacher_forcing",
     "tokens",
     "translation_dataset",
+    "translation_tokenizers",
+    "save_translation_tokenizers",
+    "load_translation_tokenizers",
 ]

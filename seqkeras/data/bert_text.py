@@ -589,3 +589,68 @@ class BertSubwordTokenizer(tf.Module):
     def load(cls, path):
         """The tokenizer saved in directory `path`."""
         return cls(BertTokenizer.load(path))
+
+
+def translation_tokenizers(sources, targets, vocabulary_size, source_tokenizer=None):
+    """The two WordPiece tokenizers of a translation model, learned from a
+    parallel corpus: `SubwordTokenizer.train` on each side, or, with
+    `source_tokenizer` given (e.g. a pretrained encoder's
+    `BertSubwordTokenizer`), that one on the source side.
+
+    Args:
+        sources, targets: the training texts of each side.
+        vocabulary_size: the size of each learned vocabulary.
+        source_tokenizer: a tokenizer to keep on the source side, or None.
+
+    Returns:
+        `(source_tokenizer, target_tokenizer)`; save them with
+        `save_translation_tokenizers`.
+    """
+    from seqkeras.data.subword import SubwordTokenizer
+
+    source = source_tokenizer or SubwordTokenizer.train(sources, vocabulary_size)
+    return source, SubwordTokenizer.train(targets, vocabulary_size)
+
+
+def save_translation_tokenizers(tokenizers, directory):
+    """Saves `(source_tokenizer, target_tokenizer)` in `directory/source`
+    and `directory/target`; returns the two paths."""
+    if not isinstance(tokenizers, (tuple, list)) or len(tokenizers) != 2:
+        raise ValueError(
+            "`save_translation_tokenizers` expects `tokenizers` as a (source, target) pair. "
+            f"Received: {type(tokenizers).__name__}"
+        )
+    return tuple(t.save(os.path.join(directory, side)) for t, side in zip(tokenizers, _SIDES))
+
+
+def load_translation_tokenizers(directory):
+    """The `(source_tokenizer, target_tokenizer)` saved in `directory` by
+    `save_translation_tokenizers`: a `BertSubwordTokenizer` where the side
+    holds a pretrained encoder's vocabulary, else a `SubwordTokenizer`.
+
+    Raises:
+        ValueError: a side is missing or unreadable.
+
+    Examples:
+        >>> import tempfile
+        >>> from seqkeras.data import (load_translation_tokenizers,
+        ...     save_translation_tokenizers, translation_tokenizers)
+        >>> pair = translation_tokenizers(["ein Hund", "eine Katze"], ["a dog", "a cat"], 40)
+        >>> d = tempfile.mkdtemp()
+        >>> _ = save_translation_tokenizers(pair, d)
+        >>> [type(t).__name__ for t in load_translation_tokenizers(d)]
+        ['SubwordTokenizer', 'SubwordTokenizer']
+    """
+    from seqkeras.data.subword import SubwordTokenizer
+
+    found = []
+    for side in _SIDES:
+        path = os.path.join(directory, side)
+        if not os.path.isdir(path):
+            raise ValueError(f"`load_translation_tokenizers`: no {side} vocabulary in {directory}")
+        bert = os.path.isfile(os.path.join(path, SETTINGS))
+        found.append((BertSubwordTokenizer if bert else SubwordTokenizer).load(path))
+    return tuple(found)
+
+
+_SIDES = ("source", "target")

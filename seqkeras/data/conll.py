@@ -64,3 +64,36 @@ def read_conll(path, tag_column=-1, name="read_conll"):
     if not sentences:
         raise ValueError(f"`{name}`: {path} has no tagged sentence")
     return sentences, tags
+
+
+def split_words(line):
+    """The CoNLL-style words of a raw sentence: split at whitespace, and
+    punctuation at a word's ends split off ("Germany's" -> "Germany",
+    "'s"; "(EU)," -> "(", "EU", ")", ",").
+
+    Args:
+        line: a sentence (str).
+
+    Returns:
+        A list of words.
+
+    Examples:
+        >>> from seqkeras.data import split_words
+        >>> split_words('"Hello," said (EU) Germany\\'s team.')
+        ['"', 'Hello', ',', '"', 'said', '(', 'EU', ')', 'Germany', "'s", 'team', '.']
+    """
+    import re
+
+    if not isinstance(line, str):
+        raise TypeError(
+            f"`split_words` expects `line` to be a str. Received: {type(line).__name__}"
+        )
+    words = []
+    for token in line.split():
+        lead = re.match(r"^[(\"'\[]*", token).group()
+        tail = re.search(r"[)\"'\],.;:!?]*$", token[len(lead) :]).group()
+        core = token[len(lead) : len(token) - len(tail)]
+        if core.endswith("'s") and tail == "" and len(core) > 2:
+            core, tail = core[:-2], "'s"
+        words += list(lead) + ([core] if core else []) + ([tail] if tail == "'s" else list(tail))
+    return words

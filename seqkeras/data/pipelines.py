@@ -313,6 +313,27 @@ def classification_dataset(
     return data.prefetch(tf.data.AUTOTUNE)
 
 
+def tag_vocabulary(tags, pad="<pad>", outside="O"):
+    """The tag vocabulary of tagged sentences, in id order: `pad` (id 0,
+    what `tagging_dataset` and the taggers pad with), `outside`, then the
+    tags seen, grouped by entity type (`B-LOC`, `I-LOC`, `B-PER`, ...).
+
+    Args:
+        tags: lists of tag strings, one list per sentence.
+        pad: the padding tag.
+        outside: the tag outside any entity.
+
+    Examples:
+        >>> from seqkeras.data import tag_vocabulary
+        >>> tag_vocabulary([["B-PER", "I-PER", "O"], ["B-LOC", "O"]])
+        ['<pad>', 'O', 'B-LOC', 'B-PER', 'I-PER']
+    """
+    if isinstance(tags, str) or any(isinstance(t, str) for t in tags):
+        raise TypeError("`tag_vocabulary` expects `tags` as one list of tag strings per sentence")
+    seen = sorted({t for sentence in tags for t in sentence} - {outside, pad})
+    return [pad, outside] + sorted(seen, key=lambda t: (t[2:], t))
+
+
 def tagging_dataset(
     sentences,
     tags,

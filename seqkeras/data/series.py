@@ -146,3 +146,80 @@ def coverage(y, low, high):
     """The share of targets inside [low, high] (an interval's coverage)."""
     y = np.asarray(y)
     return float(np.mean((y >= np.asarray(low)) & (y <= np.asarray(high))))
+
+
+def sarima_forecasts(values, end, origins, horizon, season, level=0.8):
+    """A classical baseline: a statsmodels SARIMAX model fitted on
+    `values[:end]`, then forecasting `horizon` steps from each origin with
+    the fitted parameters (dynamic prediction: no value after the origin
+    is seen). statsmodels comes with the `apps` extra.
+
+    Seasons up to 52: the airline model ARIMA(0,1,1)(0,1,1)s (on
+    logarithms when every value is positive); longer seasons (daily data):
+    ARIMA(2,0,1) with a constant and 3 pairs of Fourier terms of the
+    season.
+
+    Args:
+        values: the series (n,).
+        end: the rows the model is fitted on (`values[:end]`).
+        origins: the steps forecasts start at (each >= 1, and
+            `origin + horizon <= n`).
+        horizon: steps per forecast, >= 1.
+        season: the seasonal period, >= 2.
+        level: the prediction interval's coverage, in (0, 1).
+
+    Returns:
+        `(name, mean, low, high)`: the model's name and three arrays
+        (len(origins), horizon, 1).
+    """
+    import warnings
+
+    name = "sarima_forecasts"
+    values = np.asarray(values, "float64")
+    if values.ndim != 1 or not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"`{name}` expects `values` (n,) of finite numbers. Received: shape {values.shape}"
+        )
+    for arg, value, low in (("end", end, 2), ("horizon", horizon, 1), ("season", season, 2)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"`{name}` expects an int `{arg}` >= {low}. Received: {value!r}")
+    origins = np.asarray(origins)
+    if origins.size and (origins.min() < 1 or origins.max() + horizon > len(values)):
+        raise ValueError(
+            f"`{name}`: every origin + horizon ({horizon}) must lie in the series of "
+            f"{len(values)} values. Received origins {origins.min()}..{origins.max()}"
+        )
+    if not 0 < level < 1:
+        raise ValueError(f"`{name}` expects `level` in (0, 1). Received: {level!r}")
+    try:
+        from statsmodels.tsa.statespace.sarimax import SARIMAX
+    except ImportError:
+        raise ImportError(f"`{name}` needs statsmodels: pip install 'seqkeras[apps]'") from None
+    log = bool(np.all(values > 0)) and season <= 52
+    y = np.log(values) if log else values
+    exog = None
+    if season <= 52:
+        spec = dict(order=(0, 1, 1), seasonal_order=(0, 1, 1, season))
+        label = f"SARIMA(0,1,1)(0,1,1,{season}){' on log' if log else ''}"
+    else:
+        t = np.arange(len(values))[:, None]
+        k = np.arange(1, 4)[None]
+        angle = 2 * np.pi * k * t / season
+        exog = np.concatenate([np.sin(angle), np.cos(angle)], 1)
+        spec = dict(order=(2, 0, 1), trend="c")
+        label = f"ARIMA(2,0,1) + Fourier(3, {season})"
+    with warnings.catch_warnings():  # statsmodels' convergence chatter
+        warnings.simplefilter("ignore")
+        fitted = SARIMAX(y[:end], exog=None if exog is None else exog[:end], **spec).fit(disp=False)
+        full = fitted.apply(y, exog=exog)
+        mean, low, high = [], [], []
+        for t in origins:
+            p = full.get_prediction(start=int(t), end=int(t) + horizon - 1, dynamic=True)
+            band = np.asarray(p.conf_int(alpha=1 - level))
+            mean.append(np.asarray(p.predicted_mean))
+            low.append(band[:, 0])
+            high.append(band[:, 1])
+    out = [np.asarray(a).reshape(len(origins), horizon)[..., None] for a in (mean, low, high)]
+    if log:
+        out = [np.exp(a) for a in out]
+    return (label, *out)

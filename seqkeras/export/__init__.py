@@ -35,7 +35,9 @@ from seqkeras.export.files import next_version
 from seqkeras.export.saved_model import batching_parameters
 from seqkeras.export.saved_model import saved_model
 from seqkeras.export.signatures import serving_function
+from seqkeras.export.streaming import streaming_nll
 from seqkeras.export.streaming import streaming_tflite
+from seqkeras.export.streaming import streaming_variants
 from seqkeras.export.tflite import convert_builtin
 from seqkeras.export.tflite import op_names
 from seqkeras.export.tflite import run_tflite
@@ -63,7 +65,9 @@ __all__ = [
     "saved_model",
     "serving_function",
     "signatures",
+    "streaming_nll",
     "streaming_tflite",
+    "streaming_variants",
     "tflite",
 ]
 

@@ -67,6 +67,22 @@ def prompt_ids(tokenizer, chat, text):
     return tokenizer.encode(rendered, add_special_tokens=False).ids
 
 
+def check(directory, model, prompts, expected, max_new_tokens, threads=2):
+    """Greedy decoding of each prompt with a bundle's `model` file beside
+    the ids another runtime gave (`expected`: one id list per prompt):
+    `(equal, prefill tokens/s, decode tokens/s)`, the speeds the median
+    over the prompts."""
+    prefill, decode, tokenizer, chat = load(directory, model, threads)
+    equal, speed = 0, []
+    for prompt, want in zip(prompts, expected):
+        ids = prompt_ids(tokenizer, chat, prompt)
+        new, first, rest = generate(prefill, decode, chat, ids, max_new_tokens)
+        equal += new == list(want)
+        speed.append((len(ids) / first, len(new) / rest if rest else 0.0))
+    prefill_speed, decode_speed = np.median(np.array(speed), axis=0)
+    return equal, float(prefill_speed), float(decode_speed)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("text", help="the user's message")

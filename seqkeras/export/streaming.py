@@ -5,7 +5,7 @@ A model streams when it implements the streaming contract of
 `seqkeras.models.SequenceModel` (`streamable`, `stream_input`,
 `stream_output`, `stream_start`, `stream_step`); the builders' classes do:
 
-- `rnn_language_model`, `transformer_language_model` (learned positions;
+- `recurrent_language_model`, `transformer_language_model` (learned positions;
   `seqkeras.pretrained.gpt2_language_model`): `token_ids` (batch,) in,
   `logits` (batch, vocab) out: the next token;
 - `tagger` (recurrent, one direction): `token_ids` (batch,) in, `logits`
@@ -14,7 +14,7 @@ A model streams when it implements the streaming contract of
   `logits` (batch, classes) of the sequence so far out;
 - `forecaster` (recurrent): `series` (batch, features) in, `forecast`
   (batch, horizon, targets) from the series so far out;
-- `seq2seq` (recurrent, with or without attention), `conditioned_decoder`:
+- `recurrent_seq2seq` (with or without attention), `conditioned_decoder`:
   `token_ids` (batch,), the decoder's input token, in; `logits` (batch,
   vocab), the next token, out.
 
@@ -56,8 +56,8 @@ def _check_streamable(model):
             "`streaming_tflite` (`step_function`) exports one step of a "
             "model that implements the streaming contract of "
             "`seqkeras.models.SequenceModel`, as the recurrent builders' "
-            "models do (rnn_language_model, tagger, classifier, forecaster, "
-            "seq2seq, conditioned_decoder). Received: "
+            "models do (recurrent_language_model, tagger, classifier, forecaster, "
+            "recurrent_seq2seq, conditioned_decoder). Received: "
             f"{getattr(model, 'name', type(model).__name__)!r} "
             f"({type(model).__name__})"
         )
@@ -304,3 +304,81 @@ def verify_streaming(model, flatbuffer, sample):
     if not per_step:
         diff = float(np.max(np.abs(out[output] - expected)))
     return diff, 1000 * float(np.median(seconds)), inputs.shape[1]
+
+
+def streaming_nll(flatbuffer, ids):
+    """Nats per token of a language model's streaming step model (a
+    `streaming_tflite` file) over one sequence, fed one token per
+    `invoke` with its states carried from zeros: what a phone that runs
+    the file scores.
+
+    Args:
+        flatbuffer: the step model's bytes.
+        ids: int ids (time,), at least 2.
+
+    Returns:
+        The mean negative log-likelihood of `ids[1:]` (float).
+    """
+    import numpy as np
+
+    from seqkeras.metrics import token_nll
+
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or len(ids) < 2 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(
+            "`streaming_nll` expects `ids` to be one sequence of at least 2 integer ids. "
+            f"Received: shape {ids.shape}, dtype {ids.dtype}"
+        )
+    step = tflite_runner(flatbuffer)
+    details = step.input_details.items()
+    states = {k: np.zeros((1, *v["shape"][1:]), v["dtype"]) for k, v in details if "state_" in k}
+    logits = []
+    for t in range(len(ids) - 1):
+        out = step(token_ids=ids[t : t + 1].astype("int32"), **states)
+        states = {k[4:]: v for k, v in out.items() if k.startswith("new_state_")}
+        logits.append(out["logits"][0])
+    total, count = token_nll(np.stack(logits), ids[1:])
+    return total / count
+
+
+def streaming_variants(model, directory, sample, ids, variants=("float32", "dynamic_int8")):
+    """The streaming step model of a recurrent language model written once
+    per variant (`step-<variant>.tflite` in `directory`: float32, or a
+    `quantize` mode of `streaming_tflite`) and measured: size, LiteRT
+    latency per token and largest difference from Keras
+    (`verify_streaming` on `sample`), and nats per token over `ids`
+    (`streaming_nll`).
+
+    Args:
+        model: a recurrent language model.
+        directory: where the files go (made if missing; files replaced).
+        sample: `{"token_ids": ids (1, time)}` to compare with Keras.
+        ids: int ids (time,) to score.
+        variants: "float32", "dynamic_int8", "float16".
+
+    Returns:
+        `{variant: {"path", "mb", "ms", "diff", "loss"}}`.
+    """
+    for variant in variants:
+        if variant not in ("float32", "dynamic_int8", "float16"):
+            raise ValueError(
+                "`streaming_variants` expects variants among 'float32', 'dynamic_int8', "
+                f"'float16'. Received: {variant!r}"
+            )
+    os.makedirs(directory, exist_ok=True)
+    found = {}
+    for variant in variants:
+        path = os.path.join(directory, f"step-{variant}.tflite")
+        quantize = None if variant == "float32" else variant
+        streaming_tflite(model, path, overwrite=True, quantize=quantize)
+        with open(path, "rb") as f:
+            flatbuffer = f.read()
+        diff, ms, _ = verify_streaming(model, flatbuffer, sample)
+        found[variant] = {
+            "path": path,
+            "mb": len(flatbuffer) / 1e6,
+            "ms": ms,
+            "diff": diff,
+            "loss": streaming_nll(flatbuffer, ids),
+        }
+    return found

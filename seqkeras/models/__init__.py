@@ -15,7 +15,7 @@ from seqkeras.models.encoder_decoder import Seq2Seq
 from seqkeras.models.encoder_decoder import TransformerSeq2Seq
 from seqkeras.models.encoder_decoder import attention_model
 from seqkeras.models.encoder_decoder import conditioned_decoder
-from seqkeras.models.encoder_decoder import seq2seq
+from seqkeras.models.encoder_decoder import recurrent_seq2seq
 from seqkeras.models.encoder_decoder import transformer_seq2seq
 from seqkeras.models.encoder_decoder import load_encoder
 from seqkeras.models.forecasting import Forecaster
@@ -23,6 +23,11 @@ from seqkeras.models.forecasting import Seq2SeqForecaster
 from seqkeras.models.forecasting import forecaster
 from seqkeras.models.forecasting import seq2seq_forecaster
 from seqkeras.models.generation import decoder_step
+from seqkeras.models.inference import attention_weights
+from seqkeras.models.inference import class_probabilities
+from seqkeras.models.inference import pooling_weights
+from seqkeras.models.inference import predict_by_length
+from seqkeras.models.inference import predict_tags
 from seqkeras.models.generation import generate
 from seqkeras.models.generation import translate_texts
 from seqkeras.models.language_models import LanguageModel
@@ -41,27 +46,15 @@ from seqkeras.models.lora import lora_variables
 from seqkeras.models.lora import merge_lora
 from seqkeras.models.lora import save_lora
 from seqkeras.models.lora import with_lora
-from seqkeras.models.language_models import rnn_language_model
+from seqkeras.models.language_models import recurrent_language_model
 from seqkeras.models.language_models import transformer_language_model
 from seqkeras.models.elmo import BiLanguageModel
 from seqkeras.models.pretraining import ElmoClassifier
-from seqkeras.models.elmo import bilm
+from seqkeras.models.elmo import bi_language_model
 from seqkeras.models.pretraining import classify_by_generation
 from seqkeras.models.pretraining import elmo_classifier
 from seqkeras.models.elmo import elmo_features
 from seqkeras.models.elmo import load_bilm
-from seqkeras.models.training import MaskedAccuracy
-from seqkeras.models.training import MaskedPerplexity
-from seqkeras.models.training import PinballLoss
-from seqkeras.models.training import ResetStatesAtEpochStart
-from seqkeras.models.training import TimeBudget
-from seqkeras.models.training import WarmupLinearDecay
-from seqkeras.models.training import SmoothedTokenCrossEntropy
-from seqkeras.models.training import choose_jit_compile
-from seqkeras.models.training import compile_model
-from seqkeras.models.training import infer_task
-from seqkeras.models.training import masked_loss
-from seqkeras.models.training import reset_states
 
 __all__ = [
     "BiLanguageModel",
@@ -71,41 +64,34 @@ __all__ = [
     "ConditionedDecoder",
     "Forecaster",
     "LanguageModel",
-    "MaskedAccuracy",
-    "MaskedPerplexity",
-    "PinballLoss",
     "RecurrentLanguageModel",
     "RecurrentSeq2Seq",
-    "ResetStatesAtEpochStart",
     "Seq2Seq",
     "Seq2SeqForecaster",
     "SequenceModel",
-    "SmoothedTokenCrossEntropy",
-    "TimeBudget",
-    "WarmupLinearDecay",
     "Tagger",
     "TransformerLanguageModel",
     "DecoderLanguageModel",
     "TransformerSeq2Seq",
     "attention_model",
-    "bilm",
-    "choose_jit_compile",
+    "attention_weights",
+    "class_probabilities",
+    "pooling_weights",
+    "predict_by_length",
+    "predict_tags",
+    "bi_language_model",
     "classifier",
     "classify_by_generation",
-    "compile_model",
     "conditioned_decoder",
     "decoder_step",
     "elmo_classifier",
     "elmo_features",
     "forecaster",
     "generate",
-    "infer_task",
     "load_bilm",
     "load_encoder",
-    "masked_loss",
-    "reset_states",
-    "rnn_language_model",
-    "seq2seq",
+    "recurrent_language_model",
+    "recurrent_seq2seq",
     "seq2seq_forecaster",
     "tagger",
     "transformer_language_model",
@@ -126,10 +112,33 @@ __all__ = [
 ]
 
 
-_MOVED = {"check_token_ids": "seqkeras.data"}
+_TRAINING = (
+    "MaskedAccuracy MaskedPerplexity PinballLoss ResetStatesAtEpochStart "
+    "SmoothedTokenCrossEntropy TimeBudget WarmupLinearDecay choose_jit_compile "
+    "compile_model infer_task masked_loss reset_states"
+).split()
+_MOVED = {"check_token_ids": "seqkeras.data", **{n: "seqkeras.training" for n in _TRAINING}}
+
+
+#: Builders renamed to match their classes: the old name warns and still works.
+_RENAMED = {
+    "seq2seq": "recurrent_seq2seq",
+    "bilm": "bi_language_model",
+    "rnn_language_model": "recurrent_language_model",
+}
 
 
 def __getattr__(name):  # names with one home now: the old one warns and still works
+    if name in _RENAMED:
+        import warnings
+
+        new = _RENAMED[name]
+        warnings.warn(
+            f"`seqkeras.models.{name}` is now `seqkeras.models.{new}`",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
     if name in _MOVED:
         import importlib
         import warnings

@@ -1,4 +1,4 @@
-"""ELMo (Peters et al. 2018): `bilm`, forward and backward LSTM language
+"""ELMo (Peters et al. 2018): `bi_language_model`, forward and backward LSTM language
 models over one token embedding and one softmax, and `elmo_features`,
 its layers for a downstream model (mixed there by
 `seqkeras.layers.ScalarMix`).
@@ -22,7 +22,7 @@ from seqkeras.models.base import copy_layers
 
 @keras.saving.register_keras_serializable(package="seqkeras")
 class BiLanguageModel(SequenceModel):
-    """`bilm`'s class: `token_ids` -> `{"forward": logits, "backward":
+    """`bi_language_model`'s class: `token_ids` -> `{"forward": logits, "backward":
     logits}` (batch, time, vocab), the forward direction predicting the
     next token and the backward one the previous token."""
 
@@ -50,7 +50,7 @@ def _directions(token_ids, parts, dropout):
     return x, outputs
 
 
-def bilm(vocab_size, embedding_dim=256, units=512, num_layers=2, dropout=0.1):
+def bi_language_model(vocab_size, embedding_dim=256, units=512, num_layers=2, dropout=0.1):
     """ELMo's bidirectional language model (Peters et al. 2018, eq. 1 of
     the biLM section): a forward LSTM LM and a backward one over a shared
     token embedding, with a shared (tied) softmax.
@@ -71,12 +71,12 @@ def bilm(vocab_size, embedding_dim=256, units=512, num_layers=2, dropout=0.1):
 
     Examples:
         >>> import numpy as np, seqkeras
-        >>> lm = seqkeras.models.bilm(30, embedding_dim=8, units=8, num_layers=1)
+        >>> lm = seqkeras.models.bi_language_model(30, embedding_dim=8, units=8, num_layers=1)
         >>> out = lm(np.array([[1, 5, 6, 2, 0]]))
         >>> tuple(out["forward"].shape), tuple(out["backward"].shape)
         ((1, 5, 30), (1, 5, 30))
     """
-    name = "bilm"
+    name = "bi_language_model"
     vocab_size = bb.check(name, "vocab_size", vocab_size, "int")
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
     units = bb.check(name, "units", units, "int")
@@ -126,26 +126,26 @@ def bilm(vocab_size, embedding_dim=256, units=512, num_layers=2, dropout=0.1):
 
 
 def elmo_features(model, trainable=False):
-    """The layers of a trained `bilm` as features for a downstream model
+    """The layers of a trained `bi_language_model` as features for a downstream model
     (ELMo): `token_ids` -> a list of `num_layers + 1` tensors (batch, time,
     2 * embedding_dim): layer 0 is `[embedding; embedding]`, layer k is
     `[forward_k; backward_k]`, each masked where token_ids is 0. Mix them
     with `seqkeras.layers.ScalarMix(num_layers + 1)`.
 
     Args:
-        model: a `bilm` (its layers are shared, not copied).
+        model: a `bi_language_model` (its layers are shared, not copied).
         trainable: False (default) freezes the biLM, as ELMo does.
 
     Examples:
         >>> import numpy as np, seqkeras
-        >>> lm = seqkeras.models.bilm(30, embedding_dim=8, units=8, num_layers=2)
+        >>> lm = seqkeras.models.bi_language_model(30, embedding_dim=8, units=8, num_layers=2)
         >>> features = seqkeras.models.elmo_features(lm)
         >>> [tuple(f.shape) for f in features(np.array([[1, 5, 2, 0]]))]
         [(1, 4, 16), (1, 4, 16), (1, 4, 16)]
     """
     if not isinstance(model, BiLanguageModel):
         raise TypeError(
-            "`elmo_features` expects a `bilm` model (a `BiLanguageModel`). "
+            "`elmo_features` expects a `bi_language_model` model (a `BiLanguageModel`). "
             f"Received: {type(model).__name__}"
         )
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
@@ -165,7 +165,7 @@ _ROLES = (
 
 
 def _features(token_ids, model):
-    """ELMo's layers of `model` (a `bilm`) on `token_ids`."""
+    """ELMo's layers of `model` (a `bi_language_model`) on `token_ids`."""
     x, layers = _directions(token_ids, {role: model.part(role) for role in _ROLES}, dropout=0.0)
     concat = keras.layers.Concatenate
     features = [concat(name="elmo_layer_0")([x, x])]
@@ -177,10 +177,10 @@ def _features(token_ids, model):
 def _frozen_bilm(builder, vocab_size, bilm_arguments):
     if not isinstance(bilm_arguments, dict):
         raise TypeError(
-            f"`{builder}` expects the `bilm` arguments as a dict. "
+            f"`{builder}` expects the `bi_language_model` arguments as a dict. "
             f"Received: {type(bilm_arguments).__name__}"
         )
-    lm = bilm(vocab_size, **bilm_arguments)
+    lm = bi_language_model(vocab_size, **bilm_arguments)
     for layer in lm.layers:
         layer.trainable = False
     return lm
@@ -200,8 +200,8 @@ def elmo_word_vectors(inputs, sizes, vocab_size, bilm_arguments, layer_norm=Fals
 
 
 def load_bilm(model, source):
-    """Copies the weights of `source` (a trained `bilm`) into the biLM
-    layers of `model` (an `elmo_classifier`, or another `bilm`), by layer
+    """Copies the weights of `source` (a trained `bi_language_model`) into the biLM
+    layers of `model` (an `elmo_classifier`, or another `bi_language_model`), by layer
     name; a ValueError names a layer `model` lacks or whose shapes
     differ. Returns `model`."""
     copy_layers(

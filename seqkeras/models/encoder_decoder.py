@@ -263,7 +263,7 @@ def conditioned_decoder(
     )
 
 
-def seq2seq(
+def recurrent_seq2seq(
     source_vocab_size,
     target_vocab_size,
     embedding_dim=64,
@@ -314,14 +314,14 @@ def seq2seq(
 
     Examples:
         >>> import numpy as np, seqkeras
-        >>> model = seqkeras.models.seq2seq(20, 30, units=16,
+        >>> model = seqkeras.models.recurrent_seq2seq(20, 30, units=16,
         ...                                 attention="additive")
         >>> out = model({"source_ids": np.array([[4, 5, 6, 0]]),
         ...              "target_ids": np.array([[1, 7, 8]])})
         >>> tuple(out.shape)
         (1, 3, 30)
     """
-    name = "seq2seq"
+    name = "recurrent_seq2seq"
     source_vocab_size = bb.check(name, "source_vocab_size", source_vocab_size, "int")
     target_vocab_size = bb.check(name, "target_vocab_size", target_vocab_size, "int")
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
@@ -407,7 +407,7 @@ def seq2seq(
 
 def attention_model(model):
     """A model with the same inputs returning `[logits, weights]`, the
-    weights (batch, time, source_time) of a `seq2seq(attention=...)`
+    weights (batch, time, source_time) of a `recurrent_seq2seq(attention=...)`
     model's decoder."""
     decoder = model.part("decoder") if isinstance(model, SequenceModel) else None
     if not isinstance(decoder, sk.AttentionDecoder):

@@ -9,7 +9,7 @@ cache, index) -> (logits, cache)` is one decoding step, and
 builder returns such a class, and the steps reuse the trained model's own
 layers (no copies):
 
-- `RecurrentLanguageModel` (`rnn_language_model`): each layer's recurrent
+- `RecurrentLanguageModel` (`recurrent_language_model`): each layer's recurrent
   states;
 - `TransformerLanguageModel` (`transformer_language_model`): each block's
   key/value cache;
@@ -53,8 +53,8 @@ def check_generative(where, model, requirement="works on models that implement")
             f"`{where}` {requirement} the generation "
             "contract of `seqkeras.models.SequenceModel` (`init_cache`, "
             "`call_with_cache`, `prompt_input`), as the generative builders' "
-            "models do (rnn_language_model, transformer_language_model, "
-            "seq2seq, transformer_seq2seq, conditioned_decoder). Received: "
+            "models do (recurrent_language_model, transformer_language_model, "
+            "recurrent_seq2seq, transformer_seq2seq, conditioned_decoder). Received: "
             f"{getattr(model, 'name', type(model).__name__)!r} "
             f"({type(model).__name__})"
         )
@@ -85,7 +85,7 @@ def generate(
 
     Args:
         model: a model implementing the generation contract (see the
-            module docstring): a `rnn_language_model`,
+            module docstring): a `recurrent_language_model`,
             `transformer_language_model`, `seq2seq`, `transformer_seq2seq`,
             `conditioned_decoder`, or a user's subclass.
         inputs: what the decoder is conditioned on: source ids (batch,
@@ -102,7 +102,7 @@ def generate(
             decoding loop as one XLA-compiled graph, False as a plain
             TensorFlow graph (`tf.function`, no XLA), `"auto"` (default)
             the library's compile-mode policy
-            (`seqkeras.models.choose_jit_compile(model, "generate")`: XLA
+            (`seqkeras.training.choose_jit_compile(model, "generate")`: XLA
             in every precision, decoding being bound by per-op
             overhead). Inside a traced function (an export) the loop is
             part of that graph.
@@ -125,7 +125,7 @@ def generate(
 
     Examples:
         >>> import numpy as np, seqkeras
-        >>> model = seqkeras.models.rnn_language_model(20, 8, cell="gru")
+        >>> model = seqkeras.models.recurrent_language_model(20, 8, cell="gru")
         >>> ids = seqkeras.models.generate(model, prompt=np.array([[5, 6]]),
         ...                                max_length=6, strategy="sample",
         ...                                top_k=3, seed=1)
@@ -322,7 +322,7 @@ def _jit_choice(model, jit_compile):
     """`generate`'s `jit_compile` as a bool ("auto": the library's
     compile-mode policy for generation, `choose_jit_compile`)."""
     if jit_compile == "auto":
-        from seqkeras.models.training import choose_jit_compile
+        from seqkeras.training.objectives import choose_jit_compile
 
         return choose_jit_compile(model, purpose="generate")[0]
     if not isinstance(jit_compile, bool):
@@ -388,7 +388,7 @@ def translate_texts(
         >>> import seqkeras
         >>> from seqkeras.data import SubwordTokenizer
         >>> tok = SubwordTokenizer.train(["ein hund", "a dog"], 40)
-        >>> model = seqkeras.models.seq2seq(tok.vocabulary_size,
+        >>> model = seqkeras.models.recurrent_seq2seq(tok.vocabulary_size,
         ...                                 tok.vocabulary_size, units=8)
         >>> out, cut = seqkeras.models.translate_texts(
         ...     model, ["ein hund", "hund"], tok, tok, max_length=5)

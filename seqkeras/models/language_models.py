@@ -1,4 +1,4 @@
-"""`rnn_language_model` and `transformer_language_model` (decoder-only),
+"""`recurrent_language_model` and `transformer_language_model` (decoder-only),
 both with weight tying between the embedding and the output layer."""
 
 import keras
@@ -28,7 +28,7 @@ class LanguageModel(SequenceModel):
 
 @keras.saving.register_keras_serializable(package="seqkeras")
 class RecurrentLanguageModel(LanguageModel):
-    """`rnn_language_model`'s class. Parts: `embedding`, `recurrent` (the
+    """`recurrent_language_model`'s class. Parts: `embedding`, `recurrent` (the
     stacked layers), `projection` (or None), `logits` (a Dense, or None for
     tied weights). The cache is each layer's recurrent states; the model
     streams one token at a time with them."""
@@ -137,7 +137,7 @@ class TransformerLanguageModel(KeyValueLanguageModel):
         )
 
 
-def rnn_language_model(
+def recurrent_language_model(
     vocab_size,
     embedding_dim=128,
     units=None,
@@ -171,11 +171,11 @@ def rnn_language_model(
 
     Examples:
         >>> import numpy as np, seqkeras
-        >>> model = seqkeras.models.rnn_language_model(50, 16, cell="gru")
+        >>> model = seqkeras.models.recurrent_language_model(50, 16, cell="gru")
         >>> tuple(model(np.array([[4, 5, 6]])).shape)
         (1, 3, 50)
     """
-    name = "rnn_language_model"
+    name = "recurrent_language_model"
     vocab_size = bb.check(name, "vocab_size", vocab_size, "int")
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
     units = bb.check(name, "units", units or embedding_dim, "int")

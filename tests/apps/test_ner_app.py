@@ -166,7 +166,9 @@ def test_tag_reads_stdin(trained, capsys, monkeypatch):
 
 
 def test_split_words():
-    assert app.split_words('"Hello," said (EU) Germany\'s team.') == [
+    from seqkeras.data import split_words
+
+    assert split_words('"Hello," said (EU) Germany\'s team.') == [
         '"',
         "Hello",
         ",",

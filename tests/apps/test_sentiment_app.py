@@ -211,6 +211,6 @@ def test_evaluate_an_ensemble_averages_probabilities(trained, data, capsys):
     assert "ensemble of 2" in out
     model, tokenizer, config = app.load(str(trained))
     texts, labels = data["val_examples"]
-    probs = app.probabilities(model, tokenizer, texts, config)
+    probs = app.probabilities(model, tokenizer, config, texts)
     truth = 100 * np.mean(probs.argmax(-1) == np.array(labels))
     assert float(out.strip().splitlines()[-1].split("=")[1]) == pytest.approx(truth, abs=0.01)

@@ -114,7 +114,7 @@ def test_train_writes_what_rebuilds_the_model(trained):
         "target",
     } <= names
     config = json.loads((trained / "config.json").read_text())
-    assert config["builder"] == "seq2seq"
+    assert config["builder"] == "recurrent_seq2seq"
     model, src, tgt, _ = app.load(str(trained))
     assert model.count_params() == config["parameters"]
     assert src.vocabulary[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -161,7 +161,7 @@ def test_translate_reads_stdin(trained, capsys, monkeypatch):
     )
     assert code == 0, err
     model, src, tgt, config = app.load(str(trained))
-    assert out.splitlines() == app.translate_texts(model, src, tgt, ["Zwei.", "Eins drei."], config)
+    assert out.splitlines() == app.translate_texts(model, src, tgt, config, ["Zwei.", "Eins drei."])
 
 
 def _one_line_error(code, err, *needles):

@@ -26,7 +26,7 @@ MAX_LENGTH = 9
 ALPHA = 0.6
 
 BUILDERS = {
-    "rnn_language_model": lambda: M.rnn_language_model(V, 8, cell="gru", num_layers=2),
+    "recurrent_language_model": lambda: M.recurrent_language_model(V, 8, cell="gru", num_layers=2),
     "transformer_language_model": lambda: M.transformer_language_model(
         V, 16, num_layers=2, num_heads=2, hidden_dim=8
     ),
@@ -55,10 +55,10 @@ BUILDERS = {
         tie_embeddings=False,
         max_length=16,
     ),
-    "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8),
+    "recurrent_seq2seq": lambda: M.recurrent_seq2seq(V, V, units=8, embedding_dim=8),
     **{
         f"seq2seq_{score}": (
-            lambda score=score: M.seq2seq(
+            lambda score=score: M.recurrent_seq2seq(
                 V,
                 V,
                 units=8,

@@ -27,7 +27,7 @@ TEXTS = ["abc", "hgfed", "a", "xb"]  # "x" is unknown
 
 def expected_text(model, name, max_length=6):
     """What `generate_text` must return: Keras greedy decoding, decoded."""
-    if name in ("seq2seq", "transformer_seq2seq"):
+    if name in ("recurrent_seq2seq", "transformer_seq2seq"):
         ids = M.generate(model, VOCAB.encode(TEXTS), max_length=max_length)
         return VOCAB.decode(np.asarray(ids)[:, 1:])
     lengths = [len(t) for t in TEXTS]
@@ -48,7 +48,7 @@ def builders():
             V, 3, backbone="gru", units=8, embedding_dim=8, bidirectional=True, pooling="attention"
         ),
         "tagger": lambda: M.tagger(V, 4, units=8, embedding_dim=8),
-        "rnn_language_model": lambda: M.rnn_language_model(V, 8, units=8),
+        "recurrent_language_model": lambda: M.recurrent_language_model(V, 8, units=8),
         "transformer_language_model": lambda: M.transformer_language_model(
             V, 16, num_layers=1, num_heads=2, hidden_dim=8
         ),
@@ -56,7 +56,9 @@ def builders():
             V, 8, 1, 4, 16, num_key_value_heads=2, window=4, max_length=16
         ),
         "conditioned_decoder": lambda: M.conditioned_decoder(5, V, units=8, embedding_dim=8),
-        "seq2seq": lambda: M.seq2seq(V, V, units=8, embedding_dim=8, attention="additive"),
+        "recurrent_seq2seq": lambda: M.recurrent_seq2seq(
+            V, V, units=8, embedding_dim=8, attention="additive"
+        ),
         "transformer_seq2seq": lambda: M.transformer_seq2seq(
             V, V, 16, num_layers=1, num_heads=2, hidden_dim=8
         ),
@@ -129,7 +131,7 @@ def test_every_builder_exports_and_matches_everywhere(tmp_path):
         np.save(job["expected"], keras_out(model, inputs))
         if generative:
             key = {
-                "seq2seq": "source_ids",
+                "recurrent_seq2seq": "source_ids",
                 "transformer_seq2seq": "source_ids",
                 "conditioned_decoder": "features",
             }.get(name, "prompt_ids")

@@ -10,7 +10,7 @@ from tests.export.one_step_checks import check
 OWN_GROUP = True
 
 NAMES = [
-    "rnn_language_model",
+    "recurrent_language_model",
     "transformer_language_model",
     "gpt2_language_model",
     "decoder_language_model",

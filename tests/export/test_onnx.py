@@ -18,7 +18,9 @@ def test_models_match_in_onnxruntime(kind, tmp_path):
     if kind == "tagger":
         model = tagger()
     elif kind == "seq2seq_attention":
-        model = seqkeras.models.seq2seq(20, 20, units=8, embedding_dim=8, attention="additive")
+        model = seqkeras.models.recurrent_seq2seq(
+            20, 20, units=8, embedding_dim=8, attention="additive"
+        )
     else:
         model = seqkeras.models.transformer_language_model(
             20, 16, num_layers=1, num_heads=2, hidden_dim=8

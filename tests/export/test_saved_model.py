@@ -21,7 +21,7 @@ TGT = np.array([[1, 7, 8, 0], [1, 9, 4, 5]], "int32")
     "attention,style", [(None, "bahdanau"), ("additive", "bahdanau"), ("general", "luong")]
 )
 def test_seq2seq_exports_named_and_builtin_only(attention, style, tmp_path):
-    model = seqkeras.models.seq2seq(12, 12, units=16, attention=attention, style=style)
+    model = seqkeras.models.recurrent_seq2seq(12, 12, units=16, attention=attention, style=style)
     inputs = {"source_ids": SRC, "target_ids": TGT}
     expected = np.asarray(model(inputs))
     path = saved_model(model, tmp_path / "s2s" / "1")
@@ -80,7 +80,7 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
 def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs, tmp_path):
     """generate() is one graph: it saves as a signature and the reloaded
     signature returns the same ids (the export issue builds on this)."""
-    model = seqkeras.models.seq2seq(12, 12, units=16, attention="additive")
+    model = seqkeras.models.recurrent_seq2seq(12, 12, units=16, attention="additive")
     expected = seqkeras.models.generate(
         model, SRC, max_length=6, strategy=strategy, eos_id=2, jit_compile=False, **kwargs
     )
@@ -112,12 +112,14 @@ def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs, tmp_path)
 
 @pytest.mark.parametrize("quantize", ["dynamic_int8", "float16"])
 def test_quantized_tflite_is_smaller_builtin_and_close(quantize, tmp_path):
-    model = seqkeras.models.seq2seq(12, 12, units=64, embedding_dim=32, attention="additive")
+    model = seqkeras.models.recurrent_seq2seq(
+        12, 12, units=64, embedding_dim=32, attention="additive"
+    )
     sample = {"source_ids": SRC, "target_ids": TGT}
     # Trained a little, so that the predictions are decisions: an untrained
     # model's logits differ by ~1e-3, and its argmax flips on rounding.
     targets = np.array([[7, 8, 2, 0], [9, 4, 5, 2]], "int32")
-    seqkeras.models.compile_model(model, learning_rate=1e-2)
+    seqkeras.training.compile_model(model, learning_rate=1e-2)
     model.fit(sample, targets, epochs=20, verbose=0)
     path = saved_model(model, tmp_path / "s" / "1")
     full = convert_builtin(path)
@@ -138,7 +140,7 @@ def test_saved_model_runs_where_seqkeras_is_not_importable(tmp_path):
     import subprocess
     import sys
 
-    model = seqkeras.models.seq2seq(12, 12, units=16, attention="general", style="luong")
+    model = seqkeras.models.recurrent_seq2seq(12, 12, units=16, attention="general", style="luong")
     path = saved_model(model, tmp_path / "s" / "1")
     np.save(tmp_path / "src.npy", SRC)
     np.save(tmp_path / "tgt.npy", TGT)
@@ -167,7 +169,7 @@ def test_saved_model_cli_lists_the_signatures(tmp_path):
     import subprocess
     import sys
 
-    model = seqkeras.models.seq2seq(12, 12, units=8, attention="dot", bidirectional=False)
+    model = seqkeras.models.recurrent_seq2seq(12, 12, units=8, attention="dot", bidirectional=False)
     path = saved_model(model, tmp_path / "s" / "1", signatures=S.generation(max_length=5))
     cli = shutil.which("saved_model_cli") or os.path.join(
         os.path.dirname(sys.executable), "saved_model_cli"

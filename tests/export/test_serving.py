@@ -21,7 +21,7 @@ M = seqkeras.models
 def test_recurrent_saved_model_has_no_xla_ops(tmp_path):
     # Regression: every recurrent SavedModel carried XlaDynamicUpdateSlice
     # (from keras.ops.slice_update), which TF Serving does not run.
-    model = M.rnn_language_model(10, 4, units=4, cell="lstm")
+    model = M.recurrent_language_model(10, 4, units=4, cell="lstm")
     path = saved_model(model, tmp_path / "lm" / "1", signatures=S.generation(max_length=5))
     ops = assert_servable(path)["ops"]
     assert "TensorScatterUpdate" in ops and "While" in ops
@@ -49,7 +49,7 @@ def test_served_graph_refuses_out_of_range_token_ids(tmp_path):
 
 
 def test_generate_signature_refuses_out_of_range_prompts(tmp_path):
-    model = M.rnn_language_model(10, 4, cell="gru")
+    model = M.recurrent_language_model(10, 4, cell="gru")
     path = saved_model(model, tmp_path / "lm" / "1", signatures=S.generation(max_length=5))
     generate = tf.saved_model.load(path).signatures["generate"]
     with pytest.raises(tf.errors.InvalidArgumentError, match="prompt_ids"):
@@ -119,7 +119,7 @@ def test_a_layer_that_declares_lookup_tables_is_refused(tmp_path):
 
 
 def test_two_signatures_of_one_name_are_refused(tmp_path):
-    model = M.rnn_language_model(10, 4, units=4)
+    model = M.recurrent_language_model(10, 4, units=4)
     with pytest.raises(
         ValueError,
         match=r"two signatures are named "
@@ -155,7 +155,7 @@ def test_onnx_fails_with_tf2onnx_message_for_unsupported_ops(tmp_path):
 def test_stateful_models_are_refused_with_the_way_out(tmp_path):
     # Regression: an exported stateful LM carried its state between
     # requests.
-    model = M.rnn_language_model(10, 4, stateful=True, batch_size=2)
+    model = M.recurrent_language_model(10, 4, stateful=True, batch_size=2)
     with pytest.raises(ValueError, match="stateful.*streaming_tflite"):
         saved_model(model, tmp_path / "lm" / "1")
     assert not os.path.exists(tmp_path / "lm" / "1")

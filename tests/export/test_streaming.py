@@ -9,7 +9,7 @@ from tests.export.export_checks import assert_builtin_only
 
 @pytest.mark.parametrize("cell,layers", [("lstm", 2), ("gru", 1)])
 def test_streaming_step_model_equals_the_full_pass(cell, layers, tmp_path):
-    model = seqkeras.models.rnn_language_model(20, 8, units=12, cell=cell, num_layers=layers)
+    model = seqkeras.models.recurrent_language_model(20, 8, units=12, cell=cell, num_layers=layers)
     path, shapes = streaming_tflite(model, tmp_path / "step.tflite")
     flatbuffer = open(path, "rb").read()
     assert_builtin_only(flatbuffer)
@@ -151,7 +151,7 @@ def test_streaming_decoder_equals_the_teacher_forced_pass(kind, tmp_path):
             "bahdanau": {"attention": "additive"},
             "luong": {"attention": "general", "style": "luong", "cell": "gru"},
         }[kind]
-        model = M.seq2seq(20, 20, units=6, embedding_dim=5, **options)
+        model = M.recurrent_seq2seq(20, 20, units=6, embedding_dim=5, **options)
         key = "source_ids"
         given = _tokens(2, 7, seed=3)
         given[1, 5:] = 0  # padded source

@@ -35,7 +35,7 @@ EN = [
 def exported(tmp_path_factory):
     src = SubwordTokenizer.train(DE, vocabulary_size=100)
     tgt = SubwordTokenizer.train(EN, vocabulary_size=100)
-    model = seqkeras.models.seq2seq(
+    model = seqkeras.models.recurrent_seq2seq(
         src.vocabulary_size, tgt.vocabulary_size, embedding_dim=8, units=16, attention="additive"
     )
     path = saved_model(

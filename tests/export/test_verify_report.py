@@ -12,7 +12,9 @@ VOCAB = seqkeras.data.CharVocabulary("abcdefgh")
 
 
 def test_report_covers_the_step_model_and_raw_strings(tmp_path):
-    model = seqkeras.models.rnn_language_model(len(VOCAB), 6, units=8, cell="gru", num_layers=2)
+    model = seqkeras.models.recurrent_language_model(
+        len(VOCAB), 6, units=8, cell="gru", num_layers=2
+    )
     ids = np.random.default_rng(0).integers(4, len(VOCAB), size=(2, 7))
     report = export_and_verify(
         model,
@@ -44,7 +46,9 @@ def test_report_says_why_a_model_has_no_step_model(tmp_path):
 
 
 def test_decoder_step_model_is_checked_from_the_sample(tmp_path):
-    model = seqkeras.models.seq2seq(10, 10, units=6, embedding_dim=4, attention="additive")
+    model = seqkeras.models.recurrent_seq2seq(
+        10, 10, units=6, embedding_dim=4, attention="additive"
+    )
     sample = {
         "source_ids": np.array([[4, 5, 6, 0]], "int32"),
         "target_ids": np.array([[1, 7, 8, 9, 0]], "int32"),

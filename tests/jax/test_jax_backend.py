@@ -133,7 +133,7 @@ def test_layer_trains_under_jit(name):
 def test_attention_decoder_and_pooling_train_under_jit():
     src, tgt = _ids(32, 7), _ids(32, 5)
     for attention, style in (("additive", "bahdanau"), ("general", "luong")):
-        model = M.seq2seq(
+        model = M.recurrent_seq2seq(
             12,
             12,
             embedding_dim=8,
@@ -148,7 +148,7 @@ def test_attention_decoder_and_pooling_train_under_jit():
 
 
 KINDS = {
-    "rnn_language_model": lambda: M.rnn_language_model(12, 8, units=8, num_layers=2),
+    "recurrent_language_model": lambda: M.recurrent_language_model(12, 8, units=8, num_layers=2),
     "transformer_language_model": lambda: M.transformer_language_model(
         12, 8, num_layers=1, num_heads=2, hidden_dim=8
     ),
@@ -158,7 +158,9 @@ KINDS = {
     "lora_language_model": lambda: M.with_lora(
         M.decoder_language_model(12, 8, 1, 2, 16, max_length=8), rank=2
     ),
-    "seq2seq": lambda: M.seq2seq(12, 12, embedding_dim=8, units=8, attention="additive"),
+    "recurrent_seq2seq": lambda: M.recurrent_seq2seq(
+        12, 12, embedding_dim=8, units=8, attention="additive"
+    ),
     "transformer_seq2seq": lambda: M.transformer_seq2seq(
         12, 12, 8, num_layers=1, num_heads=2, hidden_dim=8
     ),
@@ -182,7 +184,7 @@ def test_every_model_kind_trains_and_generates(kind):
             nxt = np.argmax(np.asarray(model(tokens))[:, -1], -1)
             tokens = np.concatenate([tokens, nxt[:, None].astype("int32")], 1)
         np.testing.assert_array_equal(np.asarray(out), tokens)
-    elif kind in ("seq2seq", "transformer_seq2seq", "conditioned_decoder"):
+    elif kind in ("recurrent_seq2seq", "transformer_seq2seq", "conditioned_decoder"):
         cond = RNG.normal(size=(32, 5)).astype("float32") if kind == "conditioned_decoder" else ids
         key = model.conditioning_input
         _fit(model, {key: cond, "target_ids": ids[:, :-1]}, ids[:, 1:])
@@ -226,7 +228,7 @@ def test_pretraining_models_train_under_jit():
     labels = np.where(positions > 0, ids[:, :3], 0)
     _fit(sp.bert_masked_lm(arch), {"token_ids": ids, "mask_positions": positions}, labels)
     _fit(sp.gpt2_classifier(dict(arch, model_type="gpt2"), 2, dropout=0.0), ids, ids[:, -1] % 2)
-    lm = seqkeras.models.bilm(12, embedding_dim=8, units=8, num_layers=1)
+    lm = seqkeras.models.bi_language_model(12, embedding_dim=8, units=8, num_layers=1)
     zero = np.zeros((32, 1), "int32")
     y = {
         "forward": np.concatenate([ids[:, 1:], zero], 1),

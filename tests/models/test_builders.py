@@ -11,7 +11,7 @@ import pytest
 
 import seqkeras
 from seqkeras.data import copy_task, teacher_forcing
-from seqkeras.models import compile_model
+from seqkeras.training import compile_model
 from tests.layer_checks import mask_of
 
 M = seqkeras.models
@@ -113,7 +113,7 @@ def periodic_corpus(n, length, seed=0):
 def test_language_models_learn_and_tie_weights(kind):
     x, y = periodic_corpus(2200, 16)
     if kind == "rnn":
-        model = M.rnn_language_model(12, 16, units=32, cell="gru")
+        model = M.recurrent_language_model(12, 16, units=32, cell="gru")
     else:
         model = M.transformer_language_model(12, 16, num_layers=1, num_heads=2, hidden_dim=16)
     compile_model(model, learning_rate=1e-2)
@@ -139,8 +139,8 @@ def test_language_models_learn_and_tie_weights(kind):
 def test_truncated_bptt_carries_state_between_windows():
     ids = np.random.default_rng(2).integers(4, 12, size=401)
     x, _ = seqkeras.data.tbptt_windows(ids, batch_size=2, window=10)
-    stateful = M.rnn_language_model(12, 8, cell="gru", stateful=True, batch_size=2)
-    plain = M.rnn_language_model(12, 8, cell="gru")
+    stateful = M.recurrent_language_model(12, 8, cell="gru", stateful=True, batch_size=2)
+    plain = M.recurrent_language_model(12, 8, cell="gru")
     for a, b in zip(plain.trainable_variables, stateful.trainable_variables):
         a.assign(b)
     windows = [np.asarray(stateful.predict_on_batch(x[i : i + 2])) for i in range(0, len(x), 2)]
@@ -184,7 +184,9 @@ def test_seq2seq_overfits_one_batch():
     seq2seq fits one batch of reversals, its weights skip padding, and it
     round-trips."""
     inputs, tgt = reversal(64, 4)
-    model = M.seq2seq(12, 12, embedding_dim=16, units=32, cell="gru", attention="additive")
+    model = M.recurrent_seq2seq(
+        12, 12, embedding_dim=16, units=32, cell="gru", attention="additive"
+    )
     compile_model(model, learning_rate=1e-2)
     model.fit(inputs, tgt, epochs=60, batch_size=64, verbose=0)
     acc = evaluated_accuracy(model, inputs, tgt)
@@ -201,7 +203,7 @@ def test_seq2seq_overfits_one_batch():
 )
 def test_seq2seq_learns_reversal(attention, style):
     inputs, tgt = reversal(3000, 4)
-    model = M.seq2seq(
+    model = M.recurrent_seq2seq(
         12,
         12,
         embedding_dim=16,
@@ -261,13 +263,16 @@ def test_forecaster_beats_the_seasonal_naive_baseline(backbone):
         (lambda: M.classifier(10, 2, pooling="median"), "classifier.*pooling"),
         (lambda: M.classifier(0, 2), "classifier.*vocab_size"),
         (lambda: M.tagger(10, -1), "tagger.*num_tags"),
-        (lambda: M.rnn_language_model(0), "rnn_language_model.*vocab_size"),
-        (lambda: M.rnn_language_model(10, stateful=True), "batch_size"),
+        (lambda: M.recurrent_language_model(0), "recurrent_language_model.*vocab_size"),
+        (lambda: M.recurrent_language_model(10, stateful=True), "batch_size"),
         (lambda: M.transformer_language_model(10, 8, num_heads=3, hidden_dim=16), "divisible"),
-        (lambda: M.seq2seq(10, 10, attention="bilinear"), "seq2seq.*attention"),
-        (lambda: M.seq2seq(10, 10, units=16, bridge=False), "bridge"),
-        (lambda: M.seq2seq(10, 10, units=16, attention="dot"), "attention='dot'.*features"),
-        (lambda: M.seq2seq(10, 0), "seq2seq.*target_vocab_size"),
+        (lambda: M.recurrent_seq2seq(10, 10, attention="bilinear"), "seq2seq.*attention"),
+        (lambda: M.recurrent_seq2seq(10, 10, units=16, bridge=False), "bridge"),
+        (
+            lambda: M.recurrent_seq2seq(10, 10, units=16, attention="dot"),
+            "attention='dot'.*features",
+        ),
+        (lambda: M.recurrent_seq2seq(10, 0), "seq2seq.*target_vocab_size"),
         (lambda: M.transformer_seq2seq(10, 10, 8, positional="rotary"), "positional"),
         (lambda: M.forecaster(24, 0), "forecaster.*horizon"),
         (lambda: M.compile_model(keras.Sequential(), task="ranking"), "task"),
@@ -290,7 +295,7 @@ def test_builders_train_under_mixed_precision(policy):
     keras.config.set_dtype_policy(policy)
     try:
         inputs, tgt = reversal(128, 8)
-        model = M.seq2seq(12, 12, embedding_dim=8, units=16, attention="additive")
+        model = M.recurrent_seq2seq(12, 12, embedding_dim=8, units=16, attention="additive")
         assert model.output.dtype == "float32"  # logits stay float32
         compile_model(model)
         history = model.fit(inputs, tgt, epochs=1, batch_size=64, verbose=0)
@@ -302,7 +307,7 @@ def test_builders_train_under_mixed_precision(policy):
 def test_tbptt_fit_with_state_reset_callback():
     ids = np.random.default_rng(5).integers(4, 12, size=801)
     x, y = seqkeras.data.tbptt_windows(ids, batch_size=4, window=10)
-    model = M.rnn_language_model(12, 8, cell="lstm", stateful=True, batch_size=4)
+    model = M.recurrent_language_model(12, 8, cell="lstm", stateful=True, batch_size=4)
     compile_model(model)
     history = model.fit(
         x,
@@ -334,7 +339,7 @@ def test_compile_model_defaults_to_the_models_task():
     assert M.infer_task(M.tagger(12, 3)) == "tokens"
     assert M.infer_task(M.forecaster(6, 2)) == "regression"
     assert M.infer_task(M.conditioned_decoder(4, 12)) == "tokens"
-    assert M.infer_task(M.seq2seq(12, 12, units=8)) == "tokens"
+    assert M.infer_task(M.recurrent_seq2seq(12, 12, units=8)) == "tokens"
 
 
 @pytest.mark.parametrize(

@@ -138,7 +138,9 @@ def test_a_model_without_the_contract_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "build_model",
     [
-        lambda: seqkeras.models.seq2seq(V, V, embedding_dim=4, units=6, attention="additive"),
+        lambda: seqkeras.models.recurrent_seq2seq(
+            V, V, embedding_dim=4, units=6, attention="additive"
+        ),
         lambda: seqkeras.models.transformer_language_model(
             V, 8, num_layers=1, num_heads=2, hidden_dim=8
         ),
@@ -159,8 +161,8 @@ def test_builtin_parts_survive_a_safe_round_trip(build_model, tmp_path):
 def test_builder_classes_state_their_task_and_parts():
     assert M.classifier(10, 3, units=4).task == "classes"
     assert M.tagger(10, 3, units=4).task == "tokens"
-    assert M.rnn_language_model(10, 4).task == "tokens"
-    assert M.seq2seq(10, 10, units=4).task == "tokens"
+    assert M.recurrent_language_model(10, 4).task == "tokens"
+    assert M.recurrent_seq2seq(10, 10, units=4).task == "tokens"
     assert M.forecaster(6, 2, units=4).task == "regression"
     # the task is declared, not guessed from shapes: infer_task reads it
     model = M.classifier(10, 3, units=4, pooling="attention", backbone="gru")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import seqkeras
-from seqkeras.models import CRFTagger, compile_model
+from seqkeras.models import CRFTagger
+from seqkeras.training import compile_model
 from tests.layers.test_crf import _chunks
 
 

@@ -107,7 +107,7 @@ def test_tflite_prefill_and_decode_equal_keras(tmp_path, quantize):
 def test_tflite_prefill_needs_a_model_that_prefills(tmp_path):
     from seqkeras.export.streaming import streaming_tflite
 
-    model = seqkeras.models.rnn_language_model(30, 8)
+    model = seqkeras.models.recurrent_language_model(30, 8)
     with pytest.raises(ValueError, match="streaming_tflite` with `prefill=True` needs"):
         streaming_tflite(model, str(tmp_path / "x.tflite"), prefill=True)
 

@@ -16,7 +16,7 @@ import pytest
 
 import seqkeras
 import seqkeras.distribute as dist
-from seqkeras.models import compile_model
+from seqkeras.training import compile_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Run with `python -P` (3.11+): tests/ must not come first on sys.path, as
@@ -119,8 +119,8 @@ def tiny_builders():
         ),
         ("crf tagger", lambda: M.tagger(12, 4, units=8, embedding_dim=8, crf=True), ids, ids % 4),
         (
-            "rnn_language_model",
-            lambda: M.rnn_language_model(12, embedding_dim=8, units=8),
+            "recurrent_language_model",
+            lambda: M.recurrent_language_model(12, embedding_dim=8, units=8),
             ids,
             ids,
         ),
@@ -133,8 +133,8 @@ def tiny_builders():
             ids,
         ),
         (
-            "seq2seq",
-            lambda: M.seq2seq(12, 12, embedding_dim=8, units=8, attention="additive"),
+            "recurrent_seq2seq",
+            lambda: M.recurrent_seq2seq(12, 12, embedding_dim=8, units=8, attention="additive"),
             {"source_ids": ids, "target_ids": ids},
             ids,
         ),

@@ -14,15 +14,17 @@ FEATURES = np.random.default_rng(0).normal(size=(2, 5)).astype("float32")
 
 def build(kind):
     if kind == "rnn_lm":
-        return M.rnn_language_model(V, 8, units=12, cell="lstm", num_layers=2), None
+        return M.recurrent_language_model(V, 8, units=12, cell="lstm", num_layers=2), None
     if kind == "transformer_lm":
         return M.transformer_language_model(V, 8, num_layers=2, num_heads=2, hidden_dim=16), None
     if kind == "seq2seq":
-        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="gru"), SRC
+        return M.recurrent_seq2seq(V, V, embedding_dim=8, units=12, cell="gru"), SRC
     if kind == "seq2seq_bahdanau":
-        return M.seq2seq(V, V, embedding_dim=8, units=12, cell="lstm", attention="additive"), SRC
+        return M.recurrent_seq2seq(
+            V, V, embedding_dim=8, units=12, cell="lstm", attention="additive"
+        ), SRC
     if kind == "seq2seq_luong":
-        return M.seq2seq(
+        return M.recurrent_seq2seq(
             V, V, embedding_dim=8, units=12, cell="gru", attention="general", style="luong"
         ), SRC
     if kind == "transformer_seq2seq":
@@ -172,7 +174,7 @@ def test_numpy_scalars_are_accepted_as_python_numbers():
 def test_compiled_decoders_per_model_are_bounded():
     from seqkeras.models import generation
 
-    model = M.rnn_language_model(V, 4, cell="gru")
+    model = M.recurrent_language_model(V, 4, cell="gru")
     prompt = np.array([[4, 5]], "int32")
     first = np.asarray(M.generate(model, prompt=prompt, max_length=4, strategy="sample", seed=0))
     for seed in range(1, generation.COMPILED_CACHE_SIZE + 4):
@@ -248,7 +250,7 @@ def test_generate_follows_the_compile_mode_policy(monkeypatch):
 
     from seqkeras.models import generation
 
-    model = M.rnn_language_model(V, 4, cell="gru")
+    model = M.recurrent_language_model(V, 4, cell="gru")
     prompt = np.array([[4, 5]], "int32")
     chosen = []
     real = generation._compiled
@@ -272,7 +274,7 @@ def test_generate_follows_the_compile_mode_policy(monkeypatch):
         # generates with it (decoding is bound by per-op overhead)
         keras.config.set_dtype_policy("mixed_bfloat16")
         try:
-            mixed = M.rnn_language_model(V, 4, cell="gru")
+            mixed = M.recurrent_language_model(V, 4, cell="gru")
         finally:
             keras.config.set_dtype_policy("float32")
         M.generate(mixed, prompt=prompt, max_length=5)

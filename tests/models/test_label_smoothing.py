@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seqkeras.models import SmoothedTokenCrossEntropy, compile_model
+from seqkeras.training import SmoothedTokenCrossEntropy, compile_model
 
 
 def _numpy(y, logits, e, pad=0):
@@ -84,6 +84,6 @@ def test_mixed_precision_serialization_and_errors(batch):
     clf = seqkeras.models.classifier(20, 2, backbone="gru", units=4, embedding_dim=4)
     with pytest.raises(ValueError, match='"tokens" task only'):
         compile_model(clf, label_smoothing=0.1)
-    lm = seqkeras.models.rnn_language_model(20, 4, cell="gru")
+    lm = seqkeras.models.recurrent_language_model(20, 4, cell="gru")
     compile_model(lm, label_smoothing=0.1)
     assert isinstance(lm.loss, SmoothedTokenCrossEntropy)

@@ -94,7 +94,7 @@ def test_cached_step_merge_save_and_keras_round_trip(tmp_path):
 
 def test_lora_errors(tmp_path):
     with pytest.raises(ValueError, match="no layer that takes adapters"):
-        M.with_lora(M.rnn_language_model(20, 8), rank=2)
+        M.with_lora(M.recurrent_language_model(20, 8), rank=2)
     with pytest.raises(ValueError, match="`with_lora`.*rank"):
         M.with_lora(_model(), rank=0)
     with pytest.raises(ValueError, match="has no adapters"):

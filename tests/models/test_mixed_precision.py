@@ -7,7 +7,7 @@ import keras
 import pytest
 
 import seqkeras
-from seqkeras.models import choose_jit_compile, compile_model
+from seqkeras.training import choose_jit_compile, compile_model
 from tests.models import test_builders as builders
 
 SAME_BARS = {

@@ -220,7 +220,7 @@ def test_classifier_fine_tunes_and_round_trips_keras_file(bert_dir, tmp_path):
     labels = (ids == 7).any(1).astype("int32")
     ids[::2, 3] = 7
     labels = (ids == 7).any(1).astype("int32")
-    seqkeras.models.compile_model(model, learning_rate=1e-3, weight_decay=0.01)
+    seqkeras.training.compile_model(model, learning_rate=1e-3, weight_decay=0.01)
     before = model.evaluate(ids, labels, verbose=0)[0]
     model.fit(ids, labels, epochs=6, batch_size=16, verbose=0)
     after = model.evaluate(ids, labels, verbose=0)[0]
@@ -254,7 +254,7 @@ def test_crf_tagger_trains_on_word_positions_and_round_trips(bert_dir, tmp_path)
         "casing_ids": np.tile(np.array([3, 5, 5, 5, 0], "int32"), (n, 1)),
     }
     x["char_ids"][:, 4] = 0  # as BertWordFeatures gives a padding word
-    seqkeras.models.compile_model(model, learning_rate=2e-3)
+    seqkeras.training.compile_model(model, learning_rate=2e-3)
     history = model.fit(x, tags, epochs=8, batch_size=8, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     out = model.predict(x, verbose=0)
@@ -281,11 +281,11 @@ def test_builders_refuse_bad_arguments(bert_dir, gpt2_dir):
 
 
 def test_warmup_linear_decay_matches_the_formula():
-    s = seqkeras.models.WarmupLinearDecay(2e-4, total_steps=100, warmup_steps=10)
+    s = seqkeras.training.WarmupLinearDecay(2e-4, total_steps=100, warmup_steps=10)
     steps = np.array([0, 5, 10, 55, 100, 120])
     expected = 2e-4 * np.clip(np.where(steps < 10, steps / 10, (100 - steps) / 90), 0, 1)
     np.testing.assert_allclose([float(s(int(i))) for i in steps], expected, rtol=1e-6)
     with pytest.raises(ValueError, match="warmup_steps"):
-        seqkeras.models.WarmupLinearDecay(1e-3, 10, 10)
-    again = seqkeras.models.WarmupLinearDecay.from_config(s.get_config())
+        seqkeras.training.WarmupLinearDecay(1e-3, 10, 10)
+    again = seqkeras.training.WarmupLinearDecay.from_config(s.get_config())
     assert float(again(40)) == float(s(40))

@@ -56,7 +56,7 @@ def test_masked_lm_equals_transformers_bert_for_masked_lm(tmp_path):
 
 def test_masked_lm_loss_is_cross_entropy_at_selected_positions():
     model = sp.bert_masked_lm(dict(ARCH, dropout=0.0))
-    seqkeras.models.compile_model(model, jit_compile=False)
+    seqkeras.training.compile_model(model, jit_compile=False)
     rng = np.random.default_rng(1)
     ids = rng.integers(5, 50, size=(4, 10))
     positions = np.array([[1, 3, 0], [2, 0, 0], [4, 5, 6], [7, 0, 0]])
@@ -119,7 +119,7 @@ def test_save_checkpoint_errors(tmp_path):
 
 
 def test_bilm_directions_are_causal_and_ignore_padding():
-    lm = seqkeras.models.bilm(40, embedding_dim=8, units=8, num_layers=2, dropout=0.0)
+    lm = seqkeras.models.bi_language_model(40, embedding_dim=8, units=8, num_layers=2, dropout=0.0)
     x = np.array([[1, 10, 11, 12, 13, 2, 0, 0]])
     out = {k: np.asarray(v) for k, v in lm(x).items()}
     changed = x.copy()
@@ -144,8 +144,8 @@ def test_bilm_directions_are_causal_and_ignore_padding():
 
 
 def test_bilm_trains_saves_and_gives_elmo_features(tmp_path):
-    lm = seqkeras.models.bilm(40, embedding_dim=8, units=8, num_layers=2, dropout=0.0)
-    seqkeras.models.compile_model(lm, jit_compile=True)
+    lm = seqkeras.models.bi_language_model(40, embedding_dim=8, units=8, num_layers=2, dropout=0.0)
+    seqkeras.training.compile_model(lm, jit_compile=True)
     rng = np.random.default_rng(3)
     x = np.concatenate(
         [np.ones((32, 1)), rng.integers(5, 40, size=(32, 8)), np.full((32, 1), 2)], 1
@@ -175,7 +175,7 @@ def test_bilm_trains_saves_and_gives_elmo_features(tmp_path):
     np.testing.assert_allclose(layers[2][..., :8], h, atol=1e-5)
     mixed = seqkeras.layers.ScalarMix(3)(features(x[:2]))
     np.testing.assert_allclose(np.asarray(mixed), sum(layers) / 3, atol=1e-5)
-    with pytest.raises(TypeError, match="elmo_features.*bilm"):
+    with pytest.raises(TypeError, match="elmo_features.*bi_language_model"):
         seqkeras.models.elmo_features(seqkeras.models.classifier(30, 2, units=4))
 
 

@@ -1,4 +1,5 @@
-"""Training conventions: masked losses and metrics, and `compile_model`."""
+"""Training conventions: masked losses and metrics, learning-rate schedules,
+callbacks and `compile_model`."""
 
 import math
 import time
@@ -20,7 +21,7 @@ class MaskedAccuracy(keras.metrics.Mean):
 
     Examples:
         >>> import numpy as np
-        >>> from seqkeras.models import MaskedAccuracy
+        >>> from seqkeras.training import MaskedAccuracy
         >>> m = MaskedAccuracy()
         >>> logits = np.eye(3, dtype="float32")[[[1, 2, 0]]] * 5
         >>> m.update_state(np.array([[1, 1, 0]]), logits)
@@ -54,7 +55,7 @@ class MaskedPerplexity(keras.metrics.Mean):
 
     Examples:
         >>> import numpy as np
-        >>> from seqkeras.models import MaskedPerplexity
+        >>> from seqkeras.training import MaskedPerplexity
         >>> m = MaskedPerplexity()
         >>> m.update_state(np.array([[1, 0]]), np.zeros((1, 2, 4), "float32"))
         >>> round(float(m.result()), 4)  # uniform over 4 tokens
@@ -100,7 +101,7 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
 
     Examples:
         >>> import numpy as np
-        >>> from seqkeras.models import SmoothedTokenCrossEntropy
+        >>> from seqkeras.training import SmoothedTokenCrossEntropy
         >>> loss = SmoothedTokenCrossEntropy(label_smoothing=0.1)
         >>> logits = np.zeros((1, 2, 4), "float32")  # uniform over 4 tokens
         >>> round(float(loss(np.array([[3, 0]]), logits)), 4)  # log(4)
@@ -169,7 +170,7 @@ class PinballLoss(keras.losses.Loss):
 
     Examples:
         >>> import numpy as np
-        >>> from seqkeras.models import PinballLoss
+        >>> from seqkeras.training import PinballLoss
         >>> loss = PinballLoss([0.1, 0.9])
         >>> y = np.array([[[1.0]]]); f = np.array([[[[0.0, 0.0]]]])
         >>> round(float(loss(y, f)), 3)  # (0.1 * 1 + 0.9 * 1) / 2
@@ -297,7 +298,7 @@ def choose_jit_compile(model=None, purpose="train"):
 
     Examples:
         >>> import seqkeras
-        >>> jit, reason = seqkeras.models.choose_jit_compile()
+        >>> jit, reason = seqkeras.training.choose_jit_compile()
         >>> isinstance(jit, bool) and isinstance(reason, str)
         True
     """
@@ -381,8 +382,8 @@ def compile_model(
     Examples:
         >>> import seqkeras
         >>> model = seqkeras.models.classifier(20, 2, backbone="gru")
-        >>> _ = seqkeras.models.compile_model(model)
-        >>> type(model.loss).__name__, seqkeras.models.infer_task(model)
+        >>> _ = seqkeras.training.compile_model(model)
+        >>> type(model.loss).__name__, seqkeras.training.infer_task(model)
         ('SparseCategoricalCrossentropy', 'classes')
     """
     if jit_compile == "auto":
@@ -457,8 +458,8 @@ class TimeBudget(keras.callbacks.Callback):
     Examples:
         >>> import numpy as np, seqkeras
         >>> model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
-        >>> _ = seqkeras.models.compile_model(model, learning_rate=1e-3)
-        >>> budget = seqkeras.models.TimeBudget(minutes=0.0, peak=1e-2)
+        >>> _ = seqkeras.training.compile_model(model, learning_rate=1e-3)
+        >>> budget = seqkeras.training.TimeBudget(minutes=0.0, peak=1e-2)
         >>> history = model.fit(np.ones((8, 3), "int32"), np.zeros(8), epochs=5,
         ...                     callbacks=[budget], verbose=0)
         >>> len(history.history["loss"])  # stopped after the first step
@@ -510,7 +511,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         warmup_steps: int in [0, total_steps).
 
     Examples:
-        >>> from seqkeras.models import WarmupLinearDecay
+        >>> from seqkeras.training import WarmupLinearDecay
         >>> s = WarmupLinearDecay(1e-3, total_steps=10, warmup_steps=2)
         >>> [round(float(s(i)), 6) for i in (0, 1, 2, 6, 10)]
         [0.0, 0.0005, 0.001, 0.0005, 0.0]
@@ -544,3 +545,42 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "total_steps": self.total_steps,
             "warmup_steps": self.warmup_steps,
         }
+
+
+def cosine_schedule(peak, steps, warmup=0, alpha=0.05):
+    """A cosine decay from `peak` to `alpha * peak` over `steps` steps,
+    after a linear warm-up from 0 over the first `warmup` steps (if any):
+    Keras' `CosineDecay`, its arguments checked.
+
+    Args:
+        peak: the largest learning rate, >= 0.
+        steps: positive int, the length of training in steps (warm-up
+            included).
+        warmup: int in [0, steps].
+        alpha: the final rate as a fraction of `peak`, in [0, 1].
+
+    Returns:
+        A `keras.optimizers.schedules.CosineDecay`.
+
+    Examples:
+        >>> from seqkeras.training import cosine_schedule
+        >>> s = cosine_schedule(1e-3, steps=10, warmup=2, alpha=0.1)
+        >>> [round(float(s(i)), 6) for i in (0, 1, 2, 10)]
+        [0.0, 0.0005, 0.001, 0.0001]
+    """
+    name = "cosine_schedule"
+    if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not peak >= 0:
+        raise ValueError(f"`{name}` expects a number `peak` >= 0. Received: {peak!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"`{name}` expects an int `steps` >= 1. Received: {steps!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= steps:
+        raise ValueError(
+            f"`{name}` expects an int `warmup` in [0, steps={steps}]. Received: {warmup!r}"
+        )
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+        raise ValueError(f"`{name}` expects a number `alpha` in [0, 1]. Received: {alpha!r}")
+    if warmup:
+        return keras.optimizers.schedules.CosineDecay(
+            0.0, max(1, steps - warmup), alpha=alpha, warmup_target=float(peak), warmup_steps=warmup
+        )
+    return keras.optimizers.schedules.CosineDecay(float(peak), steps, alpha=alpha)
