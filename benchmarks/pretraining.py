@@ -20,11 +20,23 @@ accuracy, not the decoded labels' accuracy): `--score DIR VALUE`.
 import argparse
 import csv
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
 
-import plots  # noqa: E402
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no screen needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+    return path
 
 
 def rows_and_minutes(directory):
@@ -65,7 +77,7 @@ def main(argv=None):
     )
     print("|---|---|---|---|---|---|---|")
     for name, scratch, pretrained, target in args.pair:
-        fig, ax = plots.pyplot().subplots(figsize=(6, 4))
+        fig, ax = pyplot().subplots(figsize=(6, 4))
         best = {}
         for label, directory in (("from scratch", scratch), ("pretrained", pretrained)):
             key, values, minutes = history(directory)
@@ -75,7 +87,7 @@ def main(argv=None):
         print(f" {best['from scratch'][1]:.1f} / {best['pretrained'][1]:.1f} |")
         finish(ax, fig, key, name, args.out)
     for name, pretrained, reference, target in args.against:
-        fig, ax = plots.pyplot().subplots(figsize=(6, 4))
+        fig, ax = pyplot().subplots(figsize=(6, 4))
         key, values, minutes = history(pretrained)
         ax.plot(minutes, values, marker="o", label=f"pretrained ({os.path.basename(pretrained)})")
         ax.axhline(float(reference), color="C0", ls="--", label="from scratch (earlier table)")
@@ -83,7 +95,7 @@ def main(argv=None):
         print(f" - / {minutes[-1]:.1f} |")
         finish(ax, fig, key, name, args.out)
     if args.pretraining:
-        fig, ax = plots.pyplot().subplots(figsize=(6, 4))
+        fig, ax = pyplot().subplots(figsize=(6, 4))
         for i, directory in enumerate(args.pretraining):
             rows, minutes = rows_and_minutes(directory)
             name = os.path.basename(directory)
@@ -91,7 +103,7 @@ def main(argv=None):
         ax.set(xlabel="pretraining wall time (minutes)", ylabel="validation loss (nats)")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-        print(f"plot: {plots.save_figure(fig, os.path.join(args.out, 'pretraining.png'))}")
+        print(f"plot: {save_figure(fig, os.path.join(args.out, 'pretraining.png'))}")
 
 
 def row(name, scratch, pretrained, target):
@@ -109,7 +121,7 @@ def finish(ax, fig, key, name, out):
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     path = os.path.join(out, name.lower().replace(" ", "-").replace("/", "-") + ".png")
-    print(f"plot: {plots.save_figure(fig, path)}")
+    print(f"plot: {save_figure(fig, path)}")
 
 
 if __name__ == "__main__":

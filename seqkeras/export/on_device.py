@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 
-from seqkeras.export.files import check_target, replace_dir, temporary_dir
+from seqkeras.export.files import check_target, place_file, replace_dir, temporary_dir
 from seqkeras.export.streaming import streaming_tflite
 
 
@@ -245,7 +245,7 @@ def litert_lm_tflite(
             flatbuffer = convert_functions(functions, model.weights, quantize)
         with open(os.path.join(work, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
-        os.replace(os.path.join(work, "model.tflite"), path)
+        place_file(os.path.join(work, "model.tflite"), path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return path

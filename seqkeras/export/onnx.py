@@ -10,7 +10,7 @@ axis), so recurrent and attention-decoder models convert to plain ONNX
 
 import logging
 import os
-import tempfile
+import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -19,7 +19,7 @@ from tf2onnx import utils
 from tf2onnx.graph_builder import GraphBuilder
 from tf2onnx.handler import tf_op
 
-from seqkeras.export.files import check_target
+from seqkeras.export.files import check_target, place_file, temporary_dir
 from seqkeras.export.refusals import refuse_text_layers
 from seqkeras.export.saved_model import saved_model
 
@@ -138,7 +138,8 @@ def onnx(model, path, opset=OPSET, overwrite=False):
         )
     refuse_text_layers("onnx", model)
     path = check_target("onnx", path, overwrite)
-    with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+    tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename
+    try:
         saved = saved_model(model, os.path.join(tmp, "saved"))
         loaded = tf.saved_model.load(saved)  # owns the variables
         serve = loaded.signatures["serving_default"]
@@ -173,7 +174,9 @@ def onnx(model, path, opset=OPSET, overwrite=False):
             raise ValueError(
                 f"`onnx`: onnxruntime cannot load the converted model {model.name!r}: {error}"
             ) from None
-        os.replace(output, path)
+        place_file(output, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

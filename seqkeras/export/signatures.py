@@ -452,7 +452,7 @@ class ServeText(Signature):
         self.vocabulary, self.tokenizer = vocabulary, tokenizer
 
     def build(self, model, check=True):
-        from seqkeras.training.objectives import infer_task
+        from seqkeras.models.tasks import infer_task
 
         if [t.name for t in model.inputs] != [TEXT_INPUT]:
             raise ValueError(

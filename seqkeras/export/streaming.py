@@ -38,13 +38,12 @@ source mask; the axes that follow the source length are dynamic).
 
 import os
 import shutil
-import tempfile
 
 import keras
 import tensorflow as tf
 from keras import ops, tree
 
-from seqkeras.export.files import check_target
+from seqkeras.export.files import check_target, place_file, temporary_dir
 from seqkeras.export.signatures import call_model
 from seqkeras.export.tflite import convert_builtin, convert_functions, tflite_runner
 from seqkeras.layers.export_mode import export_mode
@@ -225,7 +224,8 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
                 f"model {getattr(model, 'name', model)!r} has none"
             )
         model.stream_max_length = max_length
-    with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+    tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename
+    try:
         with export_mode("tflite"):
             if prefill:  # a loop-free step: the converter folds the weights (less memory)
                 prefill_fn, serve, shapes = _functions(model, prefill=True)
@@ -250,7 +250,9 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
                 )
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
-        shutil.move(os.path.join(tmp, "model.tflite"), path)
+        place_file(os.path.join(tmp, "model.tflite"), path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return path, shapes
 
 

@@ -193,16 +193,19 @@ def tflite(model, path, quantize=None, overwrite=False):
     import os
     import shutil
 
-    from seqkeras.export.files import check_target
+    from seqkeras.export.files import check_target, place_file, temporary_dir
     from seqkeras.export.refusals import refuse_text_layers
     from seqkeras.export.saved_model import saved_model
 
     refuse_text_layers("tflite", model)
     path = check_target("tflite", path, overwrite)
-    with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+    tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename
+    try:
         saved = saved_model(model, os.path.join(tmp, "saved"), target="tflite")
         flatbuffer = convert_builtin(saved, quantize=quantize)
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
-        shutil.move(os.path.join(tmp, "model.tflite"), path)
+        place_file(os.path.join(tmp, "model.tflite"), path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return path

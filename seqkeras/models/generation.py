@@ -322,7 +322,7 @@ def _jit_choice(model, jit_compile):
     """`generate`'s `jit_compile` as a bool ("auto": the library's
     compile-mode policy for generation, `choose_jit_compile`)."""
     if jit_compile == "auto":
-        from seqkeras.training.objectives import choose_jit_compile
+        from seqkeras.models.tasks import choose_jit_compile
 
         return choose_jit_compile(model, purpose="generate")[0]
     if not isinstance(jit_compile, bool):

@@ -6,6 +6,7 @@ everything else; `save_lora` / `load_lora` keep the adapters on their own
 copy for export."""
 
 import math
+import os
 
 import keras
 import numpy as np
@@ -108,12 +109,24 @@ def merge_lora(model):
 
 def save_lora(model, path):
     """Writes the model's adapters alone to `path` (`.npz`, by variable
-    path); returns the path."""
+    path) through a temporary file and one rename: a kill while writing
+    leaves the previous adapters or the new ones. Returns the path."""
+    from seqkeras._atomic import place_file, recover, temporary_file
+
     variables = lora_variables(model)
     if not variables:
         raise ValueError(f"`save_lora`: model {model.name!r} has no adapters")
-    with open(path, "wb") as f:
-        np.savez(f, **{v.path: np.asarray(v) for v in variables})
+    path = os.path.abspath(os.fspath(path))
+    recover(path)  # what a killed earlier save left beside it
+    tmp = temporary_file(path)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **{v.path: np.asarray(v) for v in variables})
+        place_file(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
     return path
 
 

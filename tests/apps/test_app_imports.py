@@ -40,3 +40,15 @@ def test_the_apps_import_graph_has_no_circle():
     for name in sorted(graph):
         if name not in state:
             visit(name)
+
+
+def test_every_app_is_thin():
+    """Each app is a command line over the library: under 300 lines (the
+    library-worthy code lives in seqkeras)."""
+    sizes = {}
+    for name in sorted(os.listdir(APPS)):
+        if name.endswith(".py"):
+            with open(os.path.join(APPS, name), encoding="utf-8") as f:
+                sizes[name] = sum(1 for _ in f)
+    assert len(sizes) >= 10
+    assert all(n < 300 for n in sizes.values()), {k: n for k, n in sizes.items() if n >= 300}
