@@ -93,7 +93,13 @@ def test_cosine_schedule_follows_its_formula():
         assert float(s(t)) == pytest.approx(expected, rel=1e-5, abs=1e-9), t
     no_warmup = training.cosine_schedule(peak, steps, alpha=0.0)
     assert float(no_warmup(steps // 2)) == pytest.approx(peak / 2, rel=1e-5)
-    for bad in (dict(peak=-1e-3), dict(steps=0), dict(warmup=51), dict(alpha=2.0), dict(steps=True)):
+    for bad in (
+        dict(peak=-1e-3),
+        dict(steps=0),
+        dict(warmup=51),
+        dict(alpha=2.0),
+        dict(steps=True),
+    ):
         args = {**dict(peak=peak, steps=steps, warmup=0, alpha=0.05), **bad}
         with pytest.raises(ValueError, match=f"cosine_schedule.*`{next(iter(bad))}`"):
             training.cosine_schedule(**args)
