@@ -228,10 +228,12 @@ def test_seq2seq_learns_reversal(attention, style):
 
 
 def test_transformer_seq2seq_learns_reversal():
-    inputs, tgt = reversal(3000, 6)
-    model = M.transformer_seq2seq(12, 12, max_length=8, num_layers=2, num_heads=4, hidden_dim=32)
+    # one block, 2,000 pairs, 6 epochs: 99.8% here in 15 s (two blocks, 3,000
+    # pairs, 8 epochs: 99.9% in 26 s)
+    inputs, tgt = reversal(2000, 6)
+    model = M.transformer_seq2seq(12, 12, max_length=8, num_layers=1, num_heads=4, hidden_dim=32)
     compile_model(model, learning_rate=3e-3)
-    model.fit(inputs, tgt, epochs=8, batch_size=64, verbose=0)
+    model.fit(inputs, tgt, epochs=6, batch_size=64, verbose=0)
     val_inputs, val_tgt = reversal(300, 7)
     acc = evaluated_accuracy(model, val_inputs, val_tgt)
     assert acc >= 0.85, acc

@@ -1,0 +1,74 @@
+"""Runs the error-input registry (`tests/error_inputs`): every entry
+raises its error, named after the function or layer and the argument,
+never a bare TensorFlow, NumPy or Python error; traceable entries also
+inside `tf.function` (and under XLA where marked). Every public name has
+entries or a written opt-out."""
+
+import os
+import re
+
+import pytest
+
+from tests.error_inputs import load_all
+
+ENTRIES, OPT_OUT = load_all()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Where the registry stands: raise it as entries are added (the goal is 400).
+AT_LEAST = 300
+
+
+def _public_names():
+    with open(os.path.join(ROOT, "tests", "public_api.txt"), encoding="utf-8") as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith("#")}
+
+
+def _check(item, info):
+    message = str(info.value)
+    assert item.short in message, f"the message does not name {item.short}: {message}"
+    assert item.argument in message, f"the message does not name {item.argument}: {message}"
+    for word in item.words:
+        assert re.search(word, message), f"{word!r} not in: {message}"
+    first = message.splitlines()[0] if message else ""
+    assert not first.startswith(("{{function_node", "Graph execution")), message
+
+
+@pytest.mark.parametrize("item", ENTRIES, ids=lambda e: e.id)
+def test_every_error_input_fails_clearly(item):
+    with pytest.raises(item.error) as info:
+        item.call()
+    _check(item, info)
+
+
+TRACED = [e for e in ENTRIES if e.graph or e.xla]
+
+
+@pytest.mark.parametrize("item", TRACED, ids=lambda e: e.id)
+def test_traceable_error_inputs_fail_clearly_in_a_graph(item):
+    import tensorflow as tf
+
+    for jit in (False, True) if item.xla else (False,):
+        with pytest.raises(item.error) as info:
+            tf.function(item.call, jit_compile=jit)()
+        _check(item, info)
+
+
+def _gaps():
+    """The public names still without entries (tests/error_inputs/gaps.txt):
+    the list only shrinks; a new public name needs entries at once."""
+    with open(os.path.join(ROOT, "tests", "error_inputs", "gaps.txt"), encoding="utf-8") as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith("#")}
+
+
+def test_every_public_name_has_error_inputs_or_a_reason():
+    covered = {e.name for e in ENTRIES} | set(OPT_OUT)
+    missing = _public_names() - covered
+    unknown = sorted(n for n in OPT_OUT if n not in _public_names())
+    assert not unknown, f"opt-outs for names that are not public: {unknown}"
+    new = sorted(missing - _gaps())
+    assert not new, f"{len(new)} public names have no error inputs or opt-out: {new}"
+    closed = sorted(_gaps() - missing)
+    assert not closed, f"these have entries now: delete them from gaps.txt: {closed}"
+
+
+def test_the_registry_is_as_large_as_it_was():
+    assert len(ENTRIES) >= AT_LEAST, len(ENTRIES)
