@@ -21,22 +21,8 @@ import argparse
 import csv
 import os
 
-
-def pyplot():
-    """matplotlib's pyplot on the Agg backend (no screen needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_figure(fig, path):
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    pyplot().close(fig)
-    return path
+from seqkeras.plots import _pyplot as pyplot  # the figures' backend and saving, as
+from seqkeras.plots import _save as save_figure  # seqkeras.plots draws its own
 
 
 def rows_and_minutes(directory):

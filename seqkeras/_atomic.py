@@ -96,7 +96,11 @@ def replace_dir(new, path, exchange=True):
     old = tempfile.mkdtemp(prefix=_prefix("old", path), dir=os.path.dirname(path))
     os.rmdir(old)
     os.replace(path, old)
-    os.replace(new, path)
+    try:
+        os.replace(new, path)
+    except BaseException:  # a failure that lets this run (not a kill): the old one back now
+        os.replace(old, path)
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 

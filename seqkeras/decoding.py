@@ -531,7 +531,25 @@ def _uniform(shape, seed, step):
 
 
 def length_penalty(length, alpha):
-    """GNMT's length penalty (Wu et al. 2016): ((5 + |Y|) / 6) ** alpha."""
+    """GNMT's length penalty (Wu et al. 2016): ((5 + |Y|) / 6) ** alpha.
+
+    Args:
+        length: the hypotheses' lengths (numbers >= 0, any shape).
+        alpha: a finite number >= 0 (0: no penalty).
+    """
+    if not _is_finite(alpha) or alpha < 0:
+        raise ValueError(
+            "`length_penalty` received an invalid value for `alpha`: expected a "
+            f"finite number >= 0. Received: alpha={alpha!r}"
+        )
+    validation.numeric("length_penalty", "length", length)
+    values = validation.concrete_values(length)
+    if values is not None and values.size and np.issubdtype(values.dtype, np.number):
+        if not np.all(values >= 0):  # NaN too
+            raise ValueError(
+                "`length_penalty` expects `length` >= 0. Received: length with the "
+                f"value {values[~(values >= 0)].flat[0]!r}"
+            )
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 

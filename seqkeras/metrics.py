@@ -52,7 +52,12 @@ def token_nll(logits, targets, pad_id=0):
         >>> round(total, 4), count  # one target, uniform over 4: log 4
         (1.3863, 1)
     """
-    logits = np.asarray(logits, "float64")
+    logits = np.asarray(logits)
+    if logits.dtype.kind not in "iuf":  # not strings, objects, bools or complex
+        raise TypeError(
+            f"{_where('token_nll')} expects float `logits`. Received: dtype={logits.dtype}"
+        )
+    logits = logits.astype("float64")
     targets = np.asarray(targets)
     if not np.issubdtype(targets.dtype, np.integer):
         raise TypeError(
@@ -98,6 +103,11 @@ def windows_nll(predict, inputs, targets, batch_size=64, pad_id=0):
         >>> round(total / count, 4), count
         (1.3863, 6)
     """
+    if not callable(predict):
+        raise TypeError(
+            f"{_where('windows_nll')} expects `predict`, a function of the ids (e.g. a "
+            f"model's `predict_on_batch`). Received: predict={predict!r}"
+        )
     inputs, targets = np.asarray(inputs), np.asarray(targets)
     if inputs.shape[:1] != targets.shape[:1]:
         raise ValueError(
@@ -122,7 +132,24 @@ def bits_per_character(nats):
         >>> round(bits_per_character(1.0), 4)
         1.4427
     """
-    return float(nats) / math.log(2)
+    if isinstance(nats, (bool, np.bool_, str, bytes)) or np.ndim(nats) != 0:
+        raise TypeError(
+            f"{_where('bits_per_character')} expects `nats`, one number (nats per "
+            f"character). Received: nats={nats!r}"
+        )
+    try:
+        value = float(nats)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{_where('bits_per_character')} expects `nats`, one number (nats per "
+            f"character). Received: nats={nats!r}"
+        ) from None
+    if value < 0:  # NaN and inf pass: a diverged loss stays visible
+        raise ValueError(
+            f"{_where('bits_per_character')} expects `nats` >= 0 (a negative "
+            f"log-likelihood). Received: nats={nats!r}"
+        )
+    return value / math.log(2)
 
 
 class BitsPerCharacter(callbacks.Callback):
@@ -159,10 +186,26 @@ class EntityF1(callbacks.Callback):
 
     def __init__(self, features, tag_vocabulary, sentences, tags, verbose=True):
         super().__init__()
+        if not callable(features):
+            raise TypeError(
+                "`EntityF1` expects `features`, a function of the words (e.g. "
+                f"`seqkeras.data.WordFeatures`). Received: features={features!r}"
+            )
+        if isinstance(tag_vocabulary, str) or not all(isinstance(t, str) for t in tag_vocabulary):
+            raise TypeError(
+                "`EntityF1` expects `tag_vocabulary`, the tag strings by id. "
+                f"Received: tag_vocabulary={tag_vocabulary!r}"
+            )
         if len(sentences) != len(tags):
             raise ValueError(
                 f"`EntityF1`: {len(sentences)} `sentences` but {len(tags)} `tags` lists"
             )
+        for n, (words, row) in enumerate(zip(sentences, tags)):
+            if len(words) != len(row):
+                raise ValueError(
+                    f"`EntityF1` expects one tag per word: `sentences[{n}]` has "
+                    f"{len(words)} words, `tags[{n}]` {len(row)} tags"
+                )
         self.features, self.tag_vocabulary = features, tag_vocabulary
         self.sentences, self.tags, self.verbose = sentences, tags, verbose
 
@@ -211,6 +254,20 @@ def classification_report(probabilities, labels, names):
             f"{_where('classification_report')} expects a name per class "
             f"({probabilities.shape[1]}). Received: {len(names)} names"
         )
+    if not np.all(np.isfinite(probabilities)):
+        raise ValueError(
+            f"{_where('classification_report')} expects finite `probabilities`. "
+            "Received: NaN or inf values"
+        )
+    if labels.size and (
+        not np.issubdtype(labels.dtype, np.integer)
+        or labels.min() < 0
+        or labels.max() >= probabilities.shape[1]
+    ):
+        raise ValueError(
+            f"{_where('classification_report')} expects `labels`, class ids in "
+            f"[0, {probabilities.shape[1]}). Received: {labels.tolist()!r:.200}"
+        )
     predicted = probabilities.argmax(-1)
     predicted[probabilities.sum(-1) == 0] = -1
     per_class = {}
@@ -240,14 +297,24 @@ def corpus_bleu(hypotheses, references):
     """
     from sacrebleu.metrics import BLEU, CHRF
 
+    for arg, texts in (("hypotheses", hypotheses), ("references", references)):
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(
+                f"{_where('corpus_bleu')} expects `{arg}`, a list of strings (one per "
+                f"sentence). Received: one string {texts[:40]!r}"
+            )
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
         raise ValueError(
             f"{_where('corpus_bleu')} expects one reference per hypothesis. Received: "
             f"{len(hypotheses)} hypotheses, {len(references)} references"
         )
-    bad = [t for t in hypotheses + references if not isinstance(t, str)]
-    if bad:
-        raise TypeError(f"{_where('corpus_bleu')} expects strings. Received: {bad[0]!r}")
+    for arg, texts in (("hypotheses", hypotheses), ("references", references)):
+        bad = [t for t in texts if not isinstance(t, str)]
+        if bad:
+            raise TypeError(
+                f"{_where('corpus_bleu')} expects strings in `{arg}` (one per sentence). "
+                f"Received: {bad[0]!r}"
+            )
     metrics = {"BLEU": BLEU(), "BLEU lowercased": BLEU(lowercase=True), "chrF": CHRF()}
     return {name: (m.corpus_score(hypotheses, [references]), m) for name, m in metrics.items()}

@@ -69,6 +69,8 @@ def length_bins(lengths, bins):
     """
     bins = _bins("length_bins", bins)
     lengths = np.asarray(lengths)
+    if lengths.size and not np.issubdtype(lengths.dtype, np.number):
+        raise TypeError(f"`length_bins` expects numeric `lengths`. Received: dtype={lengths.dtype}")
     return [np.flatnonzero((lengths >= lo) & (lengths <= hi)) for lo, hi in bins]
 
 
@@ -93,6 +95,16 @@ def plot_by_length(path, bins, scores, counts, xlabel, ylabel, title):
         True
     """
     bins = _bins("plot_by_length", bins)
+    if not isinstance(scores, dict):
+        raise TypeError(
+            "`plot_by_length` expects `scores` as {label: one score per bin}. "
+            f"Received: {type(scores).__name__}"
+        )
+    if len(counts) != len(bins):
+        raise ValueError(
+            f"`plot_by_length` expects one of `counts` per bin ({len(bins)}). "
+            f"Received: {len(counts)} counts"
+        )
     for label, values in scores.items():
         if len(values) != len(bins):
             raise ValueError(
@@ -133,7 +145,20 @@ def plot_attention(path, weights, columns, rows=None, title="", xlabel="", ylabe
         >>> os.path.getsize(path) > 0
         True
     """
-    weights = np.asarray(weights, "float32")
+    for arg, tokens in (("columns", columns), ("rows", rows)):
+        if (tokens is not None or arg == "columns") and (
+            isinstance(tokens, str) or not hasattr(tokens, "__len__")
+        ):
+            raise TypeError(
+                f"`plot_attention` expects `{arg}`, a list of token strings. "
+                f"Received: {arg}={tokens!r}"
+            )
+    try:
+        weights = np.asarray(weights, "float32")
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"`plot_attention` expects numeric `weights`. Received: {weights!r:.100}"
+        ) from None
     expected = (len(columns),) if rows is None else (len(rows), len(columns))
     if weights.shape != expected:
         raise ValueError(
@@ -167,10 +192,26 @@ def plot_curves(history, path, title, loss_label, metric=None, metric_label=None
     Returns:
         The path, or None when the history has no rows yet.
     """
+    if not os.path.isfile(history):
+        raise FileNotFoundError(
+            f"`plot_curves` expects `history`, a CSV file (Keras' `CSVLogger`). "
+            f"Received: history={os.fspath(history)!r}, which does not exist"
+        )
     with open(history, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
         return None
+    columns = set(rows[0])
+    if not {"epoch", "loss"} <= columns:
+        raise ValueError(
+            f"`plot_curves` expects a `history` CSV with the columns epoch and loss "
+            f"(Keras' `CSVLogger`). Received: columns {sorted(columns)} in {history!r}"
+        )
+    if metric and not {metric, "val_" + metric} & columns:
+        raise ValueError(
+            f"`plot_curves` received a `metric` the history does not log. "
+            f"Received: metric={metric!r}; the columns are {sorted(columns)}"
+        )
     plt = _pyplot()
     epochs = [int(r["epoch"]) + 1 for r in rows]
     fig, axes = plt.subplots(1, 2 if metric else 1, figsize=(9, 3.5) if metric else (5, 3.5))
@@ -192,6 +233,36 @@ def plot_curves(history, path, title, loss_label, metric=None, metric_label=None
     return _save(fig, path)
 
 
+def _check_runs(runs):
+    where = "`plot_runs_against_time`"
+    if not runs:
+        raise ValueError(f"{where} expects at least one of `runs`. Received: runs={runs!r}")
+    for i, run in enumerate(runs):
+        if not isinstance(run, (list, tuple)) or len(run) != 3:
+            raise ValueError(
+                f"{where} expects each of `runs` as (config, history rows, epoch seconds). "
+                f"Received: runs[{i}] of type {type(run).__name__}"
+            )
+        config, rows, seconds = run
+        missing = [k for k in ("model", "parameters") if k not in config]
+        if missing:
+            raise ValueError(
+                f"{where} expects each config in `runs` to have `model` and `parameters`. "
+                f"runs[{i}] lacks {missing}"
+            )
+        if len(seconds) < len(rows):
+            raise ValueError(
+                f"{where} expects the epoch seconds of `runs[{i}]` to cover its "
+                f"{len(rows)} history rows. Received: {len(seconds)} epoch seconds"
+            )
+        for row in rows:
+            if not {"loss", "val_loss"} <= set(row):
+                raise ValueError(
+                    f"{where} expects history rows in `runs[{i}]` with loss and val_loss. "
+                    f"Received: columns {sorted(row)}"
+                )
+
+
 def plot_runs_against_time(runs, path, ylabel, title, target=None, ylim=None):
     """Validation (solid) and training (dotted) loss of several runs
     against their training wall time, each labelled with its model and
@@ -206,6 +277,12 @@ def plot_runs_against_time(runs, path, ylabel, title, target=None, ylim=None):
         target: a dashed line at this loss, or None.
         ylim: the loss axis' `(low, high)`, or None.
     """
+    _check_runs(runs)
+    if ylim is not None and (isinstance(ylim, str) or np.shape(ylim) != (2,)):
+        raise ValueError(
+            "`plot_runs_against_time` expects `ylim` as (low, high) or None. "
+            f"Received: ylim={ylim!r}"
+        )
     fig, ax = _pyplot().subplots(figsize=(7, 4.5))
     for i, (config, rows, seconds) in enumerate(runs):
         minutes = np.cumsum(seconds[: len(rows)]) / 60
@@ -222,6 +299,39 @@ def plot_runs_against_time(runs, path, ylabel, title, target=None, ylim=None):
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
+
+
+def _check_forecast(dates, n, start, origins, horizon, forecasts):
+    where = "`plot_forecast`"
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+        raise ValueError(f"{where} expects `horizon` a positive int. Received: {horizon!r}")
+    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start < n:
+        raise ValueError(
+            f"{where} expects `start` an int step of the series, in [0, {n}). Received: {start!r}"
+        )
+    if len(dates) != n:
+        raise ValueError(
+            f"{where} expects one of `dates` per value ({n}). Received: {len(dates)} dates"
+        )
+    if origins.ndim != 1 or not origins.size or not np.issubdtype(origins.dtype, np.integer):
+        raise ValueError(
+            f"{where} expects `origins`, a non-empty list of int steps. Received: "
+            f"{origins.tolist()!r:.100}"
+        )
+    expected = (len(origins), horizon, 1)
+    for item in forecasts:
+        if not isinstance(item, (list, tuple)) or len(item) != 4:
+            raise ValueError(
+                f"{where} expects `forecasts` as (label, median, low, high) tuples. "
+                f"Received: {item!r:.100}"
+            )
+        label, *arrays = item
+        for array in arrays:
+            if array is not None and np.shape(array) != expected:
+                raise ValueError(
+                    f"{where} expects each array of `forecasts` of shape (len(origins), "
+                    f"horizon, 1) = {expected}. Received: {np.shape(array)} for {label!r}"
+                )
 
 
 def plot_forecast(path, dates, values, start, origins, horizon, forecasts, history=96):
@@ -244,6 +354,7 @@ def plot_forecast(path, dates, values, start, origins, horizon, forecasts, histo
     values = np.asarray(values, "float64")
     n = len(values)
     origins = np.asarray(origins)
+    _check_forecast(dates, n, start, origins, horizon, forecasts)
     steps = np.arange(start, n)
     block = np.minimum((steps - start) // horizon * horizon + start, origins[-1])
     index = np.maximum(np.searchsorted(origins, block, side="right") - 1, 0)  # latest origin

@@ -13,8 +13,26 @@ from tests.error_inputs import load_all
 
 ENTRIES, OPT_OUT = load_all()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: Where the registry stands: raise it as entries are added (the goal is 400).
-AT_LEAST = 300
+#: Where the registry stands (910 entries): raise it as entries are added.
+AT_LEAST = 900
+
+
+_calls = [0]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keras_state():
+    """This module's own (it overrides tests/conftest.py's): the entries
+    build tiny objects, so Keras' session is cleared every 100 tests, not
+    after each (clear_session took 0.3 s a test, most of the module's time)."""
+    import keras
+
+    keras.utils.set_random_seed(1234)
+    yield
+    keras.config.set_dtype_policy("float32")
+    _calls[0] += 1
+    if _calls[0] % 100 == 0:
+        keras.backend.clear_session()
 
 
 def _public_names():

@@ -35,10 +35,11 @@ import os
 import tensorflow as tf
 
 from seqkeras.data.subword import _text_extra
+from seqkeras.data.subword import check_strings
 from seqkeras.data.subword import check_decoded_ids
 from seqkeras.data.subword import ids_before_eos
 from seqkeras.data.subword import with_bos_eos
-from seqkeras.data.tokens import BOS, EOS, PAD, save_vocabulary
+from seqkeras.data.tokens import BOS, EOS, PAD, RESERVED, save_vocabulary
 from seqkeras.data.word_features import WordFeatures
 from seqkeras.data.word_features import casing
 
@@ -194,7 +195,15 @@ class BertTokenizer(tf.Module):
         """int32 ids of strings (batch,), ragged (batch, None):
         `[CLS] pieces [SEP]`, cut to `max_length` (default the
         tokenizer's). Graph ops."""
-        max_length = max_length or self.max_length
+        check_strings("BertTokenizer.encode", "strings", strings)
+        if max_length is None:
+            max_length = self.max_length
+        low = 3 if special_tokens else 1
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < low:
+            raise ValueError(
+                f"`BertTokenizer.encode` expects an int `max_length` >= {low} (or None). "
+                f"Received: {max_length!r}"
+            )
         tokens = self.split(tf.reshape(tf.convert_to_tensor(strings, tf.string), [-1]))
         pieces = tokens.with_flat_values(self._pieces(tokens.flat_values)).merge_dims(1, 2)
         if not special_tokens:
@@ -380,10 +389,21 @@ class BertWordFeatures(tf.Module):
 
     def __init__(self, tokenizer, characters=None, casing=True, max_chars=20, pad_to_multiple=16):
         super().__init__(name="bert_word_features")
+        from seqkeras.data.words import WordTokenizer
+
         if not isinstance(tokenizer, BertTokenizer):
             raise TypeError(
-                "`BertWordFeatures` expects a `BertTokenizer`. Received: "
+                "`BertWordFeatures` expects `tokenizer` to be a `BertTokenizer`. Received: "
                 f"{type(tokenizer).__name__}"
+            )
+        if characters is not None and not isinstance(characters, WordTokenizer):
+            raise TypeError(
+                "`BertWordFeatures` expects `characters` to be a character `WordTokenizer` or "
+                f"None. Received: {type(characters).__name__}"
+            )
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise ValueError(
+                f"`BertWordFeatures` expects an int `max_chars` >= 1. Received: {max_chars!r}"
             )
         self.tokenizer = tokenizer
         self.characters = characters
@@ -538,14 +558,14 @@ class BertSubwordTokenizer(tf.Module):
         super().__init__(name="bert_subword_tokenizer")
         if not isinstance(tokenizer, BertTokenizer):
             raise TypeError(
-                "`BertSubwordTokenizer` expects a `BertTokenizer`. Received: "
+                "`BertSubwordTokenizer` expects `tokenizer` to be a `BertTokenizer`. Received: "
                 f"{type(tokenizer).__name__}"
             )
         ids = tokenizer.special_ids
         expected = {"pad": PAD, "cls": BOS, "sep": EOS}
         if any(ids[role] != i for role, i in expected.items()):
             raise ValueError(
-                "`BertSubwordTokenizer` expects a vocabulary with seqkeras' special ids "
+                "`BertSubwordTokenizer` expects a `tokenizer` with seqkeras' special ids "
                 f"({expected}, as `pretraining_vocabulary` writes). Received: "
                 f"{ {role: ids[role] for role in expected} }"
             )
@@ -560,6 +580,7 @@ class BertSubwordTokenizer(tf.Module):
         """Token ids of `strings` (batch,): an int32 `tf.RaggedTensor`
         (batch, None), not cut, with BOS (`[CLS]`) / EOS (`[SEP]`) added
         when asked. Graph ops."""
+        check_strings("BertSubwordTokenizer.encode", "strings", strings)
         strings = tf.reshape(tf.convert_to_tensor(strings, tf.string), [-1])
         ids = self.tokenizer.encode(strings, special_tokens=False, max_length=2**31 - 1)
         return with_bos_eos(ids, add_bos, add_eos)
@@ -569,7 +590,7 @@ class BertSubwordTokenizer(tf.Module):
         to the first EOS, skips the special tokens and joins `##`
         continuations (the text comes back normalised: lowercased for an
         uncased vocabulary, punctuation spaced). Graph ops."""
-        ids, before_eos = ids_before_eos(ids)
+        ids, before_eos = ids_before_eos(ids, "BertSubwordTokenizer.decode")
         special = tf.constant(sorted(self.tokenizer.special_ids.values()), tf.int32)
         not_special = tf.reduce_all(tf.not_equal(ids[..., None], special), axis=-1)
         kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_eos, not_special))
@@ -608,6 +629,31 @@ def translation_tokenizers(sources, targets, vocabulary_size, source_tokenizer=N
     """
     from seqkeras.data.subword import SubwordTokenizer
 
+    name = "translation_tokenizers"
+    if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int):
+        raise TypeError(f"`{name}` expects an int `vocabulary_size`. Received: {vocabulary_size!r}")
+    if vocabulary_size <= len(RESERVED):
+        raise ValueError(
+            f"`{name}` expects `vocabulary_size` above the {len(RESERVED)} reserved tokens. "
+            f"Received: {vocabulary_size!r}"
+        )
+    sides = []
+    for arg, texts in (("sources", sources), ("targets", targets)):
+        if isinstance(texts, str):
+            raise TypeError(f"`{name}` expects `{arg}` as a list of strings. Received: a str")
+        if not isinstance(texts, tf.data.Dataset):
+            texts = list(texts)
+            if not texts:
+                raise ValueError(f"`{name}` received no text in `{arg}`")
+        sides.append(texts)
+    sources, targets = sides
+    if source_tokenizer is not None and not all(
+        callable(getattr(source_tokenizer, m, None)) for m in ("encode", "decode", "save")
+    ):
+        raise TypeError(
+            f"`{name}` expects `source_tokenizer` to be a tokenizer (e.g. a "
+            f"`BertSubwordTokenizer`) or None. Received: {type(source_tokenizer).__name__}"
+        )
     source = source_tokenizer or SubwordTokenizer.train(sources, vocabulary_size)
     return source, SubwordTokenizer.train(targets, vocabulary_size)
 
@@ -619,6 +665,17 @@ def save_translation_tokenizers(tokenizers, directory):
         raise ValueError(
             "`save_translation_tokenizers` expects `tokenizers` as a (source, target) pair. "
             f"Received: {type(tokenizers).__name__}"
+        )
+    for side, tokenizer in zip(_SIDES, tokenizers):
+        if not callable(getattr(tokenizer, "save", None)):
+            raise TypeError(
+                "`save_translation_tokenizers` expects `tokenizers` with a `save` method. "
+                f"Received: a {type(tokenizer).__name__} as the {side} tokenizer"
+            )
+    if isinstance(directory, bool) or not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(
+            "`save_translation_tokenizers` expects `directory` to be a path. "
+            f"Received: {directory!r}"
         )
     return tuple(t.save(os.path.join(directory, side)) for t, side in zip(tokenizers, _SIDES))
 
@@ -643,11 +700,18 @@ def load_translation_tokenizers(directory):
     """
     from seqkeras.data.subword import SubwordTokenizer
 
+    if isinstance(directory, bool) or not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(
+            "`load_translation_tokenizers` expects `directory` to be a path. "
+            f"Received: {directory!r}"
+        )
     found = []
     for side in _SIDES:
         path = os.path.join(directory, side)
         if not os.path.isdir(path):
-            raise ValueError(f"`load_translation_tokenizers`: no {side} vocabulary in {directory}")
+            raise ValueError(
+                f"`load_translation_tokenizers`: no {side} vocabulary in directory={directory}"
+            )
         bert = os.path.isfile(os.path.join(path, SETTINGS))
         found.append((BertSubwordTokenizer if bert else SubwordTokenizer).load(path))
     return tuple(found)

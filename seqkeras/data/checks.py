@@ -44,6 +44,7 @@ def check_token_ids(where, name, ids, vocab_size):
         ...     print(str(e)[:60])
         `predict`: input `token_ids` has token id 25, outside [0, 10
     """
+    validation.positive_int("check_token_ids", "vocab_size", vocab_size)
     array = validation.concrete_values(ids)
     if array is None:
         return
@@ -143,7 +144,21 @@ def check_token_dataset(dataset, model, where="fit"):
     (a `SequenceModel`) in each element: `(x, y[, w])` tuples or `x`
     alone, `x` a dict by input name, a list in input order or the one
     input."""
-    names = [t.name for t in model.inputs]
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(
+            "`check_token_dataset` expects `dataset` to be a `tf.data.Dataset`. Received: "
+            f"{type(dataset).__name__}"
+        )
+    try:
+        inputs = model.inputs
+    except AttributeError:
+        inputs = None
+    if not inputs:
+        raise TypeError(
+            "`check_token_dataset` expects `model` to be a built `SequenceModel` (with "
+            f"`inputs`). Received: {type(model).__name__}"
+        )
+    names = [t.name for t in inputs]
 
     def check_x(x):
         if isinstance(x, dict):

@@ -30,6 +30,8 @@ def read_conll(path, tag_column=-1, name="read_conll"):
         >>> read_conll(path)
         ([['EU', 'rejects'], ['Peter']], [['B-ORG', 'O'], ['B-PER']])
     """
+    if isinstance(tag_column, bool) or not isinstance(tag_column, int):
+        raise TypeError(f"`{name}` expects an int `tag_column`. Received: {tag_column!r}")
     text = read_text(path, name)
     sentences, tags, words, labels = [], [], [], []
     columns = None
@@ -49,6 +51,11 @@ def read_conll(path, tag_column=-1, name="read_conll"):
                 raise ValueError(
                     f"`{name}`: {path} line {number}: expected a token and "
                     f"its tag separated by whitespace, got {line.strip()!r}"
+                )
+            if not -columns <= tag_column < columns:
+                raise ValueError(
+                    f"`{name}`: {path} has {columns} columns; `tag_column` must be in "
+                    f"[{-columns}, {columns}). Received: {tag_column}"
                 )
         if len(fields) != columns:
             raise ValueError(

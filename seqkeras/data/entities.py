@@ -14,12 +14,32 @@ over `I-X` of the same type.
 import collections
 
 
-def _split(tag):
+def _split(tag, where="`entity_spans`: `tags`"):
+    if not isinstance(tag, str):
+        raise TypeError(f"{where} must hold tag strings. Received: {type(tag).__name__} {tag!r}")
     if tag in ("O", "", "<pad>"):
         return "O", ""
     if len(tag) > 2 and tag[1] == "-" and tag[0] in "BI":
         return tag[0], tag[2:]
-    raise ValueError(f"entity tags must be O, B-<type> or I-<type>. Received: {tag!r}")
+    raise ValueError(f"{where}: entity tags must be O, B-<type> or I-<type>. Received: {tag!r}")
+
+
+def _sentence(name, argument, tags):
+    """`tags` as one sentence's list of tags (a str or a non-sequence is a
+    TypeError naming `argument`)."""
+    if isinstance(tags, str) or not hasattr(tags, "__len__"):
+        raise TypeError(
+            f"`{name}` expects `{argument}` as a list of tag strings (one sentence). "
+            f"Received: {type(tags).__name__} {tags!r}"
+        )
+    return tags
+
+
+def _spans(tags, where):
+    try:
+        return entity_spans(tags)
+    except (ValueError, TypeError) as error:
+        raise type(error)(str(error).replace("`entity_spans`: `tags`", where)) from None
 
 
 def entity_spans(tags):
@@ -31,7 +51,7 @@ def entity_spans(tags):
         [('PER', 0, 2), ('LOC', 3, 4), ('LOC', 4, 5), ('ORG', 5, 6)]
     """
     spans, current = [], None
-    for i, tag in enumerate(tags):
+    for i, tag in enumerate(_sentence("entity_spans", "tags", tags)):
         prefix, kind = _split(tag)
         continues = current is not None and prefix == "I" and kind == current[0]
         if continues:
@@ -61,18 +81,28 @@ def entity_scores(true_tags, predicted_tags):
         >>> round(s["micro"]["f1"], 1), s["PER"]["f1"], s["LOC"]["recall"]
         (50.0, 100.0, 0.0)
     """
+    for argument, given in (("true_tags", true_tags), ("predicted_tags", predicted_tags)):
+        if isinstance(given, str) or not hasattr(given, "__len__"):
+            raise TypeError(
+                f"`entity_scores` expects `{argument}` as a list of sentences (lists of tag "
+                f"strings). Received: {type(given).__name__} {given!r}"
+            )
     if len(true_tags) != len(predicted_tags):
         raise ValueError(
-            "`entity_scores` needs as many predicted sentences as true "
-            f"ones. Received {len(predicted_tags)} and {len(true_tags)}"
+            "`entity_scores` needs as many sentences in `predicted_tags` as in `true_tags`. "
+            f"Received {len(predicted_tags)} and {len(true_tags)}"
         )
     true_n, pred_n, hit = (collections.Counter() for _ in range(3))
     for n, (t, p) in enumerate(zip(true_tags, predicted_tags)):
+        t = _sentence("entity_scores", f"true_tags[{n}]", t)
+        p = _sentence("entity_scores", f"predicted_tags[{n}]", p)
         if len(t) != len(p):
             raise ValueError(
-                f"`entity_scores`: sentence {n} has {len(t)} true tags and {len(p)} predicted"
+                f"`entity_scores`: sentence {n} has {len(t)} tags in `true_tags` and {len(p)} "
+                "in `predicted_tags`"
             )
-        ts, ps = set(entity_spans(t)), set(entity_spans(p))
+        where = "`entity_scores`: `true_tags`", "`entity_scores`: `predicted_tags`"
+        ts, ps = set(_spans(t, where[0])), set(_spans(p, where[1]))
         true_n.update(s[0] for s in ts)
         pred_n.update(s[0] for s in ps)
         hit.update(s[0] for s in ts & ps)

@@ -9,6 +9,8 @@ buckets (`tf.data.Dataset.bucket_by_sequence_length`) so that each batch is
 padded only to its own longest sequence, and prefetches.
 """
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -29,17 +31,26 @@ def _decode(raw, source, name):
     return text.replace("\r\n", "\n")
 
 
-def _read_bytes(path, name):
-    """The bytes of `path`; one-line errors for a missing file and a
-    directory."""
+def _read_bytes(path, name, arg="path"):
+    """The bytes of `path` (the argument `arg` of `name`); one-line errors
+    for a path that is not one, a missing file and a directory."""
+    if isinstance(path, bool) or not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"`{name}` expects `{arg}` to be a file path (str). Received: {arg}={path!r}"
+        )
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raise FileNotFoundError(f"`{name}`: no such file: {path}") from None
+        raise FileNotFoundError(f"`{name}`: no such file: {arg}={path}") from None
     except IsADirectoryError:
-        raise ValueError(f"`{name}`: {path} is a directory, not a text file") from None
+        raise ValueError(f"`{name}`: {arg}={path} is a directory, not a text file") from None
     return raw
+
+
+def _source(path, arg):
+    """How messages name the file `path` given as the argument `arg`."""
+    return f"{arg}={path}"
 
 
 def read_text(path, name="read_text"):
@@ -56,7 +67,7 @@ def read_text(path, name="read_text"):
         >>> read_text(path)
         'to be\\nor not'
     """
-    return _decode(_read_bytes(path, name), path, name)
+    return _decode(_read_bytes(path, name), _source(path, "path"), name)
 
 
 def text_lines(raw, source, name="text_lines", allow_empty_input=False):
@@ -85,20 +96,34 @@ def text_lines(raw, source, name="text_lines", allow_empty_input=False):
 def read_lines(path, name="read_lines"):
     """The lines of the UTF-8 text file `path` (newline stripped); a clear
     error for a missing file, bytes that are not UTF-8, or an empty line."""
-    return text_lines(_read_bytes(path, name), path, name)
+    return _read_lines(path, name, "path")
+
+
+def _read_lines(path, name, arg):
+    return text_lines(_read_bytes(path, name, arg), _source(path, arg), name)
 
 
 def read_parallel(source_path, target_path, name="read_parallel"):
     """`(sources, targets)`: two line-aligned files, checked to have the
     same number of lines (see `read_lines` for the other checks)."""
-    sources = read_lines(source_path, name)
-    targets = read_lines(target_path, name)
+    sources = _read_lines(source_path, name, "source_path")
+    targets = _read_lines(target_path, name, "target_path")
     if len(sources) != len(targets):
         raise ValueError(
-            f"`{name}`: the files are not line-aligned: {source_path} has "
-            f"{len(sources)} lines, {target_path} {len(targets)}"
+            f"`{name}`: the files are not line-aligned: source_path={source_path} has "
+            f"{len(sources)} lines, target_path={target_path} {len(targets)}"
         )
     return sources, targets
+
+
+def _check_tokenizer(name, arg, tokenizer):
+    """Raises a TypeError naming `name` and `arg` unless `tokenizer` has
+    an `encode` method (`SubwordTokenizer`, `WordTokenizer`, ...)."""
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise TypeError(
+            f"`{name}` expects `{arg}` to be a tokenizer with an `encode` method (e.g. a "
+            f"`SubwordTokenizer`). Received: {type(tokenizer).__name__}"
+        )
 
 
 def _tokenized(texts, tokenizer, **kwargs):
@@ -147,11 +172,16 @@ def translation_dataset(
         (`target_ids` is BOS + target, `labels` target + EOS), and the
         number of pairs kept.
     """
+    name = "translation_dataset"
     if len(sources) != len(targets):
         raise ValueError(
             "`translation_dataset` needs aligned sources and targets. "
             f"Received {len(sources)} sources and {len(targets)} targets"
         )
+    _check_tokenizer(name, "source_tokenizer", source_tokenizer)
+    _check_tokenizer(name, "target_tokenizer", target_tokenizer)
+    batch_size = validation.positive_int(name, "batch_size", batch_size)
+    max_length = validation.positive_int(name, "max_length", max_length)
     src = _tokenized(sources, source_tokenizer, add_eos=True)
     tgt = _tokenized(targets, target_tokenizer, add_bos=True, add_eos=True)
     pairs = tf.data.Dataset.zip(src, tgt)
@@ -202,6 +232,10 @@ def random_windows_dataset(ids, block, batch_size, seed=0):
     block = validation.positive_int("random_windows_dataset", "block", block)
     batch_size = validation.positive_int("random_windows_dataset", "batch_size", batch_size)
     ids = np.asarray(ids)
+    if ids.size and ids.dtype.kind not in "iu":
+        raise TypeError(
+            f"`random_windows_dataset` expects integer token `ids`. Received: dtype {ids.dtype}"
+        )
     starts = len(ids) - block - 1
     if ids.ndim != 1 or starts < 1:
         raise ValueError(
@@ -286,7 +320,17 @@ def classification_dataset(
         A `tf.data.Dataset` of `(token_ids int32 (batch, time), labels int32
         (batch,))`, padded with PAD.
     """
-    texts, labels = list(texts), [int(v) for v in labels]
+    name = "classification_dataset"
+    texts, labels = list(texts), list(labels)
+    for i, value in enumerate(labels):
+        integral = isinstance(value, (int, np.integer)) or (
+            isinstance(value, (float, np.floating)) and float(value).is_integer()
+        )
+        if isinstance(value, (bool, np.bool_)) or not integral:
+            raise TypeError(
+                f"`{name}` expects `labels` as integer classes. Received: labels[{i}]={value!r}"
+            )
+    labels = [int(v) for v in labels]
     if len(texts) != len(labels):
         raise ValueError(
             "`classification_dataset` needs aligned texts and labels. "
@@ -294,6 +338,9 @@ def classification_dataset(
         )
     if not texts:
         raise ValueError("`classification_dataset` received no text")
+    _check_tokenizer(name, "tokenizer", tokenizer)
+    batch_size = validation.positive_int(name, "batch_size", batch_size)
+    max_length = validation.positive_int(name, "max_length", max_length)
     ids = _tokenized(texts, tokenizer).map(lambda x: x[:max_length])
     data = tf.data.Dataset.zip(
         ids, tf.data.Dataset.from_tensor_slices(tf.constant(labels, tf.int32))
@@ -330,6 +377,12 @@ def tag_vocabulary(tags, pad="<pad>", outside="O"):
     """
     if isinstance(tags, str) or any(isinstance(t, str) for t in tags):
         raise TypeError("`tag_vocabulary` expects `tags` as one list of tag strings per sentence")
+    for sentence in tags:
+        for tag in sentence:
+            if not isinstance(tag, str):
+                raise TypeError(
+                    f"`tag_vocabulary` expects `tags` as lists of tag strings. Received: {tag!r}"
+                )
     seen = sorted({t for sentence in tags for t in sentence} - {outside, pad})
     return [pad, outside] + sorted(seen, key=lambda t: (t[2:], t))
 
@@ -375,6 +428,13 @@ def tagging_dataset(
         )
     if not sentences:
         raise ValueError(f"`{name}` received no sentence")
+    if not callable(features):
+        raise TypeError(
+            f"`{name}` expects `features` to be a `seqkeras.data.WordFeatures`. Received: "
+            f"{type(features).__name__}"
+        )
+    batch_size = validation.positive_int(name, "batch_size", batch_size)
+    max_length = validation.positive_int(name, "max_length", max_length)
     index = {t: i for i, t in enumerate(tag_vocabulary)}
     tag_ids = []
     for n, (words, labels) in enumerate(zip(sentences, tags)):

@@ -114,7 +114,13 @@ def length_batches(rows, batch_size, max_width=None, fill=PAD, dtype="int32"):
     batch_size = validation.positive_int("length_batches", "batch_size", batch_size)
     if max_width is not None:
         max_width = validation.positive_int("length_batches", "max_width", max_width)
-    lengths = [len(r) for r in rows]
+    try:
+        lengths = [len(r) for r in rows]
+    except TypeError:
+        raise TypeError(
+            "`length_batches` expects `rows` as a list of sequences (lists of ids). "
+            f"Received: {str(rows)[:80]}"
+        ) from None
     if max_width is not None and lengths and max(lengths) > max_width:
         raise ValueError(
             f"`length_batches`: row {int(np.argmax(lengths))} has {max(lengths)} items, more "
@@ -157,6 +163,10 @@ def language_model_windows(ids, block):
         raise ValueError(
             "`language_model_windows` needs 1-D `ids` of at least 2 tokens. "
             f"Received: ids.shape={ids.shape}"
+        )
+    if ids.dtype.kind not in "iu":
+        raise TypeError(
+            f"`language_model_windows` expects integer token `ids`. Received: dtype {ids.dtype}"
         )
     n = len(ids) - 1
     rows = -(-n // block)

@@ -22,6 +22,7 @@ tensorflow-text).
 
 import importlib
 
+import numpy as np
 import tensorflow as tf
 
 from seqkeras.data.tokens import BOS, EOS, RESERVED
@@ -46,6 +47,31 @@ def _words(strings):
     return tf.strings.split(strings)
 
 
+def check_strings(where, arg, strings):
+    """Raises a TypeError naming `where` and `arg` when `strings` (text
+    for a tokenizer's graph ops) hold numbers: a numeric tensor, or
+    concrete values that are not strings. Checked on the static dtype,
+    so also when traced."""
+    if isinstance(strings, (tf.Tensor, tf.RaggedTensor, tf.Variable)):
+        if strings.dtype != tf.string:
+            raise TypeError(
+                f"`{where}` expects `{arg}` as strings. Received: dtype {strings.dtype.name}; "
+                "decode ids to text first"
+            )
+        return
+    if isinstance(strings, (str, bytes)):
+        return
+    try:
+        array = np.asarray(strings)
+    except (ValueError, TypeError):  # ragged nested lists: TensorFlow's conversion says
+        return
+    if array.size and array.dtype.kind not in "USO":
+        raise TypeError(
+            f"`{where}` expects `{arg}` as strings. Received: dtype {array.dtype} "
+            f"(e.g. {array.flat[0]!r}); decode ids to text first"
+        )
+
+
 def with_bos_eos(ids, add_bos, add_eos):
     """Ragged ids (batch, None) with BOS prepended / EOS appended to each
     row when asked (the tokenizers' `encode`)."""
@@ -57,12 +83,20 @@ def with_bos_eos(ids, add_bos, add_eos):
     return ids
 
 
-def ids_before_eos(ids):
+def ids_before_eos(ids, where="decode"):
     """`(ids, before_eos)` for the tokenizers' `decode`: ids (batch,
     time), dense or ragged, as int32 ragged ids, and a mask of the
-    positions before each row's first EOS."""
+    positions before each row's first EOS; a TypeError naming `where`
+    for ids that are not integers."""
     if not isinstance(ids, tf.RaggedTensor):
-        ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.convert_to_tensor(ids)
+        if ids.shape.rank != 2:
+            raise ValueError(
+                f"`{where}` expects `ids` of shape (batch, time). Received: shape {ids.shape}"
+            )
+        ids = tf.RaggedTensor.from_tensor(ids)
+    if not ids.dtype.is_integer:
+        raise TypeError(f"`{where}` expects integer `ids`. Received: dtype {ids.dtype.name}")
     ids = tf.cast(ids, tf.int32)
     return ids, tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS), tf.int32), axis=1), 0)
 
@@ -90,7 +124,7 @@ def learn_wordpiece(name, texts, vocabulary_size, reserved, prepare=None, **opti
     if not isinstance(texts, tf.data.Dataset):
         texts = list(texts)
         if not texts:
-            raise ValueError(f"`{name}` received no text")
+            raise ValueError(f"`{name}` received no text (`texts` is empty)")
         data = tf.data.Dataset.from_tensor_slices(texts)
     data = data.batch(1024)
     if prepare is not None:
@@ -164,13 +198,14 @@ class SubwordTokenizer:
     def encode(self, strings, add_bos=False, add_eos=False):
         """Token ids of `strings` (batch,): an int32 `tf.RaggedTensor`
         (batch, None), with BOS / EOS added when asked. Graph ops."""
+        check_strings("SubwordTokenizer.encode", "strings", strings)
         words = _words(tf.convert_to_tensor(strings, tf.string))
         return with_bos_eos(self._tokenizer.tokenize(words).merge_dims(1, 2), add_bos, add_eos)
 
     def decode(self, ids):
         """Strings (batch,) from ids (batch, time), dense or ragged: reads up
         to the first EOS and skips PAD and BOS. Graph ops."""
-        ids, before_eos = ids_before_eos(ids)
+        ids, before_eos = ids_before_eos(ids, "SubwordTokenizer.decode")
         kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_eos, ids > BOS))  # not PAD, BOS
         check_decoded_ids("SubwordTokenizer.decode", kept, self.vocabulary_size)
         return self._tokenizer.detokenize(kept)

@@ -22,6 +22,9 @@ def adding_problem(n, steps, seed=None):
     Returns:
         `(x, y)`: float32 arrays of shapes (n, steps, 2) and (n, 1).
     """
+    for arg, value, low in (("n", n, 1), ("steps", steps, 2)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"`adding_problem` expects an int `{arg}`. Received: {arg}={value!r}")
     if n <= 0 or steps < 2:
         raise ValueError(
             f"`adding_problem` needs n > 0 and steps >= 2. Received: n={n}, steps={steps}"

@@ -33,6 +33,13 @@ def read_labeled_tsv(
         >>> read_labeled_tsv(path)
         (['a fine film', 'dull'], [1, 0])
     """
+    if num_classes is not None and (
+        isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
+    ):
+        raise ValueError(
+            f"`{name}` expects `num_classes` to be a positive int or None. "
+            f"Received: {num_classes!r}"
+        )
     text = read_text(path, name)
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -42,11 +49,15 @@ def read_labeled_tsv(
             f"`{name}`: {path} is empty (expected a header line `{text_column}<TAB>{label_column}`)"
         )
     header = lines[0].split("\t")
-    missing = [c for c in (text_column, label_column) if c not in header]
+    missing = [
+        f"{c!r} (`{arg}`)"
+        for arg, c in (("text_column", text_column), ("label_column", label_column))
+        if c not in header
+    ]
     if missing:
         raise ValueError(
             f"`{name}`: {path} line 1: the header has no column "
-            f"{', '.join(repr(c) for c in missing)} (expected "
+            f"{', '.join(missing)} (expected "
             f"`{text_column}<TAB>{label_column}`, tab-separated). "
             f"Received: {lines[0][:80]!r}"
         )

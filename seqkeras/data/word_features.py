@@ -88,7 +88,10 @@ class WordFeatures(tf.Module):
                     f" Received: {type(value).__name__}"
                 )
         if characters.lowercase:
-            raise ValueError("`WordFeatures` expects a cased character tokenizer (lowercase=False)")
+            raise ValueError(
+                "`WordFeatures` expects `characters` to be a cased character tokenizer "
+                "(lowercase=False). Received: a lowercasing WordTokenizer"
+            )
         if not isinstance(max_chars, int) or max_chars < 1:
             raise ValueError(
                 f"`WordFeatures` expects an int `max_chars` >= 1. Received: {max_chars!r}"
@@ -120,6 +123,9 @@ class WordFeatures(tf.Module):
         and `char_ids` (batch, time, max_chars), padded with 0 (always
         `max_chars` wide: one compiled shape per sentence width). Graph
         ops."""
+        from seqkeras.data.subword import check_strings
+
+        check_strings("WordFeatures", "words", words)
         if isinstance(words, tf.RaggedTensor):
             words = words.to_tensor("")
         words = tf.convert_to_tensor(words, tf.string)

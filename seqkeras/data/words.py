@@ -116,6 +116,9 @@ class WordTokenizer(tf.Module):
     def split(self, strings):
         """Whitespace words of `strings` (batch,): a ragged string tensor
         (batch, None). Graph ops."""
+        from seqkeras.data.subword import check_strings
+
+        check_strings("WordTokenizer.encode", "strings", strings)
         return tf.strings.split(tf.convert_to_tensor(strings, tf.string))
 
     def encode(self, strings):

@@ -53,6 +53,31 @@ TF_SERVING_TF_TEXT_OPS = frozenset(
 )
 
 
+def saved_model_dir(name, path):
+    """`path` as a str when it is a SavedModel directory (one holding
+    `saved_model.pb`); otherwise a clear error naming the function
+    `name` and its `path`."""
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"`{name}` expects `path` to be a SavedModel directory (a str or os.PathLike). "
+            f"Received: path={path!r} ({type(path).__name__})"
+        )
+    path = os.fspath(path)
+    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+        what = (
+            "does not exist"
+            if not os.path.exists(path)
+            else "is a file"
+            if not os.path.isdir(path)
+            else "has no saved_model.pb"
+        )
+        raise ValueError(
+            f"`{name}` expects `path` to be a SavedModel directory (holding saved_model.pb, "
+            f"as `saved_model` writes). Received: path={path!r}, which {what}"
+        )
+    return path
+
+
 def _graphs(path):
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -137,6 +162,7 @@ def audit_serving(path):
     """
     import tensorflow as tf
 
+    path = saved_model_dir("audit_serving", path)
     ops = serving_ops(path)
     clusters = xla_compiled_functions(path)
     outside = serving_ops(path, compiled=False) if clusters else ops
@@ -194,6 +220,12 @@ def assert_servable(path, xla_jit=False):
         >>> "MatMul" in report["ops"]
         True
     """
+    if not isinstance(xla_jit, bool):
+        raise TypeError(
+            "`assert_servable` received an invalid value for `xla_jit`: expected True or "
+            f"False. Received: xla_jit={xla_jit!r}"
+        )
+    path = saved_model_dir("assert_servable", path)
     report = audit_serving(path)
     problems = {
         key: report[key] for key in ("xla", "tf_text_unsupported", "no_kernel") if report[key]
@@ -247,14 +279,23 @@ def _json_input(name, value):
     strings) for the fresh process."""
     import numpy as np
 
-    array = np.asarray(value)
+    def refuse(what):
+        return TypeError(
+            f"`fresh_signature` expects each of `inputs` to be strings or numbers; input "
+            f"`{name}` is {what}"
+        )
+
+    try:
+        array = np.asarray(value)
+    except ValueError as error:  # ragged nested lists
+        raise refuse(f"not a rectangular array ({error})") from None
+    if array.dtype.kind == "O" and not all(isinstance(v, (str, bytes)) for v in array.flat):
+        kinds = sorted({type(v).__name__ for v in array.flat if not isinstance(v, (str, bytes))})
+        raise refuse(f"an array of objects of type {kinds}")
     if array.dtype.kind in "USO":
         return {"values": array.astype(str).tolist(), "dtype": None}
     if array.dtype.kind not in "biuf":
-        raise TypeError(
-            f"`fresh_signature`: input `{name}` must be strings or numbers. "
-            f"Received dtype {array.dtype}"
-        )
+        raise refuse(f"of dtype {array.dtype}")
     return {"values": array.tolist(), "dtype": array.dtype.name}
 
 
@@ -277,7 +318,13 @@ def fresh_signature(path, signature, **inputs):
         >>> np.allclose(out["y"], model(np.ones((1, 3))), atol=1e-6)
         True
     """
+    if not isinstance(signature, str) or not signature:
+        raise TypeError(
+            "`fresh_signature` expects `signature` to be a signature name (a str, e.g. "
+            f"'serving_default'). Received: signature={signature!r}"
+        )
     given = {k: _json_input(k, v) for k, v in inputs.items()}
+    path = saved_model_dir("fresh_signature", path)
     result = subprocess.run(
         [sys.executable, "-c", _FRESH, str(path), signature],
         input=json.dumps(given),

@@ -13,26 +13,45 @@ from seqkeras._atomic import temporary_dir  # noqa: F401
 from seqkeras._atomic import write_bytes  # noqa: F401
 
 
-def check_target(name, path, overwrite, want="file"):
+def check_target(name, path, overwrite, want="file", argument="path"):
     """The absolute `path` an export `name` may write (a `want` = "file" or
     "dir"), after `recover`ing what a killed write to it left; raises a
     clear ValueError when it exists as the other kind, or at all unless
-    `overwrite`. Creates the parent directory."""
-    path = os.path.abspath(str(path))
+    `overwrite` (the messages name the export's `argument`). Creates the
+    parent directory."""
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"`{name}` expects `{argument}` to be a str or os.PathLike. "
+            f"Received: {argument}={path!r} ({type(path).__name__})"
+        )
+    path = os.path.abspath(os.fspath(path))
     recover(path)  # a killed earlier write: its previous version back, its leftovers gone
     other = os.path.isdir if want == "file" else os.path.isfile
     if other(path):
         raise ValueError(
-            f"`{name}`: {path} exists and is a {'directory' if want == 'file' else 'file'}"
+            f"`{name}`: `{argument}` {path} exists and is a "
+            f"{'directory' if want == 'file' else 'file'}"
         )
     if os.path.exists(path) and not overwrite:
-        raise ValueError(f"`{name}`: {path} exists; pass overwrite=True to replace it")
+        raise ValueError(f"`{name}`: `{argument}` {path} exists; pass overwrite=True to replace it")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     return path
 
 
 def next_version(base):
     """1 + the largest numeric version directory under `base` (TF
-    Serving's layout: `base/1`, `base/2`, ...)."""
+    Serving's layout: `base/1`, `base/2`, ...; 1 when `base` does not
+    exist yet)."""
+    if isinstance(base, bytes) or not isinstance(base, (str, os.PathLike)):
+        raise TypeError(
+            "`next_version` expects `base` to be a directory path (a str or os.PathLike). "
+            f"Received: base={base!r} ({type(base).__name__})"
+        )
+    base = os.fspath(base)
+    if os.path.exists(base) and not os.path.isdir(base):
+        raise ValueError(
+            f"`next_version` expects `base` to be a directory of versions. Received: "
+            f"base={base!r}, which is a file"
+        )
     versions = [int(d) for d in os.listdir(base) if d.isdigit()] if os.path.isdir(base) else []
     return max(versions, default=0) + 1

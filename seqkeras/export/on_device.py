@@ -52,16 +52,23 @@ def chat_bundle(
             int8 weights) and `litert_lm.pbtxt` (`litert_lm_metadata`), the
             inputs of `litert-lm-builder` for a `.litertlm` file.
     """
-    from seqkeras.models.instruction import chat_text
+    from seqkeras.layers import validation
 
     names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
+    if isinstance(quantize, str):
+        raise ValueError(
+            f"`chat_bundle` expects `quantize` to be a list among {sorted(names)} (e.g. "
+            f"({quantize!r},)). Received: quantize={quantize!r}"
+        )
     unknown = [q for q in quantize or () if q not in names]
     if unknown:
         raise ValueError(
             f"`chat_bundle` expects `quantize` among {sorted(names)}. Received: {unknown}"
         )
-    directory = check_target("chat_bundle", directory, overwrite, want="dir")
-    prefix, suffix = chat_text(tokenizer, system)
+    validation.positive_int("chat_bundle", "max_length", max_length)
+    _check_prefills("chat_bundle", model)
+    prefix, suffix = _chat_text("chat_bundle", tokenizer, system)
+    directory = check_target("chat_bundle", directory, overwrite, want="dir", argument="directory")
     end_ids = _end_ids(tokenizer)
     work = temporary_dir(directory)
     try:
@@ -103,6 +110,31 @@ def chat_bundle(
         shutil.rmtree(work, ignore_errors=True)
         raise
     return directory
+
+
+def _check_prefills(name, model):
+    if not getattr(model, "prefills", False):
+        raise ValueError(
+            f"`{name}` needs a decoder language `model` whose step takes several tokens "
+            "(decoder_language_model, llama_language_model). Received: "
+            f"{getattr(model, 'name', model)!r} ({type(model).__name__})"
+        )
+
+
+def _chat_text(name, tokenizer, system=None):
+    """`chat_text(tokenizer, system)`, its errors naming `name`'s
+    `tokenizer`."""
+    from seqkeras.models.instruction import chat_text
+
+    if not callable(getattr(tokenizer, "apply_chat_template", None)):
+        raise TypeError(
+            f"`{name}` expects `tokenizer` to be a `seqkeras.data.ByteLevelBPETokenizer` "
+            f"with a chat template. Received: {type(tokenizer).__name__}"
+        )
+    try:
+        return chat_text(tokenizer, system)
+    except ValueError as error:
+        raise ValueError(f"`{name}` cannot use `tokenizer`'s chat template: {error}") from None
 
 
 # -- LiteRT-LM ---------------------------------------------------------------
@@ -212,12 +244,7 @@ def litert_lm_tflite(
     from seqkeras.layers.export_mode import export_mode
 
     name = "litert_lm_tflite"
-    if not getattr(model, "prefills", False):
-        raise ValueError(
-            f"`{name}` needs a decoder language model whose step takes several tokens "
-            "(decoder_language_model, llama_language_model). Received: "
-            f"{getattr(model, 'name', model)!r} ({type(model).__name__})"
-        )
+    _check_prefills(name, model)
     if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
         raise ValueError(
             f"`{name}` received an invalid value for `max_length`: expected a positive "
@@ -257,13 +284,15 @@ def litert_lm_metadata(tokenizer, max_length=512):
     ChatML chat template (`<|im_start|>role ... <|im_end|>`: SmolLM2,
     Qwen2): the turns' prefixes and suffixes, the stop tokens, greedy
     sampling (LiteRT-LM's CPU sampler is top-p only: `k: 1`)."""
-    from seqkeras.models.instruction import chat_text
+    from seqkeras.layers import validation
 
-    prefix, suffix = chat_text(tokenizer)
+    validation.positive_int("litert_lm_metadata", "max_length", max_length)
+    prefix, suffix = _chat_text("litert_lm_metadata", tokenizer)
     if "<|im_start|>user\n" not in prefix or not suffix.startswith("<|im_end|>"):
         raise ValueError(
             "`litert_lm_metadata` writes the turns of a ChatML template (<|im_start|>role, "
-            f"<|im_end|>: SmolLM2, Qwen2). Received a template rendering {prefix + suffix!r}"
+            "<|im_end|>: SmolLM2, Qwen2); `tokenizer`'s template renders "
+            f"{prefix + suffix!r}"
         )
     words = [tokenizer.vocabulary[i] for i in _end_ids(tokenizer)]
     lines = [f'stop_tokens {{ token_str: "{w}" }}' for w in words]

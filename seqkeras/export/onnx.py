@@ -180,23 +180,64 @@ def onnx(model, path, opset=OPSET, overwrite=False):
     return path
 
 
-def onnx_runner(path):
+def _fed(name, key, value, spec):
+    """`value` as an array of the ONNX input `spec`'s type, after checking
+    that it fits (numbers, whole numbers for an integer input, the rank
+    and fixed dimensions)."""
+    dtype = "int32" if "int32" in spec.type else "int64" if "int64" in spec.type else "float32"
+    where = f"`{name}`: input {key!r} of `inputs`"
+    try:
+        array = np.asarray(value)
+    except ValueError as error:
+        raise ValueError(f"{where} is not a rectangular array ({error})") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{where} must be numbers ({dtype}). Received dtype {array.dtype}")
+    if dtype != "float32" and array.dtype.kind == "f" and not np.all(array == np.round(array)):
+        raise ValueError(f"{where} takes integers ({dtype}). Received non-integral floats")
+    shape = list(spec.shape)
+    if array.ndim != len(shape) or any(
+        isinstance(want, int) and got != want for got, want in zip(array.shape, shape)
+    ):
+        expected = tuple(want if isinstance(want, int) else None for want in shape)
+        raise ValueError(f"{where} has shape {expected}. Received shape {array.shape}")
+    return array.astype(dtype)
+
+
+def onnx_runner(path, name="run_onnx"):
     """`run(**inputs) -> dict of named outputs`, the onnxruntime session
-    made once; inputs are cast to the model's input types."""
+    made once; inputs are checked (names, rank, fixed dimensions) and
+    cast to the model's input types; `name`: the function the messages
+    name."""
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"`{name}` expects `path` to be an ONNX file's path (a str or os.PathLike). "
+            f"Received: path={path!r} ({type(path).__name__})"
+        )
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"`{name}` expects `path` to be an ONNX file. Received: path={os.fspath(path)!r}, "
+            f"which {'is a directory' if os.path.isdir(path) else 'does not exist'}"
+        )
+    try:
+        session = onnxruntime.InferenceSession(os.fspath(path), providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime's own exception types
+        raise ValueError(
+            f"`{name}`: onnxruntime cannot load `path` {os.fspath(path)!r}: {error}"
+        ) from None
     names = [o.name for o in session.get_outputs()]
-    dtypes = {i.name: i.type for i in session.get_inputs()}
+    specs = {i.name: i for i in session.get_inputs()}
 
     def run(**inputs):
-        feed = {
-            k: np.asarray(
-                v,
-                "int32" if "int32" in dtypes[k] else "int64" if "int64" in dtypes[k] else "float32",
+        missing = set(specs) - set(inputs)
+        unknown = set(inputs) - set(specs)
+        if missing or unknown:
+            raise ValueError(
+                f"`{name}` is missing inputs {sorted(missing)} or got unknown inputs "
+                f"{sorted(unknown)} in `inputs`; the model takes {sorted(specs)}"
             )
-            for k, v in inputs.items()
-        }
+        feed = {k: _fed(name, k, v, specs[k]) for k, v in inputs.items()}
         return dict(zip(names, session.run(None, feed)))
 
     return run

@@ -145,13 +145,31 @@ def batching_parameters(path, **options):
         >>> text.splitlines()[0]
         'max_batch_size { value: 32 }'
     """
+    import numbers
+    import os
+
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            "`batching_parameters` expects `path` to be a file path (a str or os.PathLike). "
+            f"Received: path={path!r} ({type(path).__name__})"
+        )
     unknown = sorted(set(options) - set(BATCHING_DEFAULTS))
     if unknown:
         raise ValueError(
-            f"`batching_parameters` takes {sorted(BATCHING_DEFAULTS)}. Received: {unknown}"
+            f"`batching_parameters` received unknown `options` {unknown}: it takes "
+            f"{sorted(BATCHING_DEFAULTS)}"
         )
     given = {**BATCHING_DEFAULTS, **options}
-    allowed = [int(b) for b in given.pop("allowed_batch_sizes")]
+    allowed = given.pop("allowed_batch_sizes")
+    if isinstance(allowed, (str, bytes)) or not all(
+        isinstance(b, numbers.Integral) and not isinstance(b, bool) and b > 0
+        for b in (allowed if hasattr(allowed, "__iter__") else [None])
+    ):
+        raise ValueError(
+            "`batching_parameters` expects `allowed_batch_sizes` to be a list of positive "
+            f"integers. Received: allowed_batch_sizes={allowed!r}"
+        )
+    allowed = [int(b) for b in allowed]
     for name, value in given.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(

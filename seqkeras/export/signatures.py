@@ -118,6 +118,27 @@ class Forward(Signature):
 
 def serving_function(model, check=True):
     """The `serving_default` `tf.function` of `model` (`Forward`)."""
+    import keras
+
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            "`serving_function` expects `model` to be a Keras model. "
+            f"Received: {type(model).__name__}"
+        )
+    try:
+        built = bool(model.inputs)
+    except (AttributeError, ValueError):  # a Sequential model never built
+        built = False
+    if not built:
+        raise ValueError(
+            f"`serving_function` needs a `model` with defined inputs (a functional model, or "
+            f"one built on an `Input`); model {model.name!r} has none"
+        )
+    if not isinstance(check, bool):
+        raise TypeError(
+            "`serving_function` received an invalid value for `check`: expected True or "
+            f"False. Received: check={check!r}"
+        )
     return Forward()(model, check)["serving_default"]
 
 
@@ -177,10 +198,30 @@ def _decoder(model, max_length, eos_id, jit_compile=False):
     return decode
 
 
+def _decoding_options(name, max_length, eos_id, beam_width=1, length_penalty_alpha=0.0):
+    """The decoding signatures' options, checked when the signature is
+    made (`name`: the class or function the messages name)."""
+    import numbers
+
+    from seqkeras.layers import validation
+
+    validation.positive_int(name, "max_length", max_length)
+    if eos_id is not None:
+        validation.non_negative_int(name, "eos_id", eos_id)
+    validation.positive_int(name, "beam_width", beam_width)
+    alpha = length_penalty_alpha
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha == alpha:
+        raise TypeError(
+            f"`{name}` received an invalid value for `length_penalty_alpha`: expected a "
+            f"number. Received: length_penalty_alpha={alpha!r}"
+        )
+
+
 class _Generation(Signature):
     where = "saved_model"
 
     def __init__(self, max_length, eos_id=None):
+        _decoding_options(type(self).__name__, max_length, eos_id)
         self.max_length = max_length
         self.eos_id = EOS if eos_id is None else eos_id
 
@@ -219,6 +260,7 @@ class GenerateBeam(_Generation):
     names = ("generate_beam",)
 
     def __init__(self, max_length, beam_width=4, length_penalty_alpha=0.0, eos_id=None):
+        _decoding_options("GenerateBeam", max_length, eos_id, beam_width, length_penalty_alpha)
         super().__init__(max_length, eos_id)
         self.beam_width = beam_width
         self.length_penalty_alpha = length_penalty_alpha
@@ -352,6 +394,7 @@ def generation(
     """`[Generate, GenerateBeam]`, and `GenerateText` when `vocabulary` (a
     `CharVocabulary`) is given: the generate signatures of a generative
     model (`GenerateText.applies(model)` tells whether it takes text)."""
+    _decoding_options("generation", max_length, eos_id, beam_width, length_penalty_alpha)
     found = [
         Generate(max_length, eos_id),
         GenerateBeam(max_length, beam_width, length_penalty_alpha, eos_id),
@@ -520,8 +563,19 @@ class Tag(Signature):
     names = ("tag",)
 
     def __init__(self, features, tag_vocabulary):
+        if isinstance(tag_vocabulary, (str, bytes)) or not hasattr(tag_vocabulary, "__iter__"):
+            raise TypeError(
+                "`Tag` expects `tag_vocabulary` to be a list of the tags in id order (e.g. "
+                f"['O', 'B-PER', 'I-PER']). Received: tag_vocabulary={tag_vocabulary!r}"
+            )
+        tags = list(tag_vocabulary)
+        if not tags or not all(isinstance(t, str) for t in tags):
+            raise ValueError(
+                "`Tag` expects `tag_vocabulary` to be a non-empty list of tag strings. "
+                f"Received: tag_vocabulary={tag_vocabulary!r}"
+            )
         self.features = features
-        self.tag_vocabulary = list(tag_vocabulary)
+        self.tag_vocabulary = tags
 
     def build(self, model, check=True):
         features = self.features
@@ -572,6 +626,7 @@ class Translate(Signature):
         length_penalty_alpha=0.0,
         eos_id=None,
     ):
+        _decoding_options("Translate", max_length, eos_id, beam_width, length_penalty_alpha)
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.max_length = max_length

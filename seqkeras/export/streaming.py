@@ -308,6 +308,28 @@ def verify_streaming(model, flatbuffer, sample):
     return diff, 1000 * float(np.median(seconds)), inputs.shape[1]
 
 
+def _check_ids(name, ids):
+    """`ids` as an array when it is one sequence of at least 2 ids >= 0."""
+    import numpy as np
+
+    try:
+        array = np.asarray(ids)
+    except ValueError:  # ragged
+        array = np.asarray(ids, dtype=object)
+    if (
+        array.ndim != 1
+        or len(array) < 2
+        or not np.issubdtype(array.dtype, np.integer)
+        or array.min() < 0
+    ):
+        raise ValueError(
+            f"`{name}` expects `ids` to be one sequence of at least 2 integer ids >= 0. "
+            f"Received: shape {array.shape}, dtype {array.dtype}"
+            + (f", min {array.min()}" if array.size and array.dtype.kind in "iu" else "")
+        )
+    return array
+
+
 def streaming_nll(flatbuffer, ids):
     """Nats per token of a language model's streaming step model (a
     `streaming_tflite` file) over one sequence, fed one token per
@@ -325,13 +347,8 @@ def streaming_nll(flatbuffer, ids):
 
     from seqkeras.metrics import token_nll
 
-    ids = np.asarray(ids)
-    if ids.ndim != 1 or len(ids) < 2 or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(
-            "`streaming_nll` expects `ids` to be one sequence of at least 2 integer ids. "
-            f"Received: shape {ids.shape}, dtype {ids.dtype}"
-        )
-    step = tflite_runner(flatbuffer)
+    ids = _check_ids("streaming_nll", ids)
+    step = tflite_runner(flatbuffer, name="streaming_nll")
     details = step.input_details.items()
     states = {k: np.zeros((1, *v["shape"][1:]), v["dtype"]) for k, v in details if "state_" in k}
     logits = []
@@ -339,6 +356,11 @@ def streaming_nll(flatbuffer, ids):
         out = step(token_ids=ids[t : t + 1].astype("int32"), **states)
         states = {k[4:]: v for k, v in out.items() if k.startswith("new_state_")}
         logits.append(out["logits"][0])
+        if t == 0 and ids.max() >= out["logits"].shape[-1]:
+            raise ValueError(
+                f"`streaming_nll` expects `ids` below the model's vocabulary size "
+                f"{out['logits'].shape[-1]}. Received: max id {ids.max()}"
+            )
     total, count = token_nll(np.stack(logits), ids[1:])
     return total / count
 
@@ -361,12 +383,33 @@ def streaming_variants(model, directory, sample, ids, variants=("float32", "dyna
     Returns:
         `{variant: {"path", "mb", "ms", "diff", "loss"}}`.
     """
-    for variant in variants:
-        if variant not in ("float32", "dynamic_int8", "float16"):
-            raise ValueError(
-                "`streaming_variants` expects variants among 'float32', 'dynamic_int8', "
-                f"'float16'. Received: {variant!r}"
-            )
+    import numpy as np
+
+    name = "streaming_variants"
+    known = ("float32", "dynamic_int8", "float16")
+    if isinstance(variants, str) or not all(v in known for v in variants) or not variants:
+        raise ValueError(
+            f"`{name}` expects `variants` to be a non-empty list among {known}. "
+            f"Received: variants={variants!r}"
+        )
+    if not isinstance(model, keras.Model) or not getattr(model, "streamable", False):
+        raise ValueError(
+            f"`{name}` needs a `model` that streams (a recurrent language model: see "
+            f"`streaming_tflite`). Received: {getattr(model, 'name', model)!r} "
+            f"({type(model).__name__})"
+        )
+    _check_ids(name, ids)
+    stream = model.stream_input[0]
+    if not isinstance(sample, dict) or stream not in sample or np.ndim(sample[stream]) != 2:
+        raise ValueError(
+            f"`{name}` expects `sample` to be a dict with {stream!r}: ids (1, time). Received: "
+            + (f"keys {sorted(sample)}" if isinstance(sample, dict) else type(sample).__name__)
+        )
+    if isinstance(directory, bytes) or not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(
+            f"`{name}` expects `directory` to be a str or os.PathLike. Received: "
+            f"{type(directory).__name__}"
+        )
     os.makedirs(directory, exist_ok=True)
     found = {}
     for variant in variants:

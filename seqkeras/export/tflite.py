@@ -117,12 +117,56 @@ def convert_functions(functions, variables, quantize=None):
     return _convert(converter, quantize)
 
 
+def check_flatbuffer(name, flatbuffer):
+    """`flatbuffer` as bytes when it is a TFLite model's bytes (file
+    identifier `TFL3`); otherwise a clear error naming the function `name`
+    and its `flatbuffer` (a path is the usual mistake: read the file)."""
+    if isinstance(flatbuffer, (bytearray, memoryview)):
+        flatbuffer = bytes(flatbuffer)
+    if not isinstance(flatbuffer, bytes):
+        hint = " (a path: pass open(path, 'rb').read())" if isinstance(flatbuffer, str) else ""
+        raise TypeError(
+            f"`{name}` expects `flatbuffer` to be a TFLite model's bytes{hint}. "
+            f"Received: {type(flatbuffer).__name__}"
+        )
+    if flatbuffer[4:8] != b"TFL3":
+        raise ValueError(
+            f"`{name}` expects `flatbuffer` to be a TFLite model's bytes (file identifier "
+            f"TFL3). Received {len(flatbuffer)} bytes starting {flatbuffer[:8]!r}"
+        )
+    return flatbuffer
+
+
+def _fed(name, key, value, detail):
+    """`value` as an array of the input's dtype, after checking that it
+    fits the input `detail` (rank, fixed dimensions, numbers for numbers,
+    whole numbers for an integer input)."""
+    dtype = np.dtype(detail["dtype"])
+    shape = list(detail.get("shape_signature", detail["shape"]))
+    where = f"`{name}`: input {key!r} of `inputs`"
+    try:
+        array = np.asarray(value)
+    except ValueError as error:
+        raise ValueError(f"{where} is not a rectangular array ({error})") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{where} must be numbers ({dtype.name}). Received dtype {array.dtype}")
+    if dtype.kind in "iu" and array.dtype.kind == "f" and not np.all(array == np.round(array)):
+        raise ValueError(f"{where} takes integers ({dtype.name}). Received non-integral floats")
+    if array.ndim != len(shape) or any(
+        want not in (-1, None) and got != want for got, want in zip(array.shape, shape)
+    ):
+        expected = tuple(None if d in (-1, None) else int(d) for d in shape)
+        raise ValueError(f"{where} has shape {expected}. Received shape {array.shape}")
+    return array.astype(dtype)
+
+
 def op_names(flatbuffer):
     """Names of every operator code in the model, all subgraphs included.
 
     Builtin ops give their builtin name (e.g. "WHILE"); custom and Flex ops
     give their custom code (e.g. "FlexTensorListReserve").
     """
+    flatbuffer = check_flatbuffer("op_names", flatbuffer)
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
     names = set()
     for code in model.operatorCodes:
@@ -138,37 +182,46 @@ def op_names(flatbuffer):
 def run_tflite(flatbuffer, *inputs):
     """Runs the model's first signature-free entry on `inputs` (resizing
     dynamic dimensions) and returns the list of outputs as NumPy arrays."""
-    interpreter = Interpreter(model_content=flatbuffer)
+    interpreter = Interpreter(model_content=check_flatbuffer("run_tflite", flatbuffer))
     details = interpreter.get_input_details()
     if len(details) != len(inputs):
         raise ValueError(f"`run_tflite` got {len(inputs)} inputs; the model takes {len(details)}.")
-    for detail, value in zip(details, inputs):
-        interpreter.resize_tensor_input(detail["index"], np.shape(value))
+    arrays = [_fed("run_tflite", d["name"], v, d) for d, v in zip(details, inputs)]
+    for detail, value in zip(details, arrays):
+        interpreter.resize_tensor_input(detail["index"], value.shape)
     interpreter.allocate_tensors()
-    for detail, value in zip(details, inputs):
-        interpreter.set_tensor(detail["index"], np.asarray(value, detail["dtype"]))
+    for detail, value in zip(details, arrays):
+        interpreter.set_tensor(detail["index"], value)
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
 
 
-def tflite_runner(flatbuffer, signature_key="serving_default"):
+def tflite_runner(flatbuffer, signature_key="serving_default", name="run_tflite_signature"):
     """`run(**inputs) -> dict of named outputs` for one signature, its
     LiteRT interpreter made once (for repeated calls: step models,
-    latency); inputs are cast to the signature's dtypes and dynamic
-    dimensions resized. `run.input_details` and `run.output_details` are
-    the signature's."""
-    runner = Interpreter(model_content=flatbuffer).get_signature_runner(signature_key)
+    latency); inputs are checked against the signature (names, rank,
+    fixed dimensions), cast to its dtypes and dynamic dimensions resized.
+    `run.input_details` and `run.output_details` are the signature's;
+    `name`: the function the messages name."""
+    interpreter = Interpreter(model_content=check_flatbuffer(name, flatbuffer))
+    keys = sorted(interpreter.get_signature_list())
+    if signature_key not in keys:
+        raise ValueError(
+            f"`{name}` received an invalid value for `signature_key`: expected one of the "
+            f"model's signatures {keys}. Received: signature_key={signature_key!r}"
+        )
+    runner = interpreter.get_signature_runner(signature_key)
     details = runner.get_input_details()
 
     def run(**inputs):
         missing = set(details) - set(inputs)
-        if missing:
+        unknown = set(inputs) - set(details)
+        if missing or unknown:
             raise ValueError(
-                f"`run_tflite_signature` is missing inputs "
-                f"{sorted(missing)}; the signature takes "
-                f"{sorted(details)}"
+                f"`{name}` is missing inputs {sorted(missing)} or got unknown inputs "
+                f"{sorted(unknown)} in `inputs`; the signature takes {sorted(details)}"
             )
-        return runner(**{k: np.asarray(v, details[k]["dtype"]) for k, v in inputs.items()})
+        return runner(**{k: _fed(name, k, v, details[k]) for k, v in inputs.items()})
 
     run.input_details = details
     run.output_details = runner.get_output_details()
@@ -197,6 +250,20 @@ def tflite(model, path, quantize=None, overwrite=False):
     from seqkeras.export.refusals import refuse_text_layers
     from seqkeras.export.saved_model import saved_model
 
+    import keras
+
+    from seqkeras.export.refusals import refuse_stateful
+
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"`tflite` expects `model` to be a Keras model. Received: {type(model).__name__}"
+        )
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(
+            "`tflite` received an invalid value for `quantize`: "
+            f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
+        )
+    refuse_stateful("tflite", model)
     refuse_text_layers("tflite", model)
     path = check_target("tflite", path, overwrite)
     tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename

@@ -107,6 +107,7 @@ class CharacterEncoder(keras.layers.Layer):
                 "`CharacterEncoder` expects `inputs` of rank 3, (batch, "
                 f"words, characters). Received: inputs.shape={shape}"
             )
+        validation.ids_in_range("CharacterEncoder", "inputs", inputs, self.vocab_size)
         ids = ops.cast(inputs, "int32")
         dims = ops.shape(ids)
         flat = ops.reshape(ids, (-1, dims[2]))  # (batch * words, chars)

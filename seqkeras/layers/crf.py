@@ -196,6 +196,8 @@ class CRF(keras.layers.Layer):
                 "`CRF` expects `tags` of shape (batch, time) = "
                 f"{want}. Received: tags.shape={shape}"
             )
+        validation.numeric("CRF", "tags", tags)
+        validation.whole_numbers("CRF", "tags", tags)
         validation.ids_in_range("CRF", "tags", tags, self.num_tags)
         # traced tags cannot be checked; the clip keeps the gathers in
         # bounds (data pipelines check their tags, e.g. tagging_dataset)

@@ -112,7 +112,7 @@ class LlamaDecoderBlock(keras.layers.Layer):
         )
         self.rope_base = validation.greater_than(name, "rope_base", rope_base, 1.0)
         self.rope_layout = validation.choice(name, "rope_layout", rope_layout, LAYOUTS)
-        self.rope_scaling = check_scaling(name, rope_scaling)
+        self.rope_scaling = check_scaling(name, rope_scaling, "rope_scaling")
         self.window = None if window is None else validation.positive_int(name, "window", window)
         self.norm_epsilon = validation.greater_than(name, "norm_epsilon", norm_epsilon, 0.0)
         self.activation = validation.choice(name, "activation", activation, GATE_ACTIVATIONS)

@@ -103,17 +103,19 @@ class BertEmbedding(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_dim))
         self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout")
 
-    def _check_ids(self, arg, ids, shape=None):
-        """Numeric ids (cast to int32, as `keras.layers.Embedding` does)."""
+    def _check_ids(self, arg, ids, size, shape=None):
+        """Numeric ids in [0, size) (cast to int32, as
+        `keras.layers.Embedding` does; concrete ids are checked)."""
         validation.numeric("BertEmbedding", arg, ids)
         if shape is not None:
             validation.same_dims("BertEmbedding", arg, ids, shape, "(batch, time)")
+        validation.ids_in_range("BertEmbedding", arg, ids, size)
         return ops.cast(ids, "int32")
 
     def call(self, token_ids, segment_ids=None, training=None, reverse=False):
         if reverse:
             return self._logits(token_ids)
-        token_ids = self._check_ids("token_ids", token_ids)
+        token_ids = self._check_ids("token_ids", token_ids, self.vocab_size)
         shape = validation.static_shape(token_ids)
         if shape[1] is not None and shape[1] > self.max_length:
             raise ValueError(
@@ -126,7 +128,7 @@ class BertEmbedding(keras.layers.Layer):
         if segment_ids is None:
             x = x + self.segment_embeddings[0]
         else:
-            segment_ids = self._check_ids("segment_ids", segment_ids, shape)
+            segment_ids = self._check_ids("segment_ids", segment_ids, self.num_segments, shape)
             x = x + ops.take(self.segment_embeddings, segment_ids, axis=0)
         x = self.layer_norm(ops.cast(x, self.compute_dtype))
         return self.dropout_layer(x, training=training)
@@ -223,6 +225,8 @@ class GatherSteps(keras.layers.Layer):
                 "`GatherSteps` expects `index` of rank 2, (batch, steps). "
                 f"Received: index.shape={tuple(index.shape)}"
             )
+        if shape[1] is not None:  # concrete indices are checked; traced ones clipped
+            validation.ids_in_range("GatherSteps", "index", index, shape[1])
         index = ops.clip(ops.cast(index, "int32"), 0, ops.shape(sequence)[1] - 1)
         return ops.take_along_axis(sequence, ops.expand_dims(index, -1), axis=1)
 

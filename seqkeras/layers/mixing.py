@@ -3,6 +3,7 @@ network's layers) and `ReverseSequence` (each row's unpadded steps in
 reverse, for a backward language model over right-padded batches)."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from seqkeras.layers import validation
@@ -46,7 +47,14 @@ class ScalarMix(keras.layers.Layer):
         self.num_layers = validation.positive_int(name, "num_layers", num_layers)
         self.layer_norm = bool(layer_norm)
         if trainable_weights_init is not None:
-            values = [float(v) for v in trainable_weights_init]
+            try:
+                values = [float(v) for v in trainable_weights_init]
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"`ScalarMix` received an invalid value for `trainable_weights_init`: "
+                    f"expected {self.num_layers} floats (`num_layers`). "
+                    f"Received: trainable_weights_init={trainable_weights_init!r}"
+                ) from None
             if len(values) != self.num_layers:
                 raise ValueError(
                     f"`ScalarMix` received an invalid value for `trainable_weights_init`: "
@@ -61,8 +69,8 @@ class ScalarMix(keras.layers.Layer):
         if not isinstance(shapes, (list, tuple)) or len(shapes) != self.num_layers:
             count = len(shapes) if isinstance(shapes, (list, tuple)) else type(shapes).__name__
             raise ValueError(
-                f"`ScalarMix` expects a list of {self.num_layers} tensors (`num_layers`). "
-                f"Received: {count}"
+                f"`ScalarMix` expects `inputs`, a list of {self.num_layers} tensors "
+                f"(`num_layers`). Received: {count}"
             )
         first = tuple(shapes[0])
         for k, shape in enumerate(shapes):
@@ -165,6 +173,15 @@ class ReverseSequence(keras.layers.Layer):
         validation.same_dims(
             "ReverseSequence", "mask", mask, validation.static_shape(inputs)[:2], "(batch, time)"
         )
+        values = None if mask is None else validation.concrete_values(mask)
+        if values is not None and values.size:  # traced masks pass unchecked
+            kept = values.astype(bool)
+            if np.any(kept[:, 1:] & ~kept[:, :-1]):
+                row = int(np.flatnonzero(np.any(kept[:, 1:] & ~kept[:, :-1], axis=1))[0])
+                raise ValueError(
+                    "`ReverseSequence` expects a right-padded `mask` (each row's valid "
+                    f"steps first). Received: mask[{row}]={kept[row].astype(int).tolist()}"
+                )
         time = ops.shape(inputs)[1]
         steps = ops.arange(time)
         if mask is None:

@@ -54,14 +54,15 @@ def inverse_frequencies(dim, base=10000.0, scaling=None):
     return np.where(medium, smoothed, scaled).astype(np.float32)
 
 
-def check_scaling(where, scaling):
-    """`scaling` as a plain dict (or None); ValueError naming `where`."""
+def check_scaling(where, scaling, arg="scaling"):
+    """`scaling` as a plain dict (or None); ValueError naming `where` and
+    the argument `arg`."""
     if scaling is None:
         return None
     if not isinstance(scaling, dict) or scaling.get("type") not in SCALINGS:
         raise ValueError(
-            f"`{where}` expects `scaling` None or a dict with 'type' one of {SCALINGS}. "
-            f"Received: scaling={scaling!r}"
+            f"`{where}` expects `{arg}` None or a dict with 'type' one of {SCALINGS}. "
+            f"Received: {arg}={scaling!r}"
         )
     needed = ["factor"]
     if scaling["type"] == "llama3":
@@ -70,12 +71,12 @@ def check_scaling(where, scaling):
         value = scaling.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
             raise ValueError(
-                f"`{where}` expects scaling[{key!r}] a number > 0 for "
-                f"{scaling['type']!r} scaling. Received: scaling={scaling!r}"
+                f"`{where}` expects {arg}[{key!r}] a number > 0 for "
+                f"{scaling['type']!r} scaling. Received: {arg}={scaling!r}"
             )
     if scaling["type"] == "llama3" and scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
         raise ValueError(
-            f"`{where}` expects high_freq_factor > low_freq_factor. Received: scaling={scaling!r}"
+            f"`{where}` expects high_freq_factor > low_freq_factor. Received: {arg}={scaling!r}"
         )
     return {"type": scaling["type"], **{k: float(scaling[k]) for k in needed}}
 

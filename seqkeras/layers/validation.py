@@ -145,3 +145,22 @@ def same_dims(layer, arg, x, expected, described):
             f"`{layer}` received an invalid `{arg}`: expected shape "
             f"{described} = {tuple(expected)}. Received: {arg}.shape={shape}"
         )
+
+
+def whole_numbers(layer, arg, x):
+    """Raises a TypeError naming `layer` and `arg` when concrete float `x`
+    holds a value that is no whole number (ids given as floats must hold
+    integers, as Keras' `Embedding` accepts them); symbolic or traced `x`
+    pass unchecked."""
+    if "float" not in str(getattr(x, "dtype", "")):
+        return
+    values = concrete_values(x)
+    if values is None or not values.size:
+        return
+    values = values.astype("float64")
+    bad = values[~np.isfinite(values) | (values != np.round(values))]
+    if bad.size:
+        raise TypeError(
+            f"`{layer}` expects integer ids in `{arg}`. Received: {arg} with the value "
+            f"{bad.flat[0]!r} ({x.dtype})"
+        )

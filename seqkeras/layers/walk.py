@@ -26,6 +26,11 @@ def all_layers(layer):
         >>> names.count("Recurrent")  # the two directions of Bidirectional
         2
     """
+    if not hasattr(layer, "trainable_weights") or isinstance(layer, type):
+        raise TypeError(
+            "`all_layers` expects `layer`, a Keras layer or model. "
+            f"Received: layer={layer!r} of type {type(layer).__name__}"
+        )
     seen = set()
 
     def walk(parent):

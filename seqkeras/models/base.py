@@ -100,13 +100,13 @@ class SequenceModel(keras.Model):
         for key, size in sizes.items():
             if key not in names:
                 raise ValueError(
-                    "`SequenceModel` received `vocabulary_sizes` for an "
+                    f"`{type(self).__name__}` received `vocabulary_sizes` for an "
                     f"input it does not have: expected names among {names}. "
                     f"Received: {key!r}"
                 )
             if not isinstance(size, (int, np.integer)) or size < 1:
                 raise ValueError(
-                    "`SequenceModel` expects positive integer "
+                    f"`{type(self).__name__}` expects positive integer "
                     f"`vocabulary_sizes`. Received: {key}={size!r}"
                 )
         self.vocabulary_sizes = {k: int(v) for k, v in sizes.items()}
@@ -295,14 +295,14 @@ def copy_layers(name, model, layers, source, hint):
             target = model.get_layer(layer.name)
         except ValueError:
             raise ValueError(
-                f"`{name}`: {model.name} has no layer {layer.name!r} ({hint})"
+                f"`{name}`: `model` ({model.name}) has no layer {layer.name!r} ({hint})"
             ) from None
         shapes = [tuple(w.shape) for w in layer.weights]
         found = [tuple(w.shape) for w in target.weights]
         if found != shapes:
             raise ValueError(
-                f"`{name}`: layer {layer.name!r} has weights of shapes {found} in "
-                f"{model.name}, {shapes} in {source} ({hint})"
+                f"`{name}`: layer {layer.name!r} has weights of shapes {found} in `model` "
+                f"({model.name}), {shapes} in {source} ({hint})"
             )
         targets.append(target)
     for layer, target in zip(layers, targets):

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from seqkeras import layers as sk
+from seqkeras.layers import validation
 from seqkeras.models import backbones as bb
 from seqkeras.models.language_models import KeyValueLanguageModel
 
@@ -29,7 +30,11 @@ class DecoderLanguageModel(KeyValueLanguageModel):
 
     def __init__(self, *args, context_length=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.context_length = None if context_length is None else int(context_length)
+        if context_length is not None:
+            context_length = validation.positive_int(
+                type(self).__name__, "context_length", context_length
+            )
+        self.context_length = context_length
 
     @property
     def max_generation_length(self):

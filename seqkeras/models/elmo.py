@@ -145,9 +145,10 @@ def elmo_features(model, trainable=False):
     """
     if not isinstance(model, BiLanguageModel):
         raise TypeError(
-            "`elmo_features` expects a `bi_language_model` model (a `BiLanguageModel`). "
-            f"Received: {type(model).__name__}"
+            "`elmo_features` expects `model` to be a `bi_language_model` model (a "
+            f"`BiLanguageModel`). Received: {type(model).__name__}"
         )
+    trainable = bb.check("elmo_features", "trainable", trainable, "bool")
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     features_model = keras.Model(token_ids, _features(token_ids, model), name="elmo_features")
     features_model.trainable = trainable
@@ -177,7 +178,8 @@ def _features(token_ids, model):
 def _frozen_bilm(builder, vocab_size, bilm_arguments):
     if not isinstance(bilm_arguments, dict):
         raise TypeError(
-            f"`{builder}` expects the `bi_language_model` arguments as a dict. "
+            f"`{builder}` expects `bilm_arguments` (or `elmo_arguments`): the "
+            "`bi_language_model` keyword arguments as a dict. "
             f"Received: {type(bilm_arguments).__name__}"
         )
     lm = bi_language_model(vocab_size, **bilm_arguments)
@@ -204,6 +206,16 @@ def load_bilm(model, source):
     layers of `model` (an `elmo_classifier`, or another `bi_language_model`), by layer
     name; a ValueError names a layer `model` lacks or whose shapes
     differ. Returns `model`."""
+    for arg, value in (("model", model), ("source", source)):
+        if not isinstance(value, keras.Model):
+            raise TypeError(
+                f"`load_bilm` expects `{arg}` to be a keras.Model. Received: {type(value).__name__}"
+            )
+    if not isinstance(source, BiLanguageModel):
+        raise TypeError(
+            "`load_bilm` expects `source` to be a trained `bi_language_model` (a "
+            f"`BiLanguageModel`). Received: {type(source).__name__} {source.name!r}"
+        )
     copy_layers(
         "load_bilm",
         model,

@@ -411,7 +411,11 @@ def attention_model(model):
     model's decoder."""
     decoder = model.part("decoder") if isinstance(model, SequenceModel) else None
     if not isinstance(decoder, sk.AttentionDecoder):
-        raise ValueError("`attention_model` needs a seq2seq model built with attention")
+        raise ValueError(
+            "`attention_model` expects `model` to be a seq2seq model built with attention "
+            "(`recurrent_seq2seq(..., attention=...)`). Received: "
+            f"{getattr(model, 'name', type(model).__name__)!r} ({type(model).__name__})"
+        )
     return keras.Model(model.inputs, [model.outputs[0], decoder.output[1]])
 
 

@@ -4,8 +4,10 @@ import keras
 from keras import ops
 
 from seqkeras import layers as sk
+from seqkeras.layers import validation
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
+from seqkeras.models.base import named_inputs
 from seqkeras.models.steps import ChainStreaming
 
 
@@ -20,7 +22,30 @@ class Forecaster(ChainStreaming, SequenceModel):
 
     def __init__(self, *args, quantiles=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.quantiles = None if quantiles is None else [float(q) for q in quantiles]
+        self.quantiles = _check_quantiles(type(self).__name__, quantiles)
+
+    def check_inputs(self, x, where=None):
+        """Checks the `series` (its rank, steps and features, statically;
+        numeric values) before Keras' or a layer's own error does."""
+        super().check_inputs(x, where)
+        if x is None:
+            return
+        where = where or type(self).__name__
+        name = self.inputs[0].name
+        series = named_inputs(self, x).get(name)
+        if series is None or isinstance(series, keras.KerasTensor):
+            return
+        validation.numeric(where, name, series)
+        expected = tuple(self.inputs[0].shape)
+        shape = validation.static_shape(series)
+        if len(shape) != len(expected) or any(
+            e is not None and s is not None and s != e for s, e in zip(shape, expected)
+        ):
+            raise ValueError(
+                f"`{where}` expects `{name}` of shape (batch, "
+                f"{', '.join(str(d) for d in expected[1:])}) (batch, input steps, features). "
+                f"Received: {name}.shape={shape}"
+            )
 
     @property
     def streamable(self):
@@ -78,7 +103,7 @@ def _check_sizes(
     return (*values, scaling)
 
 
-def _check_quantiles(quantiles):
+def _check_quantiles(name, quantiles):
     if quantiles is None:
         return None
     values = list(quantiles) if isinstance(quantiles, (list, tuple)) else None
@@ -91,7 +116,7 @@ def _check_quantiles(quantiles):
         or (sorted(set(values)) != values)
     ):
         raise ValueError(
-            "`forecaster` received an invalid value for `quantiles`: "
+            f"`{name}` received an invalid value for `quantiles`: "
             "expected increasing levels in (0, 1), e.g. [0.1, 0.5, 0.9]. "
             f"Received: quantiles={quantiles!r}"
         )
@@ -164,7 +189,7 @@ def forecaster(
         x = bb.recurrent_stack(
             x, backbone, units, num_layers, dropout=dropout, return_sequences=False
         )
-    quantiles = _check_quantiles(quantiles)
+    quantiles = _check_quantiles(name, quantiles)
     levels = len(quantiles) if quantiles else 1
     x = keras.layers.Dense(horizon * targets * levels, name="head")(x)
     if quantiles:
@@ -348,7 +373,7 @@ def seq2seq_forecaster(
     )
     cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
     dropout = bb.check(name, "dropout", dropout, "rate")
-    quantiles = _check_quantiles(quantiles)
+    quantiles = _check_quantiles(name, quantiles)
     levels = len(quantiles) if quantiles else 1
     series = keras.Input((input_steps, features), name="series")
     encoder = [

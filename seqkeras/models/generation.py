@@ -397,7 +397,13 @@ def translate_texts(
     """
     import numpy as np
 
-    for arg, value in (("batch_size", batch_size), ("beam_width", beam_width)):
+    if isinstance(texts, str):
+        raise TypeError("`translate_texts` expects `texts` to be a list of strings, not a str")
+    for arg, value in (
+        ("batch_size", batch_size),
+        ("beam_width", beam_width),
+        ("max_length", max_length),
+    ):
         validation.positive_int("translate_texts", arg, value)
     if source_length is not None:
         validation.positive_int("translate_texts", "source_length", source_length)

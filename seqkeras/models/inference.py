@@ -3,7 +3,17 @@ weights a trained model puts on its input (what a heatmap shows)."""
 
 import numpy as np
 
+from seqkeras.data.checks import check_token_ids
 from seqkeras.data.tokens import BOS, EOS, PAD
+from seqkeras.layers import validation
+
+
+def _check_rows(where, arg, rows):
+    """`rows` must be sequences (a list, tuple or array of them), not one string."""
+    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__len__"):
+        raise TypeError(
+            f"`{where}` expects `{arg}` to be a list of sequences. Received: {type(rows).__name__}"
+        )
 
 
 def predict_by_length(predict, rows, batch_size=128, max_width=None, fill=PAD, dtype="int32"):
@@ -35,10 +45,21 @@ def predict_by_length(predict, rows, batch_size=128, max_width=None, fill=PAD, d
     """
     from seqkeras.data import length_batches
 
+    where = "predict_by_length"
     if not callable(predict):
         raise TypeError(
-            f"`predict_by_length` expects a callable `predict`. Received: {type(predict).__name__}"
+            f"`{where}` expects a callable `predict`. Received: {type(predict).__name__}"
         )
+    _check_rows(where, "rows", rows)
+    validation.positive_int(where, "batch_size", batch_size)
+    if max_width is not None:
+        validation.positive_int(where, "max_width", max_width)
+        longest = max((len(r) for r in rows), default=0)
+        if longest > max_width:
+            raise ValueError(
+                f"`{where}` expects rows no longer than `max_width`={max_width}. "
+                f"Received: a row of length {longest}"
+            )
     out = [None] * len(rows)
     for chunk, x in length_batches(rows, batch_size, max_width, fill, dtype):
         result = predict(x)
@@ -72,6 +93,23 @@ def predict_tags(model, features, tag_vocabulary, sentences, batch_size=128):
     Returns:
         One list of tags per sentence, as long as the sentence.
     """
+    where = "predict_tags"
+    _check_rows(where, "sentences", sentences)
+    validation.positive_int(where, "batch_size", batch_size)
+    if not callable(features):
+        raise TypeError(
+            f"`{where}` expects `features` to be a callable of the padded words (e.g. "
+            f"`seqkeras.data.WordFeatures`). Received: {type(features).__name__}"
+        )
+    try:
+        outputs = model.output
+    except (AttributeError, ValueError):  # not a Keras model, or an unbuilt one
+        outputs = None
+    if not isinstance(outputs, dict) or "tags" not in outputs:
+        raise ValueError(
+            f"`{where}` expects `model` to be a CRF tagger (`tagger(..., crf=True)`, with a "
+            f"`tags` output). Received: {getattr(model, 'name', type(model).__name__)!r}"
+        )
     if not sentences:
         return []
 
@@ -108,13 +146,24 @@ def attention_weights(model, source_ids, max_length, eos_id=EOS):
     from seqkeras.models.encoder_decoder import attention_model
     from seqkeras.models.generation import generate
 
+    where = "attention_weights"
+    if not _has_attention(model):
+        raise ValueError(
+            f"`{where}` (its `attention_model`) expects `model` to be a seq2seq model built "
+            "with attention "
+            "(`recurrent_seq2seq(..., attention=...)`). Received: "
+            f"{getattr(model, 'name', type(model).__name__)!r} ({type(model).__name__})"
+        )
+    validation.positive_int(where, "max_length", max_length)
     source = np.asarray(source_ids)
     if source.ndim != 1 or not np.issubdtype(source.dtype, np.integer):
         raise ValueError(
             "`attention_weights` expects `source_ids` to be one sequence of integer ids "
             f"(source_time,). Received: shape {source.shape}, dtype {source.dtype}"
         )
-    probe = attention_model(model)  # checks the model has attention
+    if "source_ids" in model.vocabulary_sizes:
+        check_token_ids(where, "source_ids", source, model.vocabulary_sizes["source_ids"])
+    probe = attention_model(model)
     source = source[None].astype("int32")
     out = np.asarray(generate(model, source, max_length=max_length, eos_id=eos_id))[0, 1:]
     if (out == eos_id).any():
@@ -122,6 +171,15 @@ def attention_weights(model, source_ids, max_length, eos_id=EOS):
     decoder_in = np.concatenate([[BOS], out[:-1]])[None].astype("int32")
     _, weights = probe.predict({"source_ids": source, "target_ids": decoder_in}, verbose=0)
     return out, np.asarray(weights)[0]
+
+
+def _has_attention(model):
+    from seqkeras import layers as sk
+    from seqkeras.models.base import SequenceModel
+
+    return isinstance(model, SequenceModel) and isinstance(
+        model.part("decoder"), sk.AttentionDecoder
+    )
 
 
 def pooling_weights(model, token_ids):
@@ -146,13 +204,18 @@ def pooling_weights(model, token_ids):
 
     pooling = model.part("pooling") if hasattr(model, "part") else None
     if pooling is None or not hasattr(pooling, "scores"):
-        raise ValueError("`pooling_weights` needs a classifier built with pooling='attention'")
+        raise ValueError(
+            "`pooling_weights` expects `model` to be a classifier built with "
+            f"pooling='attention'. Received: {getattr(model, 'name', type(model).__name__)!r}"
+        )
     ids = np.asarray(token_ids)
     if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
         raise ValueError(
             "`pooling_weights` expects `token_ids` to be one sequence of integer ids (time,). "
             f"Received: shape {ids.shape}, dtype {ids.dtype}"
         )
+    if "token_ids" in model.vocabulary_sizes:
+        check_token_ids("pooling_weights", "token_ids", ids, model.vocabulary_sizes["token_ids"])
     ids = ids[None].astype("int32")
     sequence = pooling.input  # (sequence, mask) when called with a mask
     sequence = sequence[0] if isinstance(sequence, (list, tuple)) else sequence
@@ -189,9 +252,17 @@ def class_probabilities(model, tokenizer, texts, max_length, batch_size=256):
     """
     import keras
 
+    where = "class_probabilities"
     if isinstance(texts, str):
-        raise TypeError("`class_probabilities` expects `texts` to be a list of strings, not a str")
+        raise TypeError(f"`{where}` expects `texts` to be a list of strings, not a str")
+    validation.positive_int(where, "max_length", max_length)
+    validation.positive_int(where, "batch_size", batch_size)
     predict = model.predict_on_batch if hasattr(model, "predict_on_batch") else model
+    if not callable(predict):
+        raise TypeError(
+            f"`{where}` expects `model` to be a classifier or a function of an id batch. "
+            f"Received: {type(model).__name__}"
+        )
     rows = [r[:max_length] for r in tokenizer.encode(list(texts)).to_list()]
     if not rows:
         return np.zeros((0, 0), "float32")

@@ -111,7 +111,7 @@ def instruction_data(tokenizer, prompts, answers, system=None):
             f"{len(answers)} answers"
         )
     if not prompts:
-        raise ValueError(f"`{where}` expects at least one prompt. Received: []")
+        raise ValueError(f"`{where}` expects at least one prompt in `prompts`. Received: []")
     heads = render_prompts(tokenizer, prompts, system)
     tails = []
     for head, prompt, answer in zip(heads, prompts, answers):
@@ -135,6 +135,34 @@ def instruction_data(tokenizer, prompts, answers, system=None):
         "token_ids": [np.concatenate([h, t]) for h, t in zip(heads, tails)],
         "answer_start": np.array([len(h) for h in heads], np.int32),
     }
+
+
+def _check_data(where, data):
+    """`instruction_data`'s result, checked: `(token_ids, answer_start)`."""
+    if not isinstance(data, dict) or not {"token_ids", "answer_start"} <= set(data):
+        raise ValueError(
+            f"`{where}` expects `data` to be `instruction_data`'s result, a dict with "
+            "`token_ids` and `answer_start`. Received: "
+            f"{sorted(data) if isinstance(data, dict) else type(data).__name__}"
+        )
+    ids = list(data["token_ids"])
+    starts = np.asarray(data["answer_start"])
+    if not ids or starts.shape != (len(ids),) or starts.dtype.kind not in "iu":
+        raise ValueError(
+            f"`{where}` expects `data` with at least one example and one integer "
+            "`answer_start` per `token_ids` row. Received: "
+            f"{len(ids)} rows, answer_start of shape {starts.shape} and dtype {starts.dtype}"
+        )
+    lengths = np.array([len(x) for x in ids])
+    bad = np.flatnonzero((starts < 1) | (starts >= lengths))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"`{where}` expects each `data` answer_start inside its row (1 <= start < "
+            f"length). Received: answer_start={int(starts[i])} for row {i} of length "
+            f"{int(lengths[i])}"
+        )
+    return ids, starts.astype(np.int32)
 
 
 class InstructionBatches(keras.utils.PyDataset):
@@ -164,9 +192,8 @@ class InstructionBatches(keras.utils.PyDataset):
         where = "InstructionBatches"
         self.batch_size = validation.positive_int(where, "batch_size", batch_size)
         self.multiple = validation.positive_int(where, "multiple", multiple)
-        self.pad_id = int(pad_id)
-        self.ids = data["token_ids"]
-        self.starts = np.asarray(data["answer_start"], np.int32)
+        self.pad_id = validation.non_negative_int(where, "pad_id", pad_id)
+        self.ids, self.starts = _check_data(where, data)
         order = np.argsort([len(x) for x in self.ids], kind="stable")
         self.groups = [
             order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)
@@ -276,13 +303,35 @@ def answer_ids(
     the end of the turn (not included) or `max_new_tokens`. Prompts are
     sorted by length and right-padded to a multiple of `multiple` tokens
     per batch. Returns a list of id lists, in the prompts' order."""
+    return _answer_ids(
+        "answer_ids",
+        model,
+        tokenizer,
+        prompts,
+        system,
+        max_new_tokens,
+        batch_size,
+        pad_id,
+        multiple,
+    )
+
+
+def _answer_ids(
+    where, model, tokenizer, prompts, system, max_new_tokens, batch_size, pad_id, multiple
+):
+    from seqkeras.models.generation import check_generative
     from seqkeras.models.generation import generate
 
-    where = "answer_ids"
     prompts = _strings(where, "prompts", prompts)
     max_new_tokens = validation.positive_int(where, "max_new_tokens", max_new_tokens)
     batch_size = validation.positive_int(where, "batch_size", batch_size)
     multiple = validation.positive_int(where, "multiple", multiple)
+    check_generative(where, model)
+    if getattr(model, "conditioning_input", None) is not None:
+        raise ValueError(
+            f"`{where}` expects `model` to be a decoder language model. Received: "
+            f"{model.name!r} ({type(model).__name__}), conditioned on `{model.conditioning_input}`"
+        )
     eos = end_of_turn_id(tokenizer)
     ids = _ids(tokenizer, render_prompts(tokenizer, prompts, system))
     order = np.argsort([len(x) for x in ids], kind="stable")
@@ -309,11 +358,21 @@ def answer_ids(
     return answers
 
 
-def generate_answers(model, tokenizer, prompts, **options):
+def generate_answers(
+    model, tokenizer, prompts, system=None, max_new_tokens=4, batch_size=32, pad_id=0, multiple=16
+):
     """`answer_ids` decoded to strings, stripped (the same options)."""
-    where = "generate_answers"
-    prompts = _strings(where, "prompts", prompts)
-    found = answer_ids(model, tokenizer, prompts, **options)
+    found = _answer_ids(
+        "generate_answers (answer_ids)",
+        model,
+        tokenizer,
+        prompts,
+        system,
+        max_new_tokens,
+        batch_size,
+        pad_id,
+        multiple,
+    )
     return [
         tokenizer.decode(np.array([new], np.int32)).numpy()[0].decode("utf-8").strip()
         for new in found

@@ -34,9 +34,25 @@ def _set_rank(config, rank, alpha):
     return found
 
 
-def _rebuilt(model, rank, alpha, where):
+def _model(where, model):
     if not isinstance(model, keras.Model):
-        raise TypeError(f"`{where}` expects a keras.Model. Received: {type(model).__name__}")
+        raise TypeError(
+            f"`{where}` expects `model` to be a keras.Model. Received: {type(model).__name__}"
+        )
+    return model
+
+
+def _path(where, path):
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"`{where}` expects `path` to be a file path (str or os.PathLike). "
+            f"Received: {type(path).__name__}"
+        )
+    return os.path.abspath(os.fspath(path))
+
+
+def _rebuilt(model, rank, alpha, where):
+    _model(where, model)
     config = model.get_config()
     if not _set_rank(config, rank, alpha):
         raise ValueError(
@@ -48,7 +64,11 @@ def _rebuilt(model, rank, alpha, where):
 
 def lora_variables(model):
     """The model's adapter variables (`*_lora_a`, `*_lora_b`), in order."""
-    return [v for v in model.weights if v.name.endswith(("_lora_a", "_lora_b"))]
+    return _adapters("lora_variables", model)
+
+
+def _adapters(where, model):
+    return [v for v in _model(where, model).weights if v.name.endswith(("_lora_a", "_lora_b"))]
 
 
 def with_lora(model, rank, alpha=None):
@@ -71,6 +91,8 @@ def with_lora(model, rank, alpha=None):
         ['query_lora_a', 'query_lora_b']
     """
     rank = validation.positive_int("with_lora", "rank", rank)
+    if alpha is not None:
+        validation.greater_than("with_lora", "alpha", alpha, 0)
     new = _rebuilt(model, rank, alpha, "with_lora")
     old = {v.path: v for v in model.weights}
     for v in new.weights:
@@ -86,7 +108,7 @@ def merge_lora(model):
     """A plain copy of a `with_lora` model (no adapters) whose kernels are
     `W + (alpha / rank) A B`: the same outputs, for export."""
     merged = {}
-    for layer in all_layers(model):
+    for layer in all_layers(_model("merge_lora", model)):
         rank = getattr(layer, "lora_rank", None)
         if not rank:
             continue
@@ -113,10 +135,10 @@ def save_lora(model, path):
     leaves the previous adapters or the new ones. Returns the path."""
     from seqkeras._atomic import place_file, recover, temporary_file
 
-    variables = lora_variables(model)
+    variables = _adapters("save_lora", model)
     if not variables:
         raise ValueError(f"`save_lora`: model {model.name!r} has no adapters")
-    path = os.path.abspath(os.fspath(path))
+    path = _path("save_lora", path)
     recover(path)  # what a killed earlier save left beside it
     tmp = temporary_file(path)
     try:
@@ -133,9 +155,12 @@ def save_lora(model, path):
 def load_lora(model, path):
     """Reads adapters written by `save_lora` into a `with_lora` model of
     the same shape (ValueError naming a missing or misshapen one)."""
-    variables = lora_variables(model)
+    variables = _adapters("load_lora", model)
     if not variables:
         raise ValueError(f"`load_lora`: model {model.name!r} has no adapters (use `with_lora`)")
+    path = _path("load_lora", path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"`load_lora`: no adapters file at `path` {path!r}")
     with np.load(path) as stored:
         for v in variables:
             if v.path not in stored.files:
@@ -152,4 +177,4 @@ def load_lora(model, path):
 
 def adapter_size(model):
     """Float32 bytes of the model's adapters."""
-    return 4 * sum(math.prod(v.shape) for v in lora_variables(model))
+    return 4 * sum(math.prod(v.shape) for v in _adapters("adapter_size", model))

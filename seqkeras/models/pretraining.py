@@ -122,12 +122,23 @@ def classify_by_generation(
     from seqkeras.data import length_batches
     from seqkeras.models.generation import generate
 
+    from seqkeras.layers import validation
+
+    where = "classify_by_generation"
+    for arg, value in (("texts", texts), ("label_words", label_words)):
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise TypeError(
+                f"`{where}` expects `{arg}` to be a list of strings. Received: "
+                f"{type(value).__name__}"
+            )
+    validation.positive_int(where, "batch_size", batch_size)
+    validation.positive_int(where, "max_length", max_length)
     special = tokenizer.special_ids
     cls, sep = special["cls"], special["sep"]
     words = [tuple(r) for r in tokenizer.encode(list(label_words), special_tokens=False).to_list()]
     if len(set(words)) != len(words) or not all(words):
         raise ValueError(
-            "`classify_by_generation` needs label words with distinct, non-empty pieces. "
+            f"`{where}` expects `label_words` with distinct, non-empty pieces. "
             f"Received: {list(label_words)} -> {words}"
         )
     width = max(len(w) for w in words) + 2  # BOS, the word, EOS

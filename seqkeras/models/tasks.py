@@ -27,6 +27,10 @@ def infer_task(model):
     model declares none and has no symbolic inputs and outputs (a
     subclassed model that was not built functionally).
     """
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"`infer_task` expects `model` to be a keras.Model. Received: {type(model).__name__}"
+        )
     declared = getattr(model, "task", None)
     if isinstance(declared, str) and declared in TASKS:
         return declared
@@ -105,6 +109,11 @@ def choose_jit_compile(model=None, purpose="train"):
         >>> isinstance(jit, bool) and isinstance(reason, str)
         True
     """
+    if model is not None and not isinstance(model, keras.layers.Layer):
+        raise TypeError(
+            "`choose_jit_compile` expects `model` to be a keras.Model (or None: the global "
+            f"dtype policy). Received: {type(model).__name__} {model!r}"
+        )
     if purpose not in JIT_PURPOSES:
         raise ValueError(
             "`choose_jit_compile` received an invalid value for `purpose`: expected one of "

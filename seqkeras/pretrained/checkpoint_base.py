@@ -4,6 +4,13 @@ for Llama-family directories and GGUF files), and the helpers they share."""
 
 import hashlib
 
+import numpy as np
+
+#: The `Checkpoint.model_type` values.
+MODEL_TYPES = ("bert", "gpt2", "llama")
+#: The `Checkpoint.source` values.
+SOURCES = ("huggingface", "keras_hub", "gguf")
+
 
 class Checkpoint:
     """A pretrained checkpoint in memory.
@@ -20,6 +27,20 @@ class Checkpoint:
     """
 
     def __init__(self, model_type, architecture, tensors, directory, source):
+        if model_type not in MODEL_TYPES:
+            raise ValueError(
+                f"`Checkpoint` expects `model_type` to be one of {list(MODEL_TYPES)}. "
+                f"Received: {model_type!r}"
+            )
+        for arg, value in (("architecture", architecture), ("tensors", tensors)):
+            if not isinstance(value, dict):
+                raise TypeError(
+                    f"`Checkpoint` expects `{arg}` to be a dict. Received: {type(value).__name__}"
+                )
+        if source not in SOURCES:
+            raise ValueError(
+                f"`Checkpoint` expects `source` to be one of {list(SOURCES)}. Received: {source!r}"
+            )
         self.model_type = model_type
         self.architecture = architecture
         self.tensors = tensors
@@ -29,6 +50,8 @@ class Checkpoint:
     def tensor(self, name, shape=None):
         """The tensor `name`, checked to have `shape` when given
         (ValueError naming the tensor otherwise)."""
+        if not isinstance(name, str):
+            raise TypeError(f"`Checkpoint.tensor` expects `name` to be a str. Received: {name!r}")
         if name not in self.tensors:
             raise ValueError(
                 f"checkpoint {self.directory}: tensor {name!r} is missing "
@@ -54,6 +77,25 @@ def _unsupported(path, key, value, expected):
         f"{path}: unsupported config field {key}={value!r} (seqkeras.pretrained "
         f"supports {expected})"
     )
+
+
+def _positive_int(where, key, value):
+    """`value` as an int, or a ValueError naming `where` and the config
+    field `key` unless it is a positive int."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(
+            f"{where}: config field {key!r} must be a positive int. Received: {value!r}"
+        )
+    return int(value)
+
+
+def _config_dict(builder, config):
+    """A TypeError naming `builder` unless `config` is a dict."""
+    if not isinstance(config, dict):
+        raise TypeError(
+            f"`{builder}` expects `config` to be a dict (a parsed config.json). "
+            f"Received: {type(config).__name__}"
+        )
 
 
 def sha256(path):

@@ -20,6 +20,8 @@ import numpy as np
 from seqkeras.pretrained import keras_hub_weights
 from seqkeras.pretrained import llama_checkpoints
 from seqkeras.pretrained.checkpoint_base import Checkpoint
+from seqkeras.pretrained.checkpoint_base import _config_dict
+from seqkeras.pretrained.checkpoint_base import _positive_int
 from seqkeras.pretrained.checkpoint_base import _unsupported
 from seqkeras.pretrained.checkpoint_base import sha256
 
@@ -46,9 +48,15 @@ def _field(config, key, path, default=None, required=True):
     return config[key]
 
 
+def _int_field(config, key, path, default=None, required=True):
+    return _positive_int(path, key, _field(config, key, path, default, required))
+
+
 def bert_architecture(config, path="config.json"):
     """The builder arguments of a Hugging Face BERT `config.json` (a dict);
     ValueError naming a field it does not support."""
+    _config_dict("bert_architecture", config)
+    path = f"`bert_architecture`: {path}"
     model_type = config.get("model_type")
     if model_type != "bert":
         _unsupported(path, "model_type", model_type, "'bert' here")
@@ -61,17 +69,18 @@ def bert_architecture(config, path="config.json"):
     act = _field(config, "hidden_act", path)
     if act not in _BERT_ACTIVATIONS:
         _unsupported(path, "hidden_act", act, sorted(_BERT_ACTIVATIONS))
-    hidden, heads = _field(config, "hidden_size", path), _field(config, "num_attention_heads", path)
+    hidden = _int_field(config, "hidden_size", path)
+    heads = _int_field(config, "num_attention_heads", path)
     if hidden % heads:
         _unsupported(path, "num_attention_heads", heads, f"a divisor of hidden_size={hidden}")
     return {
-        "vocab_size": int(_field(config, "vocab_size", path)),
-        "hidden_dim": int(hidden),
-        "num_layers": int(_field(config, "num_hidden_layers", path)),
-        "num_heads": int(heads),
-        "intermediate_dim": int(_field(config, "intermediate_size", path)),
-        "max_length": int(_field(config, "max_position_embeddings", path)),
-        "num_segments": int(config.get("type_vocab_size", 2)),
+        "vocab_size": _int_field(config, "vocab_size", path),
+        "hidden_dim": hidden,
+        "num_layers": _int_field(config, "num_hidden_layers", path),
+        "num_heads": heads,
+        "intermediate_dim": _int_field(config, "intermediate_size", path),
+        "max_length": _int_field(config, "max_position_embeddings", path),
+        "num_segments": _int_field(config, "type_vocab_size", path, 2, required=False),
         "layer_norm_epsilon": float(config.get("layer_norm_eps", 1e-12)),
         "activation": _BERT_ACTIVATIONS[act],
         "dropout": float(config.get("hidden_dropout_prob", 0.1)),
@@ -80,6 +89,8 @@ def bert_architecture(config, path="config.json"):
 
 def gpt2_architecture(config, path="config.json"):
     """The builder arguments of a Hugging Face GPT-2 `config.json`."""
+    _config_dict("gpt2_architecture", config)
+    path = f"`gpt2_architecture`: {path}"
     model_type = config.get("model_type")
     if model_type != "gpt2":
         _unsupported(path, "model_type", model_type, "'gpt2' here")
@@ -95,17 +106,17 @@ def gpt2_architecture(config, path="config.json"):
             _unsupported(path, key, config[key], "false")
     if not config.get("scale_attn_weights", True):
         _unsupported(path, "scale_attn_weights", False, "true")
-    hidden, heads = _field(config, "n_embd", path), _field(config, "n_head", path)
+    hidden, heads = _int_field(config, "n_embd", path), _int_field(config, "n_head", path)
     if hidden % heads:
         _unsupported(path, "n_head", heads, f"a divisor of n_embd={hidden}")
-    inner = config.get("n_inner") or 4 * hidden
+    inner = _positive_int(path, "n_inner", config.get("n_inner") or 4 * hidden)
     return {
-        "vocab_size": int(_field(config, "vocab_size", path)),
-        "hidden_dim": int(hidden),
-        "num_layers": int(_field(config, "n_layer", path)),
-        "num_heads": int(heads),
-        "intermediate_dim": int(inner),
-        "max_length": int(_field(config, "n_positions", path)),
+        "vocab_size": _int_field(config, "vocab_size", path),
+        "hidden_dim": hidden,
+        "num_layers": _int_field(config, "n_layer", path),
+        "num_heads": heads,
+        "intermediate_dim": inner,
+        "max_length": _int_field(config, "n_positions", path),
         "layer_norm_epsilon": float(config.get("layer_norm_epsilon", 1e-5)),
         "activation": "gelu" if act == "gelu" else "gelu_tanh",
         "dropout": float(config.get("resid_pdrop", 0.1)),
@@ -198,21 +209,31 @@ def read_checkpoint(path):
         ...     sp.read_checkpoint("/no/such/dir")
         ... except ValueError as e:
         ...     print(e)
-        checkpoint /no/such/dir: no such directory or .gguf file
+        `read_checkpoint`: `path` is no such directory or .gguf file. Received: '/no/such/dir'
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            "`read_checkpoint` expects `path` to be a checkpoint directory or a .gguf file "
+            f"(a str or path). Received: {path!r}"
+        )
     directory = os.fspath(path)
     if os.path.isfile(directory) and _is_gguf(directory):
         return llama_checkpoints.read_gguf(directory)
     if not os.path.isdir(directory):
         if os.path.isfile(directory):
             raise ValueError(
-                f"checkpoint {directory}: a file that is not GGUF (expected a checkpoint "
-                "directory or a .gguf file)"
+                "`read_checkpoint` expects `path` to be a checkpoint directory or a .gguf "
+                f"file. Received: {directory!r} (a file that is not GGUF)"
             )
-        raise ValueError(f"checkpoint {directory}: no such directory or .gguf file")
+        raise ValueError(
+            f"`read_checkpoint`: `path` is no such directory or .gguf file. Received: {directory!r}"
+        )
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
-        raise ValueError(f"checkpoint {directory}: no config.json")
+        raise ValueError(
+            "`read_checkpoint` expects `path` to be a checkpoint directory with a config.json. "
+            f"Received: {directory!r} (no config.json)"
+        )
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
     if "class_name" in config and "module" in config and "keras_hub" in str(config["module"]):

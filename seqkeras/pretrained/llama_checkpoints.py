@@ -21,6 +21,8 @@ import struct
 import numpy as np
 
 from seqkeras.pretrained.checkpoint_base import Checkpoint
+from seqkeras.pretrained.checkpoint_base import _config_dict
+from seqkeras.pretrained.checkpoint_base import _positive_int
 from seqkeras.pretrained.checkpoint_base import _unsupported
 from seqkeras.pretrained.checkpoint_base import sha256
 
@@ -173,6 +175,8 @@ def llama_architecture(config, path="config.json"):
             seqkeras does not support (rope scaling other than linear and
             llama3, another activation, MLP biases, quantized weights, ...).
     """
+    _config_dict("llama_architecture", config)
+    path = f"`llama_architecture`: {path}"
     model_type = config.get("model_type")
     if model_type not in LLAMA_MODEL_TYPES:
         _unsupported(path, "model_type", model_type, f"{list(LLAMA_MODEL_TYPES)} here")
@@ -185,9 +189,13 @@ def llama_architecture(config, path="config.json"):
     act = config.get("hidden_act", "silu")
     if act not in _ACTIVATIONS:
         _unsupported(path, "hidden_act", act, sorted(_ACTIVATIONS))
-    hidden = int(_required(config, "hidden_size", path))
-    heads = int(_required(config, "num_attention_heads", path))
-    kv_heads = int(config.get("num_key_value_heads") or heads)
+    hidden = _positive_int(path, "hidden_size", _required(config, "hidden_size", path))
+    heads = _positive_int(
+        path, "num_attention_heads", _required(config, "num_attention_heads", path)
+    )
+    kv_heads = _positive_int(
+        path, "num_key_value_heads", config.get("num_key_value_heads") or heads
+    )
     if heads % kv_heads:
         _unsupported(path, "num_key_value_heads", kv_heads, f"a divisor of {heads} heads")
     head_dim = config.get("head_dim")
@@ -195,11 +203,15 @@ def llama_architecture(config, path="config.json"):
         if hidden % heads:
             _unsupported(path, "num_attention_heads", heads, f"a divisor of hidden_size={hidden}")
         head_dim = hidden // heads
-    head_dim = int(head_dim)
+    head_dim = _positive_int(path, "head_dim", head_dim)
     if head_dim % 2:
         _unsupported(path, "head_dim", head_dim, "an even size (RoPE rotates pairs)")
-    num_layers = int(_required(config, "num_hidden_layers", path))
-    max_length = int(_required(config, "max_position_embeddings", path))
+    num_layers = _positive_int(
+        path, "num_hidden_layers", _required(config, "num_hidden_layers", path)
+    )
+    max_length = _positive_int(
+        path, "max_position_embeddings", _required(config, "max_position_embeddings", path)
+    )
     rope_base, rope_scaling = _rope(config, path, max_length)
     if model_type == "qwen2":
         window, window_layers = _qwen2_window(config, path, num_layers)
@@ -214,13 +226,15 @@ def llama_architecture(config, path="config.json"):
     eos_ids = _ids(config.get("eos_token_id"), path, "eos_token_id")
     bos_ids = _ids(config.get("bos_token_id"), path, "bos_token_id")
     return {
-        "vocab_size": int(_required(config, "vocab_size", path)),
+        "vocab_size": _positive_int(path, "vocab_size", _required(config, "vocab_size", path)),
         "hidden_dim": hidden,
         "num_layers": num_layers,
         "num_heads": heads,
         "num_key_value_heads": kv_heads,
         "head_dim": head_dim,
-        "intermediate_dim": int(_required(config, "intermediate_size", path)),
+        "intermediate_dim": _positive_int(
+            path, "intermediate_size", _required(config, "intermediate_size", path)
+        ),
         "max_length": max_length,
         "norm_epsilon": float(config.get("rms_norm_eps", 1e-6)),
         "activation": _ACTIVATIONS[act],
@@ -330,11 +344,26 @@ def read_llama_directory(directory, config=None):
         directory: the checkpoint directory.
         config: its parsed `config.json` (read from the directory when None).
     """
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(
+            "`read_llama_directory` expects `directory` to be a checkpoint directory (a str "
+            f"or path). Received: {directory!r}"
+        )
     directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ValueError(
+            "`read_llama_directory` expects `directory` to be a checkpoint directory. "
+            f"Received: {directory!r} (no such directory)"
+        )
+    if config is not None:
+        _config_dict("read_llama_directory", config)
     path = os.path.join(directory, "config.json")
     if config is None:
         if not os.path.isfile(path):
-            raise ValueError(f"checkpoint {directory}: no config.json")
+            raise ValueError(
+                "`read_llama_directory` expects `directory` to hold a config.json. "
+                f"Received: {directory!r} (no config.json)"
+            )
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
     arch = llama_architecture(config, path)
@@ -401,8 +430,44 @@ def gguf_metadata(path, skip=_TOKENIZER_ARRAYS):
         skip: keys not decoded (the tokenizer's token, merge, score and
             type arrays by default): their entry holds the number of items.
     """
-    reader = _gguf().GGUFReader(os.fspath(path))
-    return _metadata(reader, skip)
+    path = _gguf_path("gguf_metadata", path)
+    if isinstance(skip, str) or not all(isinstance(k, str) for k in _iterable(skip)):
+        raise TypeError(
+            f"`gguf_metadata` expects `skip` to be a list of metadata keys. Received: {skip!r}"
+        )
+    return _metadata(_gguf_reader("gguf_metadata", path), skip)
+
+
+def _iterable(value):
+    try:
+        return list(value)
+    except TypeError:
+        return [None]
+
+
+def _gguf_path(where, path):
+    """`path` as a str, or an error naming `where` unless it is a file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"`{where}` expects `path` to be a .gguf file path. Received: {path!r}")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"`{where}` expects `path` to be a .gguf file. Received: {path!r} (no such file)"
+        )
+    return path
+
+
+def _gguf_reader(where, path):
+    """The `GGUFReader` of `path`; a ValueError naming `where` when the
+    file is not GGUF."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ValueError(
+            f"`{where}` expects `path` to be a GGUF file. Received: {path!r} (a file that "
+            f"is not GGUF: it starts with {magic!r})"
+        )
+    return _gguf().GGUFReader(path)
 
 
 def _metadata(reader, skip=()):
@@ -418,10 +483,16 @@ def _llama3_from_rope_freqs(factors, base, head_dim, path):
     """The llama3 rope scaling whose per-frequency divisors llama.cpp's
     converter wrote as `rope_freqs.weight`, found by matching the Llama 3
     defaults (the converter stores the factors only)."""
-    factors = np.asarray(factors, np.float64).reshape(-1)
+    try:
+        factors = np.asarray(factors, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{path}: `rope_freqs` must be an array of floats (the dequantized "
+            f"'rope_freqs.weight'). Received: {type(factors).__name__}"
+        ) from None
     if factors.shape[0] != head_dim // 2:
         raise ValueError(
-            f"checkpoint {path}: tensor 'rope_freqs.weight' has {factors.shape[0]} values, "
+            f"{path}: `rope_freqs` (tensor 'rope_freqs.weight') has {factors.shape[0]} values, "
             f"expected head_dim/2 = {head_dim // 2}"
         )
     scaling = {"type": "llama3", "factor": float(np.float32(factors.max()))}
@@ -439,7 +510,7 @@ def _llama3_from_rope_freqs(factors, base, head_dim, path):
     )
     if not np.allclose(factors, expected, rtol=1e-5, atol=1e-6):
         raise ValueError(
-            f"checkpoint {path}: tensor 'rope_freqs.weight' (per-frequency RoPE divisors) "
+            f"{path}: `rope_freqs` (tensor 'rope_freqs.weight', per-frequency RoPE divisors) "
             "is not llama3 scaling with low_freq_factor 1, high_freq_factor 4 and "
             "original context 8192; seqkeras.pretrained supports no other"
         )
@@ -459,11 +530,24 @@ def gguf_architecture(metadata, tensor_names=(), path="model.gguf", rope_freqs=N
         rope_freqs: the dequantized `rope_freqs.weight` when the file has
             one (llama.cpp's record of llama3 rope scaling).
     """
+    if not isinstance(metadata, dict):
+        raise TypeError(
+            "`gguf_architecture` expects `metadata` to be a dict (as `gguf_metadata` returns "
+            f"it). Received: {type(metadata).__name__}"
+        )
+    if isinstance(tensor_names, str) or not all(
+        isinstance(n, str) for n in _iterable(tensor_names)
+    ):
+        raise TypeError(
+            "`gguf_architecture` expects `tensor_names` to be a list of tensor names. "
+            f"Received: {tensor_names!r}"
+        )
+    path = f"`gguf_architecture`: {path}"
     arch = metadata.get("general.architecture")
     if arch not in GGUF_ARCHITECTURES:
         raise ValueError(
-            f"{path}: unsupported GGUF general.architecture={arch!r} (seqkeras.pretrained "
-            f"supports {list(GGUF_ARCHITECTURES)})"
+            f"{path}: unsupported GGUF `metadata` general.architecture={arch!r} "
+            f"(seqkeras.pretrained supports {list(GGUF_ARCHITECTURES)})"
         )
 
     def get(key, default=None, required=False):
@@ -484,13 +568,15 @@ def gguf_architecture(metadata, tensor_names=(), path="model.gguf", rope_freqs=N
     if experts:
         unsupported("expert_count", experts, "0 (no mixture of experts)")
     names = set(tensor_names)
-    hidden = int(get("embedding_length", required=True))
-    heads = int(get("attention.head_count", required=True))
-    kv_heads = get("attention.head_count_kv", heads)
-    for key, value in (("attention.head_count", heads), ("attention.head_count_kv", kv_heads)):
+
+    def positive(key, value):
         if isinstance(value, list):
             unsupported(key, value, "one count for every block")
-    kv_heads = int(kv_heads)
+        return _positive_int(path, f"{arch}.{key}", value)
+
+    hidden = positive("embedding_length", get("embedding_length", required=True))
+    heads = positive("attention.head_count", get("attention.head_count", required=True))
+    kv_heads = positive("attention.head_count_kv", get("attention.head_count_kv", heads))
     if heads % kv_heads:
         unsupported("attention.head_count_kv", kv_heads, f"a divisor of {heads} heads")
     head_dim = get("attention.key_length")
@@ -498,7 +584,7 @@ def gguf_architecture(metadata, tensor_names=(), path="model.gguf", rope_freqs=N
         if hidden % heads:
             unsupported("attention.head_count", heads, f"a divisor of {hidden}")
         head_dim = hidden // heads
-    head_dim = int(head_dim)
+    head_dim = positive("attention.key_length", head_dim)
     value_dim = get("attention.value_length", head_dim)
     if value_dim != head_dim:
         unsupported("attention.value_length", value_dim, f"key_length={head_dim}")
@@ -510,7 +596,7 @@ def gguf_architecture(metadata, tensor_names=(), path="model.gguf", rope_freqs=N
     factor = get("rope.scaling.factor")
     if factor is None and get("rope.scale_linear") is not None:  # pre-2024 files
         rope_type, factor = "linear", get("rope.scale_linear")
-    max_length = int(get("context_length", required=True))
+    max_length = positive("context_length", get("context_length", required=True))
     if rope_type == "linear":
         if factor is None:
             raise ValueError(f"{path}: GGUF metadata {arch}.rope.scaling.factor is missing")
@@ -535,13 +621,15 @@ def gguf_architecture(metadata, tensor_names=(), path="model.gguf", rope_freqs=N
     bos = metadata.get("tokenizer.ggml.bos_token_id")
     eos = metadata.get("tokenizer.ggml.eos_token_id")
     return {
-        "vocab_size": int(vocab),
+        "vocab_size": _positive_int(path, f"{arch}.vocab_size", vocab),
         "hidden_dim": hidden,
-        "num_layers": int(get("block_count", required=True)),
+        "num_layers": positive("block_count", get("block_count", required=True)),
         "num_heads": heads,
         "num_key_value_heads": kv_heads,
         "head_dim": head_dim,
-        "intermediate_dim": int(get("feed_forward_length", required=True)),
+        "intermediate_dim": positive(
+            "feed_forward_length", get("feed_forward_length", required=True)
+        ),
         "max_length": max_length,
         "norm_epsilon": float(get("attention.layer_norm_rms_epsilon", 1e-5)),
         "activation": "silu",
@@ -583,6 +671,8 @@ def gguf_tensor_name(name):
     """The Hugging Face name (without `model.`) of a GGUF tensor name:
     `blk.3.attn_q.weight` -> `layers.3.self_attn.q_proj.weight`; None for a
     name outside the Llama layout."""
+    if not isinstance(name, str):
+        raise TypeError(f"`gguf_tensor_name` expects `name` to be a str. Received: {name!r}")
     if name in _GGUF_GLOBAL:
         return _GGUF_GLOBAL[name]
     match = _BLOCK_NAME.fullmatch(name)
@@ -602,11 +692,25 @@ def unpermute_rope_rows(weights, n_head):
         n_head: the query heads for `attn_q`, the key/value heads for
             `attn_k`.
     """
+    if isinstance(n_head, (bool, np.bool_)) or not isinstance(n_head, (int, np.integer)):
+        raise TypeError(
+            f"`unpermute_rope_rows` expects `n_head` to be an int. Received: {n_head!r}"
+        )
+    if n_head < 1:
+        raise ValueError(
+            f"`unpermute_rope_rows` expects `n_head` to be a positive int. Received: {n_head!r}"
+        )
     weights = np.asarray(weights)
+    if weights.ndim < 1 or weights.dtype.kind not in "fiu":
+        raise ValueError(
+            "`unpermute_rope_rows` expects `weights` to be a numeric array of rank >= 1. "
+            f"Received: dtype {weights.dtype}, shape {weights.shape}"
+        )
     rows = weights.shape[0]
     if rows % (2 * n_head):
         raise ValueError(
-            f"unpermute_rope_rows: {rows} rows do not split into {n_head} heads of even size"
+            f"`unpermute_rope_rows`: the {rows} rows of `weights` do not split into "
+            f"`n_head`={n_head} heads of even size"
         )
     w = weights.reshape(n_head, rows // n_head // 2, 2, *weights.shape[1:])
     return w.swapaxes(1, 2).reshape(weights.shape)
@@ -644,10 +748,8 @@ def read_gguf(path):
             value is unsupported, a tensor has an unknown name or a type
             gguf cannot dequantize.
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"checkpoint {path}: no such file")
-    reader = _gguf().GGUFReader(path)
+    path = _gguf_path("read_gguf", path)
+    reader = _gguf_reader("read_gguf", path)
     metadata = _metadata(reader, skip=_TOKENIZER_ARRAYS)
     names = [t.name for t in reader.tensors]
     by_name = {t.name: t for t in reader.tensors}

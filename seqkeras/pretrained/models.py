@@ -23,6 +23,7 @@ import keras
 import numpy as np
 
 from seqkeras import layers as sk
+from seqkeras.layers import validation
 from seqkeras.models import backbones as bb
 from seqkeras.models.base import SequenceModel
 from seqkeras.models.classification import CRFTagger
@@ -57,6 +58,20 @@ def _architecture(builder, architecture, model_type):
             f"`{builder}` needs a {model_type} architecture. Received: model_type={kind!r}"
         )
     return dict(architecture)
+
+
+def _check_sizes(builder, arch, keys=_BERT_KEYS):
+    """The integer sizes of `arch` checked positive, and `hidden_dim`
+    divisible by `num_heads`, before any layer is made."""
+    for key in keys:
+        if arch.get(key) is not None:
+            bb.check(builder, key, arch[key], "int")
+    d, heads = arch["hidden_dim"], arch["num_heads"]
+    if arch.get("head_dim") is None and d % heads:
+        raise ValueError(
+            f"`{builder}` needs hidden_dim divisible by num_heads. Received: "
+            f"hidden_dim={d}, num_heads={heads}"
+        )
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -98,15 +113,9 @@ class PretrainedCRFTagger(CRFTagger):
 def _encoder(builder, token_ids, arch, dropout, parts, output_bias=False):
     """The BERT network on `token_ids`: hidden states (batch, time, d);
     `parts` gets `embedding` and `blocks`."""
-    for key in _BERT_KEYS:
-        bb.check(builder, key, arch[key], "int")
+    _check_sizes(builder, arch)
     dropout = bb.check(builder, "dropout", dropout, "rate")
     d, heads = arch["hidden_dim"], arch["num_heads"]
-    if d % heads:
-        raise ValueError(
-            f"`{builder}` needs hidden_dim divisible by num_heads. Received: "
-            f"hidden_dim={d}, num_heads={heads}"
-        )
     init = keras.initializers.TruncatedNormal(stddev=0.02)
     embedding = sk.BertEmbedding(
         arch["vocab_size"],
@@ -380,6 +389,7 @@ def gpt2_tagger(
     """
     name = "gpt2_tagger"
     arch = _architecture(name, architecture, "gpt2")
+    pad_id = validation.non_negative_int(name, "pad_id", pad_id)
     inputs, parts = _tagger_inputs(), {}
     x = _gpt2_network(name, inputs["token_ids"], arch, dropout, parts)
     starts = inputs["word_starts"]
@@ -514,6 +524,7 @@ def gpt2_classifier(architecture, num_classes, dropout=0.1, pad_id=0):
     """
     name = "gpt2_classifier"
     arch = _architecture(name, architecture, "gpt2")
+    pad_id = validation.non_negative_int(name, "pad_id", pad_id)
     num_classes = bb.check(name, "num_classes", num_classes, "int")
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     parts = {}
@@ -547,7 +558,11 @@ def gpt2_language_model(architecture, dropout=None):
         >>> tuple(sp.gpt2_language_model(arch)(np.array([[0, 5, 6]])).shape)
         (1, 3, 40)
     """
-    arch = _architecture("gpt2_language_model", architecture, "gpt2")
+    name = "gpt2_language_model"
+    arch = _architecture(name, architecture, "gpt2")
+    _check_sizes(name, arch)
+    dropout = arch.get("dropout", 0.1) if dropout is None else dropout
+    dropout = bb.check(name, "dropout", dropout, "rate")
     return transformer_language_model(
         arch["vocab_size"],
         arch["max_length"],
@@ -555,7 +570,7 @@ def gpt2_language_model(architecture, dropout=None):
         num_heads=arch["num_heads"],
         hidden_dim=arch["hidden_dim"],
         intermediate_dim=arch["intermediate_dim"],
-        dropout=arch.get("dropout", 0.1) if dropout is None else dropout,
+        dropout=dropout,
         activation=arch.get("activation", "gelu_tanh"),
         layer_norm_epsilon=arch.get("layer_norm_epsilon", 1e-5),
         mask_padding=False,
@@ -605,11 +620,18 @@ def llama_language_model(architecture, dropout=None):
         >>> tuple(sp.llama_language_model(arch)(np.array([[0, 5, 6]])).shape)
         (1, 3, 40)
     """
-    arch = _architecture("llama_language_model", architecture, "llama")
+    name = "llama_language_model"
+    arch = _architecture(name, architecture, "llama")
+    _check_sizes(name, arch, _BERT_KEYS + ("num_key_value_heads", "head_dim"))
+    heads, kv_heads = arch["num_heads"], arch.get("num_key_value_heads") or arch["num_heads"]
+    if heads % kv_heads:
+        raise ValueError(
+            f"`{name}` needs num_key_value_heads dividing num_heads. Received: "
+            f"num_heads={heads}, num_key_value_heads={kv_heads}"
+        )
+    dropout = bb.check(name, "dropout", 0.0 if dropout is None else dropout, "rate")
     kwargs = {k: arch[k] for k in _LLAMA_KEYS if k in arch}
-    return decoder_language_model(
-        **kwargs, dropout=0.0 if dropout is None else dropout, name="llama_language_model"
-    )
+    return decoder_language_model(**kwargs, dropout=dropout, name=name)
 
 
 # -- weights ------------------------------------------------------------------
@@ -824,6 +846,11 @@ def load_pretrained(model, checkpoint):
     from seqkeras.pretrained.checkpoints import Checkpoint, read_checkpoint
 
     if not isinstance(checkpoint, Checkpoint):
+        if not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError(
+                "`load_pretrained` expects `checkpoint` to be a `Checkpoint` or a checkpoint "
+                f"path. Received: {checkpoint!r}"
+            )
         checkpoint = read_checkpoint(checkpoint)
     _check_target(model, checkpoint)
     if checkpoint.model_type == "bert":
@@ -871,6 +898,11 @@ def load_llama(path):
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"`load_llama` expects `path` to be a path. Received: {path!r}")
     path = smollm2_path() if path == "smollm2" else os.fspath(path)
+    if not os.path.exists(path):
+        raise ValueError(
+            "`load_llama` expects `path` to be a GGUF file, a Hugging Face directory or "
+            f'"smollm2". Received: {path!r} (no such file or directory)'
+        )
     checkpoint = read_checkpoint(path)
     model = llama_language_model(checkpoint.architecture)
     load_pretrained(model, checkpoint)

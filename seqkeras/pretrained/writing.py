@@ -162,6 +162,15 @@ def save_checkpoint(model, directory, architecture, tokenizer=None):
 
     from seqkeras.pretrained.models import _architecture
 
+    if not isinstance(architecture, dict):
+        raise TypeError(
+            "`save_checkpoint` expects `architecture` to be a dict (the builder's "
+            f"`architecture`). Received: {type(architecture).__name__}"
+        )
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(
+            f"`save_checkpoint` expects `directory` to be a path. Received: {directory!r}"
+        )
     model_type = architecture.get("model_type", "bert")
     if model_type not in ("bert", "gpt2"):
         raise ValueError(

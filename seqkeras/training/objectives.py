@@ -2,6 +2,7 @@
 callbacks and `compile_model`."""
 
 import math
+import numbers
 import time
 
 import keras
@@ -14,6 +15,32 @@ from seqkeras.models.tasks import TASKS
 from seqkeras.models.tasks import _check_task
 from seqkeras.models.tasks import choose_jit_compile
 from seqkeras.models.tasks import infer_task
+
+
+def _check_pad_id(name, pad_id):
+    if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
+        raise ValueError(
+            f"`{name}` expects `pad_id` to be a token id (an int). Received: {pad_id!r}"
+        )
+    return int(pad_id)
+
+
+def _token_targets(name, y_true, y_pred):
+    """`y_true` (..., time) of ids against `y_pred` (..., time, vocab) of
+    logits: checked from the static shapes (a (..., time, 1) `y_true` is
+    squeezed)."""
+    true_shape, pred_shape = tuple(y_true.shape), tuple(y_pred.shape)
+    if len(true_shape) == len(pred_shape) and true_shape and true_shape[-1] == 1:
+        y_true, true_shape = ops.squeeze(y_true, -1), true_shape[:-1]
+    if len(pred_shape) != len(true_shape) + 1 or any(
+        a is not None and b is not None and a != b for a, b in zip(true_shape, pred_shape)
+    ):
+        raise ValueError(
+            f"`{name}` expects `y_true` of token ids of shape (..., time) and `y_pred` of "
+            "logits of shape (..., time, vocab). Received: "
+            f"y_true.shape={true_shape}, y_pred.shape={pred_shape}"
+        )
+    return y_true
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -36,10 +63,11 @@ class MaskedAccuracy(keras.metrics.Mean):
 
     def __init__(self, pad_id=PAD, name="accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.pad_id = pad_id
+        self.pad_id = _check_pad_id("MaskedAccuracy", pad_id)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
+        y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
+        y_true = ops.cast(_token_targets("MaskedAccuracy", y_true, y_pred), "int32")
         hits = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), y_true), "float32")
         weight = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         if sample_weight is not None:
@@ -69,10 +97,11 @@ class MaskedPerplexity(keras.metrics.Mean):
 
     def __init__(self, pad_id=PAD, name="perplexity", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.pad_id = pad_id
+        self.pad_id = _check_pad_id("MaskedPerplexity", pad_id)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
+        y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
+        y_true = ops.cast(_token_targets("MaskedPerplexity", y_true, y_pred), "int32")
         xent = keras.losses.sparse_categorical_crossentropy(
             y_true, ops.cast(y_pred, "float32"), from_logits=True
         )
@@ -116,17 +145,13 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
     def __init__(
         self, label_smoothing=0.1, pad_id=PAD, name="smoothed_token_cross_entropy", **kwargs
     ):
-        if not 0.0 <= float(label_smoothing) < 1.0:
-            raise ValueError(
-                "`SmoothedTokenCrossEntropy` expects `label_smoothing` in "
-                f"[0, 1). Received: label_smoothing={label_smoothing!r}"
-            )
+        _check_smoothing("SmoothedTokenCrossEntropy", label_smoothing)
         super().__init__(name=name, **kwargs)
         self.label_smoothing = float(label_smoothing)
-        self.pad_id = pad_id
+        self.pad_id = _check_pad_id("SmoothedTokenCrossEntropy", pad_id)
 
     def call(self, y_true, y_pred):
-        y_true = ops.cast(y_true, "int32")
+        y_true = ops.cast(_token_targets("SmoothedTokenCrossEntropy", y_true, y_pred), "int32")
         logits = ops.cast(y_pred, "float32")
         log_p = logits - ops.logsumexp(logits, axis=-1, keepdims=True)
         nll = -ops.squeeze(
@@ -147,9 +172,23 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
         }
 
 
+def _check_smoothing(name, label_smoothing):
+    if (
+        isinstance(label_smoothing, bool)
+        or not isinstance(label_smoothing, numbers.Real)
+        or not 0.0 <= label_smoothing < 1.0
+    ):
+        raise ValueError(
+            f"`{name}` expects `label_smoothing` in [0, 1) (a number). "
+            f"Received: label_smoothing={label_smoothing!r}"
+        )
+
+
 def masked_loss(pad_id=PAD, label_smoothing=0.0):
     """Sparse cross-entropy from logits, ignoring padding targets; with
     `label_smoothing` > 0 a `SmoothedTokenCrossEntropy`."""
+    _check_pad_id("masked_loss", pad_id)
+    _check_smoothing("masked_loss", label_smoothing)
     if label_smoothing:
         return SmoothedTokenCrossEntropy(label_smoothing, pad_id)
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=pad_id)
@@ -181,6 +220,17 @@ class PinballLoss(keras.losses.Loss):
 
     def __init__(self, quantiles, name="pinball", **kwargs):
         super().__init__(name=name, **kwargs)
+        if isinstance(quantiles, (str, bytes)) or not hasattr(quantiles, "__iter__"):
+            raise TypeError(
+                "`PinballLoss` expects `quantiles` to be a list of levels in (0, 1). "
+                f"Received: quantiles={quantiles!r}"
+            )
+        quantiles = list(quantiles)
+        if any(isinstance(q, bool) or not isinstance(q, numbers.Real) for q in quantiles):
+            raise TypeError(
+                "`PinballLoss` expects `quantiles` to be numbers in (0, 1). "
+                f"Received: quantiles={quantiles!r}"
+            )
         quantiles = [float(q) for q in quantiles]
         if not quantiles or any(not 0.0 < q < 1.0 for q in quantiles):
             raise ValueError(
@@ -338,6 +388,19 @@ class TimeBudget(keras.callbacks.Callback):
 
     def __init__(self, minutes, peak, warmup=0, alpha=0.1):
         super().__init__()
+
+        def number(x):
+            return not isinstance(x, bool) and isinstance(x, numbers.Real)
+
+        name = "TimeBudget"
+        if not number(minutes) or not minutes >= 0:
+            raise ValueError(f"`{name}` expects a number `minutes` >= 0. Received: {minutes!r}")
+        if not number(peak) or not peak > 0:
+            raise ValueError(f"`{name}` expects a number `peak` > 0. Received: {peak!r}")
+        if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
+            raise ValueError(f"`{name}` expects an int `warmup` >= 0. Received: {warmup!r}")
+        if not number(alpha) or not 0 <= alpha <= 1:
+            raise ValueError(f"`{name}` expects a number `alpha` in [0, 1]. Received: {alpha!r}")
         self.seconds = 60 * minutes
         self.peak, self.warmup, self.alpha = peak, warmup, alpha
         self.start = time.perf_counter()
@@ -358,12 +421,30 @@ class ResetStatesAtEpochStart(keras.callbacks.Callback):
     """For truncated BPTT: zero the stateful layers' states before each
     epoch (the windows restart at the corpus start)."""
 
+    def set_model(self, model):
+        name = "ResetStatesAtEpochStart"
+        if not isinstance(model, keras.Model):
+            raise TypeError(
+                f"`{name}` expects `model` to be a keras.Model. Received: {type(model).__name__}"
+            )
+        if not any(getattr(layer, "stateful", False) for layer in all_layers(model)):
+            raise ValueError(
+                f"`{name}`: `model` {model.name!r} has no stateful layer (build it with "
+                "stateful=True); there are no states to reset"
+            )
+        super().set_model(model)
+
     def on_epoch_begin(self, epoch, logs=None):
         reset_states(self.model)
 
 
 def reset_states(model):
     """Zeroes every stateful seqkeras layer in `model`."""
+    if not isinstance(model, keras.Layer):
+        raise TypeError(
+            "`reset_states` expects `model` to be a keras.Model (or layer). Received: "
+            f"{type(model).__name__} {model!r}"
+        )
     for layer in all_layers(model):
         if getattr(layer, "stateful", False) and hasattr(layer, "reset_states"):
             layer.reset_states()

@@ -4,6 +4,7 @@ callbacks that write it and let a killed run resume, and a dataset with
 its length known."""
 
 import csv
+import inspect
 import json
 import os
 import time
@@ -20,7 +21,36 @@ def _directory_arg(name, directory):
             f"`{name}` expects `directory` to be a path (str). "
             f"Received: {type(directory).__name__} {directory!r}"
         )
-    return os.fspath(directory)
+    directory = os.fspath(directory)
+    if not directory:
+        raise ValueError(f"`{name}` expects `directory` to be a path. Received: ''")
+    return directory
+
+
+def _read_config(name, directory):
+    """The `config.json` of `directory`, as a dict; errors name `name`."""
+    directory = _directory_arg(name, directory)
+    path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isdir(directory):
+        raise ValueError(f"`{name}`: `directory` {directory}: no such directory")
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"`{name}`: `directory` {directory} is not a trained model directory (no "
+            f"{CONFIG_FILE}; train a model into it first)"
+        )
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (ValueError, OSError) as error:
+        raise ValueError(
+            f"`{name}`: the {CONFIG_FILE} of `directory` {directory} is unreadable ({error})"
+        ) from None
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"`{name}`: the {CONFIG_FILE} of `directory` {directory} holds a "
+            f"{type(config).__name__}, not a JSON object"
+        )
+    return config
 
 
 def write_model_config(directory, config):
@@ -48,6 +78,11 @@ def write_model_config(directory, config):
         raise TypeError(
             f"`write_model_config` expects `config` to be a dict. Received: {type(config).__name__}"
         )
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(
+            f"`write_model_config` expects `directory` to be a directory. Received: the file "
+            f"{directory!r}"
+        )
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, CONFIG_FILE)
     with open(path, "w", encoding="utf-8") as f:
@@ -65,24 +100,7 @@ def read_model_config(directory):
         ValueError: the directory does not exist, has no `config.json`,
             or its `config.json` is not a JSON object.
     """
-    name = "read_model_config"
-    directory = _directory_arg(name, directory)
-    path = os.path.join(directory, CONFIG_FILE)
-    if not os.path.isdir(directory):
-        raise ValueError(f"`{name}`: `directory` {directory}: no such directory")
-    if not os.path.isfile(path):
-        raise ValueError(
-            f"`{name}`: `directory` {directory} is not a trained model directory (no "
-            f"{CONFIG_FILE}; train a model into it first)"
-        )
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (ValueError, OSError) as error:
-        raise ValueError(f"`{name}`: unreadable {path} ({error})") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"`{name}`: {path} holds a {type(config).__name__}, not a JSON object")
-    return config
+    return _read_config("read_model_config", directory)
 
 
 def build_from_config(config):
@@ -131,7 +149,26 @@ def build_from_config(config):
             raise ValueError(
                 f"`{name}`: `config[{key!r}]` must be a dict. Received: {config[key]!r}"
             )
-    return getattr(module, builder)(**config["sizes"], **config["arguments"])
+    function = getattr(module, builder)
+    both = sorted(set(config["sizes"]) & set(config["arguments"]))
+    if both:
+        raise ValueError(f"`{name}`: `config['sizes']` and `config['arguments']` both give {both}")
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to check against
+        parameters = ()
+    if parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        accepted = {
+            p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        for key in ("sizes", "arguments"):
+            unknown = sorted(set(config[key]) - accepted)
+            if unknown:
+                raise ValueError(
+                    f"`{name}`: `config[{key!r}]` holds {unknown}, which the builder "
+                    f"{config['builder']!r} does not take"
+                )
+    return function(**config["sizes"], **config["arguments"])
 
 
 def load_model_directory(directory):
@@ -148,11 +185,14 @@ def load_model_directory(directory):
             or no weights yet (no epoch has finished).
     """
     name = "load_model_directory"
-    config = read_model_config(directory)
+    config = _read_config(name, directory)
+    directory = os.fspath(directory)
     try:
         model = build_from_config(config)
     except (ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"`{name}`: the {CONFIG_FILE} of {directory} does not build ({error})")
+        raise ValueError(
+            f"`{name}`: the {CONFIG_FILE} of `directory` {directory} does not build ({error})"
+        ) from None
     weights = os.path.join(directory, WEIGHTS_FILE)
     if not os.path.isfile(weights):
         raise ValueError(
@@ -172,7 +212,8 @@ def read_training_history(directory):
         ValueError: not a model directory, or one without a training
             history.
     """
-    config = read_model_config(directory)
+    config = _read_config("read_training_history", directory)
+    directory = os.fspath(directory)
     try:
         with open(os.path.join(directory, "history.csv"), newline="") as f:
             rows = list(csv.DictReader(f))
@@ -180,7 +221,7 @@ def read_training_history(directory):
             seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
     except (OSError, KeyError, ValueError) as error:
         raise ValueError(
-            f"`read_training_history`: {directory} has no training history ({error})"
+            f"`read_training_history`: `directory` {directory} has no training history ({error})"
         ) from None
     return config, rows, seconds
 
@@ -237,6 +278,16 @@ def training_callbacks(directory, monitor="val_loss", mode="min", target=None):
     directory = _directory_arg("training_callbacks", directory)
     if mode not in ("min", "max"):
         raise ValueError(f"`training_callbacks` expects `mode` 'min' or 'max'. Received: {mode!r}")
+    if not isinstance(monitor, str) or not monitor:
+        raise ValueError(
+            "`training_callbacks` expects `monitor` to be the name of a logged value (e.g. "
+            f"'val_loss'). Received: {monitor!r}"
+        )
+    if target is not None and not isinstance(target, keras.Model):
+        raise TypeError(
+            "`training_callbacks` expects `target` to be a keras.Model or None. Received: "
+            f"{type(target).__name__} {target!r}"
+        )
     out = worker_path(directory)  # the chief's own; another worker's: a temp dir
     os.makedirs(out, exist_ok=True)
     history = os.path.join(out, "history.csv")
@@ -280,6 +331,14 @@ class EpochTimer(keras.callbacks.Callback):
 
     def __init__(self, path):
         super().__init__()
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise TypeError(
+                f"`EpochTimer` expects `path` to be a file path (str). Received: {path!r}"
+            )
+        if os.path.isdir(path):
+            raise ValueError(
+                f"`EpochTimer` expects `path` to be a CSV file, not a directory. Received: {path!r}"
+            )
         self.path = os.fspath(path)
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -313,10 +372,14 @@ def with_cardinality(dataset):
 
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
-            f"`with_cardinality` expects a tf.data.Dataset. Received: {type(dataset).__name__}"
+            "`with_cardinality` expects `dataset` to be a tf.data.Dataset. Received: "
+            f"{type(dataset).__name__}"
         )
     if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
-        raise ValueError("`with_cardinality`: the dataset is infinite (it repeats); no count")
+        raise ValueError(
+            "`with_cardinality` expects a finite `dataset`; this one is infinite (it repeats), "
+            "its batches cannot be counted"
+        )
     steps = sum(1 for _ in dataset)
     return dataset.apply(tf.data.experimental.assert_cardinality(steps)), steps
 
@@ -341,11 +404,21 @@ class PretrainingRun:
     source = "apps/pretrain.py"
 
     def __init__(self, directory, encoder_only=False):
-        config = read_model_config(directory)
+        config = _read_config("PretrainingRun", directory)
         if config.get("objective") not in ("bilm", "span"):
             raise ValueError(
-                f"`PretrainingRun`: {directory} is not a bilm or span pretraining run "
-                f"(objective {config.get('objective')!r})"
+                f"`PretrainingRun`: `directory` {os.fspath(directory)} is not a bilm or span "
+                f"pretraining run (objective {config.get('objective')!r})"
+            )
+        for key in ("arguments", "sizes"):
+            if not isinstance(config.get(key), dict):
+                raise ValueError(
+                    f"`PretrainingRun`: the {CONFIG_FILE} of `directory` {os.fspath(directory)} "
+                    f"has no {key!r} dict. Received: {config.get(key)!r}"
+                )
+        if not isinstance(encoder_only, bool):
+            raise TypeError(
+                f"`PretrainingRun` expects `encoder_only` to be a bool. Received: {encoder_only!r}"
             )
         self.directory, self.model_type = os.fspath(directory), config["objective"]
         self.architecture, self.sizes = dict(config["arguments"]), dict(config["sizes"])
@@ -387,6 +460,23 @@ class LoraCheckpoint(keras.callbacks.Callback):
 
     def __init__(self, model, path, monitor="val_loss", history=None):
         super().__init__()
+        name = "LoraCheckpoint"
+        if not isinstance(model, keras.Model):
+            raise TypeError(
+                f"`{name}` expects `model` to be a keras.Model with LoRA adapters. Received: "
+                f"{type(model).__name__}"
+            )
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise TypeError(f"`{name}` expects `path` to be a file path (str). Received: {path!r}")
+        if not isinstance(monitor, str) or not monitor:
+            raise ValueError(
+                f"`{name}` expects `monitor` to be the name of a logged value (e.g. "
+                f"'val_loss'). Received: {monitor!r}"
+            )
+        if history is not None and not isinstance(history, (str, os.PathLike)):
+            raise TypeError(
+                f"`{name}` expects `history` to be a CSV path or None. Received: {history!r}"
+            )
         self.lora_model, self.path, self.monitor = model, os.fspath(path), monitor
         best = best_so_far(history, monitor) if history else None
         self.best = float("inf") if best is None else float(best)

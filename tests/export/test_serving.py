@@ -176,6 +176,9 @@ def test_overwrite_keeps_the_previous_version_until_the_new_is_in(tmp_path, monk
             raise OSError("disk full")  # moving the new version in fails
         return real(src, dst)
 
+    from seqkeras import _atomic
+
+    monkeypatch.setattr(_atomic, "_exchange", lambda a, b: False)  # the rename-aside path
     monkeypatch.setattr(os, "replace", failing)
     with pytest.raises(OSError, match="disk full"):
         saved_model(model, path, overwrite=True)
