@@ -23,7 +23,9 @@ from cli import (  # noqa: F401  (the apps reach these through common)
     shared_file,
     stdin_lines,
     export,
+    served,
     subcommand,
+    write_report,
 )
 
 CONFIG = "config.json"  # seqkeras.training.CONFIG_FILE

@@ -52,3 +52,26 @@ def test_every_app_is_thin():
                 sizes[name] = sum(1 for _ in f)
     assert len(sizes) >= 10
     assert all(n < 300 for n in sizes.values()), {k: n for k, n in sizes.items() if n >= 300}
+
+
+def test_every_name_the_apps_take_from_common_is_there():
+    """`common.x` in an app is defined or imported in common.py (the
+    exports that use them run only in the slow tests)."""
+    import re
+
+    with open(os.path.join(APPS, "common.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom):
+            defined |= {a.asname or a.name for a in node.names}
+    used = set()
+    for name in os.listdir(APPS):
+        if name.endswith(".py") and name != "common.py":
+            with open(os.path.join(APPS, name), encoding="utf-8") as f:
+                used |= set(re.findall(r"\bcommon\.([A-Za-z_]\w*)", f.read()))
+    assert used and not used - defined, sorted(used - defined)
