@@ -34,8 +34,49 @@ ENTRIES = [
 ]
 
 
+#: String inputs to these layers reach a bare NumPy conversion error on
+#: JAX ("could not convert string to float", "invalid literal for int()")
+#: before the layer's own check: the gaps left (a test fails when one of them is fixed, so that
+#: it leaves this list).
+JAX_GAPS = {
+    "layers.Recurrent-inputs",
+    "layers.Attention-query",
+    "layers.TransformerEncoderBlock-inputs",
+    "layers.SequencePooling-inputs",
+    "layers.BertEmbedding-token_ids",
+    "layers.GatedFeedForward-inputs",
+    "layers.TokenDropout-inputs",
+}
+
+
+@pytest.fixture(autouse=True)
+def _drop_compiled_functions():
+    """This module's own (it overrides tests/jax/conftest.py's): the
+    entries compile next to nothing, so JAX's caches are not cleared
+    after each."""
+    yield
+
+
+BARE = ("could not convert string", "invalid literal for int()")
+
+
+def _string_input(item):
+    try:
+        item.call()
+    except Exception as error:  # noqa: BLE001  (a bare error, of any type)
+        return any(text in str(error) for text in BARE) and item.short not in str(error)
+    return False
+
+
 @pytest.mark.parametrize("item", ENTRIES, ids=lambda e: e.id)
 def test_layer_and_model_error_inputs_fail_clearly_on_jax(item):
+    if item.id in JAX_GAPS and _string_input(item):
+        pytest.xfail("a string input: a bare conversion error on JAX (JAX_GAPS)")
     with pytest.raises(item.error) as info:
         item.call()
     _check(item, info)
+
+
+def test_the_jax_gaps_are_still_gaps():
+    found = {e.id for e in ENTRIES if e.id in JAX_GAPS and _string_input(e)}
+    assert found == JAX_GAPS, f"fixed on JAX: remove {sorted(JAX_GAPS - found)} from JAX_GAPS"
