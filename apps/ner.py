@@ -208,20 +208,29 @@ def export(args):
     model, features, vocabulary, config = load(args.model)
     sentences = read(args.data)[0][: args.check]
     expected = predict_tags(model, features, vocabulary, sentences)
-    spans = ("entity_types", "entity_starts", "entity_ends")
-
-    def same(served, i, words, tags):  # the Viterbi tags (padded with "") and the spans
-        got, found = served["tags"][i], zip(*(served[k][i] for k in spans))
-        equal = got[: len(words)] == tags and all(t == "" for t in got[len(words) :])
-        return equal and [(k, a, b) for k, a, b in found if a >= 0] == entity_spans(tags)
 
     def check(path):
-        pairs = list(enumerate(zip(sentences, expected)))
-        matches = lambda out: [same(out, i, *pair) for i, pair in pairs]  # noqa: E731
-        what = "tag sequences (Viterbi) and entity span lists"
-        texts = [" ".join(s) for s in sentences]
-        equal, seconds = common.served(path, "tag", "tag signature", what, matches, text=texts)
-        return {"tag_equal": equal, "spans_equal": equal, "tag_fresh_process_s": seconds}
+        from seqkeras.export import fresh_signature
+
+        served, seconds = fresh_signature(path, "tag", text=[" ".join(s) for s in sentences])
+        tags = spans = 0
+        for i, (words, want) in enumerate(zip(sentences, expected)):
+            got, n = served["tags"][i], len(words)  # the Viterbi tags, padded with ""
+            tags += got[:n] == want and all(t == "" for t in got[n:])
+            found = zip(*(served[k][i] for k in ("entity_types", "entity_starts", "entity_ends")))
+            spans += [(k, a, b) for k, a, b in found if a >= 0] == entity_spans(want)
+        n = len(sentences)
+        print(
+            f"tag signature in a process without seqkeras: {tags}/{n} tag sequences (Viterbi) "
+            f"and {spans}/{n} entity span lists equal to Keras"
+        )
+        if tags != n or spans != n:
+            raise AppError(f"the exported tag signature differs from Keras ({path})")
+        return {
+            "tag_equal": f"{tags}/{n}",
+            "spans_equal": f"{spans}/{n}",
+            "tag_fresh_process_s": seconds,
+        }
 
     rows = [sentences[:1], sentences[:8]]
     words = [[s + [""] * (max(map(len, r)) - len(s)) for s in r] for r in rows]
