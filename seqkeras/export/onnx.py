@@ -181,26 +181,13 @@ def onnx(model, path, opset=OPSET, overwrite=False):
 
 
 def _fed(name, key, value, spec):
-    """`value` as an array of the ONNX input `spec`'s type, after checking
-    that it fits (numbers, whole numbers for an integer input, the rank
-    and fixed dimensions)."""
+    """`checked_feed` for an onnxruntime input `spec` (a name or None: a
+    dynamic dimension)."""
+    from seqkeras.export.tflite import checked_feed
+
     dtype = "int32" if "int32" in spec.type else "int64" if "int64" in spec.type else "float32"
-    where = f"`{name}`: input {key!r} of `inputs`"
-    try:
-        array = np.asarray(value)
-    except ValueError as error:
-        raise ValueError(f"{where} is not a rectangular array ({error})") from None
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{where} must be numbers ({dtype}). Received dtype {array.dtype}")
-    if dtype != "float32" and array.dtype.kind == "f" and not np.all(array == np.round(array)):
-        raise ValueError(f"{where} takes integers ({dtype}). Received non-integral floats")
-    shape = list(spec.shape)
-    if array.ndim != len(shape) or any(
-        isinstance(want, int) and got != want for got, want in zip(array.shape, shape)
-    ):
-        expected = tuple(want if isinstance(want, int) else None for want in shape)
-        raise ValueError(f"{where} has shape {expected}. Received shape {array.shape}")
-    return array.astype(dtype)
+    shape = [want if isinstance(want, int) else None for want in spec.shape]
+    return checked_feed(name, key, value, dtype, shape)
 
 
 def onnx_runner(path, name="run_onnx"):

@@ -137,12 +137,13 @@ def check_flatbuffer(name, flatbuffer):
     return flatbuffer
 
 
-def _fed(name, key, value, detail):
-    """`value` as an array of the input's dtype, after checking that it
-    fits the input `detail` (rank, fixed dimensions, numbers for numbers,
-    whole numbers for an integer input)."""
-    dtype = np.dtype(detail["dtype"])
-    shape = list(detail.get("shape_signature", detail["shape"]))
+def checked_feed(name, key, value, dtype, shape):
+    """`value` as an array of `dtype` for the runtime input `key`, after
+    checking that it fits: numbers, whole numbers for an integer input, the
+    rank and the fixed dimensions of `shape` (None for a dynamic one). The
+    TFLite and ONNX runners share it; `name` is the function the messages
+    name."""
+    dtype = np.dtype(dtype)
     where = f"`{name}`: input {key!r} of `inputs`"
     try:
         array = np.asarray(value)
@@ -153,11 +154,17 @@ def _fed(name, key, value, detail):
     if dtype.kind in "iu" and array.dtype.kind == "f" and not np.all(array == np.round(array)):
         raise ValueError(f"{where} takes integers ({dtype.name}). Received non-integral floats")
     if array.ndim != len(shape) or any(
-        want not in (-1, None) and got != want for got, want in zip(array.shape, shape)
+        want is not None and got != want for got, want in zip(array.shape, shape)
     ):
-        expected = tuple(None if d in (-1, None) else int(d) for d in shape)
-        raise ValueError(f"{where} has shape {expected}. Received shape {array.shape}")
+        raise ValueError(f"{where} has shape {tuple(shape)}. Received shape {array.shape}")
     return array.astype(dtype)
+
+
+def _fed(name, key, value, detail):
+    """`checked_feed` for a LiteRT input `detail` (-1: a dynamic dimension)."""
+    dims = detail.get("shape_signature", detail["shape"])
+    shape = [None if d in (-1, None) else int(d) for d in dims]
+    return checked_feed(name, key, value, detail["dtype"], shape)
 
 
 def op_names(flatbuffer):
