@@ -155,14 +155,7 @@ def attention_weights(model, source_ids, max_length, eos_id=EOS):
             f"{getattr(model, 'name', type(model).__name__)!r} ({type(model).__name__})"
         )
     validation.positive_int(where, "max_length", max_length)
-    source = np.asarray(source_ids)
-    if source.ndim != 1 or not np.issubdtype(source.dtype, np.integer):
-        raise ValueError(
-            "`attention_weights` expects `source_ids` to be one sequence of integer ids "
-            f"(source_time,). Received: shape {source.shape}, dtype {source.dtype}"
-        )
-    if "source_ids" in model.vocabulary_sizes:
-        check_token_ids(where, "source_ids", source, model.vocabulary_sizes["source_ids"])
+    source = _one_sequence(where, "source_ids", source_ids, model)
     probe = attention_model(model)
     source = source[None].astype("int32")
     out = np.asarray(generate(model, source, max_length=max_length, eos_id=eos_id))[0, 1:]
@@ -208,14 +201,7 @@ def pooling_weights(model, token_ids):
             "`pooling_weights` expects `model` to be a classifier built with "
             f"pooling='attention'. Received: {getattr(model, 'name', type(model).__name__)!r}"
         )
-    ids = np.asarray(token_ids)
-    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(
-            "`pooling_weights` expects `token_ids` to be one sequence of integer ids (time,). "
-            f"Received: shape {ids.shape}, dtype {ids.dtype}"
-        )
-    if "token_ids" in model.vocabulary_sizes:
-        check_token_ids("pooling_weights", "token_ids", ids, model.vocabulary_sizes["token_ids"])
+    ids = _one_sequence("pooling_weights", "token_ids", token_ids, model)
     ids = ids[None].astype("int32")
     sequence = pooling.input  # (sequence, mask) when called with a mask
     sequence = sequence[0] if isinstance(sequence, (list, tuple)) else sequence
@@ -268,3 +254,17 @@ def class_probabilities(model, tokenizer, texts, max_length, batch_size=256):
         return np.zeros((0, 0), "float32")
     logits = predict_by_length(lambda x: predict(x.astype("int32")), rows, batch_size, max_length)
     return np.asarray(keras.ops.softmax(np.asarray(logits, "float32")), "float32")
+
+
+def _one_sequence(where, argument, ids, model):
+    """`ids` as one sequence (time,) of integer ids inside the model's
+    vocabulary of `argument` (a ValueError naming `where` otherwise)."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(
+            f"`{where}` expects `{argument}` to be one sequence of integer ids (time,). "
+            f"Received: shape {ids.shape}, dtype {ids.dtype}"
+        )
+    if argument in model.vocabulary_sizes:
+        check_token_ids(where, argument, ids, model.vocabulary_sizes[argument])
+    return ids
