@@ -157,7 +157,7 @@ def checked_feed(name, key, value, dtype, shape):
         want is not None and got != want for got, want in zip(array.shape, shape)
     ):
         raise ValueError(f"{where} has shape {tuple(shape)}. Received shape {array.shape}")
-    return array.astype(dtype)
+    return array.astype(dtype, copy=False)  # no copy of a right-typed state per step
 
 
 def _fed(name, key, value, detail):
