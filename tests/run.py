@@ -1,6 +1,8 @@
 """Runs the fast test suite as several pytest processes, two at a time.
 
     python tests/run.py [pytest arguments]
+    python tests/run.py --slow [pytest arguments]   # the slow tests
+
 
 Why not one `pytest` process: TensorFlow keeps memory for every model a
 test compiles (traced functions and XLA executables outlive
@@ -16,15 +18,23 @@ the wall time and peak memory of all test processes together (their
 summed resident set size, sampled twice a second), and each group's own
 peak. Exit status 0 when
 every group passed (a group with no selected tests counts as passed).
+
+`--slow` runs the slow tests instead (`-m slow`): one process per module
+that has any, two at a time while their declared peaks fit the memory
+budget together (`SLOW_BUDGET_MB`), longest first. A module declares what
+its slow tests took when measured, `SLOW_SECONDS = 187` and
+`SLOW_PEAK_MB = 1917` (the summary prints what they took this time, so a
+stale declaration shows); undeclared ones count as `SLOW_DEFAULT`.
 """
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(ROOT, "tests")
@@ -107,6 +117,53 @@ def alone_groups():
     return [
         [os.path.relpath(f, ROOT)] for _, tests in _test_files() for f in tests if runs_alone(f)
     ]
+
+
+SLOW_MARKS = ("mark.slow", "needs_smollm2()")  # a module with slow tests
+SLOW_DEFAULT = {"SLOW_SECONDS": 60, "SLOW_PEAK_MB": 2000}
+SLOW_BUDGET_MB = 5600  # the CI budget is 6 GB for every process together
+
+
+def slow_groups():
+    """`[(path, seconds, peak MB)]`, one per module with slow tests,
+    longest first, from each module's declarations."""
+    found = []
+    for _, tests in _test_files():
+        for path in tests:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            if not any(mark in source for mark in SLOW_MARKS):
+                continue
+            declared = dict(SLOW_DEFAULT)
+            for name in declared:
+                match = re.search(rf"^{name} = (\d+)", source, re.MULTILINE)
+                if match:
+                    declared[name] = int(match.group(1))
+            found.append(
+                (os.path.relpath(path, ROOT), declared["SLOW_SECONDS"], declared["SLOW_PEAK_MB"])
+            )
+    return sorted(found, key=lambda g: -g[1])
+
+
+def run_within_budget(found, args, lock, memory, budget_mb=SLOW_BUDGET_MB):
+    """Runs `found` (`slow_groups()`), at most PARALLEL at a time, starting
+    the first pending module whose declared peak fits beside the running
+    ones' (a module that fits nowhere runs alone)."""
+    pending, running, results = list(found), {}, []
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        while pending or running:
+            used = sum(running.values())
+            fits = [g for g in pending if not running or used + g[2] <= budget_mb]
+            if fits and len(running) < PARALLEL:
+                path, _, peak = fits[0]
+                pending.remove(fits[0])
+                running[pool.submit(run_group, [path], args, lock, memory)] = peak
+                continue
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                results.append(future.result())
+                del running[future]
+    return results
 
 
 def _process_table():
@@ -197,9 +254,13 @@ def main(args):
     memory = PeakMemory()
     memory.start()
     lock = threading.Lock()
-    results = [run_group(g, args, lock, memory) for g in alone_groups()]
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        results += list(pool.map(lambda g: run_group(g, args, lock, memory), groups()))
+    if args[:1] == ["--slow"]:
+        args = ["-m", "slow", *args[1:]]
+        results = run_within_budget(slow_groups(), args, lock, memory)
+    else:
+        results = [run_group(g, args, lock, memory) for g in alone_groups()]
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            results += list(pool.map(lambda g: run_group(g, args, lock, memory), groups()))
     memory.running = False
     wall = time.perf_counter() - start
     failed = [r for r in results if r[1] not in (0, NO_TESTS)]

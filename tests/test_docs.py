@@ -22,6 +22,9 @@ MODULES = (
     "plots",
 )
 
+SLOW_SECONDS = 87  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 4425  # (2 cores; the summed memory of its processes)
+
 
 def _read(*parts):
     with open(os.path.join(ROOT, *parts), encoding="utf-8") as f:

@@ -10,6 +10,9 @@ import pytest
 
 import seqkeras
 
+SLOW_SECONDS = 235  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 2515  # (2 cores; the summed memory of its processes)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -64,43 +67,9 @@ def test_tests_and_scripts_use_the_installed_package(tmp_path):
         assert not os.path.abspath(seqkeras.__file__).startswith(os.path.join(ROOT, "seqkeras"))
 
 
-def test_main_job_small_run_from_outside_the_checkout(tmp_path):
-    # the README's main job (apps/dates.py), run as a user runs it, from
-    # another directory, with the installed package
-    out = _outside(
-        tmp_path,
-        os.path.join(ROOT, "apps", "dates.py"),
-        "--epochs",
-        "1",
-        "--train",
-        "512",
-        "--val",
-        "64",
-        "--units",
-        "16",
-        "--out",
-        str(tmp_path / "models"),
-    )
-    assert "held-out exact match" in out
-    # quiet: no warning lines (TensorFlow's start-up lines, its
-    # table_initializer serialization warning, tf.function retracing)
-    noisy = [
-        line
-        for line in (out + _outside.stderr).splitlines()
-        if "warn" in line.lower() or line.startswith(("W0000", "E0000", "I0000"))
-    ]
-    assert not noisy, noisy
-    report = dict(
-        line.strip().split(": ", 1)
-        for line in out.splitlines()
-        if line.startswith("  ") and ": " in line
-    )
-    scale = max(1.0, float(report["max_abs_output"]))  # the app's rule
-    assert float(report["savedmodel_max_abs_diff"]) <= 1e-5 * scale
-    assert float(report["tflite_max_abs_diff"]) <= 1e-5 * scale
-    assert "Flex" not in report["tflite_ops"]
-    assert os.path.exists(tmp_path / "models" / "dates" / "1" / "saved_model.pb")
-    assert os.path.exists(tmp_path / "models" / "dates-attention.png")
+# The main job's small run from a directory outside the checkout (quiet,
+# its exports equal to Keras) is tests/test_release.py: it runs from the
+# installed wheel there (slow, in .ci/run).
 
 
 def test_long_range_app_small_run_and_versioned_exports(tmp_path):

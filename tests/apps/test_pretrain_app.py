@@ -14,6 +14,9 @@ import pytest
 from tests.apps.app_checks import assert_one_line_error, load_app, run_app
 from tests.apps.test_sentiment_app import _examples, _write
 
+SLOW_SECONDS = 227  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 3177  # (2 cores; the summed memory of its processes)
+
 app = load_app("pretrain")
 sentiment = load_app("sentiment")
 

@@ -17,6 +17,9 @@ from tests.apps.app_checks import (
     run_app,
 )
 
+SLOW_SECONDS = 37  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 1847  # (2 cores; the summed memory of its processes)
+
 POSITIVE = ["good", "great", "fine", "lovely"]
 NEGATIVE = ["bad", "awful", "dull", "boring"]
 FILLER = ["the", "film", "plot", "was", "a", "very", "and", "acting"]

@@ -15,6 +15,9 @@ from tests.apps.app_checks import (
     run_app,
 )
 
+SLOW_SECONDS = 69  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 2987  # (2 cores; the summed memory of its processes)
+
 NUMBERS = [
     ("eins", "one"),
     ("zwei", "two"),

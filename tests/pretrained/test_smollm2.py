@@ -14,6 +14,9 @@ from tests.pretrained_checks import needs_smollm2
 import seqkeras
 import seqkeras.pretrained as sp
 
+SLOW_SECONDS = 175  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 3050  # (2 cores; the summed memory of its processes)
+
 pytestmark = needs_smollm2()
 
 PROMPTS = [

@@ -14,6 +14,9 @@ import sys
 
 from tests.pretrained_checks import needs_smollm2
 
+SLOW_SECONDS = 102  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 5484  # (2 cores; the summed memory of its processes)
+
 pytestmark = needs_smollm2()
 
 APP = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
