@@ -13,8 +13,8 @@ from tests.error_inputs import load_all
 
 ENTRIES, OPT_OUT = load_all()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: Where the registry stands (910 entries): raise it as entries are added.
-AT_LEAST = 900
+#: Where the registry stands (914 entries): raise it as entries are added.
+AT_LEAST = 910
 
 
 _calls = [0]

@@ -126,6 +126,12 @@ def length_batches(rows, batch_size, max_width=None, fill=PAD, dtype="int32"):
             f"`length_batches`: row {int(np.argmax(lengths))} has {max(lengths)} items, more "
             f"than max_width={max_width}; cut the rows first"
         )
+    # a generator of its own, so that the checks above raise at the call,
+    # not at the first `next`
+    return _length_batches(rows, lengths, batch_size, max_width, fill, dtype)
+
+
+def _length_batches(rows, lengths, batch_size, max_width, fill, dtype):
     order = np.argsort(lengths, kind="stable")
     for start in range(0, len(rows), batch_size):
         chunk = order[start : start + batch_size]

@@ -261,7 +261,13 @@ inputs = {k: tf.constant(np.asarray(v["values"], v["dtype"]) if v["dtype"]
                          else v["values"]) for k, v in given.items()}
 fn = tf.saved_model.load(sys.argv[1]).signatures[sys.argv[2]]
 start = time.perf_counter()
-out = fn(**inputs)
+try:
+    out = fn(**inputs)
+except tf.errors.OpError as error:  # the served graph refused the request
+    lines = [l for l in error.message.splitlines() if l.strip()]
+    said = [l.split("assertion failed: ", 1)[1] for l in lines if "assertion failed: " in l]
+    print(json.dumps({"refused": type(error).__name__, "message": (said or lines[-1:])[0]}))
+    sys.exit(3)
 seconds = time.perf_counter() - start
 def plain(x):
     x = x.numpy()
@@ -306,6 +312,9 @@ def fresh_signature(path, signature, **inputs):
     where `seqkeras` is not importable (TensorFlow and, if installed, TF
     Text only, as on a model server). `outputs` maps each output name to
     nested lists (strings decoded); seconds of the call, after loading.
+    A request the served graph refuses (e.g. ids outside the vocabulary,
+    an input longer than the model's positions: InvalidArgument) raises
+    RuntimeError with the error's name and its assertion message.
 
     Examples:
         >>> import tempfile, keras, numpy as np
@@ -332,6 +341,12 @@ def fresh_signature(path, signature, **inputs):
         text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
     )
+    if result.returncode == 3:  # the served graph refused the request
+        refused = json.loads(result.stdout.strip().splitlines()[-1])
+        raise RuntimeError(
+            f"`fresh_signature`: {signature} of {path} refused the request: "
+            f"{refused['refused']}: {refused['message']}"
+        )
     if result.returncode:
         raise RuntimeError(
             f"`fresh_signature`: calling {signature} of {path} in a new "

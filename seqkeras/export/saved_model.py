@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from seqkeras.export import files
 from seqkeras.export import loops  # noqa: F401  (registers the serving decoding loop)
+from seqkeras.export import request_checks as requests
 from seqkeras.export.refusals import refuse_stateful
 from seqkeras.export.signatures import Forward, Signature
 from seqkeras.layers.export_mode import export_mode
@@ -34,7 +35,15 @@ def _signature_objects(signatures):
     return signatures
 
 
-def saved_model(model, path, signatures=None, overwrite=False, target="serving", jit_compile=False):
+def saved_model(
+    model,
+    path,
+    signatures=None,
+    overwrite=False,
+    target="serving",
+    jit_compile=False,
+    max_batch_size=None,
+):
     """Writes `model` as a SavedModel at `path` (e.g.
     `saved_models/<name>/<version>`) with a `serving_default` signature
     whose inputs and outputs carry the model's names (`token_ids` ->
@@ -56,6 +65,16 @@ def saved_model(model, path, signatures=None, overwrite=False, target="serving",
             `"tflite"` (a graph for the TFLite converter, whose loop-buffer
             writes become the fast DYNAMIC_UPDATE_SLICE builtin; Python
             TensorFlow runs it, TF Serving does not).
+        jit_compile: decoding loops become one XLA cluster each.
+        max_batch_size: None, or the most rows a request may have: every
+            signature then refuses a larger batch (InvalidArgument naming
+            the signature and the input), e.g. the `max_batch_size` of TF
+            Serving's batching parameters. Needs `target="serving"`.
+
+    Every `"serving"` signature refuses, with InvalidArgument naming the
+    signature and the input, what the model cannot compute: token ids
+    outside its vocabulary, inputs longer than its positions, empty texts
+    (`seqkeras.export.request_checks`).
 
     The graph is traced in `seqkeras.layers.export_mode(target)`. The files
     go to a temporary directory next to `path` first; `path` appears only
@@ -76,6 +95,16 @@ def saved_model(model, path, signatures=None, overwrite=False, target="serving",
             "`saved_model` received an invalid value for `jit_compile`: expected True or False. "
             f"Received: jit_compile={jit_compile!r}"
         )
+    if max_batch_size is not None:
+        from seqkeras.layers import validation
+
+        validation.positive_int("saved_model", "max_batch_size", max_batch_size)
+        if target != "serving":
+            raise ValueError(
+                "`saved_model`: `max_batch_size` is checked in the served graph, which a "
+                f"TFLite-bound graph cannot hold (no Assert op); use target='serving'. "
+                f"Received: target={target!r}, max_batch_size={max_batch_size!r}"
+            )
     signatures = _signature_objects(signatures)
     refuse_stateful("saved_model", model)
     path = files.check_target("saved_model", path, overwrite, want="dir")
@@ -95,8 +124,13 @@ def saved_model(model, path, signatures=None, overwrite=False, target="serving",
                         f"{repeated}; give each signature once. Received: "
                         f"{signatures}"
                     )
-                functions.update(built)
                 resources += built.resources
+                if max_batch_size is not None:
+                    built = {
+                        name: requests.bounded_batch(name, fn, max_batch_size)
+                        for name, fn in built.items()
+                    }
+                functions.update(built)
             module.functions = functions
             module.resources = resources  # lookup tables, tokenizers
             concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}

@@ -26,8 +26,11 @@ family adds a signature class here and touches nothing else.
 - `Translate(source_tokenizer, target_tokenizer, max_length)`:
   `translate`, strings in and out, beam search in the graph.
 
-`check`: in-graph token-id asserts (off for a TFLite-bound graph: TFLite
-has no Assert op).
+`check`: in-graph request checks (off for a TFLite-bound graph: TFLite
+has no Assert op): token ids outside the vocabulary, inputs longer than
+the model's positions (`request_checks.position_limit`), empty texts and
+prompts longer than `max_length` fail the request with InvalidArgument
+naming the signature and the input, instead of an answer.
 
 Decoding signatures (`Generate`, `GenerateBeam`, `GenerateText`,
 `Translate`) run `seqkeras.models.generate`, so the model's own
@@ -43,6 +46,7 @@ import tensorflow as tf
 from seqkeras.data.checks import checked_inputs
 from seqkeras.data.tables import static_table
 from seqkeras.data.tokens import EOS, FIRST_ID, PAD, RESERVED, UNK
+from seqkeras.export import request_checks as requests
 
 TEXT_INPUT = "token_ids"
 _TEXT_SIGNATURE = {"text": tf.TensorSpec((None,), tf.string, name="text")}
@@ -92,20 +96,23 @@ def call_model(model, inputs, **kwargs):
 class Forward(Signature):
     """`serving_default`: a dict of the model's named inputs (dynamic
     batch and time) to a dict of its named outputs. With `check`, token
-    ids outside a `SequenceModel`'s vocabulary fail the request
-    (InvalidArgument naming the input, the vocabulary size and the id)
-    instead of being used silently."""
+    ids outside a `SequenceModel`'s vocabulary and token-id inputs longer
+    than its positions fail the request (InvalidArgument naming the
+    input, the limit and what was received) instead of being used
+    silently."""
 
     names = ("serving_default",)
 
     def build(self, model, check=True):
         specs = {t.name: tf.TensorSpec(t.shape, t.dtype, name=t.name) for t in model.inputs}
         names = list(model.output_names)
+        limit = requests.position_limit(model)
 
         @tf.function(input_signature=[specs])
         def serve(inputs):
             if check:
                 inputs = checked_inputs(model, inputs, "serving_default")
+                inputs = requests.within_positions(model, inputs, "serving_default", limit)
             outputs = call_model(model, inputs, training=False)
             if isinstance(outputs, dict):  # a model with named outputs
                 return dict(outputs)
@@ -234,6 +241,18 @@ class _Generation(Signature):
         decode = _decoder(model, self.max_length, self.eos_id, self.jit_compile)
         return _generation_input(model), decode
 
+    def _checked_ids(self, model, where, name, ids):
+        """`ids` (a prompt, or token-id conditioning) passed through the
+        request checks: at least one token; a prompt no longer than
+        `max_length` (it is included), a conditioning input no longer
+        than the model's positions."""
+        ids = requests.at_least_one(where, name, ids)
+        if getattr(model, "conditioning_input", None) is None:
+            what = "tokens (max_length: the prompt and the generated tokens)"
+            return requests.at_most(where, name, ids, self.max_length, what=what)
+        limit = requests.position_limit(model)
+        return ids if limit is None else requests.at_most(where, name, ids, limit)
+
 
 class Generate(_Generation):
     """`generate`: greedy decoding, ids in (`source_ids` or
@@ -249,6 +268,8 @@ class Generate(_Generation):
         def greedy(inputs):
             if check:
                 inputs = checked_inputs(model, inputs, "generate", fed)
+                if spec.dtype.is_integer:
+                    inputs = {name: self._checked_ids(model, "generate", name, inputs[name])}
             return {"ids": decode(inputs[name], "greedy")}
 
         return Functions({"generate": greedy})
@@ -273,6 +294,8 @@ class GenerateBeam(_Generation):
         def beam(inputs):
             if check:
                 inputs = checked_inputs(model, inputs, "generate_beam", fed)
+                if spec.dtype.is_integer:
+                    inputs = {name: self._checked_ids(model, "generate_beam", name, inputs[name])}
             ids, scores = decode(
                 inputs[name],
                 "beam",
@@ -328,6 +351,9 @@ class GenerateText(_Generation):
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def text(inputs):
             ids, lengths = encode(inputs["text"])
+            if check:
+                ids = requests.no_empty("generate_text", "text", ids, lengths)
+                ids = self._checked_ids(model, "generate_text", "text", ids)
             if conditioned:  # e.g. a translation
                 out = decode(ids, "greedy")[:, 1:]  # drop BOS
                 first = tf.zeros_like(lengths)
@@ -377,7 +403,16 @@ class Chat(_Generation):
             texts = tf.strings.join([prefix, inputs["text"], suffix])
             ragged = tokenizer.encode(texts)
             lengths = tf.cast(ragged.row_lengths(), tf.int32)
-            out = decode(ragged.to_tensor(), "greedy", prompt_lengths=lengths)
+            ids = ragged.to_tensor()
+            if check:
+                message = tf.strings.length(tf.strings.strip(inputs["text"]))
+                ids = requests.no_empty("chat", "text", ids, message)
+                what = (
+                    f"tokens with the chat template, leaving room for a reply "
+                    f"(max_length={self.max_length})"
+                )
+                ids = requests.at_most("chat", "text", ids, self.max_length - 1, what=what)
+            out = decode(ids, "greedy", prompt_lengths=lengths)
             reply = tf.ragged.boolean_mask(out, _reply_positions(out, lengths, eos_id))
             return {"reply": tokenizer.decode(reply, skip_special_tokens=True)}
 
@@ -461,12 +496,13 @@ def _one_step_at_least(x, padding):
 
 def _tokenizer_encoder(tokenizer):
     """`encode(strings)` -> ids (batch, time) int32 right-padded with 0
-    (at least one column) from an object with a graph-op
-    `encode(strings)` giving ragged ids."""
+    (at least one column) and each string's length, from an object with
+    a graph-op `encode(strings)` giving ragged ids."""
 
     def encode(strings):
-        ids = tf.cast(tokenizer.encode(strings), tf.int32).to_tensor(0)
-        return _one_step_at_least(ids, 0), None
+        ragged = tf.cast(tokenizer.encode(strings), tf.int32)
+        lengths = tf.cast(ragged.row_lengths(), tf.int32)
+        return _one_step_at_least(ragged.to_tensor(0), 0), lengths
 
     return encode
 
@@ -510,10 +546,15 @@ class ServeText(Signature):
             encode, resource = _text_encoder(self.vocabulary)
         names = list(model.output_names)
         classes = infer_task(model) == "classes"
+        limit = requests.position_limit(model)
 
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def serve(inputs):
-            ids, _ = encode(inputs["text"])
+            ids, lengths = encode(inputs["text"])
+            if check:
+                ids = requests.no_empty("serve_text", "text", ids, lengths)
+                if limit is not None:
+                    ids = requests.at_most("serve_text", "text", ids, limit, what="tokens")
             outputs = model(ids, training=False)
             if not isinstance(outputs, (list, tuple, dict)):
                 outputs = [outputs]
@@ -581,10 +622,17 @@ class Tag(Signature):
         features = self.features
         names = [t.name for t in model.inputs]
         table = tf.constant(self.tag_vocabulary)
+        limit = requests.position_limit(model)
 
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def tag(inputs):
-            words = _one_step_at_least(features.split(inputs["text"]).to_tensor(""), "")
+            split = features.split(inputs["text"])
+            words = _one_step_at_least(split.to_tensor(""), "")
+            if check:
+                lengths = tf.cast(split.row_lengths(), tf.int32)
+                words = requests.no_empty("tag", "text", words, lengths)
+                if limit is not None:
+                    words = requests.at_most("tag", "text", words, limit, what="words")
             feats = features(words)
             outputs = model({k: feats[k] for k in names}, training=False)
             if isinstance(outputs, dict) and "tags" in outputs:
@@ -654,11 +702,18 @@ class Translate(Signature):
         alpha, eos_id = self.length_penalty_alpha, self.eos_id
 
         decode = _decoder(model, max_length, eos_id, self.jit_compile)
+        limit = requests.position_limit(model)
 
         @tf.function(input_signature=[_TEXT_SIGNATURE])
         def translate(inputs):
-            ids = source.encode(inputs["text"], add_eos=True)
-            ids = ids.to_tensor(PAD)
+            ragged = source.encode(inputs["text"], add_eos=True)
+            ids = ragged.to_tensor(PAD)
+            if check:
+                lengths = tf.cast(ragged.row_lengths(), tf.int32) - 1  # EOS added
+                ids = requests.no_empty("translate", "text", ids, lengths)
+                if limit is not None:
+                    what = "tokens (the model's source positions, EOS included)"
+                    ids = requests.at_most("translate", "text", ids, limit, what=what)
             if beam_width > 1:
                 out, _ = decode(ids, "beam", beam_width=beam_width, length_penalty_alpha=alpha)
             else:

@@ -174,6 +174,12 @@ class Attention(keras.layers.Layer):
             )
         return scoring.cosine(query, key, self.log_temperature)
 
+    def __call__(self, *args, **kwargs):
+        # strings refused before Keras converts the arguments to backend
+        # tensors (on JAX that conversion fails first, with a bare error)
+        validation.numeric_arguments("Attention", ("query", "value", "key"), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def call(
         self,
         query,

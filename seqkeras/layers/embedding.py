@@ -112,6 +112,12 @@ class BertEmbedding(keras.layers.Layer):
         validation.ids_in_range("BertEmbedding", arg, ids, size)
         return ops.cast(ids, "int32")
 
+    def __call__(self, *args, **kwargs):
+        # strings refused before Keras converts the arguments to backend
+        # tensors (on JAX that conversion fails first, with a bare error)
+        validation.numeric_arguments("BertEmbedding", ("token_ids", "segment_ids"), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def call(self, token_ids, segment_ids=None, training=None, reverse=False):
         if reverse:
             return self._logits(token_ids)

@@ -126,6 +126,12 @@ class GatedFeedForward(keras.layers.Layer):
         down = (cast(self._kernel("down")), cast(self.down_bias))
         return {id(self): {"gate_up": (fused, bias), "down": down}}
 
+    def __call__(self, *args, **kwargs):
+        # strings refused before Keras converts the arguments to backend
+        # tensors (on JAX that conversion fails first, with a bare error)
+        validation.numeric_arguments("GatedFeedForward", ("inputs",), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def call(self, inputs):
         validation.numeric("GatedFeedForward", "inputs", inputs)
         validation.features("GatedFeedForward", "inputs", inputs, self.gate_kernel.shape[0])

@@ -74,6 +74,12 @@ class SequencePooling(keras.layers.Layer):
                 shape=(units,), name="query", initializer=self.kernel_initializer
             )
 
+    def __call__(self, *args, **kwargs):
+        # strings refused before Keras converts the arguments to backend
+        # tensors (on JAX that conversion fails first, with a bare error)
+        validation.numeric_arguments("SequencePooling", ("inputs",), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def call(self, inputs, mask=None):
         x = inputs
         validation.numeric("SequencePooling", "inputs", x)

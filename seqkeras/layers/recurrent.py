@@ -159,6 +159,12 @@ class Recurrent(keras.layers.Layer):
             states.append(ops.cast(s, self.compute_dtype))
         return states
 
+    def __call__(self, *args, **kwargs):
+        # strings refused before Keras converts the arguments to backend
+        # tensors (on JAX that conversion fails first, with a bare error)
+        validation.numeric_arguments("Recurrent", ("inputs",), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def call(self, inputs, mask=None, initial_state=None, training=None):
         validation.numeric("Recurrent", "inputs", inputs)
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)

@@ -54,6 +54,12 @@ class TokenDropout(keras.layers.Layer):
         """One streamed step at inference: `x` unchanged, no state."""
         return x, []
 
+    def __call__(self, *args, **kwargs):
+        # strings refused before Keras converts the arguments to backend
+        # tensors (on JAX that conversion fails first, with a bare error)
+        validation.numeric_arguments("TokenDropout", ("inputs",), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def call(self, inputs, training=False):
         validation.numeric("TokenDropout", "inputs", inputs)
         if not training or self.rate == 0.0:

@@ -225,6 +225,12 @@ class TransformerEncoderBlock(_TransformerBlock):
         self.self_attention_layer_norm.build(input_shape)
         self._build_feedforward(d)
 
+    def __call__(self, *args, **kwargs):
+        # strings refused before Keras converts the arguments to backend
+        # tensors (on JAX that conversion fails first, with a bare error)
+        validation.numeric_arguments(type(self).__name__, ("inputs",), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def call(
         self,
         inputs,

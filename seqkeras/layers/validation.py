@@ -87,6 +87,18 @@ def numeric(layer, arg, x):
         )
 
 
+def numeric_arguments(layer, names, args, kwargs):
+    """`numeric` on a layer's call arguments before `Layer.__call__`
+    converts them to backend tensors (on JAX, converting a string array
+    fails first, with a bare NumPy error): the positional `args` and the
+    `kwargs` named in `names` (the call's argument names, in order)."""
+    given = dict(zip(names, args))
+    given.update({k: v for k, v in kwargs.items() if k in names})
+    for arg, x in given.items():
+        if isinstance(x, np.ndarray):
+            numeric(layer, arg, x)
+
+
 def concrete_values(x):
     """`x` as a NumPy array, or None when it is symbolic or traced (a
     Keras tensor, a tf.function or JAX trace), whose values cannot be

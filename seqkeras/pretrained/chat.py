@@ -95,7 +95,19 @@ class ChatSession:
         """Yields the reply to the user turn `text` piece by piece (text as
         it decodes: a piece ends on a whole UTF-8 character); the
         conversation keeps the reply. `temperature` 0 is greedy."""
+        from seqkeras.decoding import check_sampling
+
         validation.positive_int("ChatSession.reply", "max_new_tokens", max_new_tokens)
+        check_sampling(temperature, top_k, top_p, 0 if seed is None else seed, "ChatSession.reply")
+        if not isinstance(text, str):
+            raise TypeError(
+                f"`ChatSession.reply` expects `text` to be a str. Received: {type(text).__name__}"
+            )
+        # a generator of its own, so that the checks above raise at the
+        # call, not at the first `next`
+        return self._reply(text, max_new_tokens, temperature, top_k, top_p, seed)
+
+    def _reply(self, text, max_new_tokens, temperature, top_k, top_p, seed):
         self.messages.append({"role": "user", "content": text})
         ids = self._prompt_ids()
         shared = 0

@@ -178,6 +178,7 @@ entry(
     lambda: D.check_token_ids("predict", "token_ids", [["a"]], 10),
     named="predict",
     graph=True,
+    xla=True,
 )
 entry(
     CI,
@@ -185,6 +186,7 @@ entry(
     lambda: D.check_token_ids("predict", "token_ids", [[1, 25]], 10),
     named="predict",
     graph=True,
+    xla=True,
 )
 entry(
     CI,
@@ -192,6 +194,7 @@ entry(
     lambda: D.check_token_ids("predict", "token_ids", [[1.5]], 10),
     named="predict",
     graph=True,
+    xla=True,
 )
 entry(CI, "vocab_size", lambda: D.check_token_ids("predict", "token_ids", [[1]], "10"))
 entry(CI, "vocab_size", lambda: D.check_token_ids("predict", "token_ids", [[1]], 0))

@@ -297,3 +297,14 @@ entry(X + CB, "max_length", lambda: _e().chat_bundle(_lm(), _tokenizer(), NEVER,
 entry(X + CB, "model", lambda: _e().chat_bundle(_tagger(), _tokenizer(), NEVER))
 entry(X + CB, "tokenizer", lambda: _e().chat_bundle(_lm(), None, NEVER))
 entry(X + CB, "directory", lambda: _e().chat_bundle(_lm(), _tokenizer(), _a_file()))
+
+SM = "saved_model"
+entry(X + SM, "max_batch_size", lambda: _e().saved_model(_tagger(), NEVER, max_batch_size=0))
+entry(X + SM, "max_batch_size", lambda: _e().saved_model(_tagger(), NEVER, max_batch_size="32"))
+entry(X + SM, "max_batch_size", lambda: _e().saved_model(_tagger(), NEVER, max_batch_size=2.5))
+entry(
+    X + SM,
+    "max_batch_size",
+    lambda: _e().saved_model(_tagger(), NEVER, max_batch_size=8, target="tflite"),
+    words=("target='serving'",),
+)

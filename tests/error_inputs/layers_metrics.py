@@ -35,10 +35,10 @@ def at(name):
 
 # ---- decoding.length_penalty ---------------------------------------------------
 LP = at("decoding.length_penalty")
-entry(LP, "alpha", lambda: decoding.length_penalty(3, -0.5), graph=True)
-entry(LP, "alpha", lambda: decoding.length_penalty(3, float("nan")), graph=True)
-entry(LP, "alpha", lambda: decoding.length_penalty(3, "0.6"), graph=True)
-entry(LP, "length", lambda: decoding.length_penalty(np.array(["3"]), 0.6), graph=True)
+entry(LP, "alpha", lambda: decoding.length_penalty(3, -0.5), graph=True, xla=True)
+entry(LP, "alpha", lambda: decoding.length_penalty(3, float("nan")), graph=True, xla=True)
+entry(LP, "alpha", lambda: decoding.length_penalty(3, "0.6"), graph=True, xla=True)
+entry(LP, "length", lambda: decoding.length_penalty(np.array(["3"]), 0.6), graph=True, xla=True)
 entry(LP, "length", lambda: decoding.length_penalty(np.array([2, -7]), 0.6))
 
 # ---- layers ------------------------------------------------------------------
@@ -46,8 +46,8 @@ BE = at("layers.BertEmbedding")
 entry(BE, "vocab_size", lambda: L.BertEmbedding(0, 8))
 entry(BE, "layer_norm_epsilon", lambda: L.BertEmbedding(20, 8, layer_norm_epsilon=0.0))
 entry(BE, "token_ids", lambda: L.BertEmbedding(20, 8)(np.array([[3, 25]])))
-entry(BE, "token_ids", lambda: L.BertEmbedding(20, 8)(TEXT), graph=True)
-entry(BE, "token_ids", lambda: L.BertEmbedding(20, 8, max_length=3)(IDS), graph=True)
+entry(BE, "token_ids", lambda: L.BertEmbedding(20, 8)(TEXT), graph=True, xla=True)
+entry(BE, "token_ids", lambda: L.BertEmbedding(20, 8, max_length=3)(IDS), graph=True, xla=True)
 entry(BE, "segment_ids", lambda: L.BertEmbedding(20, 8)(IDS, segment_ids=np.full((2, 4), 2)))
 entry(BE, "segment_ids", lambda: L.BertEmbedding(20, 8)(IDS, segment_ids=np.zeros((2, 3), "int32")))
 
@@ -55,17 +55,17 @@ E3 = RNG.normal(size=(2, 4, 3)).astype(F)  # emissions over 3 tags
 TAGS = np.array([[0, 1, 2, 1], [2, 2, 0, 0]])
 CRF = at("layers.CRF")
 entry(CRF, "num_tags", lambda: L.CRF(0))
-entry(CRF, "emissions", lambda: L.CRF(4)(E3), graph=True)
-entry(CRF, "mask", lambda: L.CRF(3)(E3, mask=np.ones((2, 5), bool)), graph=True)
+entry(CRF, "emissions", lambda: L.CRF(4)(E3), graph=True, xla=True)
+entry(CRF, "mask", lambda: L.CRF(3)(E3, mask=np.ones((2, 5), bool)), graph=True, xla=True)
 entry(CRF, "tags", lambda: L.CRF(3).loss(E3, TAGS + 1))
-entry(CRF, "tags", lambda: L.CRF(3).loss(E3, TAGS[:, :2]), graph=True)
-entry(CRF, "tags", lambda: L.CRF(3).loss(E3, TAGS.astype(F) + 0.5), graph=True)
+entry(CRF, "tags", lambda: L.CRF(3).loss(E3, TAGS[:, :2]), graph=True, xla=True)
+entry(CRF, "tags", lambda: L.CRF(3).loss(E3, TAGS.astype(F) + 0.5), graph=True, xla=True)
 
 CHARS = np.array([[[5, 6, 7], [8, 0, 0]]])
 CE = at("layers.CharacterEncoder")
 entry(CE, "kernel_size", lambda: L.CharacterEncoder(40, kernel_size=2))
 entry(CE, "activation", lambda: L.CharacterEncoder(40, activation="sigmoid"))
-entry(CE, "inputs", lambda: L.CharacterEncoder(40)(CHARS[0]), graph=True)
+entry(CE, "inputs", lambda: L.CharacterEncoder(40)(CHARS[0]), graph=True, xla=True)
 entry(CE, "inputs", lambda: L.CharacterEncoder(6)(CHARS))
 
 GF = at("layers.GatedFeedForward")
@@ -77,15 +77,16 @@ entry(
     "inputs",
     lambda: built(L.GatedFeedForward(8), X3)(RNG.normal(size=(2, 5, 6)).astype(F)),
     graph=True,
+    xla=True,
 )
-entry(GF, "inputs", lambda: L.GatedFeedForward(8)(TEXT), graph=True)
+entry(GF, "inputs", lambda: L.GatedFeedForward(8)(TEXT), graph=True, xla=True)
 
 GS = at("layers.GatherSteps")
-entry(GS, "inputs", lambda: L.GatherSteps()(X3), graph=True)
+entry(GS, "inputs", lambda: L.GatherSteps()(X3), graph=True, xla=True)
 entry(GS, "index", lambda: L.GatherSteps()([X3, np.array([[1, 9], [0, 2]])]))
 entry(GS, "index", lambda: L.GatherSteps()([X3, np.array([[1, -1], [0, 2]])]))
-entry(GS, "index", lambda: L.GatherSteps()([X3, np.ones((2, 2, 1), "int32")]), graph=True)
-entry(GS, "sequence", lambda: L.GatherSteps()([X3[0], np.array([[1, 2]])]), graph=True)
+entry(GS, "index", lambda: L.GatherSteps()([X3, np.ones((2, 2, 1), "int32")]), graph=True, xla=True)
+entry(GS, "sequence", lambda: L.GatherSteps()([X3[0], np.array([[1, 2]])]), graph=True, xla=True)
 
 LB = at("layers.LlamaDecoderBlock")
 entry(LB, "num_key_value_heads", lambda: L.LlamaDecoderBlock(4, 16, num_key_value_heads=3))
@@ -97,9 +98,12 @@ entry(
     "padding_mask",
     lambda: L.LlamaDecoderBlock(2, 16)(X3, padding_mask=np.ones((2, 3), bool)),
     graph=True,
+    xla=True,
 )
-entry(LB, "cache_index", lambda: L.LlamaDecoderBlock(2, 16)(X3, cache_index=1), graph=True)
-entry(LB, "num_heads", lambda: L.LlamaDecoderBlock(8, 16)(X3), graph=True)
+entry(
+    LB, "cache_index", lambda: L.LlamaDecoderBlock(2, 16)(X3, cache_index=1), graph=True, xla=True
+)
+entry(LB, "num_heads", lambda: L.LlamaDecoderBlock(8, 16)(X3), graph=True, xla=True)
 
 RC = at("layers.RecurrentCell")
 entry(RC, "units", lambda: L.RecurrentCell(0))
@@ -107,8 +111,8 @@ entry(RC, "dropout", lambda: L.RecurrentCell(4, dropout=1.0))
 entry(RC, "recurrent_dropout", lambda: L.RecurrentCell(4, recurrent_dropout=-0.5))
 
 RS = at("layers.ReverseSequence")
-entry(RS, "inputs", lambda: L.ReverseSequence()(X3[0, 0]), graph=True)
-entry(RS, "mask", lambda: L.ReverseSequence()(X3, mask=np.ones((2, 4), bool)), graph=True)
+entry(RS, "inputs", lambda: L.ReverseSequence()(X3[0, 0]), graph=True, xla=True)
+entry(RS, "mask", lambda: L.ReverseSequence()(X3, mask=np.ones((2, 4), bool)), graph=True, xla=True)
 entry(
     RS,
     "mask",
@@ -120,33 +124,36 @@ entry(RE, "base", lambda: L.RotaryEmbedding(base=1.0))
 entry(RE, "layout", lambda: L.RotaryEmbedding(layout="neox"))
 entry(RE, "rotary_dim", lambda: L.RotaryEmbedding(rotary_dim=3))
 entry(RE, "scaling", lambda: L.RotaryEmbedding(scaling={"type": "linear", "factor": 0}))
-entry(RE, "inputs", lambda: L.RotaryEmbedding()(X3), graph=True)
-entry(RE, "rotary_dim", lambda: L.RotaryEmbedding(rotary_dim=8)(X4), graph=True)
+entry(RE, "inputs", lambda: L.RotaryEmbedding()(X3), graph=True, xla=True)
+entry(RE, "rotary_dim", lambda: L.RotaryEmbedding(rotary_dim=8)(X4), graph=True, xla=True)
 
 SM = at("layers.ScalarMix")
 entry(SM, "num_layers", lambda: L.ScalarMix(0))
 entry(SM, "trainable_weights_init", lambda: L.ScalarMix(2, trainable_weights_init=[0.0]))
 entry(SM, "trainable_weights_init", lambda: L.ScalarMix(2, trainable_weights_init=["a", "b"]))
-entry(SM, "inputs", lambda: L.ScalarMix(2)([X3, X3, X3]), graph=True)
-entry(SM, "inputs", lambda: L.ScalarMix(2)([X3, X3[:, :3]]), graph=True)
-entry(SM, "mask", lambda: L.ScalarMix(2)([X3, X3], mask=np.ones((2, 3), bool)), graph=True)
+entry(SM, "inputs", lambda: L.ScalarMix(2)([X3, X3, X3]), graph=True, xla=True)
+entry(SM, "inputs", lambda: L.ScalarMix(2)([X3, X3[:, :3]]), graph=True, xla=True)
+entry(
+    SM, "mask", lambda: L.ScalarMix(2)([X3, X3], mask=np.ones((2, 3), bool)), graph=True, xla=True
+)
 
 TD = at("layers.TokenDropout")
 entry(TD, "rate", lambda: L.TokenDropout(1.0))
 entry(TD, "rate", lambda: L.TokenDropout("0.1"))
 entry(TD, "unk_id", lambda: L.TokenDropout(0.1, unk_id=-1))
-entry(TD, "inputs", lambda: L.TokenDropout(0.1)(TEXT, training=True), graph=True)
+entry(TD, "inputs", lambda: L.TokenDropout(0.1)(TEXT, training=True), graph=True, xla=True)
 
 WS = at("layers.WindowScaling")
 entry(WS, "epsilon", lambda: L.WindowScaling(epsilon=-1.0))
 entry(WS, "inverse", lambda: L.WindowScaling(inverse="yes"))
-entry(WS, "series", lambda: L.WindowScaling()(X3[0]), graph=True)
-entry(WS, "values", lambda: L.WindowScaling(inverse=True)(X3), graph=True)
+entry(WS, "series", lambda: L.WindowScaling()(X3[0]), graph=True, xla=True)
+entry(WS, "values", lambda: L.WindowScaling(inverse=True)(X3), graph=True, xla=True)
 entry(
     WS,
     "values",
     lambda: L.WindowScaling()(X3, RNG.normal(size=(2, 2, 6)).astype(F)),
     graph=True,
+    xla=True,
 )
 
 AL = at("layers.all_layers")

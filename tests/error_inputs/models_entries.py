@@ -180,10 +180,10 @@ entry(
 
 # ---- forecasters: the series' shape and values --------------------------------
 for cls, key in (("Forecaster", "forecaster"), ("Seq2SeqForecaster", "seq2seq_forecaster")):
-    entry(P + cls, "series", lambda k=key: built(k)(np.zeros((2, 3, 1), F)), graph=True)
-    entry(P + cls, "series", lambda k=key: built(k)(np.zeros((2, 6), F)), graph=True)
-    entry(P + cls, "series", lambda k=key: built(k)(np.array([[["a"]] * 6])), graph=True)
-    entry(P + cls, "series", lambda k=key: built(k)(np.zeros((2, 6, 3), F)), graph=True)
+    entry(P + cls, "series", lambda k=key: built(k)(np.zeros((2, 3, 1), F)), graph=True, xla=True)
+    entry(P + cls, "series", lambda k=key: built(k)(np.zeros((2, 6), F)), graph=True, xla=True)
+    entry(P + cls, "series", lambda k=key: built(k)(np.array([[["a"]] * 6])), graph=True, xla=True)
+    entry(P + cls, "series", lambda k=key: built(k)(np.zeros((2, 6, 3), F)), graph=True, xla=True)
 
 
 def _forecast_io():

@@ -73,6 +73,7 @@ for metric in ("MaskedAccuracy", "MaskedPerplexity"):
         "y_pred",
         lambda m=metric: getattr(_training(), m)().update_state(IDS, np.zeros((1, 3), F)),
         graph=True,
+        xla=True,
     )
     # targets one step longer than the logits
     _add(
@@ -82,6 +83,7 @@ for metric in ("MaskedAccuracy", "MaskedPerplexity"):
             np.array([[4, 5, 0, 0]], "int32"), LOGITS
         ),
         graph=True,
+        xla=True,
     )
 
 S = "SmoothedTokenCrossEntropy"
@@ -94,6 +96,7 @@ _add(
     "y_pred",
     lambda: _training().SmoothedTokenCrossEntropy()(IDS, np.zeros((1, 3), F)),
     graph=True,
+    xla=True,
 )
 
 _add("masked_loss", "label_smoothing", lambda: _training().masked_loss(label_smoothing=1.5))
@@ -111,6 +114,7 @@ _add(
     "y_pred",
     lambda: _training().PinballLoss([0.1, 0.9])(np.zeros((2, 4), F), np.zeros((2, 4, 3), F)),
     graph=True,
+    xla=True,
 )
 
 # ---- schedules ---------------------------------------------------------------

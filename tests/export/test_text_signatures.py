@@ -5,6 +5,7 @@ probabilities out, `WordTokenizer` in the graph) and a CRF tagger's `tag`
 in the graph) equal Keras."""
 
 import numpy as np
+import pytest
 
 import seqkeras
 from seqkeras.data import WordFeatures, WordTokenizer
@@ -12,7 +13,7 @@ from seqkeras.data.entities import entity_spans
 from seqkeras.export import signatures as S
 from seqkeras.export import audit_serving, fresh_signature, saved_model
 
-TEXTS = ["a good film", "a BAD , dull plot", "unseen", ""]
+TEXTS = ["a good film", "a BAD , dull plot", "unseen"]
 
 
 def test_classifier_serve_text(tmp_path):
@@ -21,11 +22,13 @@ def test_classifier_serve_text(tmp_path):
     path = saved_model(model, str(tmp_path / "m" / "1"), signatures=[S.ServeText(tokenizer=tok)])
     served, _ = fresh_signature(path, "serve_text", text=TEXTS)
     ids = tok.encode(TEXTS).to_tensor(0).numpy()
-    ids = np.pad(ids, ((0, 0), (0, 1)))  # the empty text: one padded step
     logits = np.asarray(model(ids))
     expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
     assert not audit_serving(path)["xla"]
+    # a text of no words: refused, not answered from padding alone
+    with pytest.raises(RuntimeError, match="`serve_text`: input `text` has an empty text"):
+        fresh_signature(path, "serve_text", text=["a good film", " "])
 
 
 def test_crf_tagger_tag_signature(tmp_path):
@@ -64,3 +67,5 @@ def test_crf_tagger_tag_signature(tmp_path):
         ]
         assert spans == entity_spans(expected)
     assert not audit_serving(path)["xla"]
+    with pytest.raises(RuntimeError, match="`tag`: input `text` has an empty text"):
+        fresh_signature(path, "tag", text=["EU rejects", ""])

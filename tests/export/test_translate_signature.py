@@ -76,6 +76,14 @@ def test_translate_signature_equals_keras_without_seqkeras(exported, tmp_path):
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
 
 
+def test_translate_refuses_an_empty_text_in_a_fresh_process(exported):
+    from seqkeras.export import fresh_signature
+
+    *_, path = exported
+    with pytest.raises(RuntimeError, match="`translate`: input `text` has an empty text"):
+        fresh_signature(path, "translate", text=[DE[0], ""])
+
+
 def test_translate_graph_is_servable(exported):
     from seqkeras.export.audit import TF_SERVING_TF_TEXT_OPS, audit_serving
 

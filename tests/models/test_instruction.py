@@ -197,6 +197,11 @@ def test_served_chat_signature_in_a_process_without_seqkeras(loaded, tmp_path):
         ids = instruction.answer_ids(model, tokenizer, [text], max_new_tokens=48 - length)[0]
         expected = tokenizer.decode(np.array([ids], "int32"), skip_special_tokens=True)
         assert reply == expected.numpy()[0].decode()
+    # an empty message, or one that leaves no room for a reply: refused
+    with pytest.raises(RuntimeError, match="`chat`: input `text` has an empty text"):
+        fresh_signature(path, "chat", text=["a good film", "  "])
+    with pytest.raises(RuntimeError, match="`chat`: input `text` is longer .* at most 47 tokens"):
+        fresh_signature(path, "chat", text=["a good film " * 20])
 
 
 def test_batches_of_several_widths_fit_with_validation(loaded):
