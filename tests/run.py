@@ -21,7 +21,10 @@ every group passed (a group with no selected tests counts as passed).
 
 `--slow` runs the slow tests instead (`-m slow`): one process per module
 that has any, two at a time while their declared peaks fit the memory
-budget together (`SLOW_BUDGET_MB`), longest first. A module declares what
+budget together (`SLOW_BUDGET_MB`), the heaviest first: a module that
+fits beside few others starts while light ones are left to go beside it
+(longest first left the heavy ones waiting and a core idle: 1,121 s
+against 1,094 s in a simulation with the measured times). A module declares what
 its slow tests took when measured, `SLOW_SECONDS = 187` and
 `SLOW_PEAK_MB = 1917` (the summary prints what they took this time, so a
 stale declaration shows); undeclared ones count as `SLOW_DEFAULT`.
@@ -126,7 +129,8 @@ SLOW_BUDGET_MB = 5600  # the CI budget is 6 GB for every process together
 
 def slow_groups():
     """`[(path, seconds, peak MB)]`, one per module with slow tests,
-    longest first, from each module's declarations."""
+    the heaviest first (then the longest), from each module's
+    declarations."""
     found = []
     for _, tests in _test_files():
         for path in tests:
@@ -142,7 +146,7 @@ def slow_groups():
             found.append(
                 (os.path.relpath(path, ROOT), declared["SLOW_SECONDS"], declared["SLOW_PEAK_MB"])
             )
-    return sorted(found, key=lambda g: -g[1])
+    return sorted(found, key=lambda g: (-g[2], -g[1]))
 
 
 def run_within_budget(found, args, lock, memory, budget_mb=SLOW_BUDGET_MB):
