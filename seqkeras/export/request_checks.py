@@ -126,24 +126,22 @@ def bounded_batch(where, function, limit):
 
     @tf.function(input_signature=signature)
     def bounded(*args):
-        checks = []
-        for spec, value in zip(specs, tf.nest.flatten(args)):
-            if spec.shape.rank:
-                rows = tf.shape(value)[0]
-                checks.append(
-                    tf.debugging.Assert(
-                        rows <= limit,
-                        [
-                            f"`{where}`: input `{spec.name}` has more rows than the batch "
-                            f"limit: at most max_batch_size={limit}. Received a batch of",
-                            rows,
-                        ],
-                        name="request_batch_limit",
-                    )
-                )
-        with tf.control_dependencies(checks):
-            args = tf.nest.map_structure(tf.identity, args)
-        return function(*args)
+        checked = [
+            _checked(
+                value,
+                tf.shape(value)[0] <= limit,
+                [
+                    f"`{where}`: input `{spec.name}` has more rows than the batch limit: at "
+                    f"most max_batch_size={limit}. Received a batch of",
+                    tf.shape(value)[0],
+                ],
+                "request_batch_limit",
+            )
+            if spec.shape.rank
+            else value
+            for spec, value in zip(specs, tf.nest.flatten(args))
+        ]
+        return function(*tf.nest.pack_sequence_as(args, checked))
 
     return bounded
 

@@ -34,15 +34,6 @@ ENTRIES = [
 ]
 
 
-#: Entries that still reach a bare error on JAX before the layer's own
-#: check: none. String inputs used to reach a NumPy conversion error
-#: ("could not convert string to float") in `Layer.__call__`; the layers
-#: now check their arguments before that conversion
-#: (`validation.numeric_arguments`). The list only shrinks: a test fails
-#: when one of them is fixed, so that it leaves this list.
-JAX_GAPS = set()
-
-
 @pytest.fixture(autouse=True)
 def _drop_compiled_functions():
     """This module's own (it overrides tests/jax/conftest.py's): the
@@ -51,26 +42,11 @@ def _drop_compiled_functions():
     yield
 
 
-BARE = ("could not convert string", "invalid literal for int()")
-
-
-def _string_input(item):
-    try:
-        item.call()
-    except Exception as error:  # noqa: BLE001  (a bare error, of any type)
-        return any(text in str(error) for text in BARE) and item.short not in str(error)
-    return False
-
-
 @pytest.mark.parametrize("item", ENTRIES, ids=lambda e: e.id)
 def test_layer_and_model_error_inputs_fail_clearly_on_jax(item):
-    if item.id in JAX_GAPS and _string_input(item):
-        pytest.xfail("a string input: a bare conversion error on JAX (JAX_GAPS)")
+    # every entry, string inputs included: the layers check their
+    # arguments before Keras converts them (`validation.numeric_arguments`;
+    # JAX's conversion of a string array fails first, with a bare error)
     with pytest.raises(item.error) as info:
         item.call()
     _check(item, info)
-
-
-def test_the_jax_gaps_are_still_gaps():
-    found = {e.id for e in ENTRIES if e.id in JAX_GAPS and _string_input(e)}
-    assert found == JAX_GAPS, f"fixed on JAX: remove {sorted(JAX_GAPS - found)} from JAX_GAPS"
