@@ -192,14 +192,14 @@ def _litert_lm_functions(model, max_length, prefill_lengths):
             return named(new_states)
 
         prefill.__name__ = f"prefill_{length}"  # the signature key
-        functions.append(tf.function(prefill, input_signature=[spec]))
+        functions.append(tf.function(prefill, autograph=False, input_signature=[spec]))
     spec = {
         "tokens": tf.TensorSpec((1, 1), tf.int32, name="tokens"),
         "input_pos": tf.TensorSpec((1,), tf.int32, name="input_pos"),
         **cache_specs,
     }
 
-    @tf.function(input_signature=[spec])
+    @tf.function(autograph=False, input_signature=[spec])
     def decode(inputs):
         logits, new_states = model.stream_step(inputs["tokens"][:, 0], states(inputs))
         return {"logits": tf.reshape(logits, (1, 1, -1)), **named(new_states)}

@@ -155,7 +155,7 @@ def onnx(model, path, opset=OPSET, overwrite=False):
         logger.addHandler(errors)
         try:
             tf2onnx.convert.from_function(
-                tf.function(run),
+                tf.function(run, autograph=False),
                 input_signature=[specs[n] for n in names],
                 opset=int(opset),
                 output_path=output,

@@ -124,7 +124,7 @@ def bounded_batch(where, function, limit):
     signature = function.input_signature
     specs = tf.nest.flatten(signature)
 
-    @tf.function(input_signature=signature)
+    @tf.function(autograph=False, input_signature=signature)
     def bounded(*args):
         checked = [
             _checked(

@@ -121,7 +121,7 @@ def _functions(model, prefill=False):
     inputs = {input_spec.name: input_spec}
     inputs.update({s.name: s for s in specs})
 
-    @tf.function(input_signature=[inputs])
+    @tf.function(autograph=False, input_signature=[inputs])
     def serve(inputs):
         states = tree.pack_sequence_as(init, [inputs[s.name] for s in specs])
         y, states = model.stream_step(inputs[input_spec.name], states)
@@ -132,7 +132,9 @@ def _functions(model, prefill=False):
     if prefill:
         several = tf.TensorSpec((None, None) + tuple(shape), dtype, name=name)
 
-        @tf.function(input_signature=[{several.name: several, **{s.name: s for s in specs}}])
+        @tf.function(
+            autograph=False, input_signature=[{several.name: several, **{s.name: s for s in specs}}]
+        )
         def prefill(inputs):
             states = tree.pack_sequence_as(init, [inputs[s.name] for s in specs])
             y, states = model.stream_prefill(inputs[several.name], states)
@@ -144,7 +146,7 @@ def _functions(model, prefill=False):
     if cond is None:
         return None, serve, [tuple(s.shape[1:]) for s in specs]
 
-    @tf.function(input_signature=[{cond.name: cond}])
+    @tf.function(autograph=False, input_signature=[{cond.name: cond}])
     def encode(inputs):
         x = inputs[cond.name]
         states = tree.flatten(model.stream_start(x, tf.shape(x)[0]))
@@ -230,7 +232,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
             if prefill:  # a loop-free step: the converter folds the weights (less memory)
                 prefill_fn, serve, shapes = _functions(model, prefill=True)
 
-                @tf.function(input_signature=serve.input_signature)
+                @tf.function(autograph=False, input_signature=serve.input_signature)
                 def decode(inputs):  # the signature key is the function's name
                     return serve.python_function(inputs)
 

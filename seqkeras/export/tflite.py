@@ -35,7 +35,7 @@ def _serve_frozen(fn):
     frozen = convert_variables_to_constants_v2(fn)
     outputs = fn.structured_outputs
 
-    @tf.function(input_signature=[fn.structured_input_signature[1]])
+    @tf.function(autograph=False, input_signature=[fn.structured_input_signature[1]])
     def serve(inputs):
         return tf.nest.pack_sequence_as(outputs, frozen(**inputs))
 

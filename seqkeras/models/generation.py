@@ -353,7 +353,7 @@ def _compiled(model, run, key, jit_compile=True):
         # warning counts each function's own traces, not those of every
         # `run` closure (one code object) as retraces of one function
         cache[key] = tf.function(
-            functools.partial(run), jit_compile=jit_compile, reduce_retracing=True
+            functools.partial(run), jit_compile=jit_compile, reduce_retracing=True, autograph=False
         )
         while len(cache) > COMPILED_CACHE_SIZE:
             cache.popitem(last=False)

@@ -71,7 +71,7 @@ class ChatSession:
             def step(token, cache, index):
                 return model.call_with_cache(token, cache, index)
 
-            self._step = tf.function(step, jit_compile=True, reduce_retracing=True)
+            self._step = tf.function(step, jit_compile=True, reduce_retracing=True, autograph=False)
         return self._step
 
     def _feed(self, token):
