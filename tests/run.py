@@ -1,6 +1,7 @@
 """Runs the fast test suite as several pytest processes, two at a time.
 
     python tests/run.py [pytest arguments]
+    python tests/run.py --record                    # and record durations
     python tests/run.py --slow [pytest arguments]   # the slow tests
 
 
@@ -8,15 +9,18 @@ Why not one `pytest` process: TensorFlow keeps memory for every model a
 test compiles (traced functions and XLA executables outlive
 `keras.backend.clear_session()` and `gc.collect()`: ~100 MB per compiled
 seq2seq `fit`, measured), so one process grew past 7 GB over the suite.
-Here each group (test files of one directory, about 16 KB of source) runs
+Here each group (test modules of at most 16 KB of source together) runs
 in a fresh process, two groups at a time: XLA compiles on one thread, so
-two processes keep both cores of a small machine busy. The arguments go to
-every pytest call (`-k`, `-x`, `-m slow`, ...). The `tests/jax` group runs
-with `KERAS_BACKEND=jax` (its modules skip on other backends). Each
+two processes keep both cores of a small machine busy. The longest groups
+start first, from each module's seconds in `tests/durations.json`
+(`--record` writes what the whole fast suite's modules took this time).
+The arguments go to every pytest call (`-k`, `-x`, `-m slow`, ...). The
+`tests/jax` groups run with `KERAS_BACKEND=jax` (their modules skip on
+other backends). Each
 group's output is printed when it ends; then a table of the groups and
 the wall time and peak memory of all test processes together (their
-summed resident set size, sampled twice a second), and each group's own
-peak. Exit status 0 when
+summed proportional set size: shared pages counted once; see
+`PeakMemory`), and each group's own peak. Exit status 0 when
 every group passed (a group with no selected tests counts as passed).
 
 `--slow` runs the slow tests instead (`-m slow`): one process per module
@@ -30,6 +34,7 @@ its slow tests took when measured, `SLOW_SECONDS = 187` and
 stale declaration shows); undeclared ones count as `SLOW_DEFAULT`.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -37,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import xml.etree.ElementTree as ElementTree
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,15 +55,20 @@ CHUNK_BYTES = 16_000  # test source per process: bounds its memory
 
 
 def _chunks(files):
-    """Consecutive files, about CHUNK_BYTES of test source per chunk."""
-    chunks, current, size = [], [], 0
-    for path in files:
-        if current and size + os.path.getsize(path) > CHUNK_BYTES:
-            chunks.append(current)
-            current, size = [], 0
-        current.append(path)
-        size += os.path.getsize(path)
-    return chunks + [current] * bool(current)
+    """`files` packed into chunks of at most CHUNK_BYTES of test source
+    (a larger file is a chunk of its own): first fit, largest file first,
+    so that small modules fill the chunks instead of each costing a
+    process start (about 6 s)."""
+    chunks = []  # [size, files]
+    for path in sorted(files, key=lambda p: (-os.path.getsize(p), p)):
+        size = os.path.getsize(path)
+        chunk = next((c for c in chunks if c[0] + size <= CHUNK_BYTES), None)
+        if chunk is None:
+            chunks.append([size, [path]])
+        else:
+            chunk[0] += size
+            chunk[1].append(path)
+    return [sorted(c[1]) for c in chunks]
 
 
 ALONE_MARK = "RUN_ALONE = True"  # a test module that starts its own
@@ -70,6 +81,17 @@ OWN_MARK = "OWN_GROUP = True"  # a heavy module (it compiles and exports
 # many models, and checks them in fresh processes) is a group of its own,
 # beside one other group as usual, so that no group of modules adds up to
 # more than the memory budget's half.
+
+
+ALL_SLOW_MARKS = ("pytestmark = pytest.mark.slow", "pytestmark = needs_smollm2()")
+# a module whose tests are all slow is left out of the fast suite's groups
+# (alone in a group it cost a process start, about 6 s, to deselect them),
+# unless the arguments choose the tests by mark (`-m`)
+
+
+def all_slow(path):
+    with open(path, encoding="utf-8") as f:
+        return any(line.startswith(ALL_SLOW_MARKS) for line in f)
 
 
 def runs_alone(path):
@@ -97,22 +119,60 @@ def _test_files():
         )
 
 
-def groups():
-    """The test files in groups of about CHUNK_BYTES of source, one
-    directory per group at most, largest groups first (a rough stand-in
-    for duration); the end-to-end `test_package.py` alone and first (it
-    holds the longest tests). Modules marked `OWN_GROUP = True` are groups
-    of their own; modules marked `RUN_ALONE = True` are left out: see
-    `alone_groups`."""
-    found = []
-    for root, tests in _test_files():
-        package = [f for f in tests if f.endswith(os.sep + "test_package.py") and root == TESTS]
-        own = [f for f in tests if owns_group(f) and not runs_alone(f)]
-        tests = [f for f in tests if f not in package + own and not runs_alone(f)]
-        found += [package] * bool(package) + _chunks(tests) + [[f] for f in own]
-    weight = {id(g): sum(os.path.getsize(f) for f in g) for g in found}
-    found.sort(key=lambda g: (not g[0].endswith("test_package.py"), -weight[id(g)]))
+DURATIONS = os.path.join(TESTS, "durations.json")  # {module: seconds its
+# fast tests took, setup and teardown included}, written by `--record`
+
+
+def _durations():
+    try:
+        with open(DURATIONS, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+def _estimate(group, durations):
+    """A group's seconds: its modules' recorded durations (a module not
+    recorded yet: one second per 170 bytes of source, the suite's mean)."""
+    return sum(
+        durations.get(os.path.relpath(f, ROOT).replace(os.sep, "/"), os.path.getsize(f) / 170)
+        for f in group
+    )
+
+
+def groups(args=()):
+    """The test files in chunks of at most CHUNK_BYTES of source (`_chunks`;
+    the `tests/jax` modules, run on JAX, apart from the others), modules
+    marked `OWN_GROUP = True` each a group of its own (they export and
+    check many models), the longest groups first by the recorded durations
+    (`tests/durations.json`), so that the suite ends on short groups and
+    both cores stay busy to the end. Modules marked `RUN_ALONE = True` are
+    left out (see `alone_groups`); so are modules whose tests are all slow
+    (`all_slow`), unless `args` (pytest's) choose tests by mark."""
+    tests = [f for _, files in _test_files() for f in files if not runs_alone(f)]
+    if "-m" not in args:
+        tests = [f for f in tests if not all_slow(f)]
+    own = [f for f in tests if owns_group(f)]
+    rest = [f for f in tests if f not in own]
+    jax = [f for f in rest if os.path.relpath(f, ROOT).startswith(JAX_TESTS)]
+    found = [[f] for f in own] + _chunks([f for f in rest if f not in jax]) + _chunks(jax)
+    durations = _durations()
+    found.sort(key=lambda g: -_estimate(g, durations))
     return [[os.path.relpath(f, ROOT) for f in g] for g in found]
+
+
+def _module_seconds(junit_xml):
+    """`{module path: seconds}` from a pytest JUnit XML report (each test
+    case's time: setup, call and teardown)."""
+    seconds = {}
+    for case in ElementTree.parse(junit_xml).getroot().iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        for end in range(len(parts), 0, -1):  # tests.a.test_b[.Class]
+            path = "/".join(parts[:end]) + ".py"
+            if os.path.isfile(os.path.join(ROOT, path)):
+                seconds[path] = seconds.get(path, 0.0) + float(case.get("time", 0))
+                break
+    return seconds
 
 
 def alone_groups():
@@ -170,42 +230,52 @@ def run_within_budget(found, args, lock, memory, budget_mb=SLOW_BUDGET_MB):
     return results
 
 
-def _process_table():
-    """`{pid: (parent pid, VmRSS in MB)}` of every process, read once."""
-    table = {}
+def _parents():
+    """`{pid: parent pid}` of every process, read once."""
+    parents = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            rss = 0
-            with open(f"/proc/{entry}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        rss = int(line.split()[1])
-            table[int(entry)] = (parent, rss / 1024)
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             pass
-    return table
+    return parents
 
 
-def _tree_mb(table, root_pid, with_root=False):
-    """Summed RSS (MB) in `table` of `root_pid`'s descendants (and of
-    `root_pid` itself with `with_root`)."""
+def _family(parents, root_pid):
+    """`root_pid` and its descendants in `parents`."""
     family, grew = {root_pid}, True
     while grew:
-        more = {p for p, (parent, _) in table.items() if parent in family}
+        more = {p for p, parent in parents.items() if parent in family}
         grew = bool(more - family)
         family |= more
-    members = family if with_root else family - {root_pid}
-    return sum(table[p][1] for p in members if p in table)
+    return family
+
+
+def _pss_mb(pid):
+    """The proportional set size of `pid` in MB: its private pages plus its
+    share of the pages it shares (TensorFlow's libraries, mapped by every
+    process of a tree), so that a sum over processes is the memory they
+    use together; a sum of resident set sizes counts each shared page
+    once per process (SmolLM2's serving test: 5.6 GB summed RSS, 4.6 GB
+    summed PSS)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
 
 
 class PeakMemory(threading.Thread):
-    """The peak summed RSS of every test process, and each group's own
-    peak (`watch(pid)`: the process tree of one pytest call, sampled while
-    it runs), from one read of the process table per sample."""
+    """The peak memory of every test process together, and each group's
+    own peak (`watch(pid)`: the process tree of one pytest call, sampled
+    while it runs), as summed proportional set sizes (`_pss_mb`), sampled
+    twice a second."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -218,11 +288,14 @@ class PeakMemory(threading.Thread):
 
     def run(self):
         while self.running:
-            table = _process_table()
-            self.peak_mb = max(self.peak_mb, _tree_mb(table, os.getpid()))
+            parents = _parents()
+            everyone = _family(parents, os.getpid()) - {os.getpid()}
+            pss = {p: _pss_mb(p) for p in everyone}
+            self.peak_mb = max(self.peak_mb, sum(pss.values()))
             for pid, peak in list(self.groups.items()):
-                if pid in table:  # a finished group keeps its peak
-                    self.groups[pid] = max(peak, _tree_mb(table, pid, with_root=True))
+                if pid in parents:  # a finished group keeps its peak
+                    mb = sum(pss.get(p, 0.0) for p in _family(parents, pid))
+                    self.groups[pid] = max(peak, mb)
             time.sleep(0.5)
 
 
@@ -234,9 +307,11 @@ def run_group(paths, args, lock, memory):
     env = dict(os.environ)
     if all(p.startswith(JAX_TESTS) for p in paths):
         env["KERAS_BACKEND"] = "jax"
+    report = tempfile.NamedTemporaryFile(suffix=".xml", delete=False)
+    report.close()
     with tempfile.TemporaryFile("w+") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *paths, *args],
+            [sys.executable, "-m", "pytest", *paths, *args, f"--junitxml={report.name}"],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -247,10 +322,15 @@ def run_group(paths, args, lock, memory):
         out.seek(0)
         text = out.read()
     seconds = time.perf_counter() - start
+    try:
+        modules = _module_seconds(report.name)
+    except (ElementTree.ParseError, OSError):
+        modules = {}  # pytest failed before writing it (the output says why)
+    os.unlink(report.name)
     with lock:
         print(f"===== {' '.join(paths)}: exit {status}, {seconds:.0f} s =====", flush=True)
         print(text, flush=True)
-    return paths, status, seconds, process.pid
+    return paths, status, seconds, process.pid, modules
 
 
 def main(args):
@@ -258,18 +338,20 @@ def main(args):
     memory = PeakMemory()
     memory.start()
     lock = threading.Lock()
+    record = "--record" in args
+    args = [a for a in args if a != "--record"]
     if args[:1] == ["--slow"]:
         args = ["-m", "slow", *args[1:]]
         results = run_within_budget(slow_groups(), args, lock, memory)
     else:
         results = [run_group(g, args, lock, memory) for g in alone_groups()]
         with ThreadPoolExecutor(PARALLEL) as pool:
-            results += list(pool.map(lambda g: run_group(g, args, lock, memory), groups()))
+            results += list(pool.map(lambda g: run_group(g, args, lock, memory), groups(args)))
     memory.running = False
     wall = time.perf_counter() - start
     failed = [r for r in results if r[1] not in (0, NO_TESTS)]
     print("===== summary =====")
-    for paths, status, seconds, pid in results:
+    for paths, status, seconds, pid, _ in results:
         mb = memory.groups.get(pid, 0.0)
         print(
             f"{'ok  ' if status in (0, NO_TESTS) else 'FAIL'} {seconds:6.0f} s {mb:6.0f} MB  "
@@ -280,6 +362,14 @@ def main(args):
         f"time; wall {wall:.0f} s; peak memory of the test processes "
         f"together {memory.peak_mb / 1024:.2f} GB"
     )
+    if record and not args:  # the whole fast suite
+        durations = _durations()
+        for *_, modules in results:
+            durations.update({m: round(t, 1) for m, t in modules.items()})
+        with open(DURATIONS, "w", encoding="utf-8") as f:
+            json.dump(dict(sorted(durations.items())), f, indent=1)
+            f.write("\n")
+        print(f"recorded each module's seconds in {os.path.relpath(DURATIONS, ROOT)}")
     return 1 if failed else 0
 
 
