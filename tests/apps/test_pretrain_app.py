@@ -14,8 +14,8 @@ import pytest
 from tests.apps.app_checks import assert_one_line_error, load_app, run_app
 from tests.apps.test_sentiment_app import _examples, _write
 
-SLOW_SECONDS = 180  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 2811  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 179  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 2658  # (2 cores; the summed memory of its processes)
 
 # Every test here needs the four pretrained runs (the `runs` fixture, about
 # 40 s): the whole module is slow, so that .ci/run makes them once, not in
