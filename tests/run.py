@@ -89,19 +89,22 @@ ALL_SLOW_MARKS = ("pytestmark = pytest.mark.slow", "pytestmark = needs_smollm2()
 # unless the arguments choose the tests by mark (`-m`)
 
 
-def all_slow(path):
+def _has_mark(path, marks):
+    """Whether a line of `path` starts with `marks` (one or a tuple)."""
     with open(path, encoding="utf-8") as f:
-        return any(line.startswith(ALL_SLOW_MARKS) for line in f)
+        return any(line.startswith(marks) for line in f)
+
+
+def all_slow(path):
+    return _has_mark(path, ALL_SLOW_MARKS)
 
 
 def runs_alone(path):
-    with open(path, encoding="utf-8") as f:
-        return any(line.startswith(ALONE_MARK) for line in f)
+    return _has_mark(path, ALONE_MARK)
 
 
 def owns_group(path):
-    with open(path, encoding="utf-8") as f:
-        return any(line.startswith(OWN_MARK) for line in f)
+    return _has_mark(path, OWN_MARK)
 
 
 def _test_files():
