@@ -195,8 +195,6 @@ def export(args):
     target = teacher_forcing(tgt.encode(references[:8], add_eos=True).to_tensor(0).numpy())
     pairs = ((ids[:1], target[:1]), (ids, target))
     samples = [{"source_ids": x, "target_ids": y} for x, y in pairs]
-    if hasattr(model, "stream_max_length"):  # the Transformer's TFLite step pair
-        model.stream_max_length = length
     options = dict(length_penalty_alpha=args.alpha, **beam)
     signatures = [Translate(src, tgt, length, **options)]
     signatures += generation(length, eos_id=EOS, **options)
@@ -204,6 +202,8 @@ def export(args):
     xla = None if args.no_xla else lambda path: check(path, XLA_LABEL, "translate_xla")
     verify = dict(tolerance=1e-4, generate=dict(max_length=length, eos_id=EOS, **beam), xla=xla)
     verify.update(batching=True)
+    if hasattr(model, "stream_max_length"):  # the Transformer's TFLite step pair
+        verify.update(stream_max_length=length)
     common.export(model, args, "translate", signatures, check, samples, beside, **verify)
 
 

@@ -32,6 +32,7 @@ an export), EOS stops and pads each row, and beam search applies GNMT's
 length penalty and returns log-probabilities.
 """
 
+import collections
 import math
 import numbers
 
@@ -39,10 +40,79 @@ import numpy as np
 from keras import ops
 from keras import tree
 
-from seqkeras.layers import export_mode
+from seqkeras.layers import state as state_values
 from seqkeras.layers import validation
 
-__all__ = ["greedy", "sample", "beam_search", "length_penalty"]
+__all__ = ["greedy", "sample", "beam_search", "length_penalty", "Runtime"]
+
+
+class Runtime(collections.namedtuple("Runtime", ["cache_layout", "buffer_writes", "while_loop"])):
+    """Where a decoding loop runs, as a value the caller passes (never a
+    mode a layer reads): how the model's key/value caches are laid out,
+    how the token buffer is written, and which while loop drives the
+    steps.
+
+    Args:
+        cache_layout: the key/value caches' layout, passed to the model's
+            `init_cache(..., layout=)` (`seqkeras.layers.state`):
+            `"fixed"` (default), `"scatter"` or `"growing"`.
+        buffer_writes: how the (batch, max_length) token buffer is
+            written: `"fixed"` (`keras.ops.slice_update`, default) or
+            `"scatter"` (`keras.ops.scatter_update`: standard TensorFlow
+            ops, for TF Serving).
+        while_loop: None (`keras.ops.while_loop`, fixed loop-state
+            shapes), or `loop(cond, body, loop_vars)` whose loop state may
+            change shape between iterations (`seqkeras.export`'s serving
+            loop): then a finished row leaves the loop state at the step it
+            ends.
+
+    Examples:
+        >>> from seqkeras import decoding
+        >>> decoding.Runtime().cache_layout
+        'fixed'
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, cache_layout="fixed", buffer_writes="fixed", while_loop=None):
+        state_values.check_layout("Runtime", cache_layout)
+        if buffer_writes not in ("fixed", "scatter"):
+            raise ValueError(
+                "`Runtime` received an invalid value for `buffer_writes`: expected "
+                f"'fixed' or 'scatter'. Received: buffer_writes={buffer_writes!r}"
+            )
+        if while_loop is not None and not callable(while_loop):
+            raise TypeError(
+                "`Runtime` expects `while_loop` None or a function `loop(cond, body, "
+                f"loop_vars)`. Received: {type(while_loop).__name__}"
+            )
+        return super().__new__(cls, cache_layout, buffer_writes, while_loop)
+
+    @property
+    def dynamic_shapes(self):
+        """Whether the loop state may change shape (a `while_loop` given)."""
+        return self.while_loop is not None
+
+    def loop(self, cond, body, loop_vars):
+        """Runs the while loop (see `while_loop`)."""
+        if self.while_loop is None:
+            return ops.while_loop(cond, body, loop_vars)
+        return self.while_loop(cond, body, loop_vars)
+
+
+#: Keras, XLA and TFLite: fixed caches, slice updates, `keras.ops.while_loop`.
+DEFAULT_RUNTIME = Runtime()
+
+
+def _runtime(name, runtime):
+    if runtime is None:
+        return DEFAULT_RUNTIME
+    if not isinstance(runtime, Runtime):
+        raise TypeError(
+            f"`{name}` expects `runtime` None or a `seqkeras.decoding.Runtime`. "
+            f"Received: {type(runtime).__name__}"
+        )
+    return runtime
 
 
 def _is_int(value):
@@ -152,14 +222,15 @@ def check_strategy_options(name, strategy, options):
         )
 
 
-def _buffer(prompt, max_length, pad_id):
+def _buffer(prompt, max_length, pad_id, runtime):
     batch, length = ops.shape(prompt)[0], ops.shape(prompt)[1]
     tokens = ops.full((batch, max_length), pad_id, "int32")
-    return export_mode.slice_update(tokens, (0, 0), ops.cast(prompt, "int32")), length
+    prompt = ops.cast(prompt, "int32")
+    return state_values.write(tokens, (0, 0), prompt, runtime.buffer_writes), length
 
 
-def _write(tokens, index, values):
-    return export_mode.slice_update(tokens, (0, index), ops.expand_dims(values, 1))
+def _write(tokens, index, values, runtime):
+    return state_values.write(tokens, (0, index), ops.expand_dims(values, 1), runtime.buffer_writes)
 
 
 def _with_shared(step_fn, shared):
@@ -193,10 +264,11 @@ def _decode(
     shared=None,
     compact=False,
     start=0,
+    runtime=None,
 ):
     """The loop shared by greedy decoding and sampling; `choose(logits,
     index, extra) -> (next_tokens, extra)`. `compact` (greedy where the
-    loop state may change shape, `export_mode.dynamic_shapes()`): a row
+    loop state may change shape, `runtime.dynamic_shapes`): a row
     leaves the loop state at the step it ends. `start`: the positions
     already in `cache` (a prefilled prompt; fewer than every row's
     prompt): the loop begins by feeding `prompt[:, start]`."""
@@ -209,7 +281,8 @@ def _decode(
             f"`{name}` expects `start` (the prompt positions already in the cache) below the "
             f"prompt's {width} tokens. Received: start={start}"
         )
-    tokens, prompt_length = _buffer(prompt, max_length, pad_id)
+    runtime = _runtime(name, runtime)
+    tokens, prompt_length = _buffer(prompt, max_length, pad_id, runtime)
     batch = ops.shape(tokens)[0]
     prompt_length = ops.full((batch,), prompt_length, "int32")
     if prompt_lengths is not None:  # per row: (batch,)
@@ -240,7 +313,7 @@ def _decode(
             cache, extra, in_prompt, forced, chosen = advance(
                 index, tokens, cache, shared, lengths, extra
             )
-            tokens = _write(tokens, index + 1, ops.where(in_prompt, forced, chosen))
+            tokens = _write(tokens, index + 1, ops.where(in_prompt, forced, chosen), runtime)
             ended = ops.logical_and(ops.logical_not(in_prompt), ops.equal(chosen, eos_id))
             state = (tokens, cache, shared, lengths, alive, out)
 
@@ -256,7 +329,7 @@ def _decode(
 
         out = ops.full((batch, max_length), pad_id, "int32")
         state = (start, tokens, cache, shared, prompt_length, ops.arange(batch, dtype="int32"))
-        _, tokens, _, _, _, alive, out, _ = export_mode.while_loop(cond, body, state + (out, extra))
+        _, tokens, _, _, _, alive, out, _ = runtime.loop(cond, body, state + (out, extra))
         return ops.scatter_update(out, ops.expand_dims(alive, 1), tokens)
 
     done = ops.zeros((batch,), "bool")
@@ -273,9 +346,9 @@ def _decode(
             done = ops.logical_or(
                 done, ops.logical_and(ops.logical_not(in_prompt), ops.equal(nxt, eos_id))
             )
-        return index + 1, _write(tokens, index + 1, nxt), cache, done, extra
+        return index + 1, _write(tokens, index + 1, nxt, runtime), cache, done, extra
 
-    _, tokens, _, _, _ = export_mode.while_loop(cond, body, (start, tokens, cache, done, extra))
+    _, tokens, _, _, _ = runtime.loop(cond, body, (start, tokens, cache, done, extra))
     return tokens
 
 
@@ -289,12 +362,13 @@ def greedy(
     prompt_lengths=None,
     shared=None,
     start=0,
+    runtime=None,
 ):
     """Greedy decoding: `y_t = argmax_y P(y | y_<t)`.
 
-    Where the loop state may change shape (graphs traced for TF Serving,
-    `export_mode("serving")`), a row leaves the loop at the step it emits
-    `eos_id`, and the loop ends when no row is left.
+    Where the loop state may change shape (a `runtime` with a
+    `while_loop`: graphs traced for TF Serving), a row leaves the loop at
+    the step it emits `eos_id`, and the loop ends when no row is left.
 
     Args:
         step_fn: `(tokens, cache, index) -> (logits, cache)`, or with
@@ -314,6 +388,8 @@ def greedy(
         start: how many of the prompt's first positions `cache` already
             holds (a prompt prefilled in one pass); the loop begins by
             feeding `prompt[:, start]`. Below every row's prompt length.
+        runtime: a `Runtime` (how the token buffer is written, which
+            while loop runs); default `keras.ops` with fixed shapes.
 
     Returns:
         int32 (batch, max_length): the prompt followed by the generated ids.
@@ -344,8 +420,9 @@ def greedy(
         ops.zeros((), "int32"),
         prompt_lengths,
         shared,
-        compact=export_mode.dynamic_shapes(),
+        compact=_runtime("greedy", runtime).dynamic_shapes,
         start=start,
+        runtime=runtime,
     )
 
 
@@ -434,6 +511,7 @@ def sample(
     prompt_lengths=None,
     shared=None,
     start=0,
+    runtime=None,
 ):
     """Random sampling with temperature, top-k and top-p (nucleus).
 
@@ -453,6 +531,7 @@ def sample(
         shared: as `greedy`'s (every row stays in the loop: a row's
             draws depend on its position in the batch).
         start: as `greedy`'s.
+        runtime: as `greedy`'s.
         temperature: >= 0.
         top_k: keep the k most likely tokens (a positive integer), or None.
         top_p: keep the nucleus of probability mass top_p in (0, 1], or None.
@@ -477,7 +556,16 @@ def sample(
     check_sampling(temperature, top_k, top_p, seed)
     if temperature == 0:
         return greedy(
-            step_fn, prompt, cache, max_length, eos_id, pad_id, prompt_lengths, shared, start
+            step_fn,
+            prompt,
+            cache,
+            max_length,
+            eos_id,
+            pad_id,
+            prompt_lengths,
+            shared,
+            start,
+            runtime,
         )
 
     def choose(logits, index, seed_base):
@@ -496,6 +584,7 @@ def sample(
         prompt_lengths,
         shared,
         start=start,
+        runtime=runtime,
     )
 
 
@@ -612,6 +701,7 @@ def beam_search(
     return_all_beams=False,
     compiled=False,
     shared=None,
+    runtime=None,
 ):
     """Beam search with GNMT's length penalty.
 
@@ -621,9 +711,9 @@ def beam_search(
     final once its best beam has ended: later tokens only lower the other
     beams' scores, so its answer cannot change; with one, once all its
     beams have. The loop stops when every source is final, and where the
-    loop state may change shape (graphs traced for TF Serving,
-    `export_mode("serving")`) a final source's beams leave the loop state
-    at that step.
+    loop state may change shape (a `runtime` with a `while_loop`: graphs
+    traced for TF Serving) a final source's beams leave the loop state at
+    that step.
     At the end beams are ranked by `log P(Y) / lp(Y)` with
     `lp(Y) = ((5 + |Y|) / 6) ** alpha` (`alpha = 0`: raw log-probability),
     |Y| counting generated tokens up to and including EOS.
@@ -650,6 +740,7 @@ def beam_search(
             `step_fn(tokens, cache, index, shared)` while `tokens` and the
             cache have batch * beam_width rows (the step reads source i's
             entries for rows `i * beam_width ...`).
+        runtime: as `greedy`'s.
 
     Returns:
         `(sequences, scores)`: int32 (batch, max_length) and float32
@@ -671,10 +762,11 @@ def beam_search(
     check_beam(beam_width, length_penalty_alpha)
     prompt = ops.convert_to_tensor(prompt)
     check_prompt("beam_search", prompt, max_length)
+    runtime = _runtime("beam_search", runtime)
     k = beam_width
     batch = ops.shape(prompt)[0]
     flat_prompt = ops.repeat(prompt, k, axis=0)  # (batch * k, length)
-    tokens, prompt_length = _buffer(flat_prompt, max_length, pad_id)
+    tokens, prompt_length = _buffer(flat_prompt, max_length, pad_id, runtime)
     cache = tree.map_structure(lambda c: ops.repeat(c, k, axis=0), cache)
     step = _with_shared(step_fn, shared)
     shared = () if shared is None else shared
@@ -714,10 +806,10 @@ def beam_search(
             done = ops.logical_or(
                 done, ops.logical_and(ops.logical_not(in_prompt), ops.equal(nxt, eos_id))
             )
-        tokens = _write(tokens, index + 1, nxt)
+        tokens = _write(tokens, index + 1, nxt, runtime)
         return parent, tokens, cache, new_scores, done, lengths
 
-    if max_length > 1 and export_mode.dynamic_shapes() and eos_id is not None:
+    if max_length > 1 and runtime.dynamic_shapes and eos_id is not None:
 
         def cond(index, tokens, *rest):
             return ops.logical_and(index < max_length - 1, ops.shape(tokens)[0] > 0)
@@ -755,7 +847,7 @@ def beam_search(
         )
         alive = ops.arange(batch, dtype="int32")
         state = (0, tokens, cache, shared, scores, done, lengths, alive, out)
-        _, tokens, _, _, scores, _, lengths, alive, out = export_mode.while_loop(cond, body, state)
+        _, tokens, _, _, scores, _, lengths, alive, out = runtime.loop(cond, body, state)
         at = ops.expand_dims(_beam_rows(alive, k), 1)
         tokens, scores, lengths = (
             ops.scatter_update(o, at, x) for o, x in zip(out, (tokens, scores, lengths))
@@ -772,7 +864,7 @@ def beam_search(
             cache = _take(cache, parent)
             return index + 1, tokens, cache, scores, done, lengths
 
-        _, tokens, _, scores, done, lengths = export_mode.while_loop(
+        _, tokens, _, scores, done, lengths = runtime.loop(
             cond, body, (0, tokens, cache, scores, done, lengths)
         )
     final_scores = scores

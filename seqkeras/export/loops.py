@@ -1,16 +1,18 @@
-"""The decoding loop of TF Serving graphs: `tf.while_loop` whose state may
-change shape between iterations (registered for
-`seqkeras.layers.export_mode("serving")`).
+"""The decoding runtimes of the export targets: TF Serving graphs run
+their decoding loop through `tf.while_loop` whose state may change shape
+between iterations (`SERVING`, a `seqkeras.decoding.Runtime` value the
+export code passes to `generate`; nothing is registered).
 
 In a graph traced for serving, attention caches grow by one position per
-step and a finished row leaves the decoding state, so the loop state's
-batch and time axes are not fixed. Every tensor's dimensions are relaxed
+step (`layout="growing"`) and a finished row leaves the decoding state,
+so the loop state's batch and time axes are not fixed. Every tensor's dimensions are relaxed
 except the last of a tensor of rank >= 2 (features, head size, a
 token buffer's width), which stay known to the step's layers.
 """
 
 import tensorflow as tf
-from seqkeras.layers import export_mode
+
+from seqkeras import decoding
 
 
 def _relaxed(x):
@@ -34,4 +36,13 @@ def serving_while_loop(cond, body, loop_vars):
     return tf.while_loop(lambda *state: cond(*state), step, loop_vars, shape_invariants=invariants)
 
 
-export_mode.register_loop("serving", serving_while_loop)
+#: TF Serving: growing caches, token buffers written with standard scatter
+#: ops, the loop above.
+SERVING = decoding.Runtime("growing", "scatter", serving_while_loop)
+
+
+def runtime_for(target):
+    """The decoding runtime of an export target: `SERVING` for
+    `"serving"`, the default (fixed caches, slice updates, Keras' loop)
+    for `"tflite"` and `"xla"`."""
+    return SERVING if target == "serving" else decoding.DEFAULT_RUNTIME

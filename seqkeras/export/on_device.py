@@ -155,8 +155,7 @@ def _litert_lm_functions(model, max_length, prefill_lengths):
     query at position p sees the cache at positions <= p only."""
     import tensorflow as tf
 
-    model.stream_max_length = max_length
-    start = model.stream_start(None, 1)
+    start = model.stream_start(None, 1, max_length=max_length)  # the model is not changed
     caches = start[1:]
     if not all(isinstance(c, (tuple, list)) and len(c) == 2 for c in caches):
         raise ValueError(

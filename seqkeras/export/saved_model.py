@@ -2,9 +2,12 @@
 
 The signatures are objects from `seqkeras.export.signatures` (`Forward`,
 `Generate`, `GenerateBeam`, `GenerateText`, `ServeText`, `Tag`,
-`Translate`); `serving_default` (`Forward`) is always written. Everything
-is traced in `export_mode()` and written to a temporary directory that is
-moved into place only when complete (`seqkeras.export.files`).
+`Translate`); `serving_default` (`Forward`) is always written. The
+decoding signatures get the target's decoding runtime as an argument
+(`seqkeras.export.loops.runtime_for`); full-sequence loops are lowered
+for the target (`seqkeras.layers.export_mode`). The files go to a
+temporary directory that is moved into place only when complete
+(`seqkeras.export.files`).
 """
 
 import shutil
@@ -12,7 +15,6 @@ import shutil
 import tensorflow as tf
 
 from seqkeras.export import files
-from seqkeras.export import loops  # noqa: F401  (registers the serving decoding loop)
 from seqkeras.export import request_checks as requests
 from seqkeras.export.refusals import refuse_stateful
 from seqkeras.export.signatures import Forward, Signature
@@ -76,7 +78,10 @@ def saved_model(
     outside its vocabulary, inputs longer than its positions, empty texts
     (`seqkeras.export.request_checks`).
 
-    The graph is traced in `seqkeras.layers.export_mode(target)`. The files
+    Decoding signatures run `generate` with the target's runtime (TF
+    Serving: growing caches, a loop whose state may change shape), and
+    full-sequence loops are lowered for it
+    (`seqkeras.layers.export_mode(target)`). The files
     go to a temporary directory next to `path` first; `path` appears only
     when the write succeeded. An existing `path` raises unless `overwrite`;
     with `overwrite` the previous version is renamed aside, the new one
@@ -116,7 +121,7 @@ def saved_model(
             check = target == "serving"  # TFLite has no Assert op
             functions, resources = {}, []
             for signature in signatures:
-                built = signature(model, check=check, jit_compile=jit_compile)
+                built = signature(model, check=check, jit_compile=jit_compile, target=target)
                 repeated = sorted(set(built) & set(functions))
                 if repeated:
                     raise ValueError(

@@ -34,11 +34,12 @@ naming the signature and the input, instead of an answer.
 
 Decoding signatures (`Generate`, `GenerateBeam`, `GenerateText`,
 `Translate`) run `seqkeras.models.generate`, so the model's own
-`call_with_cache` is the step, for every generative model. Traced for TF
-Serving (`export_mode("serving")`), its attention caches grow by one
-position per step and finished rows leave the loop
-(`seqkeras.export.loops`); `saved_model(..., jit_compile=True)` makes
-each loop one XLA cluster instead (fixed-size caches written in place).
+`call_with_cache` is the step, for every generative model. For TF
+Serving (`target="serving"`) they pass `generate` the serving runtime
+(`seqkeras.export.loops.SERVING`): attention caches grow by one position
+per step and finished rows leave the loop; `saved_model(...,
+jit_compile=True)` makes each loop one XLA cluster instead (fixed-size
+caches written in place).
 
 Every `tf.function` seqkeras traces (here, in `generate`, the streaming,
 on-device and TFLite exports) has `autograph=False`: the maths is
@@ -50,9 +51,11 @@ seq2seq with three decoding signatures: 4.3 s against 6.5 s).
 
 import tensorflow as tf
 
+from seqkeras import decoding
 from seqkeras.data.checks import checked_inputs
 from seqkeras.data.tables import static_table
 from seqkeras.data.tokens import EOS, FIRST_ID, PAD, RESERVED, UNK
+from seqkeras.export import loops
 from seqkeras.export import request_checks as requests
 
 TEXT_INPUT = "token_ids"
@@ -77,9 +80,13 @@ class Signature:
     #: set by the writer (`saved_model(..., jit_compile=True)`): decoding
     #: loops become one XLA cluster each
     jit_compile = False
+    #: set by the writer: the runtime the graph is for (`"serving"` or
+    #: `"tflite"`), which chooses the decoding runtime passed to `generate`
+    target = "serving"
 
-    def __call__(self, model, check=True, jit_compile=False):
+    def __call__(self, model, check=True, jit_compile=False, target="serving"):
         self.jit_compile = bool(jit_compile)
+        self.target = target
         return self.build(model, check)
 
     def build(self, model, check):
@@ -172,7 +179,7 @@ def _generation_input(model):
 _SOURCE_BUCKET = 16
 
 
-def _decoder(model, max_length, eos_id, jit_compile=False):
+def _decoder(model, max_length, eos_id, jit_compile=False, target="serving"):
     """`decode(inputs, strategy, **options)`: `seqkeras.models.generate` on
     the conditioning input (or continuing a prompt), in a function XLA
     compiles whole with `jit_compile`."""
@@ -180,8 +187,10 @@ def _decoder(model, max_length, eos_id, jit_compile=False):
 
     conditioned = getattr(model, "conditioning_input", None) is not None
 
-    def run(inputs, strategy, **kwargs):
-        options = dict(max_length=max_length, strategy=strategy, eos_id=eos_id, **kwargs)
+    def run(inputs, strategy, runtime=loops.runtime_for(target), **kwargs):
+        options = dict(
+            max_length=max_length, strategy=strategy, eos_id=eos_id, runtime=runtime, **kwargs
+        )
         if conditioned:
             return generate(model, inputs, jit_compile=jit_compile, **options)
         return generate(model, prompt=inputs, jit_compile=jit_compile, **options)
@@ -203,8 +212,10 @@ def _decoder(model, max_length, eos_id, jit_compile=False):
             def loop(inputs, *values):
                 from seqkeras.layers.export_mode import export_mode
 
-                with export_mode("xla"):  # cache writes XLA does in place
-                    return run(inputs, strategy, **dict(zip(sorted(kwargs), values)))
+                options = dict(zip(sorted(kwargs), values))
+                # fixed caches XLA writes in place; an encoder's time loop too
+                with export_mode("xla"):
+                    return run(inputs, strategy, decoding.DEFAULT_RUNTIME, **options)
 
             compiled[key] = tf.function(loop, jit_compile=True, autograph=False)
         return compiled[key](inputs, *[kwargs[k] for k in sorted(kwargs)])
@@ -245,7 +256,7 @@ class _Generation(Signature):
         check_generative(
             self.where, model, "generate signatures need a generative model: one that implements"
         )
-        decode = _decoder(model, self.max_length, self.eos_id, self.jit_compile)
+        decode = _decoder(model, self.max_length, self.eos_id, self.jit_compile, self.target)
         return _generation_input(model), decode
 
     def _checked_ids(self, model, where, name, ids):
@@ -708,7 +719,7 @@ class Translate(Signature):
         max_length, beam_width = self.max_length, self.beam_width
         alpha, eos_id = self.length_penalty_alpha, self.eos_id
 
-        decode = _decoder(model, max_length, eos_id, self.jit_compile)
+        decode = _decoder(model, max_length, eos_id, self.jit_compile, self.target)
         limit = requests.position_limit(model)
 
         @tf.function(autograph=False, input_signature=[_TEXT_SIGNATURE])

@@ -85,7 +85,15 @@ def _conditioning_spec(model):
     return tf.TensorSpec(inp.shape, inp.dtype, name=key)
 
 
-def _functions(model, prefill=False):
+def _start(model, inputs, batch_size, max_length):
+    """`model.stream_start`, with `max_length` when given (a key/value
+    cache's positions; the model is never changed)."""
+    if max_length is None:
+        return model.stream_start(inputs, batch_size)
+    return model.stream_start(inputs, batch_size, max_length=max_length)
+
+
+def _functions(model, prefill=False, max_length=None):
     """`(encode or None, step, state_shapes)` from the model's streaming
     contract; the states' structure comes from an eager `stream_start` on
     an example of batch 1. With `prefill`, `encode` is instead the
@@ -97,7 +105,7 @@ def _functions(model, prefill=False):
     if cond is not None:
         example = ops.zeros((1,) + tuple(3 if d is None else d for d in cond.shape[1:]), cond.dtype)
     try:
-        init = model.stream_start(example, 1)
+        init = _start(model, example, 1, max_length)
     except ValueError as error:  # e.g. a bidirectional backbone
         raise _refusal(model, error) from None
     specs = [_spec(x, f"state_{i}") for i, x in enumerate(tree.flatten(init))]
@@ -106,7 +114,7 @@ def _functions(model, prefill=False):
         # cross-attention keys and values, the mask) are dynamic: those
         # that differ from a start on a source one token longer
         longer = ops.zeros((1, 4) + tuple(example.shape[2:]), cond.dtype)
-        other = tree.flatten(model.stream_start(longer, 1))
+        other = tree.flatten(_start(model, longer, 1, max_length))
         specs = [
             tf.TensorSpec(
                 [None] + [None if a != b else a for a, b in zip(x.shape[1:], y.shape[1:])],
@@ -149,7 +157,7 @@ def _functions(model, prefill=False):
     @tf.function(autograph=False, input_signature=[{cond.name: cond}])
     def encode(inputs):
         x = inputs[cond.name]
-        states = tree.flatten(model.stream_start(x, tf.shape(x)[0]))
+        states = tree.flatten(_start(model, x, tf.shape(x)[0], max_length))
         return {f"state_{i}": s for i, s in enumerate(states)}
 
     return encode, serve, [tuple(s.shape[1:]) for s in specs]
@@ -182,7 +190,8 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
     """Writes the step model as a builtin-ops TFLite file at `path`
     (signature `serving_default`; decoders also `encode`); returns
     `(path, state_shapes)`. `max_length`: a Transformer decoder's cache
-    length (sets `model.stream_max_length`; default the model's own).
+    length (an argument of the export: the model is not changed; default
+    the model's own).
 
     `prefill=True` (a model whose step takes several tokens:
     `decoder_language_model`, `llama_language_model`): two signatures,
@@ -225,12 +234,11 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
                 f"`streaming_tflite`: `max_length` sets a Transformer decoder's cache length; "
                 f"model {getattr(model, 'name', model)!r} has none"
             )
-        model.stream_max_length = max_length
     tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename
     try:
         with export_mode("tflite"):
             if prefill:  # a loop-free step: the converter folds the weights (less memory)
-                prefill_fn, serve, shapes = _functions(model, prefill=True)
+                prefill_fn, serve, shapes = _functions(model, True, max_length)
 
                 @tf.function(autograph=False, input_signature=serve.input_signature)
                 def decode(inputs):  # the signature key is the function's name
@@ -238,7 +246,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
 
                 flatbuffer = convert_functions([prefill_fn, decode], model.weights, quantize)
             else:
-                encode, serve, shapes = _functions(model)
+                encode, serve, shapes = _functions(model, max_length=max_length)
                 signatures = {}
                 if encode is not None:
                     signatures["encode"] = encode.get_concrete_function()

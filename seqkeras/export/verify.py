@@ -131,11 +131,12 @@ def _median_ms(run, repeats=20):
     return 1000 * float(np.median(seconds))
 
 
-def _check_streaming(model, sample, tflite_path):
-    """The streaming step model next to the TFLite file, verified; or why
-    the model has none."""
+def _check_streaming(model, sample, tflite_path, max_length=None):
+    """The streaming step model next to the TFLite file (its caches over
+    `max_length` positions), verified; or why the model has none."""
     try:
-        path, _ = streaming_tflite(model, os.path.join(os.path.dirname(tflite_path), "step.tflite"))
+        step_path = os.path.join(os.path.dirname(tflite_path), "step.tflite")
+        path, _ = streaming_tflite(model, step_path, max_length=max_length)
     except ValueError as error:  # e.g. a bidirectional backbone
         return {"tflite_step": f"none: {error}"}
     with open(path, "rb") as f:
@@ -162,6 +163,7 @@ def export_and_verify(
     texts=None,
     quantize=(),
     metric=None,
+    stream_max_length=None,
 ):
     """Writes `out_dir/<name>/<version>/` (SavedModel, TF Serving layout),
     `out_dir/<name>-tflite/<version>/model.tflite` (builtin ops only) and
@@ -193,6 +195,9 @@ def export_and_verify(
             (a trained model's logits reach tens, where 1e-5 absolute is
             below float32 rounding of the two runtimes' different op
             orders).
+        stream_max_length: the key/value caches' positions in the step
+            model of a Transformer decoder (`streaming_tflite`'s
+            `max_length`; default the model's own).
 
     Returns:
         A report dict (paths, max abs differences, file sizes, TFLite ops,
@@ -232,6 +237,7 @@ def export_and_verify(
             texts,
             quantize,
             metric,
+            stream_max_length,
         )
 
 
@@ -248,6 +254,7 @@ def _export_and_verify(
     texts,
     quantize,
     metric,
+    stream_max_length=None,
 ):
     if vocabulary is not None:
         vocabulary = S.as_char_vocabulary("export_and_verify", vocabulary)
@@ -322,7 +329,11 @@ def _export_and_verify(
                     )
                 )
     if "tflite" in formats and getattr(model, "streamable", False):
-        report.update(_check_streaming(model, _as_dict(model, samples[0]), report["tflite"]))
+        report.update(
+            _check_streaming(
+                model, _as_dict(model, samples[0]), report["tflite"], stream_max_length
+            )
+        )
     if vocabulary is not None and texts is not None and "serve_text" in (reloaded.signatures):
         served = reloaded.signatures["serve_text"](text=tf.constant(list(texts)))[output].numpy()
         keras_out = np.asarray(

@@ -6,12 +6,11 @@ import keras
 from keras import ops
 
 from seqkeras.layers import attention_core
-from seqkeras.layers import export_mode
 from seqkeras.layers import lora
 from seqkeras.layers import masking
 from seqkeras.layers import scoring
 from seqkeras.layers.rotary import RotaryEmbedding
-from seqkeras.layers import step_weights
+from seqkeras.layers import state as state_values
 from seqkeras.layers import validation
 
 _PACKAGE = "seqkeras"
@@ -342,10 +341,13 @@ class MultiHeadAttention(keras.layers.Layer):
             `compute_cache(encoder_outputs)`, and is used as is; its batch
             may divide the queries' (a source's beams share it). Either way
             the call returns `(output, cache)`, with no attention scores
-            and no `attention_mask` (a ValueError says so). Inside
-            `seqkeras.layers.step_weights.prepared` the step reads the
-            fused projections of `prepare_step_weights`.
+            and no `attention_mask` (a ValueError says so). The cache's
+            layout (`init_cache(..., layout=)`, `seqkeras.layers.state`)
+            says how it is written; the returned cache has the same.
         cache_index: int scalar, position of the first query in the cache.
+        step_weights: optional, with `cache`: this layer's
+            `prepare_step_weights()`, made once per decoding request (the
+            step then reads the fused projections); default the variables.
 
     Examples:
         >>> import numpy as np, seqkeras
@@ -511,26 +513,31 @@ class MultiHeadAttention(keras.layers.Layer):
             self._heads_first(value, self._kernel("value"), self.value_bias),
         )
 
-    def init_cache(self, batch_size, max_length):
-        """An empty self-attention cache, `(keys, values)` each (batch,
-        heads, length, head_dim): a zero buffer of `max_length` positions
-        written in place at `cache_index` (training graphs, XLA, TFLite),
-        or, traced for TF Serving (`export_mode("serving")`), a cache of no
-        positions that grows by the queries at each call, so a step reads
-        and copies the positions decoded so far and not `max_length`."""
+    def init_cache(self, batch_size, max_length, layout="fixed"):
+        """An empty self-attention cache, a `KeyValueCache` whose `keys`
+        and `values` are each (batch, key_value_heads, length, head_dim),
+        laid out as `layout` asks (`seqkeras.layers.state`): `"fixed"`, a
+        zero buffer of `max_length` positions written in place at
+        `cache_index` (training graphs, XLA, TFLite); `"scatter"`, the same
+        buffer written with standard scatter ops (TF Serving); `"growing"`,
+        no positions at first, each call appending its queries' keys and
+        values, so a step reads the positions decoded so far and not
+        `max_length` (TF Serving's decoding loop)."""
         if self.key_dim != self.value_dim:
             raise ValueError(
                 "`MultiHeadAttention` caches need key_dim == value_dim. "
                 f"Received: key_dim={self.key_dim}, "
                 f"value_dim={self.value_dim}"
             )
-        length = 0 if export_mode.growing_caches() else max_length
+        state_values.check_layout("MultiHeadAttention.init_cache", layout)
+        length = 0 if layout == "growing" else max_length
         shape = (batch_size, self.num_key_value_heads, length, self.key_dim)
-        return (ops.zeros(shape, self.compute_dtype), ops.zeros(shape, self.compute_dtype))
+        zeros = ops.zeros(shape, self.compute_dtype)
+        return state_values.key_value_cache(zeros, zeros, layout)
 
     def prepare_step_weights(self):
-        """`{id(self): weights}`: this layer's projections laid out once per
-        decoding request for the cached step (`seqkeras.layers.step_weights`):
+        """This layer's projections laid out once per decoding request for
+        the cached step (pass them as `step_weights`):
         the query, key and value kernels side by side as one (d, (heads +
         2 * key_value_heads) * dim) product, the attention scale 1/sqrt(key_dim) folded into
         the query columns, the output kernel as (heads * dim, d_out), all in
@@ -573,9 +580,11 @@ class MultiHeadAttention(keras.layers.Layer):
             out,
             None if self.output_bias is None else ops.cast(self.output_bias, dtype),
         )
-        return {id(self): weights}
+        return weights
 
-    def _cached_call(self, query, value, key, query_mask, value_mask, cache, cache_index):
+    def _cached_call(
+        self, query, value, key, query_mask, value_mask, cache, cache_index, prepared=None
+    ):
         """The decoding step's attention: `(output, cache)`.
 
         Self-attention (`cache_index` given): the queries' keys and values
@@ -587,11 +596,12 @@ class MultiHeadAttention(keras.layers.Layer):
         is shared by consecutive query rows (beams). Grouped queries (the
         heads that share a key/value head, the beams that share a source)
         are one batched product against their shared keys. The
-        projections are the prepared ones inside `step_weights.prepared`
-        (fused, scale folded), else the variables."""
+        projections are `prepared` (`prepare_step_weights`: fused, scale
+        folded), else the variables. The cache's layout (its type,
+        `seqkeras.layers.state`) says how it is written."""
         h, dk, dv = self.num_heads, self.key_dim, self.value_dim
         kv, g = self.num_key_value_heads, self._groups
-        prepared = step_weights.get(self)
+        layout = state_values.layout_of(cache)
         batch, q_len = ops.shape(query)[0], ops.shape(query)[1]
         static_len = query.shape[1]
 
@@ -633,7 +643,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if self_attention:
             q, k = self._rotate(q, k, cache_index, 2)
             k, v = ops.cast(k, keys.dtype), ops.cast(v, values.dtype)
-            if export_mode.growing_caches():
+            if layout == "growing":
                 keys = ops.concatenate([keys, k], axis=2)
                 values = ops.concatenate([values, v], axis=2)
                 k_len = ops.shape(keys)[2]
@@ -648,26 +658,26 @@ class MultiHeadAttention(keras.layers.Layer):
                 attend_keys, attend_values = keys, values
                 if self.window is not None:  # what later steps may see
                     keys, values = keys[:, :, -self.window :], values[:, :, -self.window :]
-                cache = (keys, values)
             else:
                 at = (0, 0, cache_index, 0)
-                keys = export_mode.slice_update(keys, at, k, depth=3)
-                values = export_mode.slice_update(values, at, v, depth=3)
-                cache = attend_keys, attend_values = (keys, values)
+                keys = state_values.write(keys, at, k, layout, depth=3)
+                values = state_values.write(values, at, v, layout, depth=3)
+                attend_keys, attend_values = keys, values
                 mask = masking.causal_mask(q_len, ops.shape(keys)[2], cache_index, self.window)
                 mask = _as_4d(mask, (0, 1))
             if value_mask is not None and static_len != 1:
                 # the new keys' padding (the cached keys stay visible)
                 new = ops.cast(value_mask, "bool")
                 a_len = ops.shape(attend_keys)[2]
-                if export_mode.growing_caches():
+                if layout == "growing":
                     old = ops.ones((batch, a_len - q_len), "bool")
                     keys_mask = ops.concatenate([old, new], axis=1)
                 else:
-                    keys_mask = export_mode.slice_update(
-                        ops.ones((batch, a_len), "bool"), (0, cache_index), new
+                    keys_mask = state_values.write(
+                        ops.ones((batch, a_len), "bool"), (0, cache_index), new, layout
                     )
                 mask = ops.logical_and(mask, _as_4d(keys_mask, (1, 2)))
+            cache = state_values.like(cache, keys, values)
             if g > 1:
                 # (batch, heads, Tq, dim) -> (batch, kv, groups * Tq, dim): a
                 # key/value head's query heads are its queries
@@ -735,6 +745,7 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
         cache=None,
         cache_index=None,
+        step_weights=None,
         mask=None,
     ):
         # `value=None` is self-attention: the input's Keras mask (filled
@@ -773,7 +784,9 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"attention_mask={'given' if attention_mask is not None else None}, "
                     f"return_attention_scores={return_attention_scores}"
                 )
-            return self._cached_call(query, value, key, query_mask, value_mask, cache, cache_index)
+            return self._cached_call(
+                query, value, key, query_mask, value_mask, cache, cache_index, step_weights
+            )
         if self.window is not None and not use_causal_mask:
             raise ValueError(
                 f"`{name}` with window={self.window} is sliding-window causal attention: "

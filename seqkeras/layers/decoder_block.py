@@ -64,8 +64,12 @@ class LlamaDecoderBlock(keras.layers.Layer):
         inputs: (batch, time, d).
         padding_mask: optional bool (batch, time) (default: the input's
             Keras mask): padded keys are not attended to.
-        cache, cache_index: a decoding step (see
-            `MultiHeadAttention`): returns `(outputs, cache)`.
+        cache, cache_index: a decoding step (the state contract,
+            `seqkeras.layers.state`): `cache` from `init_cache`, the
+            inputs' first position `cache_index` (one position, or a
+            prompt's several at once); returns `(outputs, cache)`.
+        step_weights: optional, with `cache`: `prepare_step_weights()`,
+            made once per decoding request (fused projections).
         training: enables dropout.
 
     Examples:
@@ -186,20 +190,28 @@ class LlamaDecoderBlock(keras.layers.Layer):
         self.feedforward.build(input_shape)
         self._built_features = d
 
-    def init_cache(self, batch_size, max_length):
-        """An empty key/value cache (`MultiHeadAttention.init_cache`): key/
-        value heads only."""
-        return self.attention.init_cache(batch_size, max_length)
+    def init_cache(self, batch_size, max_length, layout="fixed"):
+        """An empty key/value cache of `layout`
+        (`MultiHeadAttention.init_cache`): key/value heads only."""
+        return self.attention.init_cache(batch_size, max_length, layout)
 
     def prepare_step_weights(self):
-        """The decoding step's fused projections (attention and
-        feed-forward; see `seqkeras.layers.step_weights`)."""
-        found = self.attention.prepare_step_weights()
-        found.update(self.feedforward.prepare_step_weights())
-        return found
+        """The decoding step's fused projections, `{"attention": ...,
+        "feedforward": ...}` (pass them as `step_weights`)."""
+        return {
+            "attention": self.attention.prepare_step_weights(),
+            "feedforward": self.feedforward.prepare_step_weights(),
+        }
 
     def call(
-        self, inputs, padding_mask=None, cache=None, cache_index=None, training=None, mask=None
+        self,
+        inputs,
+        padding_mask=None,
+        cache=None,
+        cache_index=None,
+        step_weights=None,
+        training=None,
+        mask=None,
     ):
         name = "LlamaDecoderBlock"
         validation.numeric(name, "inputs", inputs)
@@ -210,16 +222,24 @@ class LlamaDecoderBlock(keras.layers.Layer):
         keys = None if padding_mask is None else keras.ops.cast(padding_mask, "bool")
         h = self.attention_norm(inputs)
         new_cache = None
+        weights = step_weights or {}
         if cache is not None:
+            if cache_index is None:
+                raise ValueError(f"`{name}` received a `cache` without a `cache_index`")
             h, new_cache = self.attention(
-                h, value_mask=keys, cache=cache, cache_index=cache_index, training=training
+                h,
+                value_mask=keys,
+                cache=cache,
+                cache_index=cache_index,
+                step_weights=weights.get("attention"),
+                training=training,
             )
         else:
             if cache_index is not None:
                 raise ValueError(f"`{name}` received a `cache_index` without a `cache`")
             h = self.attention(h, value_mask=keys, use_causal_mask=True, training=training)
         x = inputs + self.dropout_layer(h, training=training)
-        h = self.feedforward(self.feedforward_norm(x))
+        h = self.feedforward(self.feedforward_norm(x), step_weights=weights.get("feedforward"))
         x = x + self.dropout_layer(h, training=training)
         return (x, new_cache) if cache is not None else x
 

@@ -7,7 +7,6 @@ import keras
 from keras import ops
 
 from seqkeras.layers import lora
-from seqkeras.layers import step_weights
 from seqkeras.layers import validation
 
 _PACKAGE = "seqkeras"
@@ -34,8 +33,9 @@ class GatedFeedForward(keras.layers.Layer):
 
     The kernels are `gate_kernel` and `up_kernel` (d, intermediate_dim)
     and `down_kernel` (intermediate_dim, d): a torch `Linear`'s weight
-    transposed. In a decoding step (inside `step_weights.prepared`) the
-    gate and up kernels are one (d, 2 * intermediate_dim) product.
+    transposed. Given `step_weights=layer.prepare_step_weights()` (a
+    decoding step) the gate and up kernels are one (d, 2 *
+    intermediate_dim) product.
 
     Args:
         intermediate_dim: the gated width.
@@ -49,6 +49,8 @@ class GatedFeedForward(keras.layers.Layer):
 
     Call arguments:
         inputs: (..., d). A Keras mask passes through unchanged.
+        step_weights: optional `prepare_step_weights()`, made once per
+            decoding request; default the variables.
 
     Examples:
         >>> import numpy as np, seqkeras
@@ -112,8 +114,9 @@ class GatedFeedForward(keras.layers.Layer):
         return lora.effective(self, name, getattr(self, f"{name}_kernel"))
 
     def prepare_step_weights(self):
-        """`{id(self): weights}` for `step_weights.prepared`: the gate and
-        up kernels side by side (one product), all in the compute dtype."""
+        """The weights a decoding step reads (pass them as `step_weights`):
+        the gate and up kernels side by side (one product), all in the
+        compute dtype."""
         dtype = self.compute_dtype
 
         def cast(x):
@@ -124,7 +127,7 @@ class GatedFeedForward(keras.layers.Layer):
         if self.use_bias:
             bias = ops.concatenate([cast(self.gate_bias), cast(self.up_bias)], axis=0)
         down = (cast(self._kernel("down")), cast(self.down_bias))
-        return {id(self): {"gate_up": (fused, bias), "down": down}}
+        return {"gate_up": (fused, bias), "down": down}
 
     def __call__(self, *args, **kwargs):
         # strings refused before Keras converts the arguments to backend
@@ -132,12 +135,12 @@ class GatedFeedForward(keras.layers.Layer):
         validation.numeric_arguments("GatedFeedForward", ("inputs",), args, kwargs)
         return super().__call__(*args, **kwargs)
 
-    def call(self, inputs):
+    def call(self, inputs, step_weights=None):
         validation.numeric("GatedFeedForward", "inputs", inputs)
         validation.features("GatedFeedForward", "inputs", inputs, self.gate_kernel.shape[0])
         shape = ops.shape(inputs)
         x = ops.reshape(inputs, (-1, inputs.shape[-1]))  # 2-D products
-        prepared = step_weights.get(self)
+        prepared = step_weights
         width = self.intermediate_dim
         if prepared is not None:
             w, b = prepared["gate_up"]

@@ -1,6 +1,7 @@
 """`TransformerEncoderBlock` and `TransformerDecoderBlock`."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -286,16 +287,20 @@ class TransformerDecoderBlock(_TransformerBlock):
             decoder sequence's Keras mask); encoder_padding_mask: optional
             bool (batch, Tk).
         use_causal_mask: causal self-attention (default True).
-        self_attention_cache: optional `(keys, values)` from `init_cache`
-            (see `MultiHeadAttention.init_cache`); with
-            `self_attention_cache_index` (position of the first query) the
-            call returns `(output, new_cache)` and equals the full causal
-            pass.
+        cache, cache_index: a decoding step (the state contract of every
+            decoder block, `seqkeras.layers.state`): the self-attention
+            cache from `init_cache` and the position of the first query
+            (one position, or a prompt's several at once); the call returns
+            `(output, new_cache)` and equals the full causal pass.
+            (`self_attention_cache` and `self_attention_cache_index` are
+            their old names, deprecated.)
         cross_attention_cache: optional encoder keys and values from
             `compute_cross_attention_cache(encoder_sequence)`, so a decoding
             step does not project the encoder outputs again; it may have
             fewer rows than `decoder_sequence` (a divisor: consecutive rows,
             the beams of a source, share one).
+        step_weights: optional, with `cache`: `prepare_step_weights()`,
+            made once per decoding request (fused attention projections).
         training: enables dropout.
 
     Examples:
@@ -322,17 +327,18 @@ class TransformerDecoderBlock(_TransformerBlock):
             self.cross_attention_layer_norm.build(decoder_sequence_shape)
         self._build_feedforward(d)
 
-    def init_cache(self, batch_size, max_length):
-        """An empty self-attention cache for incremental decoding
-        (`MultiHeadAttention.init_cache`)."""
-        return self.self_attention.init_cache(batch_size, max_length)
+    def init_cache(self, batch_size, max_length, layout="fixed"):
+        """An empty self-attention cache of `layout` for incremental
+        decoding (`MultiHeadAttention.init_cache`)."""
+        return self.self_attention.init_cache(batch_size, max_length, layout)
 
     def prepare_step_weights(self):
-        """The step weights of the block's attention layers (see
-        `seqkeras.layers.step_weights`)."""
-        found = self.self_attention.prepare_step_weights()
+        """The step weights of the block's attention layers,
+        `{"self_attention": ..., "cross_attention": ...}` (pass them as
+        `step_weights`)."""
+        found = {"self_attention": self.self_attention.prepare_step_weights()}
         if self.has_cross_attention:
-            found.update(self.cross_attention.prepare_step_weights())
+            found["cross_attention"] = self.cross_attention.prepare_step_weights()
         return found
 
     def compute_cross_attention_cache(self, encoder_sequence):
@@ -347,14 +353,20 @@ class TransformerDecoderBlock(_TransformerBlock):
         decoder_padding_mask=None,
         encoder_padding_mask=None,
         use_causal_mask=True,
-        self_attention_cache=None,
-        self_attention_cache_index=None,
+        cache=None,
+        cache_index=None,
         cross_attention_cache=None,
+        step_weights=None,
         training=None,
         mask=None,
         decoder_sequence_mask=None,
         encoder_sequence_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_index=None,
     ):
+        cache, cache_index = _renamed_cache_arguments(
+            cache, cache_index, self_attention_cache, self_attention_cache_index
+        )
         # Keras fills `mask` (one tensor argument) or `*_sequence_mask` (two)
         # from the inputs' Keras masks.
         if decoder_padding_mask is None:
@@ -385,7 +397,12 @@ class TransformerDecoderBlock(_TransformerBlock):
                 source[:2],
                 "(batch, encoder_time)",
             )
-        caching = self_attention_cache is not None
+        caching = cache is not None
+        if caching and cache_index is None:
+            raise ValueError(f"`{name}` received a `cache` without a `cache_index`")
+        if cache_index is not None and not caching:
+            raise ValueError(f"`{name}` received a `cache_index` without a `cache`")
+        weights = step_weights or {}
         new_cache = None
 
         def self_attend(h):
@@ -394,8 +411,9 @@ class TransformerDecoderBlock(_TransformerBlock):
                 out, new_cache = self.self_attention(
                     h,
                     value_mask=_key_mask(decoder_padding_mask),
-                    cache=self_attention_cache,
-                    cache_index=self_attention_cache_index,
+                    cache=cache,
+                    cache_index=cache_index,
+                    step_weights=weights.get("self_attention"),
                     training=training,
                 )
                 return out
@@ -415,6 +433,9 @@ class TransformerDecoderBlock(_TransformerBlock):
                     encoder_sequence,
                     value_mask=_key_mask(encoder_padding_mask),
                     cache=cross_attention_cache,
+                    step_weights=weights.get("cross_attention")
+                    if cross_attention_cache is not None
+                    else None,
                     training=training,
                 )
                 return out if cross_attention_cache is None else out[0]
@@ -423,10 +444,38 @@ class TransformerDecoderBlock(_TransformerBlock):
         x = self._feedforward(x, training)
         return (x, new_cache) if caching else x
 
-    def compute_output_spec(self, decoder_sequence, *args, self_attention_cache=None, **kwargs):
+    def compute_output_spec(
+        self, decoder_sequence, *args, cache=None, self_attention_cache=None, **kwargs
+    ):
         out = keras.KerasTensor(decoder_sequence.shape, dtype=self.compute_dtype)
-        if self_attention_cache is not None:
-            return out, tuple(
-                keras.KerasTensor(c.shape, dtype=c.dtype) for c in self_attention_cache
-            )
+        cache = self_attention_cache if cache is None else cache
+        if cache is not None:
+            return out, tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache)
         return out
+
+
+def _renamed_cache_arguments(cache, cache_index, old_cache, old_index):
+    """`(cache, cache_index)` from the block's arguments, taking the old
+    names (`self_attention_cache`, `self_attention_cache_index`) with a
+    DeprecationWarning."""
+    for new, old, value, old_name in (
+        ("cache", old_cache, cache, "self_attention_cache"),
+        ("cache_index", old_index, cache_index, "self_attention_cache_index"),
+    ):
+        if old is None:
+            continue
+        if value is not None:
+            raise ValueError(
+                f"`TransformerDecoderBlock` received both `{new}` and its old name "
+                f"`{old_name}`; pass `{new}` only"
+            )
+        warnings.warn(
+            f"`TransformerDecoderBlock`: `{old_name}` is deprecated; pass `{new}` "
+            "(the one decoder-block signature). The old name goes in the next release.",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+    return (
+        old_cache if cache is None else cache,
+        old_index if cache_index is None else cache_index,
+    )

@@ -18,6 +18,7 @@ import tensorflow as tf
 from seqkeras.data.checks import MARKER
 from seqkeras.data.checks import check_token_dataset
 from seqkeras.data.checks import check_token_ids
+from seqkeras.models import steps
 
 
 def named_inputs(model, x):
@@ -169,16 +170,29 @@ class SequenceModel(keras.Model):
         learned positions), or None for no limit."""
         return None
 
-    def init_cache(self, inputs, batch_size, max_length):
-        """The decoding cache before the first step: runs the conditioning
-        half once (`inputs` are the `conditioning_input` values; None for a
-        language model). Any nested structure of tensors."""
+    def init_cache(self, inputs, batch_size, max_length, layout="fixed"):
+        """The decoding state before the first step, a value (docs/design.md,
+        "State as a value"): runs the conditioning half once (`inputs` are
+        the `conditioning_input` values; None for a language model). Any
+        nested structure of tensors; key/value caches are laid out as
+        `layout` asks (`seqkeras.layers.state`: `"fixed"`, `"scatter"` or
+        `"growing"`)."""
         raise ValueError(self._not_implemented("init_cache"))
 
-    def call_with_cache(self, token_ids, cache, index):
+    def call_with_cache(self, token_ids, cache, index, step_weights=None):
         """One decoding step: `token_ids` (batch,) int at position `index`
-        -> `(logits, cache)`, float32 logits (batch, vocabulary)."""
+        -> `(logits, cache)`, float32 logits (batch, vocabulary).
+        `step_weights`: `prepare_step_weights(dtype)`, made once per
+        decoding request (default: the variables)."""
         raise ValueError(self._not_implemented("call_with_cache"))
+
+    def prepare_step_weights(self, dtype=None):
+        """The weights the decoding step reads, laid out once per decoding
+        request and passed to every `call_with_cache(...,
+        step_weights=)`: the output matrix cast to `dtype` (default the
+        compute dtype) and each decoder block's fused projections
+        (`seqkeras.models.steps.model_step_weights`)."""
+        return steps.model_step_weights(self, dtype or self.dtype_policy.compute_dtype)
 
     # -- The streaming contract (`seqkeras.export.streaming_tflite`) --
 
@@ -193,10 +207,12 @@ class SequenceModel(keras.Model):
         """The name of a streamed step's output."""
         return self.output_names[0]
 
-    def stream_start(self, inputs, batch_size):
+    def stream_start(self, inputs, batch_size, max_length=None):
         """The states before the first streamed step (a nested structure
         of tensors): the conditioning half run on `inputs` for decoders,
-        zeros otherwise. Generative models: `init_cache` for one step."""
+        zeros otherwise. Generative models: `init_cache` for one step.
+        `max_length`: the positions a key/value cache holds (models
+        that stream over positions)."""
         if not self.streamable:
             raise ValueError(self._not_implemented("stream_start"))
         return self.init_cache(inputs, batch_size, 1)

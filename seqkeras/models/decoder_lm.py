@@ -5,7 +5,6 @@ RMSNorm, SwiGLU), a final RMSNorm and logits tied to the embedding or
 not."""
 
 import keras
-from keras import ops
 
 from seqkeras import layers as sk
 from seqkeras.layers import validation
@@ -25,8 +24,6 @@ class DecoderLanguageModel(KeyValueLanguageModel):
     `max_position_embeddings`). Streams one token per call over that many
     cached positions (`KeyValueLanguageModel`).
     """
-
-    prefills = True
 
     def __init__(self, *args, context_length=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -50,21 +47,6 @@ class DecoderLanguageModel(KeyValueLanguageModel):
             f"model {self.name!r} streams over `context_length` cached positions; "
             "build it with `context_length`"
         )
-
-    def call_with_cache(self, token_ids, cache, index):
-        """The decoding step: `token_ids` (batch,), one token at position
-        `index`, or (batch, T), T tokens at positions `index`..`index + T
-        - 1` in one pass (a prompt's prefill: each attends causally to the
-        cache and to those before it) -> `(logits (batch, vocab) of the
-        last token, cache)`."""
-        several = len(token_ids.shape) == 2
-        x = self.part("embedding")(token_ids if several else ops.expand_dims(token_ids, 1))
-        new = []
-        for block, c in zip(self.part("blocks"), cache):
-            x, c = block(x, cache=c, cache_index=index)
-            new.append(c)
-        x = self.part("norm")(x[:, -1:] if several else x)
-        return self._head()(x[:, 0]), new
 
 
 def decoder_language_model(

@@ -47,12 +47,13 @@ class ConditionedDecoder(_Conditioned):
     conditioning_input = "features"
     streamable = True
 
-    def init_cache(self, inputs, batch_size, max_length):
+    def init_cache(self, inputs, batch_size, max_length, layout="fixed"):
         return self._encode("initial_states", inputs)
 
-    def call_with_cache(self, token_ids, cache, index):
+    def call_with_cache(self, token_ids, cache, index, step_weights=None):
         h, states = self.part("decoder").cell(self.part("embedding")(token_ids), list(cache))
-        return steps.step_logits(self.part("logits"))(h), steps.as_list(states)
+        head = steps.step_logits(self.part("logits"), weights=steps.head_weights(step_weights))
+        return head(h), steps.as_list(states)
 
 
 class Seq2Seq(_Conditioned):
@@ -81,7 +82,7 @@ class RecurrentSeq2Seq(Seq2Seq):
     def _attention(self):
         return isinstance(self.part("decoder"), sk.AttentionDecoder)
 
-    def init_cache(self, inputs, batch_size, max_length):
+    def init_cache(self, inputs, batch_size, max_length, layout="fixed"):
         """`[states]`, or with attention `[states, memory, mask]` and the
         attention's projection of the memory (`Attention.project_key`, for
         the `general` and `additive` scores), computed once per source."""
@@ -97,10 +98,10 @@ class RecurrentSeq2Seq(Seq2Seq):
             ops.not_equal(inputs, PAD),
         ] + ([] if projected is None else [projected])
 
-    def call_with_cache(self, token_ids, cache, index):
+    def call_with_cache(self, token_ids, cache, index, step_weights=None):
         x = self.part("embedding")(token_ids)
         decoder = self.part("decoder")
-        head = steps.step_logits(self.part("logits"))
+        head = steps.step_logits(self.part("logits"), weights=steps.head_weights(step_weights))
         if not self._attention:
             h, states = decoder.cell(x, list(cache[0]))
             return head(h), [steps.as_list(states)]
@@ -123,28 +124,27 @@ class TransformerSeq2Seq(Seq2Seq):
     #: once and does not reorder it (`generate`).
     shared_cache_index = 1
     streamable = True
-    #: the self-attention caches' length when streaming (the longest
-    #: output, BOS included); None: the learned positions' `max_length`
-    #: (sinusoidal positions have none: set it)
+    #: Deprecated: pass `max_length` to `stream_start` (exports take it as
+    #: an argument and never set it).
     stream_max_length = None
 
     @property
     def max_generation_length(self):
         return getattr(self.part("positions"), "max_length", None)
 
-    def stream_start(self, inputs, batch_size):
+    def stream_start(self, inputs, batch_size, max_length=None):
         """`[position, *self caches, *cross caches, memory, mask]`: the
         next token's position (float32 (batch, 1), so that every state
         starts at zeros), each block's self-attention cache over
-        `stream_max_length` positions, the cross-attention keys and values
-        and the encoder outputs and source mask (computed once, by the
-        step pair's `encode`)."""
-        length = self.stream_max_length or self.max_generation_length
+        `max_length` positions (default the learned positions'), the
+        cross-attention keys and values and the encoder outputs and source
+        mask (computed once, by the step pair's `encode`)."""
+        length = max_length or self.stream_max_length or self.max_generation_length
         if length is None:
             raise ValueError(
-                f"model {self.name!r} streams with a bounded output: set "
-                "`model.stream_max_length` (e.g. the longest output, BOS included) or pass "
-                "`max_length` to `streaming_tflite`; sinusoidal positions have no length"
+                f"model {self.name!r} streams with a bounded output: pass `max_length` "
+                "(e.g. the longest output, BOS included) to `stream_start` or "
+                "`streaming_tflite`; sinusoidal positions have no length"
             )
         self_caches, cross, memory, mask = self.init_cache(inputs, batch_size, length)
         position = ops.zeros((batch_size, 1), "float32")
@@ -162,30 +162,33 @@ class TransformerSeq2Seq(Seq2Seq):
         )
         return logits, [position + 1.0] + list(self_caches) + cross + [memory, mask]
 
-    def init_cache(self, inputs, batch_size, max_length):
+    def init_cache(self, inputs, batch_size, max_length, layout="fixed"):
         memory = self._encode("memory", inputs)[0]
         blocks = self.part("blocks")
         return [
-            [b.init_cache(batch_size, max_length) for b in blocks],
+            [b.init_cache(batch_size, max_length, layout) for b in blocks],
             [b.compute_cross_attention_cache(memory) for b in blocks],
             memory,
             ops.not_equal(inputs, PAD),
         ]
 
-    def call_with_cache(self, token_ids, cache, index):
+    def call_with_cache(self, token_ids, cache, index, step_weights=None):
         self_caches, cross_caches, memory, mask = cache
-        logits, self_caches = steps.transformer_step(
+        logits, self_caches = steps.decoder_step(
             token_ids,
             self_caches,
             index,
             self.part("embedding"),
-            self.part("positions"),
             self.part("blocks"),
             self.part("norm"),
-            steps.step_logits(self.part("logits"), self.part("embedding")),
-            memory,
-            mask,
-            cross_caches,
+            steps.step_logits(
+                self.part("logits"), self.part("embedding"), steps.head_weights(step_weights)
+            ),
+            positions=self.part("positions"),
+            memory=memory,
+            mask=mask,
+            cross=cross_caches,
+            step_weights=step_weights,
         )
         return logits, [self_caches, cross_caches, memory, mask]
 

@@ -22,15 +22,15 @@ layers (no copies):
   (initialised from the features once).
 """
 
+import inspect
+
 import keras
 from keras import ops
 
 from seqkeras import decoding
 from seqkeras.data.tokens import BOS, EOS, PAD
-from seqkeras.layers import step_weights
 from seqkeras.layers import validation
 from seqkeras.layers.validation import static_shape
-from seqkeras.models import steps
 from seqkeras.data.checks import check_token_ids
 from seqkeras.data.sequences import length_batches
 
@@ -79,6 +79,7 @@ def generate(
     jit_compile="auto",
     prompt_lengths=None,
     projection_dtype=None,
+    runtime=None,
     **kwargs,
 ):
     """Generates token ids with a model from `seqkeras.models`.
@@ -180,7 +181,8 @@ def generate(
             f"`generate`: max_length={max_length} is more than the "
             f"model's {limit} learned positions"
         )
-    start, step = model.init_cache, model.call_with_cache
+    runtime = decoding._runtime("generate", runtime)
+    start = model_start(model)
 
     if projection_dtype is None:
         projection_dtype = model.dtype_policy.compute_dtype
@@ -192,14 +194,12 @@ def generate(
         )
 
     def run(inputs, prompt, lengths):
-        head = steps.projection_step_weights(model, projection_dtype)
-        with step_weights.prepared(model.layers, head):  # read once, outside the loop
-            return decode(inputs, prompt, lengths)
-
-    def decode(inputs, prompt, lengths):
-        cache = start(inputs, ops.shape(prompt)[0], max_length)
+        # the step's weights laid out once, outside the loop, and passed to
+        # every step (a value, like the cache)
+        step = model_step(model, projection_dtype)
+        cache = start(inputs, ops.shape(prompt)[0], max_length, runtime.cache_layout)
         split_step, cache, shared = split_cache(model, step, cache)
-        options = dict(eos_id=eos_id, pad_id=pad_id, shared=shared, **kwargs)
+        options = dict(eos_id=eos_id, pad_id=pad_id, shared=shared, runtime=runtime, **kwargs)
         width = static_shape(prompt)[1]
         if prefill and width is not None and width > 1:
             # the prompt but its last token in one pass (a model whose step
@@ -253,10 +253,58 @@ def generate(
     # the loop is compiled: XLA (TensorFlow), jax.jit (JAX)
     compiled = jit or keras.backend.backend() == "jax"
     if keras.backend.backend() == "tensorflow" and _executing_eagerly():
-        key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit, prefill)
+        key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit, prefill, runtime)
         run = _compiled(model, run, key + (tuple(sorted(kwargs.items())),), jit)
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
+
+
+def _takes(fn, argument):
+    """Whether `fn` accepts the keyword `argument` (a user's subclass may
+    implement the contract without the optional arguments)."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return argument in parameters or any(
+        p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+def model_start(model):
+    """`start(inputs, batch_size, max_length, layout)`: the model's
+    `init_cache`, the layout passed on (a model whose `init_cache` takes no
+    `layout` has fixed caches: any other layout is refused)."""
+    if _takes(model.init_cache, "layout"):
+        return model.init_cache
+
+    def start(inputs, batch_size, max_length, layout):
+        if layout != "fixed":
+            raise ValueError(
+                f"model {model.name!r} ({type(model).__name__}): its `init_cache` takes no "
+                f"`layout`, so its caches cannot be laid out {layout!r}; add "
+                "`layout='fixed'` to its `init_cache` and pass it to its layers' "
+                "`init_cache` (docs/design.md, 'State as a value')"
+            )
+        return model.init_cache(inputs, batch_size, max_length)
+
+    return start
+
+
+def model_step(model, projection_dtype=None):
+    """`step(tokens, cache, index) -> (logits, cache)`: the model's
+    `call_with_cache` with its step weights (`prepare_step_weights`, the
+    output matrix cast to `projection_dtype`) made once, here, and passed
+    to every step; a model without them steps on its variables."""
+    prepare = getattr(model, "prepare_step_weights", None)
+    if not callable(prepare) or not _takes(model.call_with_cache, "step_weights"):
+        return model.call_with_cache
+    weights = prepare(projection_dtype or model.dtype_policy.compute_dtype)
+
+    def step(tokens, cache, index):
+        return model.call_with_cache(tokens, cache, index, step_weights=weights)
+
+    return step
 
 
 def split_cache(model, step, cache):

@@ -22,8 +22,10 @@ class LanguageModel(SequenceModel):
     task = "tokens"
     prompt_input = "token_ids"
 
-    def _head(self):
-        return steps.step_logits(self.part("logits"), self.part("embedding"))
+    def _head(self, step_weights=None):
+        return steps.step_logits(
+            self.part("logits"), self.part("embedding"), steps.head_weights(step_weights)
+        )
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -35,41 +37,44 @@ class RecurrentLanguageModel(LanguageModel):
 
     streamable = True
 
-    def init_cache(self, inputs, batch_size, max_length):
+    def init_cache(self, inputs, batch_size, max_length, layout="fixed"):
         return [layer.cell.get_initial_state(batch_size) for layer in self.part("recurrent")]
 
-    def call_with_cache(self, token_ids, cache, index):
+    def call_with_cache(self, token_ids, cache, index, step_weights=None):
         h, cache = steps.recurrent_step(
             self.part("embedding")(token_ids), self.part("recurrent"), cache
         )
         if self.part("projection") is not None:
             h = self.part("projection")(h)
-        return self._head()(h), cache
+        return self._head(step_weights)(h), cache
 
 
 class KeyValueLanguageModel(LanguageModel):
     """The base of the language models whose cache is each block's
     key/value cache (`TransformerLanguageModel`, `DecoderLanguageModel`):
-    they stream one token per call with those caches over
-    `max_generation_length` positions (a TFLite step model:
+    one cached step (`seqkeras.models.steps.decoder_step`) that takes one
+    token or a prompt's several at once, and streams one token per call
+    with those caches over `max_length` positions (a TFLite step model:
     `seqkeras.export.streaming_tflite`)."""
 
     streamable = True
+    #: `call_with_cache` also takes several tokens (batch, T) at once (a
+    #: prompt's prefill; `stream_prefill`).
+    prefills = True
+    #: Deprecated: pass `max_length` to `stream_start` (exports take it as
+    #: an argument and never set it).
+    stream_max_length = None
 
     def _unbounded(self):
         """The ValueError message when there is no length to stream over."""
         return f"model {self.name!r} has no `max_generation_length` to stream over"
 
-    #: The streamed caches' positions (None: `max_generation_length`);
-    #: `streaming_tflite(max_length=...)` sets it.
-    stream_max_length = None
-
-    def stream_start(self, inputs, batch_size):
+    def stream_start(self, inputs, batch_size, max_length=None):
         """`[position, *caches]`: the next token's position (float32
         (batch, 1), so that every state starts at zeros) and each block's
-        key/value cache over `stream_max_length` (default
-        `max_generation_length`) positions."""
-        max_length = self.stream_max_length or self.max_generation_length
+        key/value cache over `max_length` positions (default
+        `max_generation_length`)."""
+        max_length = max_length or self.stream_max_length or self.max_generation_length
         if max_length is None:
             raise ValueError(self._unbounded())
         position = ops.zeros((batch_size, 1), "float32")
@@ -83,23 +88,35 @@ class KeyValueLanguageModel(LanguageModel):
         logits, caches = self.call_with_cache(x, caches, index)
         return logits, [position + 1.0] + list(caches)
 
-    def init_cache(self, inputs, batch_size, max_length):
-        return [b.init_cache(batch_size, max_length) for b in self.part("blocks")]
+    def init_cache(self, inputs, batch_size, max_length, layout="fixed"):
+        return [b.init_cache(batch_size, max_length, layout) for b in self.part("blocks")]
 
-    #: Whether `call_with_cache` also takes several tokens (batch, T) at
-    #: once (a prompt's prefill; `stream_prefill`).
-    prefills = False
+    def _positions(self):
+        """The positional layer the step calls with `start_index` (None:
+        rotary positions, inside the attention)."""
+        return None
+
+    def call_with_cache(self, token_ids, cache, index, step_weights=None):
+        """The decoding step: `token_ids` (batch,), one token at position
+        `index`, or (batch, T), T tokens at positions `index`..`index + T
+        - 1` in one pass (a prompt's prefill: each attends causally to the
+        cache and to those before it) -> `(logits (batch, vocab) of the
+        last token, cache)`."""
+        return steps.decoder_step(
+            token_ids,
+            cache,
+            index,
+            self.part("embedding"),
+            self.part("blocks"),
+            self.part("norm"),
+            self._head(step_weights),
+            positions=self._positions(),
+            step_weights=step_weights,
+        )
 
     def stream_prefill(self, x, states):
         """Tokens `x` (batch, T) at the positions the states hold, in one
-        pass (`prefills` models) -> `(logits (batch, vocab) of the last,
-        states)`."""
-        if not self.prefills:
-            raise ValueError(
-                f"model {self.name!r} ({type(self).__name__}) steps one token per call; "
-                "`stream_prefill` needs a model whose `call_with_cache` takes several "
-                "(DecoderLanguageModel)"
-            )
+        pass -> `(logits (batch, vocab) of the last, states)`."""
         position, caches = states[0], list(states[1:])
         index = ops.cast(position[0, 0], "int32")
         logits, caches = self.call_with_cache(x, caches, index)
@@ -124,17 +141,8 @@ class TransformerLanguageModel(KeyValueLanguageModel):
             "the caches); sinusoidal positions have no length"
         )
 
-    def call_with_cache(self, token_ids, cache, index):
-        return steps.transformer_step(
-            token_ids,
-            cache,
-            index,
-            self.part("embedding"),
-            self.part("positions"),
-            self.part("blocks"),
-            self.part("norm"),
-            self._head(),
-        )
+    def _positions(self):
+        return self.part("positions")
 
 
 def recurrent_language_model(

@@ -1,13 +1,10 @@
 """Step functions the model classes share: one decoding step through
-stacked recurrent cells or cached Transformer blocks, the logits head, and
-one streamed step through a chain of per-step layers."""
-
-import contextlib
+stacked recurrent cells or cached decoder blocks (one step for every
+block kind), the logits head, and one streamed step through a chain of
+per-step layers."""
 
 import keras
 from keras import ops
-
-from seqkeras.layers import step_weights
 
 
 def as_list(states):
@@ -16,12 +13,12 @@ def as_list(states):
 
 
 def projection_step_weights(model, dtype):
-    """`{id(layer): weights}` for `step_weights.prepared`: `model`'s output
-    matrix (the tied embedding, or the Dense kernel and bias) cast to
-    `dtype` once, which `step_logits` then reads instead of the float32
-    variable at every decoding step.
+    """The output matrix of `model` cast to `dtype` once, for its decoding
+    step's head (`step_logits(..., weights=)`): `(kernel, bias)` of the
+    Dense logits layer, or the tied embedding matrix; None for a model
+    with neither.
 
-    Prepared inside the traced decoding function but outside its loop, the
+    Made inside the traced decoding function but outside its loop, the
     cast is a loop invariant: each step reads the matrix once in `dtype`
     (bfloat16: half the bytes of float32 for the 50k x d matrix that
     dominates a small model's step).
@@ -31,40 +28,52 @@ def projection_step_weights(model, dtype):
     embedding = parts("embedding") if parts else None
     if dense is not None:
         bias = None if dense.bias is None else ops.cast(dense.bias, dtype)
-        return {id(dense): (ops.cast(dense.kernel, dtype), bias)}
+        return (ops.cast(dense.kernel, dtype), bias)
     if embedding is not None:
-        return {id(embedding): ops.cast(embedding.embeddings, dtype)}
-    return {}
+        return ops.cast(embedding.embeddings, dtype)
+    return None
 
 
-@contextlib.contextmanager
-def projection_weights(model, dtype):
-    """Inside: `step_logits` of `model` reads its output matrix cast to
-    `dtype` once, here (`projection_step_weights`)."""
-    with step_weights.prepared([], projection_step_weights(model, dtype)):
-        yield
+def model_step_weights(model, dtype):
+    """A model's step weights, made once per decoding request and passed
+    to its `call_with_cache(..., step_weights=)`: `{"head":
+    projection_step_weights(model, dtype), "blocks": [each block's
+    prepare_step_weights()]}` (blocks: the models with a `blocks` part)."""
+    weights = {"head": projection_step_weights(model, dtype)}
+    parts = getattr(model, "part", None)
+    blocks = parts("blocks") if parts else None
+    if blocks:
+        weights["blocks"] = [
+            b.prepare_step_weights() if hasattr(b, "prepare_step_weights") else None for b in blocks
+        ]
+    return weights
 
 
-def step_logits(dense=None, embedding=None):
+def step_logits(dense=None, embedding=None, weights=None):
     """`h (batch, dim) -> float32 logits`: the dense output layer, or, with
     tied weights, `h @ E^T` without materialising `E^T` (the embedding's
-    reverse call transposes the (vocab, dim) matrix at every step). Inside
-    `projection_weights` (or `generate`), with the matrix cast there."""
+    reverse call transposes the (vocab, dim) matrix at every step).
+    `weights`: the matrix `projection_step_weights` cast once (default the
+    variables)."""
 
     def head(h):
         if dense is not None:
-            prepared = step_weights.get(dense)
-            if prepared is None:
+            if weights is None:
                 return ops.cast(dense(h), "float32")
-            kernel, bias = prepared
+            kernel, bias = weights
             y = ops.matmul(ops.cast(h, kernel.dtype), kernel)
             return ops.cast(y if bias is None else y + bias, "float32")
-        w = step_weights.get(embedding)
+        w = weights
         if w is None:
             w = ops.cast(embedding.embeddings, h.dtype)
         return ops.cast(ops.einsum("bd,vd->bv", ops.cast(h, w.dtype), w), "float32")
 
     return head
+
+
+def head_weights(step_weights):
+    """The head's part of a model's `step_weights` (None without)."""
+    return None if step_weights is None else step_weights.get("head")
 
 
 def recurrent_step(x, layers, cache):
@@ -77,37 +86,54 @@ def recurrent_step(x, layers, cache):
     return x, new_cache
 
 
-def transformer_step(
+def decoder_step(
     tokens,
     caches,
     index,
     embedding,
-    positions,
     blocks,
     norm,
     head,
+    positions=None,
     memory=None,
     mask=None,
     cross=None,
+    step_weights=None,
 ):
-    """One decoding step through causal blocks with key/value caches ->
-    `(logits, caches)`; `memory`, `mask` and `cross` (the blocks' projected
-    cross-attention keys and values) for encoder-decoders."""
-    x = positions(embedding(ops.expand_dims(tokens, 1)), start_index=index)
+    """The one cached step of every decoder-block model -> `(logits of the
+    last position, caches)`.
+
+    `tokens` (batch,) is one token at position `index`; (batch, T) is T
+    tokens at `index`..`index + T - 1` in one pass (a prompt's prefill:
+    each attends causally to the cache and to those before it). Every
+    block takes the one block signature `block(x, cache=, cache_index=,
+    step_weights=)` (`TransformerDecoderBlock`, `LlamaDecoderBlock`);
+    `positions` (learned or sinusoidal, None for rotary blocks) is called
+    with `start_index=index`; `memory`, `mask` and `cross` (the blocks'
+    projected cross-attention keys and values) for encoder-decoders;
+    `step_weights`: the model's (`model_step_weights`)."""
+    several = len(tokens.shape) == 2
+    x = embedding(tokens if several else ops.expand_dims(tokens, 1))
+    if positions is not None:
+        x = positions(x, start_index=index)
+    block_weights = (step_weights or {}).get("blocks") or [None] * len(blocks)
     new_caches = []
     for i, (block, c) in enumerate(zip(blocks, caches)):
         if memory is None:
-            x, c = block(x, self_attention_cache=c, self_attention_cache_index=index)
+            x, c = block(x, cache=c, cache_index=index, step_weights=block_weights[i])
         else:
             x, c = block(
                 x,
                 memory,
                 encoder_padding_mask=mask,
-                self_attention_cache=c,
-                self_attention_cache_index=index,
+                cache=c,
+                cache_index=index,
                 cross_attention_cache=cross[i],
+                step_weights=block_weights[i],
             )
         new_caches.append(c)
+    if several:
+        x = x[:, -1:]
     if norm is not None:
         x = norm(x)
     return head(x[:, 0]), new_caches
@@ -165,7 +191,7 @@ class ChainStreaming:
     def _chain(self):
         return layer_chain(self)
 
-    def stream_start(self, inputs, batch_size):
+    def stream_start(self, inputs, batch_size, max_length=None):
         dtype = keras.backend.standardize_dtype(self.compute_dtype)
         return [
             ops.zeros((batch_size, size), dtype) for sizes, _ in self._chain() for size in sizes

@@ -249,43 +249,37 @@ def test_mha_incremental_decoding_equals_full_pass():
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 
-@pytest.mark.parametrize("target", [None, "serving"])
-def test_mha_prepared_step_equals_keras_full_pass(target):
+@pytest.mark.parametrize("layout", ["fixed", "scatter", "growing"])
+def test_mha_prepared_step_equals_keras_full_pass(layout):
     # The decoding step with the fused, scale-folded projections
-    # (`step_weights.prepared`), one token at a time from an empty cache (a
-    # max_length buffer, or under export_mode("serving") a cache that grows
-    # by one position per step), equals Keras' causal self-attention with
-    # the same weights.
-    import contextlib
-
-    from seqkeras.layers import export_mode, step_weights
-
+    # (`prepare_step_weights`, passed as `step_weights`), one token at a
+    # time from an empty cache of each layout (a max_length buffer written
+    # in place or by scatter, or a cache that grows by one position per
+    # step), equals Keras' causal self-attention with the same weights.
     ours, theirs, x, _ = _mha_pair(kv_dim=8)
     full = np.asarray(theirs(x, x, use_causal_mask=True))
-    mode = export_mode.export_mode(target) if target else contextlib.nullcontext()
-    with mode, step_weights.prepared([ours]):
-        cache = ours.init_cache(2, 8)
-        assert tuple(cache[0].shape) == (2, 2, 0 if target else 8, 4)
-        for i in range(x.shape[1]):
-            out, cache = ours(x[:, i : i + 1], cache=cache, cache_index=i)
-            np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
-    assert tuple(cache[1].shape) == (2, 2, 5 if target else 8, 4)
+    weights = ours.prepare_step_weights()
+    growing = layout == "growing"
+    cache = ours.init_cache(2, 8, layout=layout)
+    assert tuple(cache[0].shape) == (2, 2, 0 if growing else 8, 4)
+    for i in range(x.shape[1]):
+        out, cache = ours(x[:, i : i + 1], cache=cache, cache_index=i, step_weights=weights)
+        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+    assert tuple(cache[1].shape) == (2, 2, 5 if growing else 8, 4)
+    assert cache.layout == layout
 
 
 def test_mha_cross_attention_cache_shared_by_beams():
     # A cache of 2 sources serves 6 query rows (3 beams each, row i * 3 + j
     # reads source i): the same as Keras over the sources repeated per beam.
-    from seqkeras.layers import step_weights
-
     ours, theirs, q, v = _mha_pair()
     value_mask = np.ones((2, 7), bool)
     value_mask[0, 4:] = False
     beams = np.repeat(q[:, :1], 3, axis=0) + _x(6, 1, 8, seed=2)  # (6, 1, 8)
     expected = theirs(beams, np.repeat(v, 3, axis=0), value_mask=np.repeat(value_mask, 3, axis=0))
     cache = ours.compute_cache(v)
-    for prepared in ([], [ours]):
-        with step_weights.prepared(prepared):
-            out, same = ours(beams, v, value_mask=value_mask, cache=cache)
+    for prepared in (None, ours.prepare_step_weights()):
+        out, same = ours(beams, v, value_mask=value_mask, cache=cache, step_weights=prepared)
         np.testing.assert_allclose(out, expected, atol=1e-5)
         for a, b in zip(same, cache):  # returned as it came
             np.testing.assert_array_equal(a, b)

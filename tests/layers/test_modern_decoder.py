@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 
 import seqkeras
-from seqkeras.layers import export_mode
-from seqkeras.layers import step_weights
 from tests.layer_checks import run_layer_test
 
 sk = seqkeras.layers
@@ -162,28 +160,28 @@ def test_grouped_query_rotary_window_attention_matches_numpy(kv, window):
     np.testing.assert_allclose(out, _gqa_numpy(x, layer, window), atol=1e-5)
 
 
-@pytest.mark.parametrize("target", [None, "serving"])
+@pytest.mark.parametrize("layout", ["fixed", "scatter", "growing"])
 @pytest.mark.parametrize("prepared", [False, True])
 @pytest.mark.parametrize("window", [None, 3])
-def test_grouped_query_cached_step_equals_full_pass(target, prepared, window):
+def test_grouped_query_cached_step_equals_full_pass(layout, prepared, window):
     # One token at a time (after a 3-token prompt in one call), from a
-    # max_length buffer or, traced for TF Serving, a cache that grows and
-    # keeps only the window: equal to the full causal pass; the cache has
-    # the key/value heads only.
+    # max_length buffer (written in place or by scatter) or a cache that
+    # grows and keeps only the window: equal to the full causal pass; the
+    # cache has the key/value heads only and keeps its layout.
     x = _x(2, 8, 8, seed=3)
     layer = _gqa_layer(window)
     full = np.asarray(layer(x, use_causal_mask=True))
-    mode = export_mode.export_mode(target) if target else contextlib.nullcontext()
-    weights = step_weights.prepared([layer]) if prepared else contextlib.nullcontext()
-    with mode, weights:
-        cache = layer.init_cache(2, 8)
-        assert tuple(cache[0].shape) == (2, 2, 0 if target else 8, 4)
-        out, cache = layer(x[:, :3], cache=cache, cache_index=0)
-        np.testing.assert_allclose(out, full[:, :3], atol=1e-5)
-        for i in range(3, 8):
-            out, cache = layer(x[:, i : i + 1], cache=cache, cache_index=i)
-            np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
-    kept = (window or 8) if target else 8
+    weights = layer.prepare_step_weights() if prepared else None
+    growing = layout == "growing"
+    cache = layer.init_cache(2, 8, layout=layout)
+    assert tuple(cache[0].shape) == (2, 2, 0 if growing else 8, 4)
+    out, cache = layer(x[:, :3], cache=cache, cache_index=0, step_weights=weights)
+    np.testing.assert_allclose(out, full[:, :3], atol=1e-5)
+    for i in range(3, 8):
+        out, cache = layer(x[:, i : i + 1], cache=cache, cache_index=i, step_weights=weights)
+        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+        assert cache.layout == layout
+    kept = (window or 8) if growing else 8
     assert tuple(cache[1].shape) == (2, 2, kept, 4)
 
 
@@ -193,9 +191,8 @@ def test_grouped_query_cross_attention_cache_shared_by_beams():
     layer = sk.MultiHeadAttention(4, 4, num_key_value_heads=2)
     q, v = _x(6, 1, 8), _x(2, 5, 8, seed=1)
     expected = layer(q, np.repeat(v, 3, axis=0))
-    for prepared in ([], [layer]):
-        with step_weights.prepared(prepared):
-            out, _ = layer(q, v, cache=layer.compute_cache(v))
+    for prepared in (None, layer.prepare_step_weights()):
+        out, _ = layer(q, v, cache=layer.compute_cache(v), step_weights=prepared)
         np.testing.assert_allclose(out, expected, atol=1e-5)
 
 
@@ -233,8 +230,10 @@ def test_gated_feedforward_matches_numpy():
         bg, bu, bd = (np.asarray(w) for w in (layer.gate_bias, layer.up_bias, layer.down_bias))
         expected = (fn(x @ g + bg) * (x @ u + bu)) @ dn + bd
         np.testing.assert_allclose(layer(x), expected, rtol=1e-4, atol=1e-4)
-        with step_weights.prepared([layer]):  # the fused gate/up product
-            np.testing.assert_allclose(layer(x), expected, rtol=1e-4, atol=1e-4)
+        fused = layer.prepare_step_weights()  # the fused gate/up product
+        np.testing.assert_allclose(
+            layer(x, step_weights=fused), expected, rtol=1e-4, atol=1e-4
+        )
 
 
 def test_gated_feedforward_contract_and_errors():
@@ -255,13 +254,14 @@ def test_llama_block_contract_and_cached_step():
     block = sk.LlamaDecoderBlock(4, 16, num_key_value_heads=1, window=3, rope_layout="interleaved")
     x = _x(1, 6, 8, seed=4)
     full = np.asarray(block(x))
-    for target in (None, "serving"):
-        mode = export_mode.export_mode(target) if target else contextlib.nullcontext()
-        with mode, step_weights.prepared([block]):
-            cache = block.init_cache(1, 6)
-            for i in range(6):
-                out, cache = block(x[:, i : i + 1], cache=cache, cache_index=i)
-                np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+    weights = block.prepare_step_weights()
+    for layout in ("fixed", "growing"):
+        cache = block.init_cache(1, 6, layout=layout)
+        for i in range(6):
+            out, cache = block(
+                x[:, i : i + 1], cache=cache, cache_index=i, step_weights=weights
+            )
+            np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
     with pytest.raises(ValueError, match="num_key_value_heads dividing"):
         sk.LlamaDecoderBlock(4, 16, num_key_value_heads=3)
     with pytest.raises(ValueError, match="rank 3"):

@@ -1,17 +1,17 @@
 """A decoder language model's step on several tokens at once (a prompt's
 prefill): the same logits and caches as one token at a time, and the
 logits of the full causal pass, from a buffer and from a cache that grows
-(TF Serving), eagerly and under XLA."""
+(TF Serving), eagerly and under XLA; every decoder-block family (Llama
+blocks, Transformer/GPT-2 blocks) through the one cached step."""
 
-import contextlib
 import os
+import warnings
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import seqkeras
-from seqkeras.layers.export_mode import export_mode
 
 
 def tiny(window=None, hidden_dim=16):
@@ -27,25 +27,86 @@ def tiny(window=None, hidden_dim=16):
     )
 
 
-@pytest.mark.parametrize("target", [None, "serving"])
-@pytest.mark.parametrize("window", [None, 3])
-def test_several_tokens_in_one_step_equal_one_at_a_time(target, window):
-    model = tiny(window)
-    ids = np.random.default_rng(0).integers(0, 40, (2, 7)).astype("int32")
+def tiny_transformer():
+    """`transformer_language_model`: GPT-2's blocks (pre-LN, learned
+    positions), ids from 1 (0 is padding)."""
+    return seqkeras.models.transformer_language_model(
+        40, 16, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32
+    )
+
+
+@pytest.mark.parametrize("layout", ["fixed", "scatter", "growing"])
+@pytest.mark.parametrize("kind", ["llama", "llama_window", "transformer"])
+def test_several_tokens_in_one_step_equal_one_at_a_time(layout, kind):
+    model = tiny_transformer() if kind == "transformer" else tiny(3 if "window" in kind else None)
+    ids = np.random.default_rng(0).integers(1, 40, (2, 7)).astype("int32")
     full = np.asarray(model(ids))
-    with export_mode(target) if target else contextlib.nullcontext():
-        cache = model.init_cache(None, 2, 16)
-        logits, cache = model.call_with_cache(ids[:, :5], cache, 0)  # prefill
-        np.testing.assert_allclose(logits, full[:, 4], atol=1e-5)
-        for i in (5, 6):
-            logits, cache = model.call_with_cache(ids[:, i], cache, i)
-            np.testing.assert_allclose(logits, full[:, i], atol=1e-5)
-        one = model.init_cache(None, 2, 16)
-        for i in range(7):
-            _, one = model.call_with_cache(ids[:, i], one, i)
+    weights = model.prepare_step_weights()
+    cache = model.init_cache(None, 2, 16, layout=layout)
+    logits, cache = model.call_with_cache(ids[:, :5], cache, 0, step_weights=weights)  # prefill
+    np.testing.assert_allclose(logits, full[:, 4], atol=1e-5)
+    for i in (5, 6):
+        logits, cache = model.call_with_cache(ids[:, i], cache, i, step_weights=weights)
+        np.testing.assert_allclose(logits, full[:, i], atol=1e-5)
+    one = model.init_cache(None, 2, 16, layout=layout)
+    for i in range(7):
+        _, one = model.call_with_cache(ids[:, i], one, i)
     for a, b in zip(cache, one):
+        assert a.layout == b.layout == layout
         np.testing.assert_allclose(a[0], b[0], atol=1e-5)
         np.testing.assert_allclose(a[1], b[1], atol=1e-5)
+
+
+def test_transformer_language_model_generate_prefills_the_prompt():
+    # `generate` feeds a prompt of one length to the model's step in one
+    # pass (the Transformer/GPT-2 family too): a step that counts its calls
+    # sees 1 prefill call and 1 call per new token, and the ids equal greedy
+    # decoding by full passes.
+    model = tiny_transformer()
+    prompt = np.random.default_rng(2).integers(1, 40, (2, 6)).astype("int32")
+    calls = []
+    step = model.call_with_cache
+
+    def counted(tokens, cache, index, step_weights=None):
+        calls.append(tuple(tokens.shape))
+        return step(tokens, cache, index, step_weights=step_weights)
+
+    model.call_with_cache = counted
+    try:
+        ids = np.asarray(
+            seqkeras.models.generate(
+                model, prompt=prompt, max_length=10, eos_id=None, jit_compile=False
+            )
+        )
+    finally:
+        del model.call_with_cache
+    assert calls[0] == (2, 5)  # the prompt but its last token, in one pass
+    assert all(shape == (2,) for shape in calls[1:])
+    expected = prompt
+    for _ in range(4):
+        nxt = np.asarray(model(expected))[:, -1].argmax(-1)
+        expected = np.concatenate([expected, nxt[:, None]], axis=1)
+    np.testing.assert_array_equal(ids, expected)
+
+
+def test_one_block_signature_and_the_old_names():
+    # `TransformerDecoderBlock` takes the block signature every decoder
+    # block takes (`cache`, `cache_index`); its old names still work, with
+    # a DeprecationWarning, and give the same result.
+    block = seqkeras.layers.TransformerDecoderBlock(2, 16, norm_first=True)
+    x = np.random.default_rng(3).normal(size=(1, 3, 8)).astype("float32")
+    full = np.asarray(block(x))
+    new, _ = block(x, cache=block.init_cache(1, 4), cache_index=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old, _ = block(x, self_attention_cache=block.init_cache(1, 4), self_attention_cache_index=0)
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    np.testing.assert_allclose(new, full, atol=1e-5)
+    np.testing.assert_allclose(old, full, atol=1e-5)
+    with pytest.raises(ValueError, match="both `cache` and its old name"):
+        block(x, cache=block.init_cache(1, 4), self_attention_cache=block.init_cache(1, 4))
+    with pytest.raises(ValueError, match="`cache` without a `cache_index`"):
+        block(x, cache=block.init_cache(1, 4))
 
 
 def test_prefill_after_a_cached_prefix_under_xla():
@@ -55,8 +116,7 @@ def test_prefill_after_a_cached_prefix_under_xla():
 
     @tf.function(jit_compile=True)
     def prefill(tokens, cache, index):
-        with export_mode("xla"):
-            return model.call_with_cache(tokens, cache, index)
+        return model.call_with_cache(tokens, cache, index)
 
     cache = model.init_cache(None, 1, 16)
     _, cache = prefill(ids[:, :4], cache, 0)
