@@ -43,7 +43,7 @@ from keras import tree
 from seqkeras.layers import state as state_values
 from seqkeras.layers import validation
 
-__all__ = ["greedy", "sample", "beam_search", "length_penalty", "Runtime"]
+__all__ = ["greedy", "sample", "beam_search", "length_penalty", "choose_token", "Runtime"]
 
 
 class Runtime(collections.namedtuple("Runtime", ["cache_layout", "buffer_writes", "while_loop"])):
@@ -274,9 +274,10 @@ def _decode(
     prompt): the loop begins by feeding `prompt[:, start]`."""
     prompt = ops.convert_to_tensor(prompt)
     check_prompt(name, prompt, max_length)
-    start = validation.non_negative_int(name, "start", start)
     width = prompt.shape[1]
-    if width is not None and start >= width:
+    if _is_int(start) or not hasattr(start, "shape"):  # a graph-time start is the caller's
+        start = validation.non_negative_int(name, "start", start)
+    if _is_int(start) and width is not None and start >= width:
         raise ValueError(
             f"`{name}` expects `start` (the prompt positions already in the cache) below the "
             f"prompt's {width} tokens. Received: start={start}"
@@ -495,6 +496,42 @@ def _choose_sample(logits, top_k, top_p, seed, step):
     if ids is not None:
         pick = ops.take_along_axis(ids, ops.expand_dims(pick, 1), axis=1)[:, 0]
     return ops.cast(pick, "int32")
+
+
+def choose_token(logits, index, temperature=0.0, top_k=None, top_p=None, seed=0):
+    """The next token of each row, exactly as `greedy` (temperature 0) and
+    `sample` choose it from the logits of position `index`: one function,
+    so that a caller that runs its own loop (`ChatSession`) draws the same
+    tokens as `generate` and the served signatures for the same seed.
+
+    Args:
+        logits: float (batch, vocab), the scores of the token at `index +
+            1`.
+        index: int, the position of the token those logits follow (the
+            draw depends on it and on `seed`, statelessly).
+        temperature, top_k, top_p, seed: as `sample`'s.
+
+    Returns:
+        int32 (batch,).
+
+    Examples:
+        >>> import numpy as np
+        >>> from seqkeras import decoding
+        >>> np.asarray(decoding.choose_token(np.array([[0.1, 3.0, 0.2]]), 0)).tolist()
+        [1]
+    """
+    check_sampling(temperature, top_k, top_p, seed, name="choose_token")
+    logits = ops.cast(ops.convert_to_tensor(logits), "float32")
+    if len(logits.shape) != 2:
+        raise ValueError(
+            "`choose_token` expects `logits` of shape (batch, vocab). Received: "
+            f"logits.shape={tuple(logits.shape)}"
+        )
+    if temperature == 0:
+        return ops.cast(ops.argmax(logits, axis=-1), "int32")
+    seed = ops.convert_to_tensor(seed, "int32")
+    index = ops.convert_to_tensor(index, "int32")
+    return _choose_sample(logits / temperature, top_k, top_p, seed, index)
 
 
 def sample(

@@ -13,13 +13,7 @@ import shutil
 
 from seqkeras.export.files import check_target, place_file, replace_dir, temporary_dir
 from seqkeras.export.streaming import streaming_tflite
-
-
-def _end_ids(tokenizer):
-    """The sorted ids that end a reply: the end of a turn and EOS."""
-    from seqkeras.models.instruction import end_of_turn_id
-
-    return sorted({i for i in (end_of_turn_id(tokenizer), tokenizer.eos_id) if i is not None})
+from seqkeras.models.instruction import end_of_turn_ids
 
 
 def chat_bundle(
@@ -69,7 +63,7 @@ def chat_bundle(
     _check_prefills("chat_bundle", model)
     prefix, suffix = _chat_text("chat_bundle", tokenizer, system)
     directory = check_target("chat_bundle", directory, overwrite, want="dir", argument="directory")
-    end_ids = _end_ids(tokenizer)
+    end_ids = end_of_turn_ids(tokenizer)
     work = temporary_dir(directory)
     try:
         _, shapes = streaming_tflite(
@@ -293,7 +287,7 @@ def litert_lm_metadata(tokenizer, max_length=512):
             "<|im_end|>: SmolLM2, Qwen2); `tokenizer`'s template renders "
             f"{prefix + suffix!r}"
         )
-    words = [tokenizer.vocabulary[i] for i in _end_ids(tokenizer)]
+    words = [tokenizer.vocabulary[i] for i in end_of_turn_ids(tokenizer)]
     lines = [f'stop_tokens {{ token_str: "{w}" }}' for w in words]
     lines.append("prompt_templates {")
     for role, name in (("user", "user"), ("model", "assistant"), ("system", "system")):

@@ -31,7 +31,7 @@ whole sequence and cannot stream; a `transformer_language_model` (GPT-2
 included) streams one token per call with each block's key/value cache as
 states (state 0: the next token's position), and a `transformer_seq2seq`
 decoder likewise after `encode` (states: the position, each block's
-self-attention cache over `model.stream_max_length` positions, each
+self-attention cache over `max_length` positions (an argument), each
 block's cross-attention keys and values, the encoder outputs and the
 source mask; the axes that follow the source length are dynamic).
 """

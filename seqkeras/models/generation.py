@@ -200,12 +200,8 @@ def generate(
         cache = start(inputs, ops.shape(prompt)[0], max_length, runtime.cache_layout)
         split_step, cache, shared = split_cache(model, step, cache)
         options = dict(eos_id=eos_id, pad_id=pad_id, shared=shared, runtime=runtime, **kwargs)
-        width = static_shape(prompt)[1]
-        if prefill and width is not None and width > 1:
-            # the prompt but its last token in one pass (a model whose step
-            # takes several tokens); the loop goes on from the last
-            _, cache = step(prompt[:, : width - 1], cache, 0)
-            options["start"] = width - 1
+        if prefill:
+            cache, options["start"] = prefill_prompt(step, prompt, cache, given, lengths, compiled)
         if strategy == "greedy":
             return decoding.greedy(
                 split_step, prompt, cache, max_length, prompt_lengths=lengths, **options
@@ -225,11 +221,12 @@ def generate(
         decoding.check_beam(name="generate", **kwargs)
     prompt = ops.convert_to_tensor(prompt, "int32")
     decoding.check_prompt("generate", prompt, max_length)
-    # one prompt length (no `prompt_lengths`), greedy or sampling, a model
-    # whose step takes several tokens: the prompt is prefilled in one pass
+    # greedy or sampling, a model whose step takes several tokens: the
+    # prompt (with `prompt_lengths`, the part every row has) is prefilled
+    # in one pass
+    given = prompt_lengths is not None
     prefill = (
-        prompt_lengths is None
-        and strategy != "beam"
+        strategy != "beam"
         and getattr(model, "prefills", False)
         and getattr(model, "shared_cache_index", None) is None
     )
@@ -257,6 +254,41 @@ def generate(
         run = _compiled(model, run, key + (tuple(sorted(kwargs.items())),), jit)
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
+
+
+def prefill_prompt(step, prompt, cache, given, lengths, compiled):
+    """`(cache, start)`: the prompt's first `start` positions fed to the
+    model's `step` in one pass (a prefill), the decoding loop to go on
+    from position `start`.
+
+    One prompt length (`given` False): all but the last token, `start =
+    width - 1`. Prompts of different lengths, right-padded (`lengths`,
+    (batch,)): the positions every row has, `start = min(lengths) - 1`,
+    the longer rows' remaining prompt tokens forced by the loop, step by
+    step; every prefilled position is a real token, so no mask is needed.
+    A width or a `start` known only when the graph runs (a served
+    signature) is prefilled with a graph-time size, where the loop is
+    not XLA-compiled (XLA compiles static shapes: there only a static
+    width is prefilled)."""
+    width = static_shape(prompt)[1]
+    if not given and width is not None:
+        if width < 2:
+            return cache, 0
+        _, cache = step(prompt[:, : width - 1], cache, 0)
+        return cache, width - 1
+    if compiled:
+        return cache, 0
+    if given:
+        shortest = ops.minimum(ops.min(lengths), ops.shape(prompt)[1])
+        start = ops.maximum(shortest - 1, 0)
+    else:
+        start = ops.shape(prompt)[1] - 1
+    start = ops.cast(start, "int32")
+
+    def fed():
+        return step(prompt[:, :start], cache, 0)[1]
+
+    return ops.cond(start > 0, fed, lambda: cache), start
 
 
 def _takes(fn, argument):

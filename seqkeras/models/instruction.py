@@ -285,11 +285,25 @@ def answer_model(model):
     return keras.Model({"token_ids": token_ids, "answer_positions": positions}, logits)
 
 
-def end_of_turn_id(tokenizer):
-    """The id that ends an assistant turn: the vocabulary's `<|im_end|>`,
-    `<|eot_id|>` or `<|end|>`, else the tokenizer's EOS (None if neither)."""
+#: The chat templates' end-of-turn tokens (ChatML, Llama 3, Phi).
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>")
+
+
+def end_of_turn_ids(tokenizer):
+    """Every id that ends an assistant turn: the vocabulary's end-of-turn
+    tokens (`END_OF_TURN_TOKENS`) and the tokenizer's EOS, sorted."""
     index = {t: i for i, t in enumerate(tokenizer.vocabulary)}
-    for token in ("<|im_end|>", "<|eot_id|>", "<|end|>"):
+    ids = [index[t] for t in END_OF_TURN_TOKENS if t in index]
+    eos = getattr(tokenizer, "eos_id", None)
+    return sorted(set(ids + ([] if eos is None else [eos])))
+
+
+def end_of_turn_id(tokenizer):
+    """The id that ends an assistant turn: the vocabulary's first
+    end-of-turn token (`END_OF_TURN_TOKENS`), else the tokenizer's EOS
+    (None if neither)."""
+    index = {t: i for i, t in enumerate(tokenizer.vocabulary)}
+    for token in END_OF_TURN_TOKENS:
         if token in index:
             return index[token]
     return getattr(tokenizer, "eos_id", None)

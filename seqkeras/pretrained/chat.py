@@ -1,7 +1,9 @@
 """Chatting with a Llama-family checkpoint: the checkpoint's chat template
 (rendered with jinja2 as `transformers` renders it), its byte-level BPE
-tokenizer, and the model's own cached decoding step run one token at a
-time, so each token shows as it comes.
+tokenizer, and the model's own cached decoding step: each turn's new
+prompt tokens in one pass (prefill), then the reply one token at a time,
+so each token shows as it comes, chosen by `seqkeras.decoding`'s
+`choose_token` (the same tokens as `generate` for the same seed).
 
     python -m seqkeras.pretrained chat PATH [--prompt TEXT] [--sample]
 
@@ -12,6 +14,7 @@ from standard input and keeps the conversation.
 
 import numpy as np
 
+from seqkeras.decoding import choose_token
 from seqkeras.layers import validation
 
 
@@ -20,9 +23,14 @@ class ChatSession:
 
     Each turn renders the whole conversation with the chat template,
     encodes it, and feeds the model only the tokens its key/value cache
-    does not hold yet (the previous turns stay cached); the reply is
-    decoded one token at a time by one XLA-compiled step
-    (`call_with_cache` over a cache of `context` positions).
+    does not hold yet (the previous turns stay cached), in one pass; the
+    reply is decoded one token at a time by the model's step
+    (`call_with_cache` over a cache of `context` positions, compiled as
+    the library's policy says for generation, `choose_jit_compile`), its
+    weights laid out once (`prepare_step_weights`). Tokens are chosen by
+    `seqkeras.decoding.choose_token`: greedy, or sampled with a stateless
+    draw from the seed and the position, as `generate(...,
+    strategy="sample", seed=...)` draws them.
 
     Args:
         model: a model with the generation contract (`init_cache`,
@@ -30,9 +38,9 @@ class ChatSession:
             `load_pretrained`.
         tokenizer: a `seqkeras.data.ByteLevelBPETokenizer` with a chat
             template.
-        eos_ids: ids that end a reply (default: the tokenizer's EOS and
-            the template's end-of-turn token when the vocabulary has
-            `<|im_end|>` or `<|eot_id|>`).
+        eos_ids: ids that end a reply (default:
+            `seqkeras.models.instruction.end_of_turn_ids`: the tokenizer's
+            EOS and the template's end-of-turn tokens in the vocabulary).
         context: cached positions (the conversation's longest length).
         system: an optional system message (else the template's default).
 
@@ -53,39 +61,52 @@ class ChatSession:
             raise ValueError(f"`{where}`: the tokenizer has no chat template")
         self.model, self.tokenizer = model, tokenizer
         if eos_ids is None:
-            eos_ids = [tokenizer.eos_id] if getattr(tokenizer, "eos_id", None) is not None else []
-            index = {t: i for i, t in enumerate(tokenizer.vocabulary)}
-            eos_ids += [index[t] for t in ("<|im_end|>", "<|eot_id|>", "<|end|>") if t in index]
+            from seqkeras.models.instruction import end_of_turn_ids
+
+            eos_ids = end_of_turn_ids(tokenizer)
         self.eos_ids = sorted(set(int(i) for i in eos_ids))
         self.messages = [] if system is None else [{"role": "system", "content": system}]
         self.fed = []  # the ids the cache holds, in order
         self.cache = None
-        self._step = None
+        self._steps = None
 
-    def _compiled_step(self):
+    def _functions(self):
+        """`(prefill, step)`: the model's step on (1, T) new tokens (one
+        trace for every T) and on one token, compiled as
+        `choose_jit_compile(model, "generate")` says; both read the step
+        weights laid out once here."""
         import tensorflow as tf
 
-        if self._step is None:
-            model = self.model
+        from seqkeras.models.generation import model_step
+        from seqkeras.models.tasks import choose_jit_compile
 
-            def step(token, cache, index):
-                return model.call_with_cache(token, cache, index)
+        if self._steps is None:
+            step = model_step(self.model)
+            jit = choose_jit_compile(self.model, purpose="generate")[0]
+            # several tokens: a plain graph (one trace for every length; XLA
+            # would compile one program per prompt length)
+            prefill = tf.function(step, reduce_retracing=True, autograph=False)
+            one = tf.function(step, jit_compile=jit, reduce_retracing=True, autograph=False)
+            self._steps = prefill, one
+        return self._steps
 
-            self._step = tf.function(step, jit_compile=True, reduce_retracing=True, autograph=False)
-        return self._step
-
-    def _feed(self, token):
+    def _feed(self, tokens):
+        """Feeds `tokens` (a list of ids) at the next positions in one pass;
+        returns the logits (1, vocab) after the last."""
         import tensorflow as tf
 
-        if len(self.fed) >= self.context:
+        if len(self.fed) + len(tokens) > self.context:
             raise ValueError(
                 f"`ChatSession`: the conversation is longer than context={self.context} tokens"
             )
-        logits, self.cache = self._compiled_step()(
-            tf.constant([token], "int32"), self.cache, tf.constant(len(self.fed), "int32")
-        )
-        self.fed.append(int(token))
-        return np.asarray(logits)[0]
+        prefill, one = self._functions()
+        index = tf.constant(len(self.fed), "int32")
+        if len(tokens) == 1:
+            logits, self.cache = one(tf.constant(tokens, "int32"), self.cache, index)
+        else:
+            logits, self.cache = prefill(tf.constant([tokens], "int32"), self.cache, index)
+        self.fed += [int(t) for t in tokens]
+        return logits
 
     def _prompt_ids(self):
         text = self.tokenizer.apply_chat_template(self.messages, add_generation_prompt=True)
@@ -94,7 +115,9 @@ class ChatSession:
     def reply(self, text, max_new_tokens=256, temperature=0.0, top_k=None, top_p=None, seed=None):
         """Yields the reply to the user turn `text` piece by piece (text as
         it decodes: a piece ends on a whole UTF-8 character); the
-        conversation keeps the reply. `temperature` 0 is greedy."""
+        conversation keeps the reply. `temperature` 0 is greedy; a `seed`
+        (default: a random one) gives the tokens `generate(...,
+        strategy="sample", seed=seed)` gives on the rendered prompt."""
         from seqkeras.decoding import check_sampling
 
         validation.positive_int("ChatSession.reply", "max_new_tokens", max_new_tokens)
@@ -116,16 +139,16 @@ class ChatSession:
         if self.cache is None or shared < len(self.fed):  # the cache cannot be reused
             self.cache = self.model.init_cache(None, 1, self.context)
             self.fed, shared = [], 0
-        logits = None
-        for token in ids[shared:]:
-            logits = self._feed(token)
-        if logits is None:  # the prompt was all cached: feed its last token again
-            last = self.fed.pop()
-            logits = self._feed(last)
-        rng = np.random.default_rng(seed)
+        if shared == len(ids):  # the prompt was all cached: feed its last token again
+            self.fed.pop()
+            shared -= 1
+        logits = self._feed(ids[shared:])
+        if seed is None:
+            seed = int(np.random.default_rng().integers(2**31 - 1))
         reply, shown = [], ""
         for _ in range(max_new_tokens):
-            token = sample_token(logits, temperature, top_k, top_p, rng)
+            # the logits follow position len(fed) - 1, as in `generate`
+            token = int(choose_token(logits, len(self.fed) - 1, temperature, top_k, top_p, seed)[0])
             if token in self.eos_ids:
                 self.fed.append(token)  # the template's end of turn, cached
                 break
@@ -136,7 +159,7 @@ class ChatSession:
                 shown = text_so_far
             if len(self.fed) >= self.context:
                 break
-            logits = self._feed(token)
+            logits = self._feed([token])
         self.messages.append({"role": "assistant", "content": self._decode(reply)})
         # the rendered conversation may differ from what was fed (e.g. the
         # end-of-turn token); the next turn's prefix match settles it
@@ -151,21 +174,12 @@ def sample_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
     """The next token from float `logits` (vocab,): argmax when
     `temperature` is 0, else a draw from softmax(logits / temperature)
     restricted to the `top_k` most likely and the smallest set whose
-    probability reaches `top_p`."""
-    logits = np.asarray(logits, "float64")
-    if not temperature:
-        return int(np.argmax(logits))
+    probability reaches `top_p`: `seqkeras.decoding.choose_token` with a
+    seed drawn from `rng` (a NumPy generator; default a new one)."""
     rng = np.random.default_rng() if rng is None else rng
-    z = logits / float(temperature)
-    order = np.argsort(-z)
-    if top_k:
-        order = order[: int(top_k)]
-    p = np.exp(z[order] - z[order].max())
-    p /= p.sum()
-    if top_p is not None and top_p < 1:
-        keep = np.searchsorted(np.cumsum(p), float(top_p)) + 1
-        order, p = order[:keep], p[:keep] / p[:keep].sum()
-    return int(order[rng.choice(len(order), p=p)])
+    seed = int(rng.integers(2**31 - 1)) if temperature else 0
+    logits = np.asarray(logits, "float32")[None]
+    return int(choose_token(logits, 0, temperature, top_k, top_p, seed)[0])
 
 
 def load_chat(path, context=2048, system=None):

@@ -10,6 +10,7 @@ import tensorflow as tf
 import seqkeras
 from seqkeras.export import signatures as S
 from seqkeras.export import convert_builtin, run_tflite_signature, saved_model
+from seqkeras.export import loops
 from seqkeras.layers.export_mode import export_mode
 from tests.export.export_checks import assert_builtin_only
 
@@ -97,6 +98,7 @@ def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs, tmp_path)
             strategy=strategy,
             eos_id=2,
             jit_compile=False,
+            runtime=loops.SERVING,  # TF Serving's loop, passed as a value
             **kwargs,
         )
         return {"ids": out[0] if strategy == "beam" else out}

@@ -90,7 +90,7 @@ def test_streaming_forecaster_ends_at_the_full_forecast(tmp_path):
         ),
         (
             lambda: seqkeras.models.transformer_seq2seq(10, 10, 8, num_heads=2, hidden_dim=8),
-            "stream_max_length",
+            "pass `max_length`",
         ),
     ],
 )
@@ -114,6 +114,27 @@ def test_streaming_transformer_language_model_with_key_value_caches(tmp_path):
     outs = list(_stream(flatbuffer, "token_ids", ids, shapes))
     for t, out in enumerate(outs):
         np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
+
+
+def test_exports_take_lengths_as_arguments_and_leave_the_model_alone(tmp_path):
+    # One model exported twice with different cache lengths: each file has
+    # its own length and equals Keras; the model is unchanged (no length
+    # left behind for a later export to reuse silently), and a third
+    # export without a length has the model's own.
+    model = seqkeras.models.transformer_language_model(
+        30, 12, num_layers=1, num_heads=2, hidden_dim=8
+    )
+    ids = _tokens(1, 6, seed=4, vocab=30)
+    expected = np.asarray(model(ids))
+    for length in (6, 9):
+        path, shapes = streaming_tflite(model, tmp_path / f"{length}.tflite", max_length=length)
+        assert shapes == [(1,)] + [(2, length, 4)] * 2
+        assert model.stream_max_length is None
+        outs = list(_stream(open(path, "rb").read(), "token_ids", ids, shapes))
+        for t, out in enumerate(outs):
+            np.testing.assert_allclose(out["logits"], expected[:, t], atol=1e-5)
+    _, shapes = streaming_tflite(model, tmp_path / "default.tflite")
+    assert shapes == [(1,)] + [(2, 12, 4)] * 2
 
 
 def test_streaming_decoder_language_model_with_grouped_query_caches(tmp_path):

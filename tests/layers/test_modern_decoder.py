@@ -3,8 +3,6 @@ feed-forward and the Llama decoder block, against NumPy references and
 `transformers`' own rotary frequencies; cached steps (fixed buffer and
 growing cache, prepared fused weights) against the full pass."""
 
-import contextlib
-
 import numpy as np
 import pytest
 
@@ -231,9 +229,7 @@ def test_gated_feedforward_matches_numpy():
         expected = (fn(x @ g + bg) * (x @ u + bu)) @ dn + bd
         np.testing.assert_allclose(layer(x), expected, rtol=1e-4, atol=1e-4)
         fused = layer.prepare_step_weights()  # the fused gate/up product
-        np.testing.assert_allclose(
-            layer(x, step_weights=fused), expected, rtol=1e-4, atol=1e-4
-        )
+        np.testing.assert_allclose(layer(x, step_weights=fused), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_gated_feedforward_contract_and_errors():
@@ -258,9 +254,7 @@ def test_llama_block_contract_and_cached_step():
     for layout in ("fixed", "growing"):
         cache = block.init_cache(1, 6, layout=layout)
         for i in range(6):
-            out, cache = block(
-                x[:, i : i + 1], cache=cache, cache_index=i, step_weights=weights
-            )
+            out, cache = block(x[:, i : i + 1], cache=cache, cache_index=i, step_weights=weights)
             np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
     with pytest.raises(ValueError, match="num_key_value_heads dividing"):
         sk.LlamaDecoderBlock(4, 16, num_key_value_heads=3)

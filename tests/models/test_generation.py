@@ -188,9 +188,9 @@ def test_compiled_decoders_per_model_are_bounded():
 
 @pytest.mark.parametrize("kind", ["transformer_lm", "seq2seq"])
 def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
-    """Inside `projection_weights`, the head computes with the output matrix
-    (tied embedding; the seq2seq's Dense kernel and bias) rounded to
-    bfloat16, as NumPy does with ml_dtypes; `generate` greedy with
+    """Given the output matrix cast once (`projection_step_weights`), the
+    head computes with it (tied embedding; the seq2seq's Dense kernel and
+    bias) rounded to bfloat16, as NumPy does with ml_dtypes; `generate` greedy with
     `projection_dtype="bfloat16"` equals the step-by-step argmax of that
     head."""
     import ml_dtypes
@@ -209,16 +209,18 @@ def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
     def rounded(a):
         return np.asarray(a).astype(bf16).astype("float32")
 
+    cast = steps.projection_step_weights(model, "bfloat16")
     if kind == "transformer_lm":
         head = steps.step_logits(None, model.part("embedding"))
+        low_head = steps.step_logits(None, model.part("embedding"), cast)
         expected = rounded(h) @ rounded(model.part("embedding").embeddings).T
     else:
         dense = model.part("logits")
         head = steps.step_logits(dense)
+        low_head = steps.step_logits(dense, weights=cast)
         expected = rounded(h) @ rounded(dense.kernel) + rounded(dense.bias)
     exact = np.asarray(head(h))
-    with steps.projection_weights(model, "bfloat16"):
-        low = np.asarray(head(h))
+    low = np.asarray(low_head(h))
     # bfloat16 products, accumulated in bfloat16 or float32 by the kernel
     np.testing.assert_allclose(low, expected, rtol=2e-2, atol=2e-2)
     assert np.abs(low - exact).max() > 0  # it did round
@@ -232,14 +234,14 @@ def test_bfloat16_projection_is_the_rounded_matrix_read_once(kind):
         )
     )
     start, step = M.decoder_step(model)
-    with steps.projection_weights(model, "bfloat16"):
-        cache = start(inputs, 2, 6)
-        tokens = prompt
-        for t in range(5):
-            logits, cache = step(tokens[:, t], cache, t)
-            if t + 1 >= tokens.shape[1]:
-                nxt = np.argmax(np.asarray(logits), -1).astype("int32")
-                tokens = np.concatenate([tokens, nxt[:, None]], 1)
+    weights = model.prepare_step_weights("bfloat16")
+    cache = start(inputs, 2, 6)
+    tokens = prompt
+    for t in range(5):
+        logits, cache = step(tokens[:, t], cache, t, step_weights=weights)
+        if t + 1 >= tokens.shape[1]:
+            nxt = np.argmax(np.asarray(logits), -1).astype("int32")
+            tokens = np.concatenate([tokens, nxt[:, None]], 1)
     np.testing.assert_array_equal(out, tokens)
     with pytest.raises(ValueError, match="`projection_dtype`.*'int8'"):
         M.generate(model, inputs, prompt=prompt, max_length=6, projection_dtype="int8")

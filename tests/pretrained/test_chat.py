@@ -53,6 +53,44 @@ def test_reply_equals_greedy_generate(directory):
     assert len(session.fed) > fed_before
 
 
+def test_sampled_reply_equals_generate_for_the_same_seed(directory):
+    # 8 seeded conversations: ChatSession prefills the rendered prompt with
+    # the model's own step and draws with `seqkeras.decoding.choose_token`,
+    # so its reply is the ids `generate(..., strategy="sample", seed=s)`
+    # draws on the same prompt (one sampler, stateless draws).
+    session = chat.load_chat(directory, context=128)
+    options = dict(temperature=0.9, top_k=40, top_p=0.95)
+    distinct = set()
+    for seed in range(8):
+        session.messages, session.fed, session.cache = [], [], None
+        message = f"what is the cat number {seed}?"
+        pieces = list(session.reply(message, max_new_tokens=12, seed=seed, **options))
+        prompt = session.tokenizer.apply_chat_template(
+            [{"role": "user", "content": message}], add_generation_prompt=True
+        )
+        ids = session.tokenizer.encode([prompt])[0].numpy()
+        out = np.asarray(
+            seqkeras.models.generate(
+                session.model,
+                prompt=ids[None],
+                max_length=len(ids) + 12,
+                strategy="sample",
+                seed=seed,
+                eos_id=2,
+                pad_id=2,
+                **options,
+            )
+        )[0, len(ids) :]
+        new = []
+        for i in out:
+            if int(i) in session.eos_ids:
+                break
+            new.append(int(i))
+        assert "".join(pieces) == session.tokenizer.decode([new]).numpy()[0].decode()
+        distinct.add(tuple(new))
+    assert len(distinct) > 1  # the seeds draw different replies
+
+
 def test_chat_command_streams_a_reply(directory, capsys):
     from seqkeras.pretrained.__main__ import main
 
