@@ -179,7 +179,7 @@ def keras_hub_backbone(checkpoint, dtype="float32"):
         num_key_value_heads=arch["num_key_value_heads"],
         rope_max_wavelength=arch["rope_base"],
         layer_norm_epsilon=arch["norm_epsilon"],
-        tie_word_embeddings=arch["tie_embeddings"],
+        tie_word_embeddings=arch["tie_weights"],
         dtype=dtype,
     )
     t = checkpoint.tensors
@@ -188,7 +188,7 @@ def keras_hub_backbone(checkpoint, dtype="float32"):
         "token_embedding/embeddings": t["embed_tokens.weight"],
         "sequence_output_layernorm/scale": t["norm.weight"],
     }
-    if not arch["tie_embeddings"]:
+    if not arch["tie_weights"]:
         values["token_embedding/reverse_embeddings"] = t["lm_head.weight"].T
     for i in range(arch["num_layers"]):
         src, dst = f"layers.{i}.", f"transformer_layer_{i}/"

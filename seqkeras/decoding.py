@@ -170,11 +170,22 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0, name="sample
             f"`{name}` received an invalid value for `top_p`: expected a "
             f"number in (0, 1] or None. Received: top_p={top_p!r}"
         )
-    if not _is_int(seed):
+    if not _is_int(seed) and not _is_integer_scalar(seed):
         raise ValueError(
             f"`{name}` received an invalid value for `seed`: "
-            f"expected an integer. Received: seed={seed!r}"
+            f"expected an integer (or a scalar integer tensor). Received: seed={seed!r}"
         )
+
+
+def _is_integer_scalar(x):
+    """A scalar tensor of an integer dtype (a served graph's `seed`
+    input)."""
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is None or dtype is None or len(shape) != 0 or isinstance(x, np.ndarray):
+        return False
+    from keras import backend
+
+    return "int" in backend.standardize_dtype(dtype)
 
 
 def check_beam(beam_width=4, length_penalty_alpha=0.0, return_all_beams=False, name="beam_search"):

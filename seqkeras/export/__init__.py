@@ -3,7 +3,7 @@
 - `saved_model(model, path, signatures=[...], jit_compile=False)` (TF
   Serving layout): the writer; the signatures are objects from
   `seqkeras.export.signatures` (`Forward`, `Generate`, `GenerateBeam`,
-  `GenerateText`, `ServeText`, `Tag`, `Translate`); decoding signatures
+  `GenerateSample`, `GenerateText`, `ServeText`, `Tag`, `Translate`); decoding signatures
   run the model's own `call_with_cache` through `seqkeras.decoding`, in
   the serving loop of `loops` (growing caches, finished rows leave), or,
   with `jit_compile=True`, in one XLA cluster per signature.

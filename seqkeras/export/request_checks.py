@@ -117,6 +117,28 @@ def no_empty(where, name, x, lengths):
     )
 
 
+def prompt_lengths(where, lengths, ids):
+    """`lengths` passed through an assert that it has one entry per row of
+    `ids` (right-padded prompts), each in [1, width]."""
+    rows, width = tf.shape(ids)[0], tf.shape(ids)[1]
+    ok = tf.logical_and(
+        tf.equal(tf.size(lengths), rows),
+        tf.reduce_all(tf.logical_and(lengths >= 1, lengths <= width)),
+    )
+    return _checked(
+        lengths,
+        ok,
+        [
+            f"`{where}`: input `prompt_lengths` needs one length in [1, prompt width] per "
+            "prompt row. Received lengths",
+            lengths,
+            "for prompts of shape",
+            tf.shape(ids),
+        ],
+        "request_prompt_lengths",
+    )
+
+
 def bounded_batch(where, function, limit):
     """A `tf.function` with `function`'s input signature that refuses a
     request with more than `limit` rows in any input, then calls

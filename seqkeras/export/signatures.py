@@ -13,6 +13,9 @@ family adds a signature class here and touches nothing else.
   `generate` and `generate_beam`, token ids in, the decoding loop in the
   graph (`generation(...)` gives both, and `GenerateText` with a
   vocabulary).
+- `GenerateSample(max_length, temperature, top_k, top_p)`:
+  `generate_sample`, sampling with a `seed` input (and a language model's
+  `prompt_lengths`: prompts of different lengths in one request).
 - `GenerateText(vocabulary, max_length)`: `generate_text`, strings in,
   decoded strings out (a translation, or each prompt's continuation).
 - `ServeText(vocabulary=... | tokenizer=...)`: `serve_text`, strings in,
@@ -22,7 +25,8 @@ family adds a signature class here and touches nothing else.
   entity spans out.
 - `Chat(tokenizer, max_length)`: `chat`, a user's message in, the
   assistant's reply out (a decoder language model; template, tokenizer
-  and decoding loop in the graph).
+  and decoding loop in the graph); sampled with a `seed` input when given
+  a `temperature`.
 - `Translate(source_tokenizer, target_tokenizer, max_length)`:
   `translate`, strings in and out, beam search in the graph.
 
@@ -325,6 +329,77 @@ class GenerateBeam(_Generation):
         return Functions({"generate_beam": beam})
 
 
+class GenerateSample(_Generation):
+    """`generate_sample` (or `name`): sampling with temperature, top-k and
+    top-p, ids in, `ids` out, with a `seed` input (int32 scalar: the same
+    seed gives the same ids as `generate(..., strategy="sample",
+    seed=seed)`, draws stateless in the graph). A language model also takes
+    `prompt_lengths` (int32 (batch,)): each row's prompt length in
+    right-padded `prompt_ids`, so prompts of different lengths share a
+    request (the positions every row has are prefilled in one pass).
+    `temperature=0` is greedy decoding.
+
+    Args:
+        max_length: tokens in all, prompt included.
+        eos_id: the end token (default EOS).
+        temperature, top_k, top_p: as `seqkeras.decoding.sample`'s.
+        name: the signature's name.
+    """
+
+    def __init__(
+        self,
+        max_length,
+        eos_id=None,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        name="generate_sample",
+    ):
+        from seqkeras.decoding import check_sampling
+
+        super().__init__(max_length, eos_id)
+        check_sampling(temperature, top_k, top_p, 0, name="GenerateSample")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                "`GenerateSample` received an invalid value for `name`: expected a "
+                f"signature name (an identifier). Received: name={name!r}"
+            )
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+        self.names = (name,)
+
+    def build(self, model, check=True):
+        (name, spec), decode = self._prepare(model)
+        fed = {"prompt_ids": model.prompt_input}
+        prompted = getattr(model, "conditioning_input", None) is None
+        signature = self.names[0]
+        specs = {name: spec, "seed": tf.TensorSpec((), tf.int32, name="seed")}
+        if prompted:
+            specs["prompt_lengths"] = tf.TensorSpec((None,), tf.int32, name="prompt_lengths")
+        options = {}
+        if self.temperature:
+            options = dict(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+            options = {k: v for k, v in options.items() if v is not None}
+
+        @tf.function(autograph=False, input_signature=[specs])
+        def sample(inputs):
+            ids = inputs[name]
+            if check:
+                ids = checked_inputs(model, {name: ids}, signature, fed)[name]
+                if spec.dtype.is_integer:
+                    ids = self._checked_ids(model, signature, name, ids)
+            given = {}
+            if prompted:
+                lengths = inputs["prompt_lengths"]
+                if check:
+                    lengths = requests.prompt_lengths(signature, lengths, ids)
+                given["prompt_lengths"] = lengths
+            if not self.temperature:
+                return {"ids": decode(ids, "greedy", **given)}
+            return {"ids": decode(ids, "sample", seed=inputs["seed"], **given, **options)}
+
+        return Functions({signature: sample})
+
+
 def _reply_positions(out, first, eos_id):
     """bool (batch, time): the generated ids of `out` (from each row's
     `first` position) before its first `eos_id`."""
@@ -398,15 +473,24 @@ class Chat(_Generation):
         max_length: tokens in all, prompt and reply (the cache's bound).
         system: a system message for every request (default: the
             template's).
+        temperature, top_k, top_p: sampling (as
+            `seqkeras.decoding.sample`'s); the signature then also takes
+            `seed` (int32 scalar): the same seed gives the reply
+            `ChatSession.reply(..., seed=)` gives to one message (a row's
+            draws depend on its place in the batch: one message per
+            request for that equality). Default `temperature=0`: greedy.
     """
 
     names = ("chat",)
 
-    def __init__(self, tokenizer, max_length, system=None):
+    def __init__(self, tokenizer, max_length, system=None, temperature=0.0, top_k=None, top_p=None):
+        from seqkeras.decoding import check_sampling
         from seqkeras.models.instruction import chat_text, end_of_turn_id
 
+        check_sampling(temperature, top_k, top_p, 0, name="Chat")
         self.tokenizer = tokenizer
         self.prefix, self.suffix = chat_text(tokenizer, system)
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
         super().__init__(max_length, end_of_turn_id(tokenizer))
 
     def build(self, model, check=True):
@@ -415,8 +499,13 @@ class Chat(_Generation):
             raise ValueError(f"`Chat` needs a language model; model {model.name!r} is not one")
         tokenizer, eos_id = self.tokenizer, self.eos_id
         prefix, suffix = tf.constant(self.prefix), tf.constant(self.suffix)
+        specs, options = dict(_TEXT_SIGNATURE), {}
+        if self.temperature:
+            specs["seed"] = tf.TensorSpec((), tf.int32, name="seed")
+            options = dict(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+            options = {k: v for k, v in options.items() if v is not None}
 
-        @tf.function(autograph=False, input_signature=[_TEXT_SIGNATURE])
+        @tf.function(autograph=False, input_signature=[specs])
         def chat(inputs):
             texts = tf.strings.join([prefix, inputs["text"], suffix])
             ragged = tokenizer.encode(texts)
@@ -430,7 +519,10 @@ class Chat(_Generation):
                     f"(max_length={self.max_length})"
                 )
                 ids = requests.at_most("chat", "text", ids, self.max_length - 1, what=what)
-            out = decode(ids, "greedy", prompt_lengths=lengths)
+            if options:
+                out = decode(ids, "sample", prompt_lengths=lengths, seed=inputs["seed"], **options)
+            else:
+                out = decode(ids, "greedy", prompt_lengths=lengths)
             reply = tf.ragged.boolean_mask(out, _reply_positions(out, lengths, eos_id))
             return {"reply": tokenizer.decode(reply, skip_special_tokens=True)}
 

@@ -1,7 +1,6 @@
 """`TransformerEncoderBlock` and `TransformerDecoderBlock`."""
 
 import math
-import warnings
 
 import keras
 from keras import ops
@@ -458,24 +457,21 @@ def _renamed_cache_arguments(cache, cache_index, old_cache, old_index):
     """`(cache, cache_index)` from the block's arguments, taking the old
     names (`self_attention_cache`, `self_attention_cache_index`) with a
     DeprecationWarning."""
-    for new, old, value, old_name in (
-        ("cache", old_cache, cache, "self_attention_cache"),
-        ("cache_index", old_index, cache_index, "self_attention_cache_index"),
-    ):
-        if old is None:
-            continue
-        if value is not None:
-            raise ValueError(
-                f"`TransformerDecoderBlock` received both `{new}` and its old name "
-                f"`{old_name}`; pass `{new}` only"
-            )
-        warnings.warn(
-            f"`TransformerDecoderBlock`: `{old_name}` is deprecated; pass `{new}` "
-            "(the one decoder-block signature). The old name goes in the next release.",
-            DeprecationWarning,
-            stacklevel=4,
-        )
-    return (
-        old_cache if cache is None else cache,
-        old_index if cache_index is None else cache_index,
+    where, unset = "TransformerDecoderBlock", validation.UNSET
+
+    def given(x):
+        return unset if x is None else x
+
+    cache = validation.renamed(
+        where, "cache", given(cache), "self_attention_cache", given(old_cache), None, 5
     )
+    cache_index = validation.renamed(
+        where,
+        "cache_index",
+        given(cache_index),
+        "self_attention_cache_index",
+        given(old_index),
+        None,
+        5,
+    )
+    return cache, cache_index

@@ -5,6 +5,7 @@ value for `units`: expected a positive integer. Received: units=0".
 """
 
 import numbers
+import warnings
 
 import keras
 import numpy as np
@@ -65,6 +66,32 @@ def boolean(layer, arg, value):
 
 
 # ---- call-time checks (static shapes only: free, also when traced) ----
+
+
+#: What a renamed argument's old name means when it is not given.
+UNSET = object()
+
+
+def renamed(where, new, value, old, old_value, default=None, stacklevel=3):
+    """The value of argument `new` when its old name `old` may be given
+    instead: `old_value` (with a DeprecationWarning naming `where`) when
+    it is not `UNSET`, else `value` (`default` when that is `UNSET`). Both
+    given (`value` neither `UNSET` nor `default`): a ValueError.
+
+    The old names keep working for one release (CHANGELOG, "one name per
+    concept")."""
+    if old_value is UNSET:
+        return default if value is UNSET else value
+    if value is not UNSET and value is not default and value != default:
+        raise ValueError(
+            f"`{where}` received both `{new}` and its old name `{old}`; pass `{new}` only"
+        )
+    warnings.warn(
+        f"`{where}`: `{old}` is deprecated; pass `{new}`. The old name goes in the next release.",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return old_value
 
 
 def static_shape(x):

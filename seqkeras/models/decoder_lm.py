@@ -19,33 +19,43 @@ class DecoderLanguageModel(KeyValueLanguageModel):
     block's key/value cache (key/value heads only); positions are rotary,
     inside the attention, so a step needs only the cache index.
 
-    Args (besides `SequenceModel`'s): context_length: the longest
-    sequence `generate` and the streamed step accept (the checkpoint's
-    `max_position_embeddings`). Streams one token per call over that many
-    cached positions (`KeyValueLanguageModel`).
+    Args (besides `SequenceModel`'s): max_length: the longest sequence
+    `generate` and the streamed step accept, its positions (the
+    checkpoint's `max_position_embeddings`; `context_length` is its old
+    name, deprecated). Streams one token per call over that many cached
+    positions (`KeyValueLanguageModel`).
     """
 
-    def __init__(self, *args, context_length=None, **kwargs):
+    def __init__(self, *args, max_length=None, context_length=validation.UNSET, **kwargs):
         super().__init__(*args, **kwargs)
-        if context_length is not None:
-            context_length = validation.positive_int(
-                type(self).__name__, "context_length", context_length
-            )
-        self.context_length = context_length
+        max_length = validation.renamed(
+            type(self).__name__, "max_length", max_length, "context_length", context_length
+        )
+        if max_length is not None:
+            max_length = validation.positive_int(type(self).__name__, "max_length", max_length)
+        self.max_length = max_length
+
+    @property
+    def context_length(self):
+        """Deprecated: `max_length`."""
+        validation.renamed(
+            type(self).__name__, "max_length", None, "context_length", self.max_length
+        )
+        return self.max_length
 
     @property
     def max_generation_length(self):
-        return self.context_length
+        return self.max_length
 
     def get_config(self):
         config = super().get_config()
-        config["context_length"] = self.context_length
+        config["max_length"] = self.max_length
         return config
 
     def _unbounded(self):
         return (
-            f"model {self.name!r} streams over `context_length` cached positions; "
-            "build it with `context_length`"
+            f"model {self.name!r} streams over `max_length` cached positions; "
+            "build it with `max_length`"
         )
 
 
@@ -67,10 +77,11 @@ def decoder_language_model(
     attention_output_bias=False,
     window=None,
     window_layers=None,
-    tie_embeddings=True,
+    tie_weights=True,
     dropout=0.0,
-    mask_padding=False,
+    mask_padding=True,
     name="decoder_language_model",
+    tie_embeddings=validation.UNSET,
 ):
     """A Llama-family decoder-only language model.
 
@@ -98,11 +109,14 @@ def decoder_language_model(
         window: sliding-window attention over this many positions (None:
             full causal attention), in the blocks `window_layers` lists
             (default: every block).
-        tie_embeddings: the output matrix is the token embedding.
+        tie_weights: the output matrix is the token embedding
+            (`tie_embeddings` is its old name, deprecated).
         dropout: in the blocks (training only).
-        mask_padding: id 0 is padding (masked). Default False: id 0 is a
-            token (SmolLM2's `<|endoftext|>`); pad with any id and give
-            `generate` the `prompt_lengths` of right-padded prompts.
+        mask_padding: id 0 is padding (masked), the library's convention
+            (as `transformer_language_model`). False: id 0 is a token
+            (SmolLM2's `<|endoftext|>`; `llama_language_model` passes
+            False); pad with any id and give `generate` the
+            `prompt_lengths` of right-padded prompts.
         name: the model's name.
 
     Returns:
@@ -129,7 +143,10 @@ def decoder_language_model(
     intermediate_dim = bb.check(where, "intermediate_dim", intermediate_dim, "int")
     max_length = bb.check(where, "max_length", max_length, "int")
     dropout = bb.check(where, "dropout", dropout, "rate")
-    tie_embeddings = bb.check(where, "tie_embeddings", tie_embeddings, "bool")
+    tie_weights = validation.renamed(
+        where, "tie_weights", tie_weights, "tie_embeddings", tie_embeddings, True
+    )
+    tie_weights = bb.check(where, "tie_weights", tie_weights, "bool")
     mask_padding = bb.check(where, "mask_padding", mask_padding, "bool")
     if head_dim is None and hidden_dim % num_heads:
         raise ValueError(
@@ -179,7 +196,7 @@ def decoder_language_model(
     norm = keras.layers.RMSNormalization(epsilon=norm_epsilon, name="decoder_norm")
     x = norm(x)
     dense = None
-    if tie_embeddings:
+    if tie_weights:
         x = embedding(x, reverse=True)
     else:
         dense = keras.layers.Dense(vocab_size, use_bias=False, name="logits_dense")
@@ -191,5 +208,5 @@ def decoder_language_model(
         name=name,
         vocabulary_sizes={"token_ids": vocab_size},
         parts={"embedding": embedding, "blocks": blocks, "norm": norm, "logits": dense},
-        context_length=max_length,
+        max_length=max_length,
     )

@@ -4,6 +4,7 @@ both with weight tying between the embedding and the output layer."""
 import keras
 from keras import ops
 
+from seqkeras.layers import validation
 from seqkeras.models import backbones as bb
 from seqkeras.models import steps
 from seqkeras.models.base import SequenceModel
@@ -74,6 +75,14 @@ class KeyValueLanguageModel(LanguageModel):
         (batch, 1), so that every state starts at zeros) and each block's
         key/value cache over `max_length` positions (default
         `max_generation_length`)."""
+        if self.stream_max_length is not None and max_length is None:
+            max_length = validation.renamed(
+                type(self).__name__,
+                "stream_start(max_length=)",
+                validation.UNSET,
+                "stream_max_length",
+                self.stream_max_length,
+            )
         max_length = max_length or self.stream_max_length or self.max_generation_length
         if max_length is None:
             raise ValueError(self._unbounded())
@@ -245,8 +254,9 @@ def transformer_language_model(
     norm_first=True,
     activation="gelu",
     tie_weights=True,
-    layer_norm_epsilon=1e-5,
+    norm_epsilon=1e-5,
     mask_padding=True,
+    layer_norm_epsilon=validation.UNSET,
 ):
     """Decoder-only Transformer language model (GPT): token and position
     embeddings, causal pre-LN blocks, a final LayerNorm and tied logits.
@@ -262,7 +272,8 @@ def transformer_language_model(
         norm_first: pre-LN blocks (GPT-2) or post-LN (the original paper).
         activation: `"gelu"`, `"gelu_tanh"` (GPT-2's) or `"relu"`.
         tie_weights: output layer = transposed token embedding.
-        layer_norm_epsilon: of every LayerNorm.
+        norm_epsilon: of every LayerNorm (`layer_norm_epsilon` is its old
+            name, deprecated).
         mask_padding: id 0 is padding (masked). False: id 0 is a token
             like any other (GPT-2's "!"); pad with any id and give
             `generate` the `prompt_lengths`.
@@ -306,7 +317,9 @@ def transformer_language_model(
         positional=positional,
         norm_first=norm_first,
         activation=activation,
-        layer_norm_epsilon=layer_norm_epsilon,
+        layer_norm_epsilon=validation.renamed(
+            name, "norm_epsilon", norm_epsilon, "layer_norm_epsilon", layer_norm_epsilon, 1e-5
+        ),
         mask_padding=bb.check(name, "mask_padding", mask_padding, "bool"),
     )
     embedding = parts["embedding"]

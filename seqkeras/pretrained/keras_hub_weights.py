@@ -268,7 +268,7 @@ def llama_architecture(backbone, max_length=None, tokenizer=None):
         "window_layers": None,
         # LlamaBackbone's config leaves `tie_word_embeddings` out: the
         # variables say it
-        "tie_embeddings": "token_embedding/reverse_embeddings" not in names,
+        "tie_weights": "token_embedding/reverse_embeddings" not in names,
         "bos_id": None if bos is None else int(bos),
         "eos_id": eos_ids[0] if eos_ids else None,
         "eos_ids": eos_ids,

@@ -167,7 +167,7 @@ def llama_architecture(config, path="config.json"):
         sliding-window length: a query attends to the `window` latest
         positions, itself included), `window_layers` (None: every layer
         uses the window; else the indices of the layers that do),
-        `tie_embeddings`, `bos_id`, `eos_id` (the first of `eos_ids`) and
+        `tie_weights`, `bos_id`, `eos_id` (the first of `eos_ids`) and
         `eos_ids` (a list).
 
     Raises:
@@ -245,7 +245,7 @@ def llama_architecture(config, path="config.json"):
         "attention_output_bias": attention_bias and model_type == "llama",
         "window": window,
         "window_layers": window_layers,
-        "tie_embeddings": bool(config.get("tie_word_embeddings", False)),
+        "tie_weights": bool(config.get("tie_word_embeddings", False)),
         "bos_id": bos_ids[0] if bos_ids else None,
         "eos_id": eos_ids[0] if eos_ids else None,
         "eos_ids": eos_ids,
@@ -639,7 +639,7 @@ def gguf_architecture(metadata, tensor_names=(), path="model.gguf", rope_freqs=N
         "attention_output_bias": "blk.0.attn_output.bias" in names,
         "window": int(window) if window else None,
         "window_layers": None,
-        "tie_embeddings": "output.weight" not in names,
+        "tie_weights": "output.weight" not in names,
         "bos_id": None if bos is None else int(bos),
         "eos_id": None if eos is None else int(eos),
         "eos_ids": [] if eos is None else [int(eos)],

@@ -572,7 +572,7 @@ def gpt2_language_model(architecture, dropout=None):
         intermediate_dim=arch["intermediate_dim"],
         dropout=dropout,
         activation=arch.get("activation", "gelu_tanh"),
-        layer_norm_epsilon=arch.get("layer_norm_epsilon", 1e-5),
+        norm_epsilon=arch.get("layer_norm_epsilon", 1e-5),
         mask_padding=False,
     )
 
@@ -598,7 +598,7 @@ _LLAMA_KEYS = (
     "attention_output_bias",
     "window",
     "window_layers",
-    "tie_embeddings",
+    "tie_weights",
 )
 
 
@@ -630,8 +630,19 @@ def llama_language_model(architecture, dropout=None):
             f"num_heads={heads}, num_key_value_heads={kv_heads}"
         )
     dropout = bb.check(name, "dropout", 0.0 if dropout is None else dropout, "rate")
+    if "tie_embeddings" in arch:  # the key's old name
+        arch = dict(arch)
+        arch["tie_weights"] = validation.renamed(
+            name,
+            "tie_weights",
+            arch.pop("tie_weights", validation.UNSET),
+            "tie_embeddings",
+            arch.pop("tie_embeddings"),
+            True,
+        )
     kwargs = {k: arch[k] for k in _LLAMA_KEYS if k in arch}
-    return decoder_language_model(**kwargs, dropout=dropout, name=name)
+    # id 0 is a token of these vocabularies, not padding
+    return decoder_language_model(**kwargs, dropout=dropout, mask_padding=False, name=name)
 
 
 # -- weights ------------------------------------------------------------------

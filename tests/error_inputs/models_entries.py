@@ -169,13 +169,13 @@ entry(
 )
 entry(
     P + "DecoderLanguageModel",
-    "context_length",
-    lambda: M.DecoderLanguageModel(*_tiny_io(), context_length=0),
+    "max_length",
+    lambda: M.DecoderLanguageModel(*_tiny_io(), max_length=0),
 )
 entry(
     P + "DecoderLanguageModel",
-    "context_length",
-    lambda: M.DecoderLanguageModel(*_tiny_io(), context_length="2048"),
+    "max_length",
+    lambda: M.DecoderLanguageModel(*_tiny_io(), max_length="2048"),
 )
 
 # ---- forecasters: the series' shape and values --------------------------------

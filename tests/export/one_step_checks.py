@@ -52,7 +52,7 @@ BUILDERS = {
         window=4,
         window_layers=[1],
         attention_bias=True,
-        tie_embeddings=False,
+        tie_weights=False,
         max_length=16,
     ),
     "recurrent_seq2seq": lambda: M.recurrent_seq2seq(V, V, units=8, embedding_dim=8),

@@ -232,3 +232,32 @@ def test_decoding_start_feeds_the_prompt_from_start():
         decoding.sample(step, np.array([[1, 2]]), (), max_length=8, start=-1)
     with pytest.raises(TypeError, match="`greedy`.*start"):
         decoding.greedy(step, np.array([[1, 2]]), (), max_length=8, start=1.5)
+
+
+def test_one_name_per_concept_and_the_old_names():
+    # The two language-model builders share their names (`tie_weights`,
+    # `norm_epsilon`, `max_length`, `mask_padding` default True); the old
+    # names build the same model, with a DeprecationWarning; both given is
+    # refused.
+    args = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=16)
+    new = seqkeras.models.decoder_language_model(**args, tie_weights=False)
+    with pytest.warns(DeprecationWarning, match="`tie_embeddings` is deprecated"):
+        old = seqkeras.models.decoder_language_model(**args, tie_embeddings=False)
+    assert new.part("logits") is not None and old.part("logits") is not None
+    assert new.part("embedding").mask_zero  # one default: id 0 is padding
+    with pytest.raises(ValueError, match="both `tie_weights` and its old name"):
+        seqkeras.models.decoder_language_model(**args, tie_weights=False, tie_embeddings=True)
+    assert new.max_length == new.max_generation_length == 2048
+    with pytest.warns(DeprecationWarning, match="`context_length` is deprecated"):
+        assert new.context_length == 2048
+    restored = type(new).from_config(new.get_config())
+    assert restored.max_length == 2048
+    with pytest.warns(DeprecationWarning, match="`layer_norm_epsilon` is deprecated"):
+        lm = seqkeras.models.transformer_language_model(
+            40, 8, num_layers=1, num_heads=2, hidden_dim=8, layer_norm_epsilon=1e-3
+        )
+    assert lm.part("blocks")[0].layer_norm_epsilon == 1e-3
+    lm = seqkeras.models.transformer_language_model(
+        40, 8, num_layers=1, num_heads=2, hidden_dim=8, norm_epsilon=1e-3
+    )
+    assert lm.part("blocks")[0].layer_norm_epsilon == 1e-3

@@ -83,7 +83,7 @@ def test_architecture(pair):
     assert sorted(arch) == sorted(sp.llama_architecture(_hf_config()))
     assert arch["num_key_value_heads"] == 2 and arch["norm_epsilon"] == 1e-5
     assert arch["head_dim"] == (24 if family == "mistral" else 16)
-    assert arch["tie_embeddings"] == (family == "qwen")
+    assert arch["tie_weights"] == (family == "qwen")
     assert ("lm_head.weight" in checkpoint.tensors) == (family != "qwen")
     assert arch["attention_bias"] == (family == "qwen")
     assert arch["window"] == (6 if family == "mistral" else None)

@@ -65,7 +65,7 @@ def _state(model):
 
 def _assert_tensors_equal(ckpt, model):
     expected = _state(model)
-    if ckpt.architecture["tie_embeddings"]:
+    if ckpt.architecture["tie_weights"]:
         expected.pop("lm_head.weight")  # tied: the file does not hold it
     assert sorted(ckpt.tensors) == sorted(expected)
     for name, value in expected.items():
@@ -84,7 +84,7 @@ def _assert_sizes(arch, config):
     assert arch["max_length"] == config.max_position_embeddings
     assert arch["norm_epsilon"] == config.rms_norm_eps
     assert arch["rope_base"] == config.rope_parameters["rope_theta"]
-    assert arch["tie_embeddings"] == config.tie_word_embeddings
+    assert arch["tie_weights"] == config.tie_word_embeddings
     assert (arch["bos_id"], arch["eos_id"], arch["eos_ids"]) == (1, 2, [2])
 
 
@@ -120,7 +120,7 @@ def test_llama_directory_equals_transformers(tmp_path):
         "original_max_length": 64,
     }
     assert arch["activation"] == "gelu_tanh"
-    assert arch["attention_bias"] and arch["tie_embeddings"]
+    assert arch["attention_bias"] and arch["tie_weights"]
     assert arch["window"] is None and arch["window_layers"] is None
     # a Llama attention_bias gives o_proj a bias too
     assert "layers.0.self_attn.o_proj.bias" in ckpt.tensors
@@ -136,7 +136,7 @@ def test_bfloat16_and_sharded_llama(tmp_path):
         dtype=torch.bfloat16,
     )
     ckpt = sp.read_checkpoint(directory)
-    assert not ckpt.architecture["tie_embeddings"] and ckpt.architecture["rope_scaling"] is None
+    assert not ckpt.architecture["tie_weights"] and ckpt.architecture["rope_scaling"] is None
     _assert_tensors_equal(ckpt, model)  # bfloat16 widened exactly
     directory = str(tmp_path / "shards")
     model.float().save_pretrained(directory, safe_serialization=True, max_shard_size="40KB")
@@ -412,7 +412,7 @@ def test_qwen2_gguf_keeps_its_biases_unpermuted(tmp_path):
     path = tmp_path / "qwen2.gguf"
     _write_gguf(path, model, F32, arch="qwen2")
     ckpt = sp.read_checkpoint(path)
-    assert ckpt.architecture["attention_bias"] and not ckpt.architecture["tie_embeddings"]
+    assert ckpt.architecture["attention_bias"] and not ckpt.architecture["tie_weights"]
     expected = _state(model)
     assert sorted(ckpt.tensors) == sorted(expected)
     for name, value in expected.items():
@@ -535,7 +535,7 @@ def test_smollm2_gguf_equals_transformers_gguf_loader():
         "attention_output_bias": False,
         "window": None,
         "window_layers": None,
-        "tie_embeddings": True,
+        "tie_weights": True,
         "bos_id": 1,
         "eos_id": 2,
         "eos_ids": [2],
