@@ -184,6 +184,10 @@ class LlamaDecoderBlock(keras.layers.Layer):
             name="feedforward",
         )
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=policy, name="dropout")
+        for norm in (self.attention_norm, self.feedforward_norm):
+            # per position: a padding mask passes through (Keras' RMSNorm
+            # does not say so, and warns on a masked input)
+            norm.supports_masking = True
         self.attention_norm.build(input_shape)
         self.feedforward_norm.build(input_shape)
         self.attention.build(input_shape)

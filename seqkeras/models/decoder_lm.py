@@ -34,6 +34,9 @@ class DecoderLanguageModel(KeyValueLanguageModel):
         if max_length is not None:
             max_length = validation.positive_int(type(self).__name__, "max_length", max_length)
         self.max_length = max_length
+        norm = self.part("norm") if "norm" in self._parts else None
+        if norm is not None:  # per position: a padding mask passes through
+            norm.supports_masking = True
 
     @property
     def context_length(self):

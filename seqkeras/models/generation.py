@@ -247,10 +247,16 @@ def generate(
                 f"{tuple(prompt.shape)}"
             )
     jit = _jit_choice(model, jit_compile)  # validated on every backend and in every context
+    if runtime.while_loop is not None and jit and _executing_eagerly():
+        raise ValueError(
+            "`generate`: a `runtime` whose loop state may change shape (its `while_loop`, "
+            "e.g. TF Serving's) does not compile with XLA; pass jit_compile=False. Received: "
+            f"jit_compile={jit_compile!r}"
+        )
     # the loop is compiled: XLA (TensorFlow), jax.jit (JAX)
     compiled = jit or keras.backend.backend() == "jax"
     if keras.backend.backend() == "tensorflow" and _executing_eagerly():
-        key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit, prefill, runtime)
+        key = (max_length, strategy, eos_id, pad_id, projection_dtype, jit, prefill, given, runtime)
         run = _compiled(model, run, key + (tuple(sorted(kwargs.items())),), jit)
     inputs = ops.zeros((1,)) if inputs is None else inputs
     return run(ops.convert_to_tensor(inputs), prompt, prompt_lengths)
@@ -305,19 +311,15 @@ def _takes(fn, argument):
 
 def model_start(model):
     """`start(inputs, batch_size, max_length, layout)`: the model's
-    `init_cache`, the layout passed on (a model whose `init_cache` takes no
-    `layout` has fixed caches: any other layout is refused)."""
+    `init_cache`, the layout passed on. A model whose `init_cache` takes
+    no `layout` (a user's subclass written before it) keeps the caches it
+    makes: recurrent states need none; key/value caches it makes as plain
+    tuples are `"fixed"` buffers (TF Serving's audit,
+    `seqkeras.export.assert_servable`, then names their XLA-only writes)."""
     if _takes(model.init_cache, "layout"):
         return model.init_cache
 
     def start(inputs, batch_size, max_length, layout):
-        if layout != "fixed":
-            raise ValueError(
-                f"model {model.name!r} ({type(model).__name__}): its `init_cache` takes no "
-                f"`layout`, so its caches cannot be laid out {layout!r}; add "
-                "`layout='fixed'` to its `init_cache` and pass it to its layers' "
-                "`init_cache` (docs/design.md, 'State as a value')"
-            )
         return model.init_cache(inputs, batch_size, max_length)
 
     return start

@@ -160,14 +160,20 @@ class ChatSession:
             if len(self.fed) >= self.context:
                 break
             logits = self._feed([token])
-        self.messages.append({"role": "assistant", "content": self._decode(reply)})
+        text = self._decode(reply)
+        if len(text) > len(shown):  # the end of the reply (an incomplete character too)
+            yield text[len(shown) :]
+        self.messages.append({"role": "assistant", "content": text})
         # the rendered conversation may differ from what was fed (e.g. the
         # end-of-turn token); the next turn's prefix match settles it
 
     def _decode(self, ids):
         if not ids:
             return ""
-        return self.tokenizer.decode([ids]).numpy()[0].decode("utf-8", "replace")
+        # special tokens (a template's markers) are not text, as the served
+        # `chat` signature decodes them
+        text = self.tokenizer.decode([ids], skip_special_tokens=True)
+        return text.numpy()[0].decode("utf-8", "replace")
 
 
 def sample_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):

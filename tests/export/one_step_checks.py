@@ -1,10 +1,13 @@
 """The check of `test_one_step_*.py` (docs/design.md, principle 4): for a
-generative model, greedy decoding and beam search with and without a
-length penalty give identical ids in Keras (`generate` as a TensorFlow
-graph with `max_length` buffers), in the SavedModel's default graph
-(growing caches, finished rows leaving the loop) and in its XLA option
-(`jit_compile=True`: fixed buffers written in place), both loaded in a
-process without seqkeras, and both exports pass the serving audit."""
+generative model, greedy decoding, beam search with and without a length
+penalty and seeded sampling give identical ids in Keras (`generate` as a
+TensorFlow graph with `max_length` buffers, and XLA-compiled), in the
+SavedModel's default graph (growing caches, finished rows leaving the
+loop, the prompt prefilled) and in its XLA option (`jit_compile=True`:
+fixed buffers written in place), both loaded in a process without
+seqkeras, and both exports pass the serving audit. A language model's
+sampled and greedy `generate_sample` requests carry prompts of different
+lengths (right-padded, with `prompt_lengths`)."""
 
 import json
 import os
@@ -24,6 +27,10 @@ M = seqkeras.models
 V = 15
 MAX_LENGTH = 9
 ALPHA = 0.6
+SEED = 11
+TOP_K = 4
+#: each prompt row's length in the padded requests (width 4)
+LENGTHS = np.array([4, 2, 3, 1, 4], "int32")
 
 BUILDERS = {
     "recurrent_language_model": lambda: M.recurrent_language_model(V, 8, cell="gru", num_layers=2),
@@ -112,22 +119,69 @@ def _inputs(model):
     return name, ids
 
 
-def _keras(model, x, eos, strategies=("generate", "generate_beam", "generate_beam_penalty")):
+STRATEGIES = (
+    "generate",
+    "generate_beam",
+    "generate_beam_penalty",
+    "generate_sample",
+    "generate_padded",
+)
+
+
+def _padded(model):
+    """The sampled and padded requests' input: a language model's
+    right-padded prompts of `LENGTHS` (width 4); a conditioned model's
+    own input."""
+    if getattr(model, "conditioning_input", None) is not None:
+        return _inputs(model)[1]
+    ids = np.random.default_rng(3).integers(3, V, (5, 4)).astype("int32")
+    for row, n in zip(ids, LENGTHS):
+        row[n:] = 0
+    return ids
+
+
+def _keras(model, x, eos, strategies=STRATEGIES, jit_compile=False):
     conditioned = getattr(model, "conditioning_input", None) is not None
-    args = dict(inputs=x) if conditioned else dict(prompt=x)
     # jit_compile=False: a TensorFlow graph with max_length buffers, beside
     # the served graph (growing caches) and the XLA option (compiled)
-    args.update(max_length=MAX_LENGTH, eos_id=eos, jit_compile=False)
+    common = dict(max_length=MAX_LENGTH, eos_id=eos, jit_compile=jit_compile)
+    padded = {}
+    if not conditioned:
+        padded = dict(prompt_lengths=LENGTHS)
     options = {
         "generate": {},
         "generate_beam": dict(strategy="beam", beam_width=3),
         "generate_beam_penalty": dict(strategy="beam", beam_width=3, length_penalty_alpha=ALPHA),
+        "generate_sample": dict(strategy="sample", seed=SEED, top_k=TOP_K, **padded),
+        "generate_padded": dict(padded),
     }
     found = {}
     for name in strategies:
-        ids = M.generate(model, **args, **options[name])
+        if conditioned and name == "generate_padded":  # prompts: a language model's
+            continue
+        given = _padded(model) if name in ("generate_sample", "generate_padded") else x
+        args = dict(inputs=given) if conditioned else dict(prompt=given)
+        ids = M.generate(model, **args, **common, **options[name])
         found[name] = np.asarray(ids[0] if "beam" in name else ids)
     return found
+
+
+def _feeds(model, input_name, x):
+    """`{signature: {input: (values, dtype)}}` for the fresh process."""
+    padded = _padded(model)
+    sampled = {input_name: (padded.tolist(), str(padded.dtype)), "seed": (SEED, "int32")}
+    if getattr(model, "conditioning_input", None) is None:
+        sampled["prompt_lengths"] = (LENGTHS.tolist(), "int32")
+    plain = {input_name: (x.tolist(), str(x.dtype))}
+    feeds = {
+        "generate": plain,
+        "generate_beam": plain,
+        "generate_beam_penalty": plain,
+        "generate_sample": sampled,
+    }
+    if getattr(model, "conditioning_input", None) is None:  # prompts of different lengths
+        feeds["generate_padded"] = sampled
+    return feeds
 
 
 def _ending_token(ids, start):
@@ -145,11 +199,11 @@ import json, sys
 sys.modules["seqkeras"] = None  # as on a model server
 import numpy as np, tensorflow as tf
 out = {}
-for key, path, name, x, dtype in json.load(sys.stdin):
+for key, path, feeds in json.load(sys.stdin):
     signatures = tf.saved_model.load(path).signatures
-    for signature in ("generate", "generate_beam", "generate_beam_penalty"):
-        given = tf.constant(np.asarray(x, dtype))
-        out[f"{key} {signature}"] = signatures[signature](**{name: given})["ids"].numpy().tolist()
+    for signature, feed in feeds.items():
+        given = {k: tf.constant(np.asarray(v, dtype)) for k, (v, dtype) in feed.items()}
+        out[f"{key} {signature}"] = signatures[signature](**given)["ids"].numpy().tolist()
 print(json.dumps(out))
 """
 
@@ -169,26 +223,29 @@ def check(names, tmp_path):
                 break
         assert eos is not None, name
         expected[name] = _keras(model, x, eos)
+        # Keras under XLA: the same ids (the prompt prefilled at its static
+        # width; prompts of different lengths step by step)
+        compiled = _keras(model, x, eos, ("generate", "generate_sample"), jit_compile=True)
+        for strategy, ids in compiled.items():
+            np.testing.assert_array_equal(ids, expected[name][strategy], err_msg=f"{name} xla")
         signatures = [
             S.Generate(MAX_LENGTH, eos_id=eos),
             S.GenerateBeam(MAX_LENGTH, beam_width=3, eos_id=eos),
             GenerateBeamPenalty(MAX_LENGTH, beam_width=3, length_penalty_alpha=ALPHA, eos_id=eos),
+            S.GenerateSample(MAX_LENGTH, eos_id=eos, top_k=TOP_K),
         ]
+        feeds = _feeds(model, input_name, x)
+        if "generate_padded" in feeds:
+            signatures.append(
+                S.GenerateSample(MAX_LENGTH, eos_id=eos, temperature=0, name="generate_padded")
+            )
         for xla in (False, True):
             path = saved_model(
                 model, tmp_path / name / str(int(xla) + 1), signatures, jit_compile=xla
             )
             audit = assert_servable(path, xla_jit=xla)
             assert xla or not any(op.startswith("Xla") for op in audit["ops"]), name
-            jobs.append(
-                (
-                    f"{name} {'xla' if xla else 'graph'}",
-                    str(path),
-                    input_name,
-                    x.tolist(),
-                    str(x.dtype),
-                )
-            )
+            jobs.append((f"{name} {'xla' if xla else 'graph'}", str(path), feeds))
     result = subprocess.run(
         [sys.executable, "-c", _FRESH],
         input=json.dumps(jobs),
@@ -206,4 +263,5 @@ def check(names, tmp_path):
                 f"{name} {runtime} {signature}: {ids} != {expected[name][signature].tolist()}"
             )
     assert not wrong, "\n".join(wrong)
-    assert len(served) == len(names) * 2 * 3
+    assert len(served) == sum(2 * len(job[2]) for job in jobs)
+    assert len(served) >= len(names) * 2 * 4

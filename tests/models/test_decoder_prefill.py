@@ -164,6 +164,41 @@ def test_tflite_prefill_and_decode_equal_keras(tmp_path, quantize):
         assert os.path.getsize(path) < 0.6 * os.path.getsize(plain)
 
 
+@pytest.mark.parametrize("kind", ["llama", "transformer"])
+def test_tflite_prefill_and_step_decode_as_keras_generate(kind, tmp_path):
+    # The phone's loop: one builtin-only file, `prefill` (a prompt in one
+    # pass) and `decode` (one token), tokens chosen on the host by
+    # `seqkeras.decoding.choose_token`: for prompts of different lengths
+    # (each its own request) greedy and seeded sampling give the ids of
+    # Keras `generate` (Llama blocks and GPT-2's Transformer blocks alike).
+    from seqkeras.decoding import choose_token
+    from seqkeras.export.streaming import streaming_tflite
+    from seqkeras.export.tflite import tflite_runner
+
+    model = tiny_transformer() if kind == "transformer" else tiny()
+    path, shapes = streaming_tflite(model, str(tmp_path / "lm.tflite"), max_length=12, prefill=True)
+    flatbuffer = open(path, "rb").read()
+    prefill, decode = tflite_runner(flatbuffer, "prefill"), tflite_runner(flatbuffer, "decode")
+    prompts = np.random.default_rng(4).integers(4, 40, (3, 5)).astype("int32")
+    for n, prompt in zip((5, 2, 3), prompts):
+        for options in ({}, dict(strategy="sample", temperature=0.9, top_k=8, seed=n)):
+            expected = np.asarray(
+                seqkeras.models.generate(
+                    model, prompt=prompt[None, :n], max_length=10, eos_id=None, **options
+                )
+            )[0]
+            sampling = {k: v for k, v in options.items() if k != "strategy"}
+            states = {f"state_{i}": np.zeros((1,) + s, "float32") for i, s in enumerate(shapes)}
+            out = prefill(token_ids=prompt[None, :n], **states)
+            tokens = list(prompt[:n])
+            while len(tokens) < 10:
+                chosen = choose_token(out["logits"], len(tokens) - 1, **sampling)
+                tokens.append(int(np.asarray(chosen)[0]))
+                states = {k.replace("new_", ""): v for k, v in out.items() if k.startswith("new_")}
+                out = decode(token_ids=np.array([tokens[-1]], "int32"), **states)
+            np.testing.assert_array_equal(tokens, expected, err_msg=f"{kind} {n} {options}")
+
+
 def test_tflite_prefill_needs_a_model_that_prefills(tmp_path):
     from seqkeras.export.streaming import streaming_tflite
 
@@ -261,3 +296,32 @@ def test_one_name_per_concept_and_the_old_names():
         40, 8, num_layers=1, num_heads=2, hidden_dim=8, norm_epsilon=1e-3
     )
     assert lm.part("blocks")[0].layer_norm_epsilon == 1e-3
+
+
+def test_prompt_lengths_after_one_length_prompts_reuse_no_compiled_loop():
+    # The compiled decoders are cached per option; prompts of different
+    # lengths are decoded as such after a call with one length (whose
+    # cached loop prefilled the whole width): each row continues its own
+    # prompt, as greedy decoding by full passes does.
+    model = tiny_transformer()
+    prompt = np.array([[4, 5, 6, 7, 9], [8, 9, 10, 0, 0], [11, 12, 13, 14, 0]], "int32")
+    lengths = np.array([5, 3, 4], "int32")
+    options = dict(max_length=8, eos_id=None)
+    seqkeras.models.generate(model, prompt=prompt, **options)  # the whole width prefilled
+    ids = np.asarray(
+        seqkeras.models.generate(model, prompt=prompt, prompt_lengths=lengths, **options)
+    )
+    for row, given, n in zip(ids, prompt, lengths):
+        expected = list(given[:n])
+        while len(expected) < 8:
+            expected.append(int(np.asarray(model(np.array([expected])))[0, -1].argmax()))
+        np.testing.assert_array_equal(row, expected)
+
+
+def test_a_serving_runtime_is_refused_under_xla():
+    from seqkeras.export import loops
+
+    with pytest.raises(ValueError, match="does not compile with XLA"):
+        seqkeras.models.generate(
+            tiny(), prompt=np.array([[4, 5]]), max_length=8, runtime=loops.SERVING, jit_compile=True
+        )

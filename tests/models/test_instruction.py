@@ -6,6 +6,7 @@ positions (padding included), LoRA training on the answer tokens teaches
 a keyword task that `generate_answers` then decodes (accuracy from the
 decoded strings), and the app's train / evaluate / predict run."""
 
+import json
 import os
 import subprocess
 import sys
@@ -202,6 +203,67 @@ def test_served_chat_signature_in_a_process_without_seqkeras(loaded, tmp_path):
         fresh_signature(path, "chat", text=["a good film", "  "])
     with pytest.raises(RuntimeError, match="`chat`: input `text` is longer .* at most 47 tokens"):
         fresh_signature(path, "chat", text=["a good film " * 20])
+
+
+_FRESH_CHAT = r"""
+import json, sys
+sys.modules["seqkeras"] = None  # as on a model server
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+chat = tf.saved_model.load(sys.argv[1]).signatures["chat"]
+out = [chat(text=tf.constant([text]), seed=tf.constant(seed))["reply"].numpy()[0].decode()
+       for text, seed in json.load(sys.stdin)]
+print(json.dumps(out))
+"""
+
+
+def test_sampled_chat_is_one_reply_in_every_runtime(loaded, tmp_path):
+    # 8 seeded conversations: the served, sampled `chat` signature (each
+    # message its own request, in a process without seqkeras), ChatSession
+    # and `generate(strategy="sample", seed=)` on the rendered prompt give
+    # the same reply: one prefill, one step, one sampler (choose_token).
+    from seqkeras.export import saved_model
+    from seqkeras.export.signatures import Chat
+    from seqkeras.pretrained.chat import ChatSession
+
+    model, tokenizer = loaded
+    options = dict(temperature=0.8, top_k=50, top_p=0.95)
+    path = saved_model(model, str(tmp_path / "chat" / "1"), [Chat(tokenizer, 40, **options)])
+    requests = [(f"a {WORDS[i]} film number {i}", i) for i in range(8)]
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH_CHAT, str(path)],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    session = ChatSession(model, tokenizer, context=64)
+    for (text, seed), reply in zip(requests, served):
+        prompt = instruction.render_prompts(tokenizer, [text])[0]
+        ids = tokenizer.encode([prompt]).to_list()[0]
+        session.messages, session.fed, session.cache = [], [], None
+        # the reply's bound: 40 tokens in all, as the signature's max_length
+        ours = "".join(session.reply(text, max_new_tokens=40 - len(ids), seed=seed, **options))
+        out = seqkeras.models.generate(
+            model,
+            prompt=np.array([ids], "int32"),
+            max_length=40,
+            strategy="sample",
+            seed=seed,
+            eos_id=session.eos_ids[0],
+            pad_id=0,
+            **options,
+        )
+        new = []
+        for i in np.asarray(out)[0, len(ids) :].tolist():
+            if i in session.eos_ids:
+                break
+            new.append(i)
+        expected = tokenizer.decode(np.array([new], "int32"), skip_special_tokens=True)
+        assert reply == ours == expected.numpy()[0].decode(), (text, seed)
+    assert len(set(served)) > 1  # different seeds, different replies
 
 
 def test_batches_of_several_widths_fit_with_validation(loaded):
