@@ -75,7 +75,7 @@ class Runtime(collections.namedtuple("Runtime", ["cache_layout", "buffer_writes"
     __slots__ = ()
 
     def __new__(cls, cache_layout="fixed", buffer_writes="fixed", while_loop=None):
-        state_values.check_layout("Runtime", cache_layout)
+        state_values.check_layout("Runtime", cache_layout, "cache_layout")
         if buffer_writes not in ("fixed", "scatter"):
             raise ValueError(
                 "`Runtime` received an invalid value for `buffer_writes`: expected "
@@ -495,7 +495,10 @@ def _choose_sample(logits, top_k, top_p, seed, step):
     """One draw per row from softmax(logits) restricted to top-k / top-p:
     Gumbel-max over the kept logits (an exact draw from their softmax)."""
     ids = None
-    if top_k is not None and top_k <= _SMALL_K and top_k < logits.shape[-1]:
+    vocab = logits.shape[-1]
+    # the chunked top-k needs k distinct chunks (a vocabulary of fewer than
+    # k * 64 tokens has fewer: the same chunk would be picked twice)
+    if top_k is not None and top_k <= _SMALL_K and top_k < vocab and -(-vocab // _CHUNK) >= top_k:
         logits, ids = _top_k_candidates(logits, top_k)
     elif top_k is not None:
         kth = ops.top_k(logits, top_k)[0][:, -1:]

@@ -214,3 +214,22 @@ def test_top_k_and_top_p_over_a_large_vocabulary(top_k, top_p):
     expected = p[keep] / p[keep].sum()
     freq = np.array([(out == t).mean() for t in keep])
     np.testing.assert_allclose(freq, expected, atol=0.03)
+
+
+@pytest.mark.parametrize("vocab,top_k", [(3, 2), (100, 10), (200, 4)])
+def test_top_k_over_vocabularies_of_fewer_chunks_than_k(vocab, top_k):
+    """With fewer 64-token chunks than k (a character vocabulary), top-k
+    sampling still keeps the k best tokens and samples them in proportion
+    (the chunked search picked a chunk twice, and kept only the best
+    token)."""
+    logits = np.random.default_rng(vocab).normal(size=vocab).astype("float32")
+
+    def step(tokens, cache, index):
+        return ops.tile(logits[None], (ops.shape(tokens)[0], 1)), cache
+
+    out = np.asarray(decoding.sample(step, prompts(3000), (), 2, top_k=top_k, seed=5))[:, 1]
+    keep = np.argsort(-logits)[:top_k]
+    assert set(out.tolist()) <= set(keep.tolist())
+    p = np.exp(logits[keep] - logits[keep].max())
+    freq = np.array([(out == t).mean() for t in keep])
+    np.testing.assert_allclose(freq, p / p.sum(), atol=0.03)

@@ -82,13 +82,13 @@ class GrowingKeyValueCache(KeyValueCache):
 _CACHES = {c.layout: c for c in (KeyValueCache, ScatterKeyValueCache, GrowingKeyValueCache)}
 
 
-def check_layout(where, layout):
-    """`layout` if it is one of `LAYOUTS`; a ValueError naming `where`
-    otherwise."""
+def check_layout(where, layout, argument="layout"):
+    """`layout` if it is one of `LAYOUTS`; a ValueError naming `where` and
+    the `argument` otherwise."""
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(
-            f"`{where}` received an invalid value for `layout`: expected one of "
-            f"{LAYOUTS}. Received: layout={layout!r}"
+            f"`{where}` received an invalid value for `{argument}`: expected one of "
+            f"{LAYOUTS}. Received: {argument}={layout!r}"
         )
     return layout
 

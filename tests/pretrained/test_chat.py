@@ -40,7 +40,7 @@ def test_reply_equals_greedy_generate(directory):
     )[0, len(ids) :]
     new = [int(i) for i in out if i != 2][:20]
     assert len(new) > 3  # a reply, not an immediate end of turn
-    assert text == session.tokenizer.decode([new]).numpy()[0].decode()
+    assert text == session.tokenizer.decode([new], skip_special_tokens=True).numpy()[0].decode()
     assert session.messages[-1] == {"role": "assistant", "content": text}
 
     # a second turn: the cache keeps the first (only the new tokens are
@@ -86,7 +86,10 @@ def test_sampled_reply_equals_generate_for_the_same_seed(directory):
             if int(i) in session.eos_ids:
                 break
             new.append(int(i))
-        assert "".join(pieces) == session.tokenizer.decode([new]).numpy()[0].decode()
+        assert (
+            "".join(pieces)
+            == session.tokenizer.decode([new], skip_special_tokens=True).numpy()[0].decode()
+        )
         distinct.add(tuple(new))
     assert len(distinct) > 1  # the seeds draw different replies
 
