@@ -11,7 +11,6 @@ from seqkeras import layers as sk
 from seqkeras.data.tokens import PAD
 from seqkeras.layers.attention_decoder import STYLES
 from seqkeras.layers.scoring import SCORES
-from seqkeras.layers import validation
 from seqkeras.models import backbones as bb
 from seqkeras.models import steps
 from seqkeras.models.base import SequenceModel
@@ -140,15 +139,7 @@ class TransformerSeq2Seq(Seq2Seq):
         `max_length` positions (default the learned positions'), the
         cross-attention keys and values and the encoder outputs and source
         mask (computed once, by the step pair's `encode`)."""
-        if self.stream_max_length is not None and max_length is None:
-            max_length = validation.renamed(
-                type(self).__name__,
-                "stream_start(max_length=)",
-                validation.UNSET,
-                "stream_max_length",
-                self.stream_max_length,
-            )
-        length = max_length or self.stream_max_length or self.max_generation_length
+        length = steps.stream_length(self, max_length)
         if length is None:
             raise ValueError(
                 f"model {self.name!r} streams with a bounded output: pass `max_length` "

@@ -75,15 +75,7 @@ class KeyValueLanguageModel(LanguageModel):
         (batch, 1), so that every state starts at zeros) and each block's
         key/value cache over `max_length` positions (default
         `max_generation_length`)."""
-        if self.stream_max_length is not None and max_length is None:
-            max_length = validation.renamed(
-                type(self).__name__,
-                "stream_start(max_length=)",
-                validation.UNSET,
-                "stream_max_length",
-                self.stream_max_length,
-            )
-        max_length = max_length or self.stream_max_length or self.max_generation_length
+        max_length = steps.stream_length(self, max_length)
         if max_length is None:
             raise ValueError(self._unbounded())
         position = ops.zeros((batch_size, 1), "float32")

@@ -6,6 +6,8 @@ per-step layers."""
 import keras
 from keras import ops
 
+from seqkeras.layers import validation
+
 
 def as_list(states):
     """A cell with one state returns it bare; make it a list."""
@@ -74,6 +76,23 @@ def step_logits(dense=None, embedding=None, weights=None):
 def head_weights(step_weights):
     """The head's part of a model's `step_weights` (None without)."""
     return None if step_weights is None else step_weights.get("head")
+
+
+def stream_length(model, max_length):
+    """The positions a streamed key/value cache holds: `max_length` (an
+    argument of the export), else the model's deprecated
+    `stream_max_length` (with a DeprecationWarning), else its
+    `max_generation_length` (None: no length)."""
+    if max_length is None and model.stream_max_length is not None:
+        max_length = validation.renamed(
+            type(model).__name__,
+            "stream_start(max_length=)",
+            validation.UNSET,
+            "stream_max_length",
+            model.stream_max_length,
+            stacklevel=4,
+        )
+    return max_length or model.max_generation_length
 
 
 def recurrent_step(x, layers, cache):
