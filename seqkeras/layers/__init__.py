@@ -13,6 +13,9 @@ from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
 from seqkeras.layers.cells import SimpleRNNCell
+from seqkeras.layers.min_rnn import LinearRecurrentCell
+from seqkeras.layers.min_rnn import MinGRUCell
+from seqkeras.layers.min_rnn import MinLSTMCell
 from seqkeras.layers.mixing import ReverseSequence
 from seqkeras.layers.mixing import ScalarMix
 from seqkeras.layers.pooling import SequencePooling
@@ -22,6 +25,11 @@ from seqkeras.layers.recurrent import Bidirectional
 from seqkeras.layers.recurrent import Recurrent
 from seqkeras.layers.recurrent import StackedRecurrent
 from seqkeras.layers.rotary import RotaryEmbedding
+from seqkeras.layers.mamba import Mamba2Mixer
+from seqkeras.layers.mamba import MambaBlock
+from seqkeras.layers.mamba import MambaMixer
+from seqkeras.layers.scaling import Scale
+from seqkeras.layers.scaling import SoftCap
 from seqkeras.layers.scaling import WindowScaling
 from seqkeras.layers.token_dropout import TokenDropout
 from seqkeras.layers.transformer import TransformerDecoderBlock
@@ -39,7 +47,13 @@ __all__ = [
     "GatedFeedForward",
     "GatherSteps",
     "LSTMCell",
+    "LinearRecurrentCell",
     "LlamaDecoderBlock",
+    "Mamba2Mixer",
+    "MambaBlock",
+    "MambaMixer",
+    "MinGRUCell",
+    "MinLSTMCell",
     "MultiHeadAttention",
     "PositionalEmbedding",
     "Recurrent",
@@ -47,9 +61,11 @@ __all__ = [
     "RecurrentCell",
     "ReverseSequence",
     "ScalarMix",
+    "Scale",
     "SequencePooling",
     "SimpleRNNCell",
     "SinusoidalPositionalEncoding",
+    "SoftCap",
     "StackedRecurrent",
     "TokenDropout",
     "TransformerDecoderBlock",

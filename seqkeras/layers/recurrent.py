@@ -6,6 +6,7 @@ from keras import ops
 from seqkeras.layers import time_loop
 from seqkeras.layers import validation
 from seqkeras.layers.cells import RecurrentCell
+from seqkeras.layers.min_rnn import LinearRecurrentCell
 
 _PACKAGE = "seqkeras"
 
@@ -29,7 +30,9 @@ class Recurrent(keras.layers.Layer):
     and sequence length.
 
     Args:
-        cell: a `SimpleRNNCell`, `GRUCell` or `LSTMCell` (or a config dict).
+        cell: a `SimpleRNNCell`, `GRUCell` or `LSTMCell` (or a config dict);
+            or a cell linear in its state (`MinGRUCell`, `MinLSTMCell`),
+            whose whole sequence is one parallel scan (`cell.parallel`).
         return_sequences: return the output at every step, (batch, time,
             units), instead of the last one, (batch, units).
         return_state: also return the final states, `[output, *states]`.
@@ -69,10 +72,11 @@ class Recurrent(keras.layers.Layer):
         super().__init__(**kwargs)
         if isinstance(cell, dict):
             cell = keras.saving.deserialize_keras_object(cell)
-        if not isinstance(cell, RecurrentCell):
+        if not isinstance(cell, (RecurrentCell, LinearRecurrentCell)):
             raise TypeError(
                 "`Recurrent` received an invalid value for `cell`: expected a "
-                "seqkeras cell (SimpleRNNCell, GRUCell or LSTMCell). "
+                "seqkeras cell (SimpleRNNCell, GRUCell, LSTMCell, MinGRUCell or "
+                "MinLSTMCell). "
                 f"Received: cell={cell!r}"
             )
         self.cell = cell
@@ -209,29 +213,33 @@ class Recurrent(keras.layers.Layer):
         if training and self.cell.recurrent_dropout > 0:
             rmask = self.cell.get_recurrent_dropout_mask(states[0])
 
-        x = ops.transpose(inputs, (1, 0, 2))  # (time, batch, features)
-        if mask is not None:
-            mask = ops.expand_dims(ops.transpose(mask, (1, 0)), -1)
-        if self.go_backwards:
-            x = ops.flip(x, axis=0)
-            mask = None if mask is None else ops.flip(mask, axis=0)
-        proj = self.cell.project_inputs(x)  # (time, batch, gates * units)
-        outputs, states = time_loop.run(
-            self.cell,
-            proj,
-            states,
-            mask=mask,
-            rmask=rmask,
-            return_sequences=self.return_sequences,
-            save_residuals=bool(training),
-        )
+        if isinstance(self.cell, LinearRecurrentCell):  # one parallel scan
+            if self.go_backwards:
+                inputs = ops.flip(inputs, axis=1)
+                mask = None if mask is None else ops.flip(mask, axis=1)
+            sequence, states = self.cell.parallel(inputs, states, mask)
+        else:
+            x = ops.transpose(inputs, (1, 0, 2))  # (time, batch, features)
+            if mask is not None:
+                mask = ops.expand_dims(ops.transpose(mask, (1, 0)), -1)
+            if self.go_backwards:
+                x = ops.flip(x, axis=0)
+                mask = None if mask is None else ops.flip(mask, axis=0)
+            proj = self.cell.project_inputs(x)  # (time, batch, gates * units)
+            outputs, states = time_loop.run(
+                self.cell,
+                proj,
+                states,
+                mask=mask,
+                rmask=rmask,
+                return_sequences=self.return_sequences,
+                save_residuals=bool(training),
+            )
+            sequence = ops.transpose(outputs, (1, 0, 2)) if self.return_sequences else None
         if self.stateful:
             for var, s in zip(self.states, states):
                 var.assign(ops.cast(s, var.dtype))
-        if self.return_sequences:
-            output = ops.transpose(outputs, (1, 0, 2))
-        else:
-            output = states[0]
+        output = sequence if self.return_sequences else states[0]
         if self.return_state:
             return [output] + list(states)
         return output

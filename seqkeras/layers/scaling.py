@@ -104,3 +104,72 @@ class WindowScaling(keras.layers.Layer):
         config = super().get_config()
         config.update(inverse=self.inverse, epsilon=self.epsilon)
         return config
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class Scale(keras.layers.Layer):
+    """Multiplies its inputs by a constant `factor` (Gemma and Griffin
+    scale the token embedding by sqrt(d)); a mask passes through.
+
+    Args:
+        factor: the constant (a number).
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> np.asarray(seqkeras.layers.Scale(2.0)(np.ones((1, 2), "float32")))
+        array([[2., 2.]], dtype=float32)
+    """
+
+    def __init__(self, factor, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+            raise TypeError(
+                f"`Scale` received an invalid value for `factor`: expected a number. "
+                f"Received: factor={factor!r}"
+            )
+        self.factor = float(factor)
+        self.supports_masking = True
+
+    def call(self, inputs):
+        return inputs * ops.cast(self.factor, inputs.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config["factor"] = self.factor
+        return config
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class SoftCap(keras.layers.Layer):
+    """`cap * tanh(x / cap)`: values squashed smoothly into (-cap, cap)
+    (Gemma 2 and RecurrentGemma's logit soft cap); a mask passes through.
+
+    Args:
+        cap: a number > 0.
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> y = seqkeras.layers.SoftCap(30.0)(np.array([[1.0, 300.0]], "float32"))
+        >>> np.round(np.asarray(y), 3)
+        array([[ 0.999, 29.999]], dtype=float32)
+    """
+
+    def __init__(self, cap, **kwargs):
+        super().__init__(**kwargs)
+        self.cap = validation.greater_than("SoftCap", "cap", cap, 0.0)
+        self.supports_masking = True
+
+    def call(self, inputs):
+        cap = ops.cast(self.cap, inputs.dtype)
+        return ops.tanh(inputs / cap) * cap
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config["cap"] = self.cap
+        return config

@@ -35,6 +35,8 @@ from seqkeras.models.language_models import RecurrentLanguageModel
 from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.decoder_lm import DecoderLanguageModel
 from seqkeras.models.decoder_lm import decoder_language_model
+from seqkeras.models.state_space import StateSpaceLanguageModel
+from seqkeras.models.state_space import mamba_language_model
 from seqkeras.models.instruction import InstructionBatches
 from seqkeras.models.instruction import answer_ids
 from seqkeras.models.instruction import answer_model
@@ -69,6 +71,7 @@ __all__ = [
     "Seq2Seq",
     "Seq2SeqForecaster",
     "SequenceModel",
+    "StateSpaceLanguageModel",
     "Tagger",
     "TransformerLanguageModel",
     "DecoderLanguageModel",
@@ -90,6 +93,7 @@ __all__ = [
     "generate",
     "load_bilm",
     "load_encoder",
+    "mamba_language_model",
     "recurrent_language_model",
     "recurrent_seq2seq",
     "seq2seq_forecaster",

@@ -6,8 +6,17 @@ import keras
 from seqkeras import layers as sk
 from seqkeras.layers import validation
 
-CELLS = {"rnn": sk.SimpleRNNCell, "gru": sk.GRUCell, "lstm": sk.LSTMCell}
+CELLS = {
+    "rnn": sk.SimpleRNNCell,
+    "gru": sk.GRUCell,
+    "lstm": sk.LSTMCell,
+    "mingru": sk.MinGRUCell,
+    "minlstm": sk.MinLSTMCell,
+}
 RECURRENT = tuple(CELLS)
+#: The cells a step-by-step decoder runs (attention decoders, seq2seq):
+#: the classic ones.
+DECODER_CELLS = ("rnn", "gru", "lstm")
 BACKBONES = RECURRENT + ("transformer",)
 POSITIONAL = ("learned", "sinusoidal")
 

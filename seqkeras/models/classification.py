@@ -136,7 +136,8 @@ def classifier(
     Args:
         vocab_size: token ids are in [0, vocab_size); 0 is padding.
         num_classes: number of classes.
-        backbone: `"rnn"`, `"gru"`, `"lstm"`, `"transformer"`, or
+        backbone: `"rnn"`, `"gru"`, `"lstm"`, `"mingru"`, `"minlstm"`,
+            `"transformer"`, or
             `"bag"`: the pooled embeddings (use `pooling="mean"` for the
             average) through a `units`-wide ReLU layer, no sequence model.
         pooling: `"last"` (a recurrent backbone's final state, which skips

@@ -239,7 +239,7 @@ def conditioned_decoder(
     vocab_size = bb.check(name, "vocab_size", vocab_size, "int")
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
     units = bb.check(name, "units", units, "int")
-    cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
+    cell = bb.check(name, "cell", cell, "choice", bb.DECODER_CELLS)
     features = keras.Input((feature_dim,), name="features")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
     n_states = 2 if cell == "lstm" else 1
@@ -329,7 +329,7 @@ def recurrent_seq2seq(
     target_vocab_size = bb.check(name, "target_vocab_size", target_vocab_size, "int")
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
     units = bb.check(name, "units", units, "int")
-    cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
+    cell = bb.check(name, "cell", cell, "choice", bb.DECODER_CELLS)
     if attention is not None:
         attention = bb.check(name, "attention", attention, "choice", SCORES)
     style = bb.check(name, "style", style, "choice", STYLES)

@@ -146,7 +146,8 @@ def forecaster(
         horizon: predicted steps.
         features: input features per step.
         targets: predicted features per step (default `features`).
-        backbone: `"rnn"`, `"gru"`, `"lstm"` or `"transformer"`.
+        backbone: `"rnn"`, `"gru"`, `"lstm"`, `"mingru"`, `"minlstm"` or
+            `"transformer"`.
         units: recurrent units, or the Transformer width.
         num_layers, dropout, num_heads, intermediate_dim: the backbone.
         quantiles: increasing levels in (0, 1), e.g. `[0.1, 0.5, 0.9]`:
@@ -371,7 +372,7 @@ def seq2seq_forecaster(
         scaling,
         first_targets=True,
     )
-    cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
+    cell = bb.check(name, "cell", cell, "choice", bb.DECODER_CELLS)
     dropout = bb.check(name, "dropout", dropout, "rate")
     quantiles = _check_quantiles(name, quantiles)
     levels = len(quantiles) if quantiles else 1

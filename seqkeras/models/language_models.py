@@ -163,7 +163,8 @@ def recurrent_language_model(
         vocab_size: token ids in [0, vocab_size); 0 is padding.
         embedding_dim: embedding width.
         units: recurrent units (default `embedding_dim`).
-        cell: `"rnn"`, `"gru"` or `"lstm"`.
+        cell: `"rnn"`, `"gru"`, `"lstm"`, `"mingru"` or `"minlstm"` (trained
+            with one parallel scan, generating step by step).
         num_layers: stacked recurrent layers.
         dropout: input dropout of each cell.
         tie_weights: the output layer is the transposed embedding matrix

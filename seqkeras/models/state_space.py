@@ -1,0 +1,239 @@
+"""Language models of blocks that generate with a fixed-size state:
+`mamba_language_model` (Mamba, Mamba-2) and `griffin_language_model`
+(Griffin, Hawk: RG-LRU blocks, optionally mixed with local attention).
+
+Both are `StateSpaceLanguageModel`s: token embedding (scaled by a
+constant for Griffin), residual blocks, a final RMSNorm and logits tied
+to the embedding or not (soft-capped for Griffin). Each block follows the
+one state contract (`seqkeras.layers.state`): `init_cache(batch,
+max_length, layout)` and `block(x, cache=, cache_index=)`, so the model's
+one cached step is `seqkeras.models.steps.decoder_step`, a prompt is
+prefilled in one parallel pass, and `generate`, the SavedModel
+signatures and the TFLite step model work unchanged. A recurrent block's
+state does not grow: a step costs the same at every position.
+"""
+
+import keras
+from keras import ops
+
+from seqkeras import layers as sk
+from seqkeras.layers import validation
+from seqkeras.models import backbones as bb
+from seqkeras.models import steps
+from seqkeras.models.language_models import KeyValueLanguageModel
+
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class StateSpaceLanguageModel(KeyValueLanguageModel):
+    """The class of `mamba_language_model` and `griffin_language_model`.
+    Parts: `embedding`, `blocks`, `norm`, `logits` (a bias-free Dense, or
+    None: tied).
+
+    Args (besides `SequenceModel`'s):
+        max_length: the longest sequence `generate` and the streamed step
+            take when a block keeps key/value caches (Griffin's local
+            attention); None (all-recurrent models): no bound.
+        embedding_scale: the factor the token embedding is multiplied by
+            (Griffin's sqrt(d)), or None.
+        logit_soft_cap: logits become `cap * tanh(logits / cap)`, or None.
+    """
+
+    def __init__(self, *args, max_length=None, embedding_scale=None, logit_soft_cap=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        where = type(self).__name__
+        if max_length is not None:
+            max_length = validation.positive_int(where, "max_length", max_length)
+        self.max_length = max_length
+        self.embedding_scale = None if embedding_scale is None else float(embedding_scale)
+        self.logit_soft_cap = (
+            None
+            if logit_soft_cap is None
+            else validation.greater_than(where, "logit_soft_cap", logit_soft_cap, 0.0)
+        )
+
+    @property
+    def max_generation_length(self):
+        return self.max_length
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            max_length=self.max_length,
+            embedding_scale=self.embedding_scale,
+            logit_soft_cap=self.logit_soft_cap,
+        )
+        return config
+
+    def stream_start(self, inputs, batch_size, max_length=None):
+        """`[position, *states]` (`KeyValueLanguageModel.stream_start`); an
+        all-recurrent model needs no `max_length` (its states do not grow)."""
+        if steps.stream_length(self, max_length) is None:
+            max_length = 1
+        return super().stream_start(inputs, batch_size, max_length)
+
+    def _scale(self, x, start_index=None):
+        if self.embedding_scale is None:
+            return x
+        return x * ops.cast(self.embedding_scale, x.dtype)
+
+    def call_with_cache(self, token_ids, cache, index, step_weights=None):
+        """`KeyValueLanguageModel.call_with_cache`: one token (batch,) or a
+        prompt's several (batch, T) through every block's state."""
+        head = self._head(step_weights)
+        if self.logit_soft_cap is not None:
+            cap = self.logit_soft_cap
+            plain = head
+
+            def head(h):
+                return ops.tanh(plain(h) / cap) * cap
+
+        return steps.decoder_step(
+            token_ids,
+            cache,
+            index,
+            self.part("embedding"),
+            self.part("blocks"),
+            self.part("norm"),
+            head,
+            positions=self._scale if self.embedding_scale is not None else None,
+            step_weights=step_weights,
+        )
+
+
+def _network(
+    where,
+    vocab_size,
+    hidden_dim,
+    blocks,
+    norm_epsilon,
+    tie_weights,
+    mask_padding,
+    name,
+    max_length=None,
+    embedding_scale=None,
+    logit_soft_cap=None,
+):
+    """The model around `blocks` (built on the embedding's outputs)."""
+    tie_weights = bb.check(where, "tie_weights", tie_weights, "bool")
+    mask_padding = bb.check(where, "mask_padding", mask_padding, "bool")
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    embedding = keras.layers.ReversibleEmbedding(
+        vocab_size,
+        hidden_dim,
+        tie_weights=True,
+        mask_zero=mask_padding,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
+        name="embedding",
+    )
+    x = embedding(token_ids)
+    if embedding_scale is not None:
+        x = sk.Scale(embedding_scale, name="embedding_scale")(x)
+    for block in blocks:
+        x = block(x)
+    norm = keras.layers.RMSNormalization(epsilon=norm_epsilon, name="final_norm")
+    norm.supports_masking = True
+    x = norm(x)
+    dense = None
+    if tie_weights:
+        x = embedding(x, reverse=True)
+    else:
+        dense = keras.layers.Dense(vocab_size, use_bias=False, name="logits_dense")
+        x = dense(x)
+    if logit_soft_cap is not None:
+        x = sk.SoftCap(logit_soft_cap, name="soft_cap")(x)
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(x)
+    return StateSpaceLanguageModel(
+        token_ids,
+        logits,
+        name=name,
+        vocabulary_sizes={"token_ids": vocab_size},
+        parts={"embedding": embedding, "blocks": blocks, "norm": norm, "logits": dense},
+        max_length=max_length,
+        embedding_scale=embedding_scale,
+        logit_soft_cap=logit_soft_cap,
+    )
+
+
+def mamba_language_model(
+    vocab_size,
+    hidden_dim,
+    num_layers,
+    version="mamba",
+    state_size=16,
+    expand=2,
+    conv_kernel=4,
+    time_step_rank=None,
+    head_dim=64,
+    num_groups=1,
+    chunk_size=64,
+    use_bias=False,
+    use_conv_bias=True,
+    norm_epsilon=1e-5,
+    tie_weights=True,
+    mask_padding=True,
+    name="mamba_language_model",
+):
+    """A Mamba (or Mamba-2) language model: `x_0 = E[w]`, `x_l = x_{l-1} +
+    Mixer(RMSNorm(x_{l-1}))` (`seqkeras.layers.MambaBlock`), `logits =
+    RMSNorm(x_L) E^T` (or a bias-free output matrix when not tied). The
+    arguments are `transformers`' `MambaConfig` / `Mamba2Config` fields
+    (`seqkeras.pretrained.mamba_language_model_from` builds from one).
+
+    Args:
+        vocab_size: token ids in [0, vocab_size).
+        hidden_dim, num_layers: width and blocks.
+        version: `"mamba"` (S6) or `"mamba2"` (SSD).
+        state_size: N, the state per channel (Mamba) or per head (Mamba-2).
+        expand: the mixer's inner width, `expand * hidden_dim`.
+        conv_kernel: the causal convolution's taps.
+        time_step_rank: Mamba: the dt projection's rank (default
+            ceil(hidden_dim / 16)).
+        head_dim, num_groups, chunk_size: Mamba-2's heads' width, groups
+            sharing B and C, and the SSD chunk.
+        use_bias, use_conv_bias: biases on the projections / convolution.
+        norm_epsilon: of every RMSNorm.
+        tie_weights: the output matrix is the token embedding.
+        mask_padding: id 0 is padding (a padded step leaves every state
+            unchanged). False: id 0 is a token.
+        name: the model's name.
+
+    Returns:
+        A `StateSpaceLanguageModel`: `token_ids` (batch, time) -> float32
+        `logits` (batch, time, vocab_size); its decoding state is each
+        block's convolution window and SSM state (no key/value cache).
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.mamba_language_model(
+        ...     vocab_size=50, hidden_dim=16, num_layers=2, state_size=4)
+        >>> tuple(model(np.array([[4, 5, 6]])).shape)
+        (1, 3, 50)
+        >>> ids = seqkeras.models.generate(model, prompt=np.array([[4, 5]]),
+        ...                                max_length=6, eos_id=None)
+        >>> np.asarray(ids).shape
+        (1, 6)
+    """
+    where = "mamba_language_model"
+    vocab_size = bb.check(where, "vocab_size", vocab_size, "int")
+    hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
+    num_layers = bb.check(where, "num_layers", num_layers, "int")
+    version = bb.check(where, "version", version, "choice", ("mamba", "mamba2"))
+    mixer = dict(
+        state_size=state_size,
+        expand=expand,
+        conv_kernel=conv_kernel,
+        use_bias=use_bias,
+        use_conv_bias=use_conv_bias,
+        kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
+    )
+    if version == "mamba":
+        mixer["time_step_rank"] = time_step_rank
+    else:
+        mixer.update(head_dim=head_dim, num_groups=num_groups, chunk_size=chunk_size)
+    blocks = [
+        sk.MambaBlock(version, norm_epsilon=norm_epsilon, name=f"block_{i}", **mixer)
+        for i in range(num_layers)
+    ]
+    return _network(
+        where, vocab_size, hidden_dim, blocks, norm_epsilon, tie_weights, mask_padding, name
+    )
