@@ -28,6 +28,9 @@ from seqkeras.layers.rotary import RotaryEmbedding
 from seqkeras.layers.mamba import Mamba2Mixer
 from seqkeras.layers.mamba import MambaBlock
 from seqkeras.layers.mamba import MambaMixer
+from seqkeras.layers.rglru import RGLRU
+from seqkeras.layers.rglru import GriffinBlock
+from seqkeras.layers.rglru import GriffinTemporalBlock
 from seqkeras.layers.scaling import Scale
 from seqkeras.layers.scaling import SoftCap
 from seqkeras.layers.scaling import WindowScaling
@@ -46,6 +49,8 @@ __all__ = [
     "GRUCell",
     "GatedFeedForward",
     "GatherSteps",
+    "GriffinBlock",
+    "GriffinTemporalBlock",
     "LSTMCell",
     "LinearRecurrentCell",
     "LlamaDecoderBlock",
@@ -56,6 +61,7 @@ __all__ = [
     "MinLSTMCell",
     "MultiHeadAttention",
     "PositionalEmbedding",
+    "RGLRU",
     "Recurrent",
     "RotaryEmbedding",
     "RecurrentCell",

@@ -36,6 +36,7 @@ from seqkeras.models.language_models import TransformerLanguageModel
 from seqkeras.models.decoder_lm import DecoderLanguageModel
 from seqkeras.models.decoder_lm import decoder_language_model
 from seqkeras.models.state_space import StateSpaceLanguageModel
+from seqkeras.models.state_space import griffin_language_model
 from seqkeras.models.state_space import mamba_language_model
 from seqkeras.models.instruction import InstructionBatches
 from seqkeras.models.instruction import answer_ids
@@ -92,6 +93,7 @@ __all__ = [
     "forecaster",
     "generate",
     "load_bilm",
+    "griffin_language_model",
     "load_encoder",
     "mamba_language_model",
     "recurrent_language_model",

@@ -237,3 +237,119 @@ def mamba_language_model(
     return _network(
         where, vocab_size, hidden_dim, blocks, norm_epsilon, tie_weights, mask_padding, name
     )
+
+
+def griffin_language_model(
+    vocab_size,
+    hidden_dim,
+    num_layers,
+    num_heads,
+    intermediate_dim=None,
+    block_types=("recurrent", "recurrent", "attention"),
+    lru_width=None,
+    conv_kernel=4,
+    num_key_value_heads=1,
+    head_dim=None,
+    window=2048,
+    rotary_fraction=0.5,
+    rope_base=10000.0,
+    norm_epsilon=1e-6,
+    embedding_scale=None,
+    logit_soft_cap=30.0,
+    max_length=None,
+    tie_weights=True,
+    mask_padding=True,
+    name="griffin_language_model",
+):
+    """A Griffin (or, with `block_types=("recurrent",)`, Hawk) language
+    model: `x_0 = s E[w]`, residual `GriffinBlock`s whose temporal part is
+    an RG-LRU block or local attention as `block_types` cycles, a final
+    RMSNorm, tied logits soft-capped (RecurrentGemma's architecture; the
+    arguments are its `transformers` config's, `intermediate_dim` being the
+    MLP's width, half its `intermediate_size`).
+
+    Args:
+        vocab_size: token ids in [0, vocab_size).
+        hidden_dim, num_layers: width and blocks.
+        num_heads: the attention's query heads and the RG-LRU gates' blocks.
+        intermediate_dim: the MLP's gated width (default 3 * hidden_dim).
+        block_types: the temporal kinds, cycled over the blocks
+            (`"recurrent"`, `"attention"`).
+        lru_width: the RG-LRU width (default hidden_dim).
+        conv_kernel: the RG-LRU blocks' convolution taps.
+        num_key_value_heads, head_dim, window, rotary_fraction, rope_base:
+            the local attention's (keys seen per query, itself included;
+            the rotated part of each head).
+        norm_epsilon: of every RMSNorm.
+        embedding_scale: the embedding's factor (default sqrt(hidden_dim)
+            rounded to bfloat16, as RecurrentGemma was trained).
+        logit_soft_cap: logits become `cap * tanh(logits / cap)` (None: off).
+        max_length: the longest sequence when there are attention blocks
+            (their key/value caches); unused by Hawk.
+        tie_weights: the output matrix is the token embedding.
+        mask_padding: id 0 is padding. False: id 0 is a token.
+        name: the model's name.
+
+    Returns:
+        A `StateSpaceLanguageModel`.
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.griffin_language_model(
+        ...     vocab_size=50, hidden_dim=16, num_layers=3, num_heads=2,
+        ...     window=4, max_length=32)
+        >>> ids = seqkeras.models.generate(model, prompt=np.array([[4, 5]]),
+        ...                                max_length=6, eos_id=None)
+        >>> np.asarray(ids).shape
+        (1, 6)
+    """
+    where = "griffin_language_model"
+    vocab_size = bb.check(where, "vocab_size", vocab_size, "int")
+    hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
+    num_layers = bb.check(where, "num_layers", num_layers, "int")
+    if isinstance(block_types, str) or not block_types:
+        raise ValueError(
+            f"`{where}` received an invalid value for `block_types`: expected a non-empty "
+            f"list of 'recurrent' / 'attention'. Received: block_types={block_types!r}"
+        )
+    kinds = [
+        bb.check(where, "block_types", k, "choice", ("recurrent", "attention")) for k in block_types
+    ]
+    kinds = [kinds[i % len(kinds)] for i in range(num_layers)]
+    if "attention" in kinds and max_length is not None:
+        max_length = bb.check(where, "max_length", max_length, "int")
+    if embedding_scale is None:
+        embedding_scale = float(
+            ops.convert_to_numpy(ops.cast(ops.cast(hidden_dim**0.5, "bfloat16"), "float32"))
+        )
+    blocks = [
+        sk.GriffinBlock(
+            kind,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            width=lru_width,
+            conv_kernel=conv_kernel,
+            num_key_value_heads=num_key_value_heads,
+            head_dim=head_dim,
+            window=window,
+            rotary_fraction=rotary_fraction,
+            rope_base=rope_base,
+            norm_epsilon=norm_epsilon,
+            kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name=f"block_{i}",
+        )
+        for i, kind in enumerate(kinds)
+    ]
+    return _network(
+        where,
+        vocab_size,
+        hidden_dim,
+        blocks,
+        norm_epsilon,
+        tie_weights,
+        mask_padding,
+        name,
+        max_length=max_length if "attention" in kinds else None,
+        embedding_scale=embedding_scale,
+        logit_soft_cap=logit_soft_cap,
+    )
