@@ -13,7 +13,7 @@ work), written with `keras.ops` reshapes so that it traces to plain
 element-wise ops under XLA, TensorFlow graphs and JAX. It needs the time
 length at trace time (it always is under `fit` and JAX); a graph traced
 with an unknown length (a SavedModel signature of any length) runs the
-same recurrence as one `keras.ops.scan` over time. Measured on a 2-core
+same recurrence as a loop over log2(T) doubling levels. Measured on a 2-core
 AMD EPYC (XLA, batch 8, time 1,024, width 256, float32), forward and
 gradient: this scan 10 ms and 22 ms; a loop over time 6 ms and 771 ms; a
 chunked form (the within-chunk decays as a 32 x 32 matrix per channel,
@@ -55,20 +55,24 @@ def _blelloch(a, b):
     return h[:, :steps]
 
 
-def _sequential(a, b):
-    """The same recurrence as one `keras.ops.scan` over time (a length
-    unknown when tracing)."""
-    rank = len(a.shape)
-    time_major = (1, 0) + tuple(range(2, rank))
+def _doubling(a, b):
+    """The same recurrence for a time length unknown when tracing (a
+    SavedModel signature of any length): Hillis and Steele's scan, a loop
+    over log2(T) levels that each combine every step with the one `s`
+    before it (`s` = 1, 2, 4, ...). Shifts are slices and
+    concatenations: standard ops for TF Serving and TFLite."""
+    steps = ops.shape(a)[1]
 
-    def step(h, ab):
-        h = ab[0] * h + ab[1]
-        return h, h
+    def shifted(t, s, fill):
+        return ops.concatenate([ops.full_like(t[:, :s], fill), t[:, : steps - s]], axis=1)
 
-    _, h = ops.scan(
-        step, ops.zeros_like(b[:, 0]), (ops.transpose(a, time_major), ops.transpose(b, time_major))
-    )
-    return ops.transpose(h, time_major)
+    def level(s, a, b):
+        b = a * shifted(b, s, 0.0) + b
+        a = a * shifted(a, s, 1.0)
+        return s * 2, a, b
+
+    _, _, b = ops.while_loop(lambda s, a, b: s < steps, level, (ops.ones((), "int32"), a, b))
+    return b
 
 
 def linear_scan(a, b, initial=None):
@@ -81,7 +85,8 @@ def linear_scan(a, b, initial=None):
 
     Returns:
         (batch, time, ...): `h_0 .. h_{T-1}`. An associative scan when the
-        time length is known when tracing; a loop over time otherwise.
+        time length is known when tracing; a loop over log2(T) doubling
+        levels otherwise.
 
     Examples:
         >>> import numpy as np
@@ -97,7 +102,7 @@ def linear_scan(a, b, initial=None):
         first = a[:, :1] * ops.expand_dims(ops.cast(initial, b.dtype), 1) + b[:, :1]
         b = ops.concatenate([first, b[:, 1:]], axis=1)
     if a.shape[1] is None:
-        return _sequential(a, b)
+        return _doubling(a, b)
     return _blelloch(a, b)
 
 

@@ -62,6 +62,16 @@ BUILDERS = {
         tie_weights=False,
         max_length=16,
     ),
+    # the language models that generate with a fixed-size state
+    "min_gru_language_model": lambda: M.recurrent_language_model(V, 8, cell="mingru", num_layers=2),
+    "mamba_language_model": lambda: M.mamba_language_model(V, 8, 2, state_size=4),
+    "mamba2_language_model": lambda: M.mamba_language_model(
+        V, 8, 2, version="mamba2", state_size=4, head_dim=4, num_groups=2, chunk_size=2
+    ),
+    # Griffin: RG-LRU blocks and local attention (window 3)
+    "griffin_language_model": lambda: M.griffin_language_model(
+        V, 8, 3, num_heads=2, intermediate_dim=16, window=3, max_length=16, tie_weights=False
+    ),
     "recurrent_seq2seq": lambda: M.recurrent_seq2seq(V, V, units=8, embedding_dim=8),
     **{
         f"seq2seq_{score}": (

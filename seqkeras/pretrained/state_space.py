@@ -1,0 +1,239 @@
+"""Mamba, Mamba-2 and RecurrentGemma (Griffin) checkpoints in the Hugging
+Face layout: a `config.json` and its tensors (`model.safetensors`, read
+without torch, or any `{name: array}` such as a torch `state_dict()`
+turned into NumPy) -> a seqkeras `StateSpaceLanguageModel` with those
+weights.
+
+    model = seqkeras.pretrained.read_state_space_directory("mamba-130m-hf/")
+
+The architecture comes from `config.json` (`model_type` `"mamba"`,
+`"mamba2"` or `"recurrent_gemma"`); `state_space_language_model(config)`
+builds the model, `load_state_space_weights(model, tensors)` copies the
+tensors (torch `Linear` weights transposed, depthwise convolutions
+(channels, 1, K) as (K, channels), Gemma's RMSNorm `1 + w` as the scale).
+Token id 0 is a token (no padding mask), as in the checkpoints.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+
+from seqkeras.models.state_space import griffin_language_model
+from seqkeras.models.state_space import mamba_language_model
+from seqkeras.pretrained.llama_checkpoints import _llama_hf_tensors
+
+#: The `model_type`s read.
+MODEL_TYPES = ("mamba", "mamba2", "recurrent_gemma")
+
+
+def _field(config, key, default=None, required=True):
+    if key in config and config[key] is not None:
+        return config[key]
+    if required and default is None:
+        raise ValueError(
+            f"`state_space_language_model`: the config has no {key!r} "
+            f"(model_type {config.get('model_type')!r})"
+        )
+    return default
+
+
+def state_space_arguments(config):
+    """`(builder, kwargs)`: the seqkeras builder (`mamba_language_model`
+    or `griffin_language_model`) and its arguments for a `transformers`
+    config dict (`MambaConfig`, `Mamba2Config`, `RecurrentGemmaConfig`
+    `.to_dict()`, or a checkpoint's `config.json`)."""
+    if not isinstance(config, dict):
+        raise TypeError(
+            f"`state_space_language_model` expects a config dict. Received: {type(config).__name__}"
+        )
+    kind = config.get("model_type")
+    if kind not in MODEL_TYPES:
+        raise ValueError(
+            "`state_space_language_model` reads model_type one of "
+            f"{MODEL_TYPES}. Received: model_type={kind!r}"
+        )
+    hidden = int(_field(config, "hidden_size"))
+    common = dict(
+        vocab_size=int(_field(config, "vocab_size")),
+        hidden_dim=hidden,
+        num_layers=int(_field(config, "num_hidden_layers")),
+        mask_padding=False,
+    )
+    if kind in ("mamba", "mamba2"):
+        expand = _field(config, "expand", 2)
+        arguments = dict(
+            common,
+            version=kind,
+            state_size=int(_field(config, "state_size", 16)),
+            expand=expand,
+            conv_kernel=int(_field(config, "conv_kernel", 4)),
+            use_bias=bool(_field(config, "use_bias", False, required=False)),
+            use_conv_bias=bool(_field(config, "use_conv_bias", True)),
+            norm_epsilon=float(_field(config, "layer_norm_epsilon", 1e-5)),
+            tie_weights=bool(config.get("tie_word_embeddings", kind == "mamba")),
+        )
+        if kind == "mamba":
+            rank = config.get("time_step_rank", "auto")
+            arguments["time_step_rank"] = (
+                math.ceil(hidden / 16) if rank in (None, "auto") else int(rank)
+            )
+        else:
+            arguments.update(
+                head_dim=int(_field(config, "head_dim")),
+                num_groups=int(_field(config, "n_groups", 1)),
+                chunk_size=int(_field(config, "chunk_size", 256)),
+            )
+            inner = int(expand * hidden)
+            heads = int(_field(config, "num_heads"))
+            if heads * arguments["head_dim"] != inner:
+                raise ValueError(
+                    "`state_space_language_model`: a Mamba-2 config needs num_heads * "
+                    f"head_dim == expand * hidden_size. Received: {heads} * "
+                    f"{arguments['head_dim']} != {inner}"
+                )
+        return mamba_language_model, arguments
+    heads = int(_field(config, "num_attention_heads"))
+    head_dim = config.get("head_dim") or hidden // heads
+    rope = config.get("rope_parameters") or {}
+    arguments = dict(
+        common,
+        num_heads=heads,
+        intermediate_dim=int(_field(config, "intermediate_size")) // 2,
+        block_types=list(_field(config, "block_types")),
+        lru_width=int(config.get("lru_width") or hidden),
+        conv_kernel=int(_field(config, "conv1d_width", 4)),
+        num_key_value_heads=int(config.get("num_key_value_heads") or heads),
+        head_dim=int(head_dim),
+        window=int(_field(config, "attention_window_size")),
+        rotary_fraction=float(
+            rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 0.5))
+        ),
+        rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+        norm_epsilon=float(_field(config, "rms_norm_eps", 1e-6)),
+        logit_soft_cap=config.get("logits_soft_cap"),
+        max_length=int(config.get("max_position_embeddings") or 8192),
+    )
+    return griffin_language_model, arguments
+
+
+def state_space_language_model(config, **overrides):
+    """The seqkeras model of a Mamba / Mamba-2 / RecurrentGemma config dict
+    (random weights; `load_state_space_weights` copies a checkpoint's).
+    `overrides`: builder arguments to change (e.g. `max_length`)."""
+    builder, arguments = state_space_arguments(config)
+    arguments.update(overrides)
+    return builder(**arguments)
+
+
+def _mixer(block, get, put, p, version):
+    m = block.mixer
+    put(block.norm.scale, get(p + "norm.weight"))
+    put(m.in_proj_kernel, get(p + "mixer.in_proj.weight").T)
+    if m.in_proj_bias is not None:
+        put(m.in_proj_bias, get(p + "mixer.in_proj.bias"))
+    put(m.conv_kernel_weights, get(p + "mixer.conv1d.weight")[:, 0, :].T)
+    if m.conv_bias is not None:
+        put(m.conv_bias, get(p + "mixer.conv1d.bias"))
+    put(m.A_log, get(p + "mixer.A_log"))
+    put(m.D, get(p + "mixer.D"))
+    put(m.out_proj_kernel, get(p + "mixer.out_proj.weight").T)
+    if m.out_proj_bias is not None:
+        put(m.out_proj_bias, get(p + "mixer.out_proj.bias"))
+    if version == "mamba":
+        put(m.x_proj_kernel, get(p + "mixer.x_proj.weight").T)
+        put(m.dt_proj_kernel, get(p + "mixer.dt_proj.weight").T)
+        put(m.dt_proj_bias, get(p + "mixer.dt_proj.bias"))
+    else:
+        put(m.dt_bias, get(p + "mixer.dt_bias"))
+        put(m.norm_scale, get(p + "mixer.norm.weight"))
+
+
+def _griffin(block, get, put, p):
+    put(block.temporal_norm.scale, 1.0 + get(p + "temporal_pre_norm.weight"))
+    put(block.channel_norm.scale, 1.0 + get(p + "channel_pre_norm.weight"))
+    mlp = block.mlp
+    for name in ("gate", "up", "down"):
+        put(getattr(mlp, name + "_kernel"), get(f"{p}mlp_block.{name}_proj.weight").T)
+        put(getattr(mlp, name + "_bias"), get(f"{p}mlp_block.{name}_proj.bias"))
+    t, q = block.temporal, p + "temporal_block."
+    if block.kind == "recurrent":
+        for name in ("linear_y", "linear_x", "linear_out"):
+            put(getattr(t, name + "_kernel"), get(q + name + ".weight").T)
+            put(getattr(t, name + "_bias"), get(q + name + ".bias"))
+        put(t.conv_kernel_weights, get(q + "conv_1d.weight")[:, 0, :].T)
+        put(t.conv_bias, get(q + "conv_1d.bias"))
+        lru = t.rg_lru
+        put(lru.recurrent_param, get(q + "rg_lru.recurrent_param"))
+        for gate in ("input_gate", "recurrent_gate"):
+            put(getattr(lru, gate + "_kernel"), get(f"{q}rg_lru.{gate}_weight"))
+            put(getattr(lru, gate + "_bias"), get(f"{q}rg_lru.{gate}_bias"))
+        return
+    d = t.query_kernel.shape[0]
+    for name, var in (("q", t.query_kernel), ("k", t.key_kernel), ("v", t.value_kernel)):
+        put(var, get(f"{q}{name}_proj.weight").T.reshape(var.shape))
+    put(t.output_kernel, get(q + "o_proj.weight").T.reshape(t.output_kernel.shape))
+    put(t.output_bias, get(q + "o_proj.bias").reshape(d))
+
+
+def load_state_space_weights(model, tensors):
+    """Copies a Hugging Face Mamba / Mamba-2 / RecurrentGemma checkpoint's
+    tensors (`{name: array}`; with or without the `model.` prefix) into
+    `model` (built by `state_space_language_model` from its config).
+    Raises a ValueError naming a missing tensor or a shape that differs."""
+    tensors = {
+        (k[len("model.") :] if k.startswith("model.") else k): np.asarray(v)
+        for k, v in tensors.items()
+    }
+
+    def get(name):
+        if name not in tensors:
+            raise ValueError(f"`load_state_space_weights`: the checkpoint has no tensor {name!r}")
+        return tensors[name]
+
+    blocks = model.part("blocks")
+    griffin = model.embedding_scale is not None
+    if griffin:
+        embedding, prefix, final = "embed_tokens.weight", "layers.", "final_norm.weight"
+    else:
+        embedding, prefix = "backbone.embeddings.weight", "backbone.layers."
+        final = "backbone.norm_f.weight"
+    values = []
+
+    def put(variable, value):  # every shape checked before any copy
+        value = np.asarray(value, "float32")
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(
+                f"`load_state_space_weights`: {variable.path} has shape "
+                f"{tuple(variable.shape)}; the checkpoint's is {value.shape}"
+            )
+        values.append((variable, value))
+
+    put(model.part("embedding").embeddings, get(embedding))
+    for i, block in enumerate(blocks):
+        if griffin:
+            _griffin(block, get, put, f"{prefix}{i}.")
+        else:
+            _mixer(block, get, put, f"{prefix}{i}.", block.version)
+    norm = get(final)
+    put(model.part("norm").scale, 1.0 + norm if griffin else norm)
+    dense = model.part("logits")
+    if dense is not None:
+        put(dense.kernel, get("lm_head.weight").T)
+    for variable, value in values:
+        variable.assign(value)
+    return model
+
+
+def read_state_space_directory(directory, **overrides):
+    """The model of a Hugging Face Mamba / Mamba-2 / RecurrentGemma
+    directory (`config.json` and `model.safetensors` or its shards), its
+    weights loaded. `overrides`: builder arguments to change."""
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"`read_state_space_directory`: {directory} has no config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    model = state_space_language_model(config, **overrides)
+    return load_state_space_weights(model, _llama_hf_tensors(directory))

@@ -1,0 +1,22 @@
+"""One decoding step for every runtime, for the language models that
+generate with a fixed-size state (minGRU, Mamba, Mamba-2, Griffin):
+identical ids in Keras (graph and XLA), the served graph and its XLA
+option, greedy, beam and seeded sampling, prompts of different lengths
+(see `one_step_checks`)."""
+
+from tests.export.one_step_checks import check
+
+# many models exported and checked in fresh processes: a group of its own
+# (tests/run.py)
+OWN_GROUP = True
+
+NAMES = [
+    "min_gru_language_model",
+    "mamba_language_model",
+    "mamba2_language_model",
+    "griffin_language_model",
+]
+
+
+def test_state_space_models_decode_identically_in_every_runtime(tmp_path):
+    check(NAMES, tmp_path)
