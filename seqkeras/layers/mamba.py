@@ -142,6 +142,11 @@ class _Mixer(keras.layers.Layer):
         """The state before the first step (`MambaState` of zeros). Its size
         does not depend on `max_length` or `layout` (taken for the one
         state contract of `seqkeras.layers.state`)."""
+        if not self.built:
+            raise ValueError(
+                f"`{type(self).__name__}.init_cache` needs the layer built (its width): "
+                "call it once or `build((batch, time, d))` first"
+            )
         return MambaState(
             ops.zeros((batch_size, self.conv_kernel - 1, self._conv_channels), self.compute_dtype),
             ops.zeros((batch_size,) + self._state_shape, "float32"),

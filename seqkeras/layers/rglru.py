@@ -68,6 +68,14 @@ def _keep(name, inputs, padding_mask):
     return ops.expand_dims(ops.cast(padding_mask, "float32"), -1)
 
 
+def _check_built(layer):
+    if not layer.built:
+        raise ValueError(
+            f"`{type(layer).__name__}.init_cache` needs the layer built (its width): "
+            "call it once or `build((batch, time, d))` first"
+        )
+
+
 def _recurrent_param_initializer(low=0.9, high=0.999):
     """Lambda such that a = sigmoid-gated decay starts in [low, high] (the
     paper's: softplus^-1 of -log(a) / 2 with a^2 uniform in [low^2, high^2])."""
@@ -154,6 +162,7 @@ class RGLRU(keras.layers.Layer):
 
     def init_cache(self, batch_size, max_length=None, layout="fixed"):
         """The state before the first step: float32 zeros (batch, width)."""
+        _check_built(self)
         return ops.zeros((batch_size, self.width), "float32")
 
     def _gate(self, x, kernel, bias):
@@ -284,6 +293,7 @@ class GriffinTemporalBlock(keras.layers.Layer):
 
     def init_cache(self, batch_size, max_length=None, layout="fixed"):
         """`(conv window, RG-LRU state)` of zeros."""
+        _check_built(self)
         window = ops.zeros((batch_size, self.conv_kernel - 1, self._width), self.compute_dtype)
         return (window, self.rg_lru.init_cache(batch_size))
 
@@ -496,6 +506,7 @@ class GriffinBlock(keras.layers.Layer):
         """The temporal part's state: the RG-LRU block's `(window, state)`,
         or the attention's key/value cache over `max_length` positions of
         `layout` (`seqkeras.layers.state`)."""
+        _check_built(self)
         if self.kind == "recurrent":
             return self.temporal.init_cache(batch_size)
         if max_length is None and layout != "growing":

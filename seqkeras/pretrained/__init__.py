@@ -28,6 +28,10 @@ from seqkeras.pretrained.llama_checkpoints import read_gguf
 from seqkeras.pretrained.llama_checkpoints import read_llama_directory
 from seqkeras.pretrained.llama_checkpoints import smollm2_path
 from seqkeras.pretrained.llama_checkpoints import unpermute_rope_rows
+from seqkeras.pretrained.state_space import load_state_space_weights
+from seqkeras.pretrained.state_space import read_state_space_directory
+from seqkeras.pretrained.state_space import state_space_arguments
+from seqkeras.pretrained.state_space import state_space_language_model
 from seqkeras.pretrained.models import PretrainedClassifier
 from seqkeras.pretrained.models import PretrainedMaskedLM
 from seqkeras.pretrained.models import PretrainedCRFTagger
@@ -67,10 +71,14 @@ __all__ = [
     "llama_language_model",
     "load_llama",
     "load_pretrained",
+    "load_state_space_weights",
     "read_checkpoint",
     "read_gguf",
+    "read_state_space_directory",
     "read_llama_directory",
     "save_checkpoint",
     "smollm2_path",
+    "state_space_arguments",
+    "state_space_language_model",
     "unpermute_rope_rows",
 ]
