@@ -68,11 +68,13 @@ def _refusal(model, error):
     )
 
 
-def _spec(x, name):
-    """A TensorSpec for state `x`: batch dynamic, and the source time axis
-    of encoder outputs (rank 3) and source masks (bool) too."""
+def _spec(x, name, conditioned=True):
+    """A TensorSpec for state `x`: batch dynamic, and for a conditioned
+    model the source time axis of encoder outputs (rank 3) and source
+    masks (bool) too (a language model's states keep their shapes: a
+    convolution's window (batch, K - 1, channels) is rank 3)."""
     shape = [None] + list(x.shape[1:])
-    if len(shape) == 3 or x.dtype == "bool":
+    if conditioned and (len(shape) == 3 or x.dtype == "bool"):
         shape[1] = None
     return tf.TensorSpec(shape, x.dtype, name=name)
 
@@ -108,7 +110,7 @@ def _functions(model, prefill=False, max_length=None):
         init = _start(model, example, 1, max_length)
     except ValueError as error:  # e.g. a bidirectional backbone
         raise _refusal(model, error) from None
-    specs = [_spec(x, f"state_{i}") for i, x in enumerate(tree.flatten(init))]
+    specs = [_spec(x, f"state_{i}", cond is not None) for i, x in enumerate(tree.flatten(init))]
     if cond is not None and cond.shape[1] is None:
         # the axes that follow the source length (encoder outputs, the
         # cross-attention keys and values, the mask) are dynamic: those

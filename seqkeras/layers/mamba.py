@@ -322,7 +322,8 @@ class MambaMixer(_Mixer):
         decay = ops.exp(dt4 * a)
         drive = dt4 * ops.expand_dims(x32, -1) * ops.expand_dims(b, 2)
         h = linear_scan(decay, drive, None if cache is None else cache.ssm)
-        y = ops.einsum("btdn,btn->btd", h, c) + x32 * ops.cast(self.D, "float32")
+        y = ops.squeeze(ops.matmul(h, ops.expand_dims(c, -1)), -1)  # (batch, time, d_inner)
+        y = y + x32 * ops.cast(self.D, "float32")
         y = ops.cast(y, self.compute_dtype) * ops.silu(z)
         out = self._apply(y, self.out_proj_kernel, self.out_proj_bias)
         if keep is not None:

@@ -128,11 +128,15 @@ def causal_conv(x, kernel, bias=None, window=None):
         shape = ops.shape(x)
         window = ops.zeros((shape[0], width - 1, shape[2]), x.dtype)
     full = ops.concatenate([ops.cast(window, x.dtype), x], axis=1)
-    steps = ops.shape(x)[1]
+    steps = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
     kernel = ops.cast(kernel, x.dtype)
     y = full[:, 0:steps] * kernel[0]
     for k in range(1, width):
         y = y + full[:, k : k + steps] * kernel[k]
     if bias is not None:
         y = y + ops.cast(bias, x.dtype)
-    return y, full[:, -(width - 1) :] if width > 1 else window
+    if width == 1:
+        return y, window
+    # the last K - 1 inputs, their static shape kept (a loop's state)
+    window = ops.reshape(full[:, steps:], (-1, width - 1, x.shape[-1]))
+    return y, window

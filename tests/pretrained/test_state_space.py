@@ -96,9 +96,7 @@ def test_logits_and_gradients_equal_transformers(kind):
     params = dict(ref.named_parameters())
     scale = max(1.0, float(np.abs(params[embed_name].grad.numpy()).max()))
     np.testing.assert_allclose(grads[0], params[embed_name].grad.numpy(), atol=1e-5 * scale)
-    np.testing.assert_allclose(
-        grads[1], params[name + ".weight"].grad.numpy().T, atol=1e-5 * scale
-    )
+    np.testing.assert_allclose(grads[1], params[name + ".weight"].grad.numpy().T, atol=1e-5 * scale)
 
 
 @pytest.mark.parametrize("kind", list(CONFIGS))
