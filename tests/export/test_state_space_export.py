@@ -9,7 +9,6 @@ import keras
 import numpy as np
 import pytest
 
-import seqkeras
 from seqkeras.export import assert_servable, convert_builtin, onnx, run_onnx
 from seqkeras.export import run_tflite_signature, saved_model
 from seqkeras.export.streaming import streaming_tflite, verify_streaming
