@@ -1,5 +1,6 @@
 """A character language model (tiny-shakespeare by default) with seqkeras:
-an LSTM, GRU or Transformer over characters, trained from scratch, that
+an LSTM, GRU, minGRU, Mamba, Mamba-2, Hawk, Griffin or Transformer over
+characters, trained from scratch, that
 scores text, samples from a prompt and runs one character at a time on a
 phone.
 
@@ -93,8 +94,8 @@ def train(args):
         optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         return {"optimizer": optimizer, "steps_per_execution": args.steps_per_execution}
 
-    def sizes(builder, arguments):  # a Transformer's context is the block
-        if builder == "transformer_language_model":
+    def sizes(builder, arguments):  # attention's context is the block
+        if builder in ("transformer_language_model", "griffin_language_model"):
             return {"vocab_size": len(vocabulary), "max_length": args.block}
         return {"vocab_size": len(vocabulary)}
 
