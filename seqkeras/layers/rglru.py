@@ -469,7 +469,7 @@ class GriffinBlock(keras.layers.Layer):
             )
         else:
             head_dim = self.head_dim or d // self.num_heads
-            rotary = 2 * int(head_dim * self.rotary_fraction / 2)
+            rotary = max(2, 2 * int(head_dim * self.rotary_fraction / 2))
             self.temporal = MultiHeadAttention(
                 self.num_heads,
                 head_dim,

@@ -152,9 +152,9 @@ class SoftCap(keras.layers.Layer):
 
     Examples:
         >>> import numpy as np, seqkeras
-        >>> y = seqkeras.layers.SoftCap(30.0)(np.array([[1.0, 300.0]], "float32"))
-        >>> np.round(np.asarray(y), 3)
-        array([[ 0.999, 29.999]], dtype=float32)
+        >>> y = seqkeras.layers.SoftCap(30.0)(np.array([[15.0, 300.0]], "float32"))
+        >>> np.round(np.asarray(y), 2)  # 30 tanh(0.5), 30 tanh(10)
+        array([[13.86, 30.  ]], dtype=float32)
     """
 
     def __init__(self, cap, **kwargs):

@@ -100,6 +100,22 @@ class StateSpaceLanguageModel(KeyValueLanguageModel):
         )
 
 
+class _named:
+    """Re-raises a block's argument error (ValueError, TypeError) with the
+    builder's name in front, so the message names what the user called."""
+
+    def __init__(self, where):
+        self.where = where
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if isinstance(error, (ValueError, TypeError)) and f"`{self.where}`" not in str(error):
+            raise type(error)(f"`{self.where}`: {error}") from None
+        return False
+
+
 def _network(
     where,
     vocab_size,
@@ -230,13 +246,14 @@ def mamba_language_model(
         mixer["time_step_rank"] = time_step_rank
     else:
         mixer.update(head_dim=head_dim, num_groups=num_groups, chunk_size=chunk_size)
-    blocks = [
-        sk.MambaBlock(version, norm_epsilon=norm_epsilon, name=f"block_{i}", **mixer)
-        for i in range(num_layers)
-    ]
-    return _network(
-        where, vocab_size, hidden_dim, blocks, norm_epsilon, tie_weights, mask_padding, name
-    )
+    with _named(where):
+        blocks = [
+            sk.MambaBlock(version, norm_epsilon=norm_epsilon, name=f"block_{i}", **mixer)
+            for i in range(num_layers)
+        ]
+        return _network(
+            where, vocab_size, hidden_dim, blocks, norm_epsilon, tie_weights, mask_padding, name
+        )
 
 
 def griffin_language_model(
@@ -322,6 +339,53 @@ def griffin_language_model(
         embedding_scale = float(
             ops.convert_to_numpy(ops.cast(ops.cast(hidden_dim**0.5, "bfloat16"), "float32"))
         )
+    with _named(where):
+        return _griffin(
+            where,
+            kinds,
+            vocab_size,
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+            lru_width,
+            conv_kernel,
+            num_key_value_heads,
+            head_dim,
+            window,
+            rotary_fraction,
+            rope_base,
+            norm_epsilon,
+            embedding_scale,
+            logit_soft_cap,
+            max_length,
+            tie_weights,
+            mask_padding,
+            name,
+        )
+
+
+def _griffin(
+    where,
+    kinds,
+    vocab_size,
+    hidden_dim,
+    num_heads,
+    intermediate_dim,
+    lru_width,
+    conv_kernel,
+    num_key_value_heads,
+    head_dim,
+    window,
+    rotary_fraction,
+    rope_base,
+    norm_epsilon,
+    embedding_scale,
+    logit_soft_cap,
+    max_length,
+    tie_weights,
+    mask_padding,
+    name,
+):
     blocks = [
         sk.GriffinBlock(
             kind,

@@ -28,32 +28,35 @@ from seqkeras.pretrained.llama_checkpoints import _llama_hf_tensors
 MODEL_TYPES = ("mamba", "mamba2", "recurrent_gemma")
 
 
-def _field(config, key, default=None, required=True):
+def _field_of(config, key, default=None, required=True, where="state_space_arguments"):
     if key in config and config[key] is not None:
         return config[key]
     if required and default is None:
         raise ValueError(
-            f"`state_space_language_model`: the config has no {key!r} "
-            f"(model_type {config.get('model_type')!r})"
+            f"`{where}`: the `config` has no {key!r} (model_type {config.get('model_type')!r})"
         )
     return default
 
 
-def state_space_arguments(config):
+def state_space_arguments(config, where="state_space_arguments"):
     """`(builder, kwargs)`: the seqkeras builder (`mamba_language_model`
     or `griffin_language_model`) and its arguments for a `transformers`
     config dict (`MambaConfig`, `Mamba2Config`, `RecurrentGemmaConfig`
     `.to_dict()`, or a checkpoint's `config.json`)."""
     if not isinstance(config, dict):
         raise TypeError(
-            f"`state_space_language_model` expects a config dict. Received: {type(config).__name__}"
+            f"`{where}` expects `config` to be a config dict. Received: {type(config).__name__}"
         )
     kind = config.get("model_type")
     if kind not in MODEL_TYPES:
         raise ValueError(
-            "`state_space_language_model` reads model_type one of "
-            f"{MODEL_TYPES}. Received: model_type={kind!r}"
+            f"`{where}` reads a `config` of model_type one of {MODEL_TYPES}. "
+            f"Received: model_type={kind!r}"
         )
+
+    def _field(config, key, default=None, required=True):
+        return _field_of(config, key, default, required, where)
+
     hidden = int(_field(config, "hidden_size"))
     common = dict(
         vocab_size=int(_field(config, "vocab_size")),
@@ -89,7 +92,7 @@ def state_space_arguments(config):
             heads = int(_field(config, "num_heads"))
             if heads * arguments["head_dim"] != inner:
                 raise ValueError(
-                    "`state_space_language_model`: a Mamba-2 config needs num_heads * "
+                    f"`{where}`: a Mamba-2 `config` needs num_heads * "
                     f"head_dim == expand * hidden_size. Received: {heads} * "
                     f"{arguments['head_dim']} != {inner}"
                 )
@@ -122,7 +125,7 @@ def state_space_language_model(config, **overrides):
     """The seqkeras model of a Mamba / Mamba-2 / RecurrentGemma config dict
     (random weights; `load_state_space_weights` copies a checkpoint's).
     `overrides`: builder arguments to change (e.g. `max_length`)."""
-    builder, arguments = state_space_arguments(config)
+    builder, arguments = state_space_arguments(config, "state_space_language_model")
     arguments.update(overrides)
     return builder(**arguments)
 
@@ -189,7 +192,7 @@ def load_state_space_weights(model, tensors):
 
     def get(name):
         if name not in tensors:
-            raise ValueError(f"`load_state_space_weights`: the checkpoint has no tensor {name!r}")
+            raise ValueError(f"`load_state_space_weights`: `tensors` has no tensor {name!r}")
         return tensors[name]
 
     blocks = model.part("blocks")
@@ -232,7 +235,9 @@ def read_state_space_directory(directory, **overrides):
     weights loaded. `overrides`: builder arguments to change."""
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
-        raise ValueError(f"`read_state_space_directory`: {directory} has no config.json")
+        raise ValueError(
+            f"`read_state_space_directory`: `directory` {directory} has no config.json"
+        )
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
     model = state_space_language_model(config, **overrides)

@@ -80,6 +80,7 @@ _BUILDERS = {
         vocab_size=10, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=8
     ),
     "lora": _with_lora,
+    "mamba_lm": lambda: M.mamba_language_model(10, 8, 1, state_size=2),
     "elmo": lambda: M.elmo_classifier(
         10, 2, {"embedding_dim": 4, "units": 4, "num_layers": 1}, embedding_dim=4, units=4
     ),
@@ -123,6 +124,7 @@ ids_entries("ElmoClassifier", "elmo")
 ids_entries("LanguageModel", "language_model")
 ids_entries("RecurrentLanguageModel", "rnn_lm")
 ids_entries("TransformerLanguageModel", "transformer_lm")
+ids_entries("StateSpaceLanguageModel", "mamba_lm")
 
 
 def _source(x):
@@ -177,6 +179,22 @@ entry(
     "max_length",
     lambda: M.DecoderLanguageModel(*_tiny_io(), max_length="2048"),
 )
+SS = P + "StateSpaceLanguageModel"
+entry(SS, "max_length", lambda: M.StateSpaceLanguageModel(*_tiny_io(), max_length=0))
+entry(SS, "logit_soft_cap", lambda: M.StateSpaceLanguageModel(*_tiny_io(), logit_soft_cap=0))
+
+# ---- the state-space builders -------------------------------------------------
+MB = P + "mamba_language_model"
+entry(MB, "vocab_size", lambda: M.mamba_language_model(0, 8, 1))
+entry(MB, "hidden_dim", lambda: M.mamba_language_model(10, "8", 1))
+entry(MB, "version", lambda: M.mamba_language_model(10, 8, 1, version="s4"))
+entry(MB, "state_size", lambda: M.mamba_language_model(10, 8, 1, state_size=0))
+entry(MB, "head_dim", lambda: M.mamba_language_model(10, 8, 1, version="mamba2", head_dim=5))
+GB = P + "griffin_language_model"
+entry(GB, "num_layers", lambda: M.griffin_language_model(10, 8, 0, num_heads=2))
+entry(GB, "block_types", lambda: M.griffin_language_model(10, 8, 2, 2, block_types="recurrent"))
+entry(GB, "block_types", lambda: M.griffin_language_model(10, 8, 2, 2, block_types=["mlp"]))
+entry(GB, "window", lambda: M.griffin_language_model(10, 8, 2, 2, window=0))
 
 # ---- forecasters: the series' shape and values --------------------------------
 for cls, key in (("Forecaster", "forecaster"), ("Seq2SeqForecaster", "seq2seq_forecaster")):

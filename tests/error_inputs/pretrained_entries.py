@@ -417,3 +417,44 @@ entry(
     "directory",
     lambda: sp().save_checkpoint(built("bert_encoder"), None, BERT),
 )
+
+
+# ---- Mamba / Mamba-2 / RecurrentGemma checkpoints -----------------------------
+def _state_space(function):
+    import seqkeras.pretrained as pretrained
+
+    return getattr(pretrained, function)
+
+
+MAMBA_CONFIG = {
+    "model_type": "mamba",
+    "vocab_size": 10,
+    "hidden_size": 8,
+    "num_hidden_layers": 1,
+    "state_size": 2,
+}
+SSL = P + "state_space_language_model"
+entry(SSL, "model_type", lambda: _state_space("state_space_language_model")({"model_type": "x"}))
+entry(SSL, "config", lambda: _state_space("state_space_language_model")("config.json"))
+entry(
+    SSL,
+    "hidden_size",
+    lambda: _state_space("state_space_language_model")({"model_type": "mamba"}),
+)
+entry(
+    P + "state_space_arguments",
+    "model_type",
+    lambda: _state_space("state_space_arguments")({"model_type": "gpt2"}),
+)
+entry(
+    P + "load_state_space_weights",
+    "tensors",
+    lambda: _state_space("load_state_space_weights")(
+        _state_space("state_space_language_model")(MAMBA_CONFIG), {}
+    ),
+)
+entry(
+    P + "read_state_space_directory",
+    "directory",
+    lambda: _state_space("read_state_space_directory")("/nonexistent-seqkeras-checkpoint"),
+)
