@@ -10,8 +10,12 @@ seconds per training step) as the last line.
 Models: "lstm", "gru", "rnn" (`torch.nn.LSTM/GRU/RNN`, batch_first, MSE on
 all outputs, SGD), "encoder" (`torch.nn.TransformerEncoderLayer`, post-LN,
 relu, no dropout; its attention runs `scaled_dot_product_attention`; MSE,
-SGD) and "seq2seq" (bentrevett/pytorch-seq2seq's attention model, on
-`seq2seq.py`'s batch; cross-entropy over real tokens, Adam).
+SGD), "seq2seq" (bentrevett/pytorch-seq2seq's attention model, on
+`seq2seq.py`'s batch; cross-entropy over real tokens, Adam), and the
+linear recurrences' peers (`linear_recurrences.py`; MSE, SGD):
+"mamba_transformers" (`transformers`' `MambaBlock`, its pure-torch path),
+"mamba_mambapy" (mambapy's one-layer `Mamba`, its parallel scan) and
+"mingru_pytorch" (mingru-pytorch's `minGRU`, its log-space scan).
 """
 
 import json
@@ -63,6 +67,26 @@ def build(model, shape):
             (lambda out: ce(out.float().reshape(-1, vocab), tgt_out.reshape(-1))),
             torch.optim.Adam,
         )
+    if model in ("mamba_transformers", "mamba_mambapy", "mingru_pytorch"):
+        dim = shape["dim"]
+        x = normal(shape["batch"], shape["steps"], dim)
+        y = normal(shape["batch"], shape["steps"], dim)
+        if model == "mamba_transformers":  # its pure-torch path (no CUDA kernels here)
+            import transformers
+            from transformers.models.mamba.modeling_mamba import MambaBlock
+
+            config = transformers.MambaConfig(hidden_size=dim, state_size=16, expand=2)
+            net = MambaBlock(config, layer_idx=0)
+            return net, (lambda: net(x)), mse(y), torch.optim.SGD
+        if model == "mamba_mambapy":  # its parallel (Blelloch) scan
+            from mambapy.mamba import Mamba, MambaConfig
+
+            net = Mamba(MambaConfig(d_model=dim, n_layers=1, d_state=16, expand_factor=2))
+            return net, (lambda: net(x)), mse(y), torch.optim.SGD
+        from minGRU_pytorch.minGRU import minGRU
+
+        net = minGRU(dim)
+        return net, (lambda: net(x)), mse(y), torch.optim.SGD
     raise ValueError(f"unknown model {model!r}")
 
 

@@ -29,6 +29,15 @@ def test_benchmark_smoke():
     assert set(ratios) == {"keras"} and ratios["keras"] > 0
 
 
+def test_linear_recurrences_benchmark_smoke():
+    bench = _load(os.path.join(ROOT, "benchmarks", "linear_recurrences.py"), "lrbench")
+    ratios = bench.main(["--quick", "--no-torch"])
+    # minGRU against Keras' GRU and our GRUCell (and mingru-keras when
+    # installed); the Mamba block has only torch peers
+    assert {"keras GRU", "seqkeras GRUCell"} <= set(ratios)
+    assert all(r > 0 for r in ratios.values())
+
+
 def test_attention_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "attention.py"), "abench")
     results = bench.main(["--quick", "--no-torch"])
