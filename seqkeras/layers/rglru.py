@@ -76,6 +76,16 @@ def _check_built(layer):
         )
 
 
+def _sqrt_bounded_derivative(x, bound=1000.0):
+    """sqrt(x) whose derivative is clipped at `bound` (the paper's and
+    RecurrentGemma's: sqrt(1 - a^2) has an infinite derivative where a
+    reaches 1, which turns the gradients NaN). The value is sqrt(x)
+    exactly; the derivative is 1 / (2 sqrt(max(x, 1 / (2 bound)^2)))."""
+    x = ops.maximum(x, 0.0)
+    slope = ops.stop_gradient(0.5 / ops.sqrt(ops.maximum(x, 1.0 / (2.0 * bound) ** 2)))
+    return ops.stop_gradient(ops.sqrt(x)) + slope * (x - ops.stop_gradient(x))
+
+
 def _recurrent_param_initializer(low=0.9, high=0.999):
     """Lambda such that a = sigmoid-gated decay starts in [low, high] (the
     paper's: softplus^-1 of -log(a) / 2 with a^2 uniform in [low^2, high^2])."""
@@ -183,7 +193,7 @@ class RGLRU(keras.layers.Layer):
         gate_a = self._gate(x, self.recurrent_gate_kernel, self.recurrent_gate_bias)
         log_a = -self.c * gate_a * ops.softplus(ops.cast(self.recurrent_param, "float32"))
         a = ops.exp(log_a)
-        multiplier = ops.sqrt(ops.maximum(1.0 - ops.exp(2.0 * log_a), 0.0))
+        multiplier = _sqrt_bounded_derivative(-ops.expm1(2.0 * log_a))
         steps = ops.shape(x)[1]
         if cache is None:  # a row's first (kept) step is its first position
             if keep is None:

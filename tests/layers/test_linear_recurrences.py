@@ -351,6 +351,21 @@ def test_rglru_matches_the_paper_equations_and_steps():
     np.testing.assert_allclose(y, _rglru_numpy(lru, x)[:, 3:], atol=1e-5)
 
 
+def test_rglru_gradient_is_finite_where_the_decay_reaches_one():
+    """sqrt(1 - a^2) has an infinite derivative at a = 1 (Lambda very
+    negative: softplus(Lambda) -> 0): its derivative is bounded (as
+    RecurrentGemma's), so training does not turn NaN (it did on
+    selective copying)."""
+    lru = sk.RGLRU(num_heads=1)
+    x = tf.constant(_x(1, 4, 2))
+    lru(x)
+    lru.recurrent_param.assign(np.full(2, -40.0, "float32"))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(lru(x))
+    grads = tape.gradient(loss, lru.trainable_weights)
+    assert all(np.isfinite(np.asarray(g)).all() for g in grads)
+
+
 @pytest.mark.parametrize("kind", ["recurrent", "attention"])
 def test_griffin_block_parallel_equals_step_and_padding(kind):
     block = sk.GriffinBlock(kind, num_heads=2, intermediate_dim=16, window=3, conv_kernel=3)
