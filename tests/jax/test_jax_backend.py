@@ -63,6 +63,28 @@ def test_recurrent_gradient_matches_finite_differences(cell):
         )
 
 
+@pytest.mark.parametrize("version", ["mamba", "mamba2"])
+def test_mamba_gradient_matches_finite_differences(version):
+    """The parallel scans' gradients (autodiff through the associative
+    scan or the chunked SSD form) under JAX, with padding."""
+    kwargs = {"head_dim": 4, "chunk_size": 3} if version == "mamba2" else {}
+    mixer = (sk.MambaMixer if version == "mamba" else sk.Mamba2Mixer)(state_size=4, **kwargs)
+    x = RNG.normal(size=(2, 7, 8)).astype("float32")
+    mask = np.ones((2, 7), bool)
+    mask[1, 5:] = False
+    mixer(x, padding_mask=mask)
+    probe = RNG.normal(size=(2, 7, 8)).astype("float32")
+
+    def pure(x):
+        values = [w.value for w in mixer.trainable_weights]
+        out, _ = mixer.stateless_call(values, [], x.astype("float32"), padding_mask=mask)
+        return jax.numpy.sum(out * probe)
+
+    grad = jax.grad(pure)(x)
+    picks, expected = _finite_difference(lambda v: float(pure(v)), x.astype("float64"))
+    np.testing.assert_allclose(np.asarray(grad).reshape(-1)[picks], expected, rtol=2e-2, atol=2e-3)
+
+
 def _pure(layer, x, kernel, mask, probe):
     """sum(layer(x) * probe) with the recurrent kernel given, through
     `stateless_call` (a pure function JAX can differentiate)."""
@@ -108,6 +130,14 @@ LAYERS = {
     "gated_feedforward": lambda: sk.GatedFeedForward(16),
     "positions": lambda: sk.PositionalEmbedding(16),
     "sinusoidal": lambda: sk.SinusoidalPositionalEncoding(),
+    "min_gru": lambda: sk.Recurrent(sk.MinGRUCell(8), return_sequences=True),
+    "min_lstm": lambda: sk.Bidirectional(sk.Recurrent(sk.MinLSTMCell(4), return_sequences=True)),
+    "mamba_block": lambda: sk.MambaBlock("mamba", state_size=4),
+    "mamba2_block": lambda: sk.MambaBlock("mamba2", state_size=4, head_dim=4, chunk_size=4),
+    "griffin_recurrent": lambda: sk.GriffinBlock("recurrent", num_heads=2, intermediate_dim=16),
+    "griffin_attention": lambda: sk.GriffinBlock(
+        "attention", num_heads=2, intermediate_dim=16, window=3
+    ),
 }
 
 
@@ -163,6 +193,16 @@ KINDS = {
     ),
     "transformer_seq2seq": lambda: M.transformer_seq2seq(
         12, 12, 8, num_layers=1, num_heads=2, hidden_dim=8
+    ),
+    "min_gru_language_model": lambda: M.recurrent_language_model(
+        12, 8, cell="mingru", num_layers=2
+    ),
+    "mamba_language_model": lambda: M.mamba_language_model(12, 8, 2, state_size=4),
+    "mamba2_language_model": lambda: M.mamba_language_model(
+        12, 8, 2, version="mamba2", state_size=4, head_dim=4, chunk_size=4
+    ),
+    "griffin_language_model": lambda: M.griffin_language_model(
+        12, 8, 3, num_heads=2, window=3, max_length=8
     ),
     "conditioned_decoder": lambda: M.conditioned_decoder(5, 12, units=8, embedding_dim=8),
     "classifier": lambda: M.classifier(12, 3, units=8),
