@@ -130,14 +130,9 @@ LAYERS = {
     "gated_feedforward": lambda: sk.GatedFeedForward(16),
     "positions": lambda: sk.PositionalEmbedding(16),
     "sinusoidal": lambda: sk.SinusoidalPositionalEncoding(),
-    "min_gru": lambda: sk.Recurrent(sk.MinGRUCell(8), return_sequences=True),
+    # the linear recurrences (their language models below train too)
     "min_lstm": lambda: sk.Bidirectional(sk.Recurrent(sk.MinLSTMCell(4), return_sequences=True)),
-    "mamba_block": lambda: sk.MambaBlock("mamba", state_size=4),
     "mamba2_block": lambda: sk.MambaBlock("mamba2", state_size=4, head_dim=4, chunk_size=4),
-    "griffin_recurrent": lambda: sk.GriffinBlock("recurrent", num_heads=2, intermediate_dim=16),
-    "griffin_attention": lambda: sk.GriffinBlock(
-        "attention", num_heads=2, intermediate_dim=16, window=3
-    ),
 }
 
 

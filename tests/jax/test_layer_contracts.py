@@ -22,15 +22,11 @@ from tests.layers.test_cells import (  # noqa: E402,F401
     test_layer_contract as test_recurrent_cells_layer_contract,
 )
 from tests.layers.test_linear_recurrences import (  # noqa: E402,F401
-    test_griffin_block_parallel_equals_step_and_padding,
     test_griffin_layer_contracts,
     test_mamba_block_layer_contract,
-    test_mamba_padding_leaves_the_state_alone,
     test_mamba_parallel_equals_step_and_prefill,
     test_min_cells_match_the_paper_equations,
-    test_min_cells_padding_leaves_the_state_alone,
     test_min_recurrent_layer_contract,
-    test_rglru_matches_the_paper_equations_and_steps,
     test_ssd_scan_equals_the_recurrence,
 )
 from tests.layers.test_pooling import (  # noqa: E402,F401
