@@ -38,6 +38,15 @@ def test_linear_recurrences_benchmark_smoke():
     assert all(r > 0 for r in ratios.values())
 
 
+def test_state_space_latency_benchmark_smoke():
+    bench = _load(os.path.join(ROOT, "benchmarks", "state_space_latency.py"), "sslatency")
+    rows = bench.main(["--quick", "--models", "hawk", "transformer"])
+    assert [r["model"] for r in rows] == ["hawk", "transformer"]
+    assert all(r["early_ms"] > 0 and r["late_ms"] > 0 for r in rows)
+    # Hawk's state: the RG-LRU state and the convolution's 3 inputs, width 8
+    assert rows[0]["state_bytes_per_layer"] == 4 * (8 + 3 * 8)
+
+
 def test_attention_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "attention.py"), "abench")
     results = bench.main(["--quick", "--no-torch"])

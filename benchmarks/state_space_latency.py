@@ -1,0 +1,138 @@
+"""Per-token latency of the TFLite step model against the position: the
+language models with a fixed-size state (Mamba, Mamba-2, Hawk, minGRU)
+beside a Transformer language model of about the same size.
+
+Each model (character-LM sizes, ~1.4 M parameters, 69 symbols) is
+exported with `seqkeras.export.streaming_tflite` (builtin ops only; the
+Transformer's key/value caches hold `--positions` positions), then one
+LiteRT interpreter (XNNPACK, `--threads` threads, batch 1) steps through
+`--positions` tokens, its states fed back; the latency at a position is
+the median `invoke()` over the 21 steps around it. Prints the latency at
+positions 128 and 4,096, their ratio, and the state each layer carries
+(bytes, float32).
+
+    python benchmarks/state_space_latency.py
+    python benchmarks/state_space_latency.py --quick   # a smoke run
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+from ai_edge_litert.interpreter import Interpreter  # noqa: E402
+
+import seqkeras  # noqa: E402
+from seqkeras.export.streaming import streaming_tflite  # noqa: E402
+
+M = seqkeras.models
+V = 69
+
+
+def builders(positions, quick):
+    d = 8 if quick else None
+    return {
+        "mamba": lambda: M.mamba_language_model(V, d or 192, 1 if quick else 6),
+        "mamba2": lambda: M.mamba_language_model(
+            V,
+            d or 192,
+            1 if quick else 6,
+            version="mamba2",
+            head_dim=8 if quick else 32,
+            state_size=8 if quick else 32,
+        ),
+        "hawk": lambda: M.griffin_language_model(
+            V, d or 168, 1 if quick else 4, num_heads=4, block_types=["recurrent"]
+        ),
+        "mingru": lambda: M.recurrent_language_model(
+            V, d or 512, units=d or 1024, cell="mingru", num_layers=1 if quick else 2
+        ),
+        "transformer": lambda: M.transformer_language_model(
+            V, positions, num_layers=1 if quick else 4, num_heads=4, hidden_dim=d or 168
+        ),
+    }
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def step_latencies(model, positions, threads, marks):
+    """{position: median ms} of the step model over `positions` tokens,
+    and the state's bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        length = positions if hasattr(model, "stream_max_length") else None
+        path, shapes = streaming_tflite(model, os.path.join(tmp, "step.tflite"), max_length=length)
+        flatbuffer = open(path, "rb").read()
+    it = Interpreter(model_content=flatbuffer, num_threads=threads)
+    runner = it.get_signature_runner("serving_default")
+    details = runner.get_input_details()
+    states = {
+        k: np.zeros((1,) + tuple(v["shape"][1:]), v["dtype"])
+        for k, v in details.items()
+        if k.startswith("state_")
+    }
+    state_bytes = sum(s.nbytes for k, s in states.items() if k != "state_0" or s.size > 1)
+    ids = np.random.default_rng(0).integers(4, V, positions).astype("int32")
+    for t in range(20):  # warm-up (XNNPACK's first invokes), states discarded
+        runner(token_ids=ids[t : t + 1], **states)
+    seconds = []
+    for t in range(positions):
+        start = time.perf_counter()
+        out = runner(token_ids=ids[t : t + 1], **states)
+        seconds.append(time.perf_counter() - start)
+        states = {k.replace("new_", ""): v for k, v in out.items() if k.startswith("new_state_")}
+    around = {p: 1000 * statistics.median(seconds[max(0, p - 10) : p + 11]) for p in marks}
+    return around, state_bytes
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--positions", type=int, default=4200)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--models", nargs="+", default=None)
+    p.add_argument("--quick", action="store_true", help="tiny models, 40 positions: a smoke run")
+    args = p.parse_args(argv)
+    early, late = (10, 30) if args.quick else (128, 4096)
+    if args.quick:
+        args.positions = 40
+    print(f"{cpu_name()}, {args.threads} threads (XNNPACK), batch 1, {args.positions} positions")
+    rows = []
+    for name, build in builders(args.positions, args.quick).items():
+        if args.models and name not in args.models:
+            continue
+        model = build()
+        layers = len(model.part("blocks") or []) or len(model.part("recurrent") or [])
+        around, state_bytes = step_latencies(model, args.positions, args.threads, (early, late))
+        row = dict(
+            model=name,
+            parameters=model.count_params(),
+            early_ms=around[early],
+            late_ms=around[late],
+            ratio=around[late] / around[early],
+            state_bytes_per_layer=state_bytes // max(layers, 1),
+        )
+        rows.append(row)
+        print(
+            f"  {name:<12}{row['parameters']:>10,} params  position {early}: "
+            f"{row['early_ms']:.3f} ms  position {late}: {row['late_ms']:.3f} ms  "
+            f"ratio {row['ratio']:.2f}  state {row['state_bytes_per_layer']:,} bytes/layer",
+            flush=True,
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    main()
