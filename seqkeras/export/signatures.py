@@ -375,10 +375,7 @@ class GenerateSample(_Generation):
         specs = {name: spec, "seed": tf.TensorSpec((), tf.int32, name="seed")}
         if prompted:
             specs["prompt_lengths"] = tf.TensorSpec((None,), tf.int32, name="prompt_lengths")
-        options = {}
-        if self.temperature:
-            options = dict(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-            options = {k: v for k, v in options.items() if v is not None}
+        options = _sampling_options(self.temperature, self.top_k, self.top_p)
 
         @tf.function(autograph=False, input_signature=[specs])
         def sample(inputs):
@@ -398,6 +395,16 @@ class GenerateSample(_Generation):
             return {"ids": decode(ids, "sample", seed=inputs["seed"], **given, **options)}
 
         return Functions({signature: sample})
+
+
+def _sampling_options(temperature, top_k, top_p):
+    """The keyword arguments of a sampled decode (`seqkeras.decoding.sample`)
+    for the signatures that sample (`GenerateSample`, `Chat`): {} for
+    `temperature=0` (greedy decoding), the options given otherwise."""
+    if not temperature:
+        return {}
+    options = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def _reply_positions(out, first, eos_id):
@@ -499,11 +506,10 @@ class Chat(_Generation):
             raise ValueError(f"`Chat` needs a language model; model {model.name!r} is not one")
         tokenizer, eos_id = self.tokenizer, self.eos_id
         prefix, suffix = tf.constant(self.prefix), tf.constant(self.suffix)
-        specs, options = dict(_TEXT_SIGNATURE), {}
-        if self.temperature:
+        specs = dict(_TEXT_SIGNATURE)
+        options = _sampling_options(self.temperature, self.top_k, self.top_p)
+        if options:
             specs["seed"] = tf.TensorSpec((), tf.int32, name="seed")
-            options = dict(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-            options = {k: v for k, v in options.items() if v is not None}
 
         @tf.function(autograph=False, input_signature=[specs])
         def chat(inputs):
