@@ -6,6 +6,20 @@ import statistics
 import time
 
 
+def cpu_name():
+    """The CPU's model name (ratios move between machines: name it)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def time_rounds(steps, rounds, iters):
     """Runs each step function `iters` times per round, peers interleaved
     round by round (so machine drift hits all of them alike); returns each

@@ -17,7 +17,7 @@ positions 128 and 4,096, their ratio, and the state each layer carries
 
 import argparse
 import os
-import platform
+import sys
 import statistics
 import tempfile
 import time
@@ -29,6 +29,9 @@ from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 import seqkeras  # noqa: E402
 from seqkeras.export.streaming import streaming_tflite  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_utils import cpu_name  # noqa: E402
 
 M = seqkeras.models
 V = 69
@@ -56,17 +59,6 @@ def builders(positions, quick):
             V, positions, num_layers=1 if quick else 4, num_heads=4, hidden_dim=d or 168
         ),
     }
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def step_latencies(model, positions, threads, marks):

@@ -339,81 +339,31 @@ def griffin_language_model(
         embedding_scale = float(
             ops.convert_to_numpy(ops.cast(ops.cast(hidden_dim**0.5, "bfloat16"), "float32"))
         )
+    block = dict(
+        num_heads=num_heads,
+        intermediate_dim=intermediate_dim,
+        width=lru_width,
+        conv_kernel=conv_kernel,
+        num_key_value_heads=num_key_value_heads,
+        head_dim=head_dim,
+        window=window,
+        rotary_fraction=rotary_fraction,
+        rope_base=rope_base,
+        norm_epsilon=norm_epsilon,
+        kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
+    )
     with _named(where):
-        return _griffin(
+        blocks = [sk.GriffinBlock(kind, name=f"block_{i}", **block) for i, kind in enumerate(kinds)]
+        return _network(
             where,
-            kinds,
             vocab_size,
             hidden_dim,
-            num_heads,
-            intermediate_dim,
-            lru_width,
-            conv_kernel,
-            num_key_value_heads,
-            head_dim,
-            window,
-            rotary_fraction,
-            rope_base,
+            blocks,
             norm_epsilon,
-            embedding_scale,
-            logit_soft_cap,
-            max_length,
             tie_weights,
             mask_padding,
             name,
+            max_length=max_length if "attention" in kinds else None,
+            embedding_scale=embedding_scale,
+            logit_soft_cap=logit_soft_cap,
         )
-
-
-def _griffin(
-    where,
-    kinds,
-    vocab_size,
-    hidden_dim,
-    num_heads,
-    intermediate_dim,
-    lru_width,
-    conv_kernel,
-    num_key_value_heads,
-    head_dim,
-    window,
-    rotary_fraction,
-    rope_base,
-    norm_epsilon,
-    embedding_scale,
-    logit_soft_cap,
-    max_length,
-    tie_weights,
-    mask_padding,
-    name,
-):
-    blocks = [
-        sk.GriffinBlock(
-            kind,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            width=lru_width,
-            conv_kernel=conv_kernel,
-            num_key_value_heads=num_key_value_heads,
-            head_dim=head_dim,
-            window=window,
-            rotary_fraction=rotary_fraction,
-            rope_base=rope_base,
-            norm_epsilon=norm_epsilon,
-            kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
-            name=f"block_{i}",
-        )
-        for i, kind in enumerate(kinds)
-    ]
-    return _network(
-        where,
-        vocab_size,
-        hidden_dim,
-        blocks,
-        norm_epsilon,
-        tie_weights,
-        mask_padding,
-        name,
-        max_length=max_length if "attention" in kinds else None,
-        embedding_scale=embedding_scale,
-        logit_soft_cap=logit_soft_cap,
-    )
