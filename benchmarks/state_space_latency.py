@@ -7,7 +7,9 @@ exported with `seqkeras.export.streaming_tflite` (builtin ops only; the
 Transformer's key/value caches hold `--positions` positions), then one
 LiteRT interpreter (XNNPACK, `--threads` threads, batch 1) steps through
 `--positions` tokens, its states fed back; the latency at a position is
-the median `invoke()` over the 21 steps around it. Prints the latency at
+the step from the states reached there, timed in 15 rounds of 40
+invokes, the positions interleaved round by round (this shared 2-core
+machine's drift hits them alike), the median round. Prints the latency at
 positions 128 and 4,096, their ratio, and the state each layer carries
 (bytes, float32).
 
@@ -61,7 +63,7 @@ def builders(positions, quick):
     }
 
 
-def step_latencies(model, positions, threads, marks):
+def step_latencies(model, positions, threads, marks, rounds=15, invokes=40):
     """{position: median ms} of the step model over `positions` tokens,
     and the state's bytes."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,15 +80,23 @@ def step_latencies(model, positions, threads, marks):
     }
     state_bytes = sum(s.nbytes for k, s in states.items() if k != "state_0" or s.size > 1)
     ids = np.random.default_rng(0).integers(4, V, positions).astype("int32")
-    for t in range(20):  # warm-up (XNNPACK's first invokes), states discarded
-        runner(token_ids=ids[t : t + 1], **states)
-    seconds = []
-    for t in range(positions):
-        start = time.perf_counter()
+    kept = {}
+    for t in range(positions):  # the states at each mark, reached token by token
+        if t in marks:
+            kept[t] = states
         out = runner(token_ids=ids[t : t + 1], **states)
-        seconds.append(time.perf_counter() - start)
         states = {k.replace("new_", ""): v for k, v in out.items() if k.startswith("new_state_")}
-    around = {p: 1000 * statistics.median(seconds[max(0, p - 10) : p + 11]) for p in marks}
+    # then each mark's step timed from its own states, the marks
+    # interleaved round by round (the machine's drift hits them alike)
+    seconds = {p: [] for p in marks}
+    for _ in range(rounds):
+        for p in marks:
+            feed = dict(kept[p], token_ids=ids[p : p + 1])
+            start = time.perf_counter()
+            for _ in range(invokes):
+                runner(**feed)
+            seconds[p].append((time.perf_counter() - start) / invokes)
+    around = {p: 1000 * statistics.median(seconds[p]) for p in marks}
     return around, state_bytes
 
 
