@@ -68,6 +68,12 @@ class StateSpaceLanguageModel(KeyValueLanguageModel):
         """`[position, *states]` (`KeyValueLanguageModel.stream_start`); an
         all-recurrent model needs no `max_length` (its states do not grow)."""
         if steps.stream_length(self, max_length) is None:
+            if any(getattr(b, "kind", None) == "attention" for b in self.part("blocks")):
+                raise ValueError(
+                    f"model {self.name!r} has attention blocks: `stream_start` needs "
+                    "`max_length` (the positions their key/value caches hold), or build the "
+                    "model with `max_length`"
+                )
             max_length = 1
         return super().stream_start(inputs, batch_size, max_length)
 

@@ -195,6 +195,12 @@ entry(GB, "num_layers", lambda: M.griffin_language_model(10, 8, 0, num_heads=2))
 entry(GB, "block_types", lambda: M.griffin_language_model(10, 8, 2, 2, block_types="recurrent"))
 entry(GB, "block_types", lambda: M.griffin_language_model(10, 8, 2, 2, block_types=["mlp"]))
 entry(GB, "window", lambda: M.griffin_language_model(10, 8, 2, 2, window=0))
+entry(
+    SS,
+    "max_length",
+    lambda: M.griffin_language_model(10, 8, 3, 2, window=2).stream_start(None, 1),
+    named="stream_start",
+)
 
 # ---- forecasters: the series' shape and values --------------------------------
 for cls, key in (("Forecaster", "forecaster"), ("Seq2SeqForecaster", "seq2seq_forecaster")):

@@ -25,6 +25,11 @@ NAMES = [
     "transformer_language_model",
     "gpt2_language_model",
     "decoder_language_model",
+    # the fixed-size states (the Griffin's local attention has a cache)
+    "min_gru_language_model",
+    "mamba_language_model",
+    "mamba2_language_model",
+    "griffin_language_model",
     "recurrent_seq2seq",
     "seq2seq_additive",
     "transformer_seq2seq_pre_ln",
