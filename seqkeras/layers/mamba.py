@@ -474,7 +474,10 @@ class Mamba2Mixer(_Mixer):
         self.head_dim = validation.positive_int(name, "head_dim", head_dim)
         self.num_groups = validation.positive_int(name, "num_groups", num_groups)
         self.chunk_size = validation.positive_int(name, "chunk_size", chunk_size)
-        limit = tuple(float(v) for v in time_step_limit)
+        try:
+            limit = tuple(float(v) for v in time_step_limit)
+        except (TypeError, ValueError):
+            limit = ()
         if len(limit) != 2 or not 0.0 <= limit[0] < limit[1]:
             raise ValueError(
                 f"`{name}` received an invalid value for `time_step_limit`: expected "

@@ -441,8 +441,10 @@ class GriffinBlock(keras.layers.Layer):
             None if head_dim is None else validation.positive_int(name, "head_dim", head_dim)
         )
         self.window = validation.positive_int(name, "window", window)
-        self.rotary_fraction = float(rotary_fraction)
-        if not 0.0 < self.rotary_fraction <= 1.0:
+        self.rotary_fraction = validation.greater_than(
+            name, "rotary_fraction", rotary_fraction, 0.0
+        )
+        if self.rotary_fraction > 1.0:
             raise ValueError(
                 f"`{name}` received an invalid value for `rotary_fraction`: expected a "
                 f"number in (0, 1]. Received: rotary_fraction={rotary_fraction!r}"
