@@ -15,6 +15,10 @@ from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import linear_scan
 from tests.layer_checks import run_layer_test
 
+#: tests/run.py --slow: the one slow test (mingru-pytorch's equality)
+SLOW_SECONDS = 20
+SLOW_PEAK_MB = 900
+
 sk = seqkeras.layers
 
 
@@ -129,6 +133,7 @@ def test_min_cells_match_the_paper_equations(kind, candidate):
     np.testing.assert_allclose(np.stack(steps, 1), want, atol=1e-5)
 
 
+@pytest.mark.slow  # .ci/run installs the reference before the slow tests
 @pytest.mark.parametrize("kind", ["minGRU", "minLSTM"])
 @pytest.mark.parametrize("expansion", [1.0, 2.0])
 def test_min_cells_match_mingru_pytorch(kind, expansion):
