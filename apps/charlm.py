@@ -1,8 +1,7 @@
 """A character language model (tiny-shakespeare by default) with seqkeras:
 an LSTM, GRU, minGRU, Mamba, Mamba-2, Hawk, Griffin or Transformer over
-characters, trained from scratch, that
-scores text, samples from a prompt and runs one character at a time on a
-phone.
+characters, trained from scratch, that scores text, samples from a prompt
+and runs one character at a time on a phone.
 
     python apps/charlm.py train --out runs/charlm --model lstm
     python apps/charlm.py evaluate --model runs/charlm --text some.txt   # loss = ...
