@@ -189,13 +189,10 @@ KINDS = {
     "transformer_seq2seq": lambda: M.transformer_seq2seq(
         12, 12, 8, num_layers=1, num_heads=2, hidden_dim=8
     ),
-    "min_gru_language_model": lambda: M.recurrent_language_model(
-        12, 8, cell="mingru", num_layers=2
-    ),
+    # the fixed-state language models: Mamba (the S6 scan) and Griffin (the
+    # RG-LRU with local attention); the other families' layers are in
+    # the layer checks above and tests/jax/test_layer_contracts.py
     "mamba_language_model": lambda: M.mamba_language_model(12, 8, 2, state_size=4),
-    "mamba2_language_model": lambda: M.mamba_language_model(
-        12, 8, 2, version="mamba2", state_size=4, head_dim=4, chunk_size=4
-    ),
     "griffin_language_model": lambda: M.griffin_language_model(
         12, 8, 3, num_heads=2, window=3, max_length=8
     ),
