@@ -42,6 +42,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from seqkeras.layers import state
 from seqkeras.layers import validation
 from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import linear_scan
@@ -151,25 +152,11 @@ class _Mixer(keras.layers.Layer):
         """The state before the first step (`MambaState` of zeros). Its size
         does not depend on `max_length` or `layout` (taken for the one
         state contract of `seqkeras.layers.state`)."""
-        if not self.built:
-            raise ValueError(
-                f"`{type(self).__name__}.init_cache` needs the layer built (its width): "
-                "call it once or `build((batch, time, d))` first"
-            )
+        state.check_built(self)
         return MambaState(
             ops.zeros((batch_size, self.conv_kernel - 1, self._conv_channels), self.compute_dtype),
             ops.zeros((batch_size,) + self._state_shape, "float32"),
         )
-
-    def _masks(self, inputs, padding_mask, mask):
-        padding_mask = mask if padding_mask is None else padding_mask
-        if padding_mask is None:
-            return None
-        shape = validation.static_shape(inputs)
-        validation.same_dims(
-            type(self).__name__, "padding_mask", padding_mask, shape[:2], "(batch, time)"
-        )
-        return ops.expand_dims(ops.cast(padding_mask, "float32"), -1)
 
     def _check_cache(self, cache, cache_index):
         name = type(self).__name__
@@ -178,10 +165,7 @@ class _Mixer(keras.layers.Layer):
                 f"`{name}` received an invalid value for `cache`: expected the "
                 f"`MambaState` of `init_cache`. Received: {type(cache).__name__}"
             )
-        if cache is not None and cache_index is None:
-            raise ValueError(f"`{name}` received a `cache` without a `cache_index`")
-        if cache is None and cache_index is not None:
-            raise ValueError(f"`{name}` received a `cache_index` without a `cache`")
+        state.check_step(name, cache, cache_index)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -301,7 +285,9 @@ class MambaMixer(_Mixer):
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
         validation.numeric("MambaMixer", "inputs", inputs)
         self._check_cache(cache, cache_index)
-        keep = self._masks(inputs, padding_mask, mask)
+        keep = state.kept_steps(
+            type(self).__name__, inputs, mask if padding_mask is None else padding_mask
+        )
         xz = self._apply(inputs, self.in_proj_kernel, self.in_proj_bias)
         x, z = ops.split(xz, 2, axis=-1)
         if keep is not None:
@@ -535,7 +521,9 @@ class Mamba2Mixer(_Mixer):
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
         validation.numeric("Mamba2Mixer", "inputs", inputs)
         self._check_cache(cache, cache_index)
-        keep = self._masks(inputs, padding_mask, mask)
+        keep = state.kept_steps(
+            type(self).__name__, inputs, mask if padding_mask is None else padding_mask
+        )
         inner, n, gn = self.inner_dim, self.state_size, self.num_groups * self.state_size
         zxbcdt = self._apply(inputs, self.in_proj_kernel, self.in_proj_bias)
         z, xbc, dt = ops.split(zxbcdt, [inner, 2 * inner + 2 * gn], axis=-1)

@@ -30,6 +30,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from seqkeras.layers import state
 from seqkeras.layers import validation
 from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.attention import key_value_heads
@@ -50,30 +51,6 @@ def _check_rank3(name, input_shape):
             f"Received: inputs.shape={tuple(input_shape)}"
         )
     return int(input_shape[-1])
-
-
-def _check_cache(name, cache, cache_index):
-    if cache is not None and cache_index is None:
-        raise ValueError(f"`{name}` received a `cache` without a `cache_index`")
-    if cache is None and cache_index is not None:
-        raise ValueError(f"`{name}` received a `cache_index` without a `cache`")
-
-
-def _keep(name, inputs, padding_mask):
-    """float32 (batch, time, 1) of the kept steps, or None."""
-    if padding_mask is None:
-        return None
-    shape = validation.static_shape(inputs)
-    validation.same_dims(name, "padding_mask", padding_mask, shape[:2], "(batch, time)")
-    return ops.expand_dims(ops.cast(padding_mask, "float32"), -1)
-
-
-def _check_built(layer):
-    if not layer.built:
-        raise ValueError(
-            f"`{type(layer).__name__}.init_cache` needs the layer built (its width): "
-            "call it once or `build((batch, time, d))` first"
-        )
 
 
 def _sqrt_bounded_derivative(x, bound=1000.0):
@@ -172,7 +149,7 @@ class RGLRU(keras.layers.Layer):
 
     def init_cache(self, batch_size, max_length=None, layout="fixed"):
         """The state before the first step: float32 zeros (batch, width)."""
-        _check_built(self)
+        state.check_built(self)
         return ops.zeros((batch_size, self.width), "float32")
 
     def _gate(self, x, kernel, bias):
@@ -186,8 +163,8 @@ class RGLRU(keras.layers.Layer):
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
         name = "RGLRU"
         validation.numeric(name, "inputs", inputs)
-        _check_cache(name, cache, cache_index)
-        keep = _keep(name, inputs, mask if padding_mask is None else padding_mask)
+        state.check_step(name, cache, cache_index)
+        keep = state.kept_steps(name, inputs, mask if padding_mask is None else padding_mask)
         x = ops.cast(inputs, "float32")
         gate_x = self._gate(x, self.input_gate_kernel, self.input_gate_bias)
         gate_a = self._gate(x, self.recurrent_gate_kernel, self.recurrent_gate_bias)
@@ -303,7 +280,7 @@ class GriffinTemporalBlock(keras.layers.Layer):
 
     def init_cache(self, batch_size, max_length=None, layout="fixed"):
         """`(conv window, RG-LRU state)` of zeros."""
-        _check_built(self)
+        state.check_built(self)
         window = ops.zeros((batch_size, self.conv_kernel - 1, self._width), self.compute_dtype)
         return (window, self.rg_lru.init_cache(batch_size))
 
@@ -314,9 +291,9 @@ class GriffinTemporalBlock(keras.layers.Layer):
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
         name = "GriffinTemporalBlock"
         validation.numeric(name, "inputs", inputs)
-        _check_cache(name, cache, cache_index)
+        state.check_step(name, cache, cache_index)
         padding_mask = mask if padding_mask is None else padding_mask
-        keep = _keep(name, inputs, padding_mask)
+        keep = state.kept_steps(name, inputs, padding_mask)
         y = self._apply(inputs, self.linear_y_kernel, self.linear_y_bias)
         y = activate(self.activation, y)
         x = self._apply(inputs, self.linear_x_kernel, self.linear_x_bias)
@@ -327,11 +304,11 @@ class GriffinTemporalBlock(keras.layers.Layer):
         )
         if cache is None:
             x = self.rg_lru(x, padding_mask=padding_mask)
-            state = None
+            lru = None
         else:
-            x, state = self.rg_lru(x, cache=cache[1], cache_index=cache_index)
+            x, lru = self.rg_lru(x, cache=cache[1], cache_index=cache_index)
         out = self._apply(x * y, self.linear_out_kernel, self.linear_out_bias)
-        return out if cache is None else (out, (window, state))
+        return out if cache is None else (out, (window, lru))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -518,7 +495,7 @@ class GriffinBlock(keras.layers.Layer):
         """The temporal part's state: the RG-LRU block's `(window, state)`,
         or the attention's key/value cache over `max_length` positions of
         `layout` (`seqkeras.layers.state`)."""
-        _check_built(self)
+        state.check_built(self)
         if self.kind == "recurrent":
             return self.temporal.init_cache(batch_size)
         if max_length is None and layout != "growing":
@@ -540,7 +517,7 @@ class GriffinBlock(keras.layers.Layer):
     ):
         name = "GriffinBlock"
         validation.numeric(name, "inputs", inputs)
-        _check_cache(name, cache, cache_index)
+        state.check_step(name, cache, cache_index)
         padding_mask = mask if padding_mask is None else padding_mask
         h = self.temporal_norm(inputs)
         new_cache = None

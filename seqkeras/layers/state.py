@@ -144,3 +144,33 @@ def write_step(buffer, t, value, layout="fixed"):
     if layout != "scatter":
         return ops.slice_update(buffer, (t,) + (0,) * (len(buffer.shape) - 1), value)
     return ops.scatter_update(buffer, ops.reshape(ops.cast(t, "int32"), (1, 1)), value)
+
+
+def check_step(where, cache, cache_index):
+    """A step's arguments come together: a `cache` needs its `cache_index`
+    and an index needs a cache (ValueError naming `where`)."""
+    if cache is not None and cache_index is None:
+        raise ValueError(f"`{where}` received a `cache` without a `cache_index`")
+    if cache is None and cache_index is not None:
+        raise ValueError(f"`{where}` received a `cache_index` without a `cache`")
+
+
+def check_built(layer):
+    """`layer.init_cache` needs the layer's width: a ValueError unbuilt."""
+    if not layer.built:
+        raise ValueError(
+            f"`{type(layer).__name__}.init_cache` needs the layer built (its width): "
+            "call it once or `build((batch, time, d))` first"
+        )
+
+
+def kept_steps(where, inputs, padding_mask):
+    """float32 (batch, time, 1): 1 at the steps `padding_mask` keeps (its
+    shape checked against `inputs`'), or None without a mask."""
+    from seqkeras.layers import validation
+
+    if padding_mask is None:
+        return None
+    shape = validation.static_shape(inputs)
+    validation.same_dims(where, "padding_mask", padding_mask, shape[:2], "(batch, time)")
+    return ops.expand_dims(ops.cast(padding_mask, "float32"), -1)
