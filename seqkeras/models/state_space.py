@@ -78,32 +78,20 @@ class StateSpaceLanguageModel(KeyValueLanguageModel):
         return super().stream_start(inputs, batch_size, max_length)
 
     def _scale(self, x, start_index=None):
-        if self.embedding_scale is None:
-            return x
         return x * ops.cast(self.embedding_scale, x.dtype)
 
-    def call_with_cache(self, token_ids, cache, index, step_weights=None):
-        """`KeyValueLanguageModel.call_with_cache`: one token (batch,) or a
-        prompt's several (batch, T) through every block's state."""
-        head = self._head(step_weights)
-        if self.logit_soft_cap is not None:
-            cap = self.logit_soft_cap
-            plain = head
+    def _positions(self):
+        """The step's hook after the embedding (`KeyValueLanguageModel`):
+        Griffin's embedding scale (positions are rotary, in the attention)."""
+        return self._scale if self.embedding_scale is not None else None
 
-            def head(h):
-                return ops.tanh(plain(h) / cap) * cap
-
-        return steps.decoder_step(
-            token_ids,
-            cache,
-            index,
-            self.part("embedding"),
-            self.part("blocks"),
-            self.part("norm"),
-            head,
-            positions=self._scale if self.embedding_scale is not None else None,
-            step_weights=step_weights,
-        )
+    def _head(self, step_weights=None):
+        """The logits head of the step, soft-capped as the full pass is."""
+        head = super()._head(step_weights)
+        if self.logit_soft_cap is None:
+            return head
+        cap = self.logit_soft_cap
+        return lambda h: ops.tanh(head(h) / cap) * cap
 
 
 class _named:
