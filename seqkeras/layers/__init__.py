@@ -30,6 +30,7 @@ from seqkeras.layers.mamba import MambaBlock
 from seqkeras.layers.mamba import MambaMixer
 from seqkeras.layers.rglru import RGLRU
 from seqkeras.layers.rglru import GriffinBlock
+from seqkeras.layers.delta import GatedDeltaNet
 from seqkeras.layers.rglru import GriffinTemporalBlock
 from seqkeras.layers.scaling import Scale
 from seqkeras.layers.scaling import SoftCap
@@ -50,6 +51,7 @@ __all__ = [
     "GatedFeedForward",
     "GatherSteps",
     "GriffinBlock",
+    "GatedDeltaNet",
     "GriffinTemporalBlock",
     "LSTMCell",
     "LinearRecurrentCell",

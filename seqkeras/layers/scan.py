@@ -140,3 +140,48 @@ def causal_conv(x, kernel, bias=None, window=None):
     # the last K - 1 inputs, their static shape kept (a loop's state)
     window = ops.reshape(full[:, steps:], (-1, width - 1, x.shape[-1]))
     return y, window
+
+
+def chunk_recurrence(advance, initial, count):
+    """The states entering each chunk of a chunked recurrence (gated
+    DeltaNet, mLSTM): `s_{i+1} = advance(s_i, i)` from `s_0 = initial`.
+
+    Args:
+        advance: `(state, i) -> next state`, a state being a tensor or a
+            tuple of tensors of fixed shapes.
+        initial: the state entering chunk 0.
+        count: the number of chunks: a Python int (the loop is unrolled:
+            a training graph of known length) or a traced scalar (a loop
+            writing a buffer: a graph of any length).
+
+    Returns:
+        `(entering, final)`: each state's leaves stacked on a new axis 2
+        (after batch and heads: (batch, heads, chunks, ...)), and the state
+        after the last chunk.
+    """
+    import keras
+
+    if isinstance(count, int):
+        entering, s = [], initial
+        for i in range(count):
+            entering.append(s)
+            s = advance(s, i)
+        return keras.tree.map_structure(lambda *t: ops.stack(t, axis=2), *entering), s
+    buffers = keras.tree.map_structure(
+        lambda t: ops.zeros((count,) + tuple(ops.shape(t)), t.dtype), initial
+    )
+
+    def body(i, carry):
+        s, buffers = carry
+        written = keras.tree.map_structure(
+            lambda b, t: ops.slice_update(b, (i,) + (0,) * len(t.shape), ops.expand_dims(t, 0)),
+            buffers,
+            s,
+        )
+        return advance(s, i), written
+
+    s, buffers = ops.fori_loop(0, count, body, (initial, buffers))
+    moved = keras.tree.map_structure(
+        lambda b: ops.transpose(b, (1, 2, 0) + tuple(range(3, len(b.shape)))), buffers
+    )
+    return moved, s
