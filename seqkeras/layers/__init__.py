@@ -31,6 +31,8 @@ from seqkeras.layers.mamba import MambaMixer
 from seqkeras.layers.rglru import RGLRU
 from seqkeras.layers.rglru import GriffinBlock
 from seqkeras.layers.delta import GatedDeltaNet
+from seqkeras.layers.xlstm import MLSTMLayer
+from seqkeras.layers.xlstm import SLSTMLayer
 from seqkeras.layers.rglru import GriffinTemporalBlock
 from seqkeras.layers.scaling import Scale
 from seqkeras.layers.scaling import SoftCap
@@ -52,6 +54,8 @@ __all__ = [
     "GatherSteps",
     "GriffinBlock",
     "GatedDeltaNet",
+    "MLSTMLayer",
+    "SLSTMLayer",
     "GriffinTemporalBlock",
     "LSTMCell",
     "LinearRecurrentCell",

@@ -141,3 +141,463 @@ def mlstm_step(q, k, v, igate, fgate, previous, eps=1e-6):
     denominator = ops.sum(q * normalizer, axis=-1)
     h = numerator / (ops.maximum(ops.abs(denominator), ops.exp(-m_new)) + eps)[..., None]
     return h, MLSTMState(memory, normalizer, m_new)
+
+
+def _soft_cap(x, cap):
+    return x if cap is None else cap * ops.tanh(x / cap)
+
+
+def _head_norm(x, scale, bias, epsilon):
+    """A LayerNorm over each head's last axis (float32), then `scale` (and
+    `bias`) over the heads flattened: (batch, time, heads, width) ->
+    (batch, time, heads * width)."""
+    mean = ops.mean(x, axis=-1, keepdims=True)
+    variance = ops.mean(ops.square(x - mean), axis=-1, keepdims=True)
+    y = (x - mean) * ops.rsqrt(variance + epsilon)
+    y = ops.reshape(y, (ops.shape(y)[0], ops.shape(y)[1], -1)) * ops.cast(scale, "float32")
+    return y if bias is None else y + ops.cast(bias, "float32")
+
+
+def _check_call(layer, inputs, cache, cache_index, kind):
+    name = type(layer).__name__
+    validation.numeric(name, "inputs", inputs)
+    if cache is not None and not isinstance(cache, (tuple, list)):
+        raise TypeError(
+            f"`{name}` received an invalid value for `cache`: expected the `{kind}` of "
+            f"`init_cache`. Received: {type(cache).__name__}"
+        )
+    state.check_step(name, cache, cache_index)
+
+
+def _check_input_shape(layer, input_shape):
+    if len(input_shape) != 3 or input_shape[-1] is None:
+        raise ValueError(
+            f"`{type(layer).__name__}` expects inputs of rank 3 with known features, "
+            f"(batch, time, d). Received: inputs.shape={tuple(input_shape)}"
+        )
+    return int(input_shape[-1])
+
+
+def _output_spec(layer, inputs, cache, kind):
+    out = keras.KerasTensor(inputs.shape, dtype=layer.compute_dtype)
+    if cache is None:
+        return out
+    return out, kind(*(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache))
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MLSTMLayer(keras.layers.Layer):
+    """The mLSTM layer of xLSTM-7B (`transformers`' `xLSTMLayer`; the
+    module docstring has the cell).
+
+        q, k, v, o~ = x W_q, x W_k, x W_v, x W_o      (heads: slices of the features)
+        i~, f~      = cap(x W_i + b_i), cap(x W_f + b_f)  (one per head;
+                      cap(z) = 15 tanh(z / 15))
+        h           = mLSTM(q, k, v, i~, f~)           (chunkwise / step)
+        out         = (sigmoid(o~) * LayerNorm_heads(h)) W_out
+
+    Variables (torch `Linear` weights transposed): `q_kernel`, `k_kernel`
+    (d, qk_dim), `v_kernel`, `o_kernel` (d, v_dim), `i_kernel`,
+    `f_kernel` (d, heads) with `i_bias`, `f_bias`, `norm_scale` (v_dim,),
+    `out_kernel` (v_dim, d); biases on q, k, v, o, the norm and out with
+    `use_bias`.
+
+    Args:
+        num_heads: heads.
+        qk_dim_factor, v_dim_factor: qk_dim = int(d * qk_dim_factor),
+            v_dim = int(d * v_dim_factor) (divisible by `num_heads`).
+        gate_soft_cap: the gates' cap (None: off).
+        chunk_size: the chunkwise form's chunk.
+        norm_epsilon: the per-head LayerNorm's.
+        epsilon: added to the cell's normalizer.
+        use_bias: biases on the projections and the norm.
+        kernel_initializer: of the projections.
+
+    Call arguments:
+        inputs: (batch, time, d).
+        padding_mask: optional bool (batch, time) (default the Keras
+            mask): a padded step leaves the state unchanged, outputs zeros.
+        cache, cache_index: a decoding step (`seqkeras.layers.state`):
+            `cache` an `MLSTMState` from `init_cache` -> `(outputs, cache)`.
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.MLSTMLayer(num_heads=2, chunk_size=4)
+        >>> x = np.random.default_rng(0).normal(size=(1, 6, 8)).astype("float32")
+        >>> full = np.asarray(layer(x))
+        >>> cache, steps = layer.init_cache(1), []
+        >>> for t in range(6):
+        ...     y, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)
+        ...     steps.append(np.asarray(y))
+        >>> bool(np.allclose(np.concatenate(steps, 1), full, atol=1e-5))
+        True
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        qk_dim_factor=0.5,
+        v_dim_factor=1.0,
+        gate_soft_cap=15.0,
+        chunk_size=64,
+        norm_epsilon=1e-6,
+        epsilon=1e-6,
+        use_bias=False,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        name = "MLSTMLayer"
+        self.num_heads = validation.positive_int(name, "num_heads", num_heads)
+        self.qk_dim_factor = validation.greater_than(name, "qk_dim_factor", qk_dim_factor, 0.0)
+        self.v_dim_factor = validation.greater_than(name, "v_dim_factor", v_dim_factor, 0.0)
+        self.gate_soft_cap = (
+            None
+            if gate_soft_cap is None
+            else validation.greater_than(name, "gate_soft_cap", gate_soft_cap, 0.0)
+        )
+        self.chunk_size = validation.positive_int(name, "chunk_size", chunk_size)
+        self.norm_epsilon = validation.greater_than(name, "norm_epsilon", norm_epsilon, 0.0)
+        self.epsilon = validation.greater_than(name, "epsilon", epsilon, 0.0)
+        self.use_bias = validation.boolean(name, "use_bias", use_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        d = _check_input_shape(self, input_shape)
+        qk, v = int(d * self.qk_dim_factor), int(d * self.v_dim_factor)
+        if qk % self.num_heads or v % self.num_heads or not qk:
+            raise ValueError(
+                f"`MLSTMLayer` needs qk_dim = int(d * qk_dim_factor) = {qk} and v_dim = "
+                f"int(d * v_dim_factor) = {v} divisible by num_heads={self.num_heads}"
+            )
+        self.qk_dim, self.v_dim = qk, v
+        heads = self.num_heads
+
+        def weight(name, shape, initializer=None):
+            initializer = initializer or keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            )
+            return self.add_weight(shape=shape, initializer=initializer, name=name)
+
+        def bias(name, shape):
+            return weight(name, shape, "zeros") if self.use_bias else None
+
+        self.q_kernel, self.q_bias = weight("q_kernel", (d, qk)), bias("q_bias", (qk,))
+        self.k_kernel, self.k_bias = weight("k_kernel", (d, qk)), bias("k_bias", (qk,))
+        self.v_kernel, self.v_bias = weight("v_kernel", (d, v)), bias("v_bias", (v,))
+        self.o_kernel, self.o_bias = weight("o_kernel", (d, v)), bias("o_bias", (v,))
+        self.i_kernel = weight("i_kernel", (d, heads))
+        self.i_bias = weight("i_bias", (heads,), keras.initializers.Constant(-10.0))
+        self.f_kernel = weight("f_kernel", (d, heads))
+        self.f_bias = weight(
+            "f_bias",
+            (heads,),
+            lambda shape, dtype=None: ops.cast(np.linspace(3.0, 6.0, shape[0]), dtype or "float32"),
+        )
+        self.norm_scale = weight("norm_scale", (v,), "ones")
+        self.norm_bias = bias("norm_bias", (v,))
+        self.out_kernel, self.out_bias = weight("out_kernel", (v, d)), bias("out_bias", (d,))
+
+    def init_cache(self, batch_size, max_length=None, layout="fixed"):
+        """The state before the first step (`MLSTMState`: zeros, m = 0); its
+        size does not depend on `max_length` or `layout`."""
+        state.check_built(self)
+        h, dk, dv = self.num_heads, self.qk_dim // self.num_heads, self.v_dim // self.num_heads
+        return MLSTMState(
+            ops.zeros((batch_size, h, dk, dv), "float32"),
+            ops.zeros((batch_size, h, dk), "float32"),
+            ops.zeros((batch_size, h), "float32"),
+        )
+
+    @staticmethod
+    def _project(x, kernel, bias):
+        y = ops.matmul(x, ops.cast(kernel, x.dtype))
+        return y if bias is None else y + ops.cast(bias, x.dtype)
+
+    def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
+        _check_call(self, inputs, cache, cache_index, "MLSTMState")
+        keep = state.kept_steps(
+            "MLSTMLayer", inputs, mask if padding_mask is None else padding_mask
+        )
+        batch, steps = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        heads = self.num_heads
+
+        def split(t):
+            return ops.reshape(ops.cast(t, "float32"), (batch, steps, heads, -1))
+
+        q = split(self._project(inputs, self.q_kernel, self.q_bias))
+        k = split(self._project(inputs, self.k_kernel, self.k_bias))
+        v = split(self._project(inputs, self.v_kernel, self.v_bias))
+        o = self._project(inputs, self.o_kernel, self.o_bias)
+        x32 = ops.cast(inputs, "float32")
+        i = _soft_cap(self._project(x32, self.i_kernel, self.i_bias), self.gate_soft_cap)
+        f = _soft_cap(self._project(x32, self.f_kernel, self.f_bias), self.gate_soft_cap)
+        f = ops.log_sigmoid(f)
+        if keep is not None:  # a padded step: forget nothing, take nothing in
+            i = ops.where(keep > 0, i, _NEG)
+            f = f * keep
+        q = q * (q.shape[-1] ** -0.5)
+        previous = None if cache is None else MLSTMState(*cache)
+        if inputs.shape[1] == 1 and previous is not None:
+            h, final = mlstm_step(q[:, 0], k[:, 0], v[:, 0], i[:, 0], f[:, 0], previous, self.epsilon)
+            h = ops.expand_dims(h, 1)
+        else:
+            h, final = mlstm_chunkwise(q, k, v, i, f, previous, self.chunk_size, self.epsilon)
+        h = _head_norm(h, self.norm_scale, self.norm_bias, self.norm_epsilon)
+        h = ops.cast(ops.sigmoid(ops.cast(o, "float32")) * h, self.compute_dtype)
+        out = self._project(h, self.out_kernel, self.out_bias)
+        if keep is not None:
+            out = out * ops.cast(keep, out.dtype)
+        if cache is None:
+            return out
+        return out, final
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
+        return _output_spec(self, inputs, cache, MLSTMState)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "qk_dim_factor": self.qk_dim_factor,
+                "v_dim_factor": self.v_dim_factor,
+                "gate_soft_cap": self.gate_soft_cap,
+                "chunk_size": self.chunk_size,
+                "norm_epsilon": self.norm_epsilon,
+                "epsilon": self.epsilon,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
+
+
+class SLSTMState(
+    collections.namedtuple("SLSTMState", ["conv", "hidden", "cell", "normalizer", "stabilizer"])
+):
+    """An sLSTM's decoding state: `conv` (batch, K - 1, d) the convolution's
+    last inputs, and the cell's h, c, n, m, each float32 (batch, d)."""
+
+    __slots__ = ()
+
+
+def slstm_step(gates, previous, recurrent_kernel, bias, num_heads):
+    """One sLSTM step: `gates` (batch, 4 d) the input's pre-activations
+    (i, f, z, o blocks), `previous` (h, c, n, m) each (batch, d),
+    `recurrent_kernel` (heads, d_h, 4, d_h), `bias` (heads, 4, d_h) ->
+    `(h, (h, c, n, m))`."""
+    h, c, n, m = previous
+    batch = ops.shape(h)[0]
+    width = recurrent_kernel.shape[1]
+    hh = ops.reshape(h, (batch, num_heads, width))
+    recurrent = ops.einsum("bhd,hdgo->bgho", hh, recurrent_kernel)  # (batch, 4, heads, d_h)
+    raw = (
+        ops.reshape(gates, (batch, 4, num_heads, width))
+        + recurrent
+        + ops.expand_dims(ops.transpose(bias, (1, 0, 2)), 0)
+    )
+    raw = ops.reshape(raw, (batch, 4, num_heads * width))
+    i, f, z, o = raw[:, 0], raw[:, 1], raw[:, 2], raw[:, 3]
+    log_f = ops.log_sigmoid(f) + m
+    m_new = ops.where(n == 0.0, i, ops.maximum(i, log_f))  # the first step: m = i~
+    i_act = ops.minimum(ops.exp(i - m_new), 1.0)
+    f_act = ops.minimum(ops.exp(log_f - m_new), 1.0)
+    c = f_act * c + i_act * ops.tanh(z)
+    n = f_act * n + i_act
+    h = ops.sigmoid(o) * c / n
+    return h, (h, c, n, m_new)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class SLSTMLayer(keras.layers.Layer):
+    """The sLSTM layer of xLSTM (the `xlstm` package's `sLSTMLayer`; the
+    module docstring has the cell).
+
+        x_c        = silu(causal_conv(x))               (K taps; K = 0: none)
+        i~, f~     = x_c W_i, x_c W_f;  z~, o~ = x W_z, x W_o   (per head)
+        h          = sLSTM(i~, f~, z~, o~)              (recurrent, block-diagonal R)
+        out        = LayerNorm_heads(h) * scale
+
+    The sLSTM is recurrent through h: it runs step by step (a loop over
+    time, like LSTM), with no parallel form.
+
+    Variables: `conv_kernel` (K, d), `conv_bias`, `i_kernel`,
+    `f_kernel`, `z_kernel`, `o_kernel` (heads, d_h, d_h) (`xlstm`'s
+    `LinearHeadwiseExpand` weights transposed per head), `recurrent_kernel`
+    (heads, d_h, 4, d_h) (gates i, f, z, o), `bias` (heads, 4, d_h),
+    `norm_scale` (d,).
+
+    Args:
+        num_heads: heads (d divisible by it).
+        conv_kernel: the causal convolution's taps before the i and f gates
+            (0: none).
+        norm_epsilon: the per-head LayerNorm's.
+        kernel_initializer: of the input gates' weights.
+
+    Call arguments: as `MLSTMLayer`'s (`cache` an `SLSTMState`).
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.SLSTMLayer(num_heads=2)
+        >>> x = np.random.default_rng(0).normal(size=(1, 6, 8)).astype("float32")
+        >>> full = np.asarray(layer(x))
+        >>> cache = layer.init_cache(1)
+        >>> y1, cache = layer(x[:, :4], cache=cache, cache_index=0)
+        >>> y2, cache = layer(x[:, 4:], cache=cache, cache_index=4)
+        >>> bool(np.allclose(np.concatenate([y1, y2], 1), full, atol=1e-5))
+        True
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        conv_kernel=4,
+        norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        name = "SLSTMLayer"
+        self.num_heads = validation.positive_int(name, "num_heads", num_heads)
+        self.conv_kernel = validation.non_negative_int(name, "conv_kernel", conv_kernel)
+        self.norm_epsilon = validation.greater_than(name, "norm_epsilon", norm_epsilon, 0.0)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        d = _check_input_shape(self, input_shape)
+        if d % self.num_heads:
+            raise ValueError(
+                f"`SLSTMLayer` needs the features d={d} divisible by num_heads={self.num_heads}"
+            )
+        heads, width = self.num_heads, d // self.num_heads
+        self.units = d
+
+        def weight(name, shape, initializer=None):
+            initializer = initializer or keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            )
+            return self.add_weight(shape=shape, initializer=initializer, name=name)
+
+        self.conv_kernel_weights = self.conv_bias = None
+        if self.conv_kernel:
+            bound = 1.0 / np.sqrt(self.conv_kernel)
+            self.conv_kernel_weights = weight(
+                "conv_kernel", (self.conv_kernel, d), keras.initializers.RandomUniform(-bound, bound)
+            )
+            self.conv_bias = weight("conv_bias", (d,), "zeros")
+        for gate in "ifzo":
+            setattr(self, gate + "_kernel", weight(gate + "_kernel", (heads, width, width)))
+        self.recurrent_kernel = weight("recurrent_kernel", (heads, width, 4, width), "zeros")
+
+        def forget_bias(shape, dtype=None):  # xlstm's "powerlaw_blockdependent", first block
+            b = np.zeros(shape, "float32")
+            ramp = np.arange(width) / max(width - 1, 1)
+            b[:, 1] = 5.0 - 12.0 * ramp**0.3
+            return ops.cast(b, dtype or "float32")
+
+        self.bias = weight("bias", (heads, 4, width), forget_bias)
+        self.norm_scale = weight("norm_scale", (d,), "ones")
+
+    def init_cache(self, batch_size, max_length=None, layout="fixed"):
+        """The state before the first step (`SLSTMState` of zeros)."""
+        state.check_built(self)
+        zeros = ops.zeros((batch_size, self.units), "float32")
+        conv = ops.zeros((batch_size, max(self.conv_kernel - 1, 0), self.units), self.compute_dtype)
+        return SLSTMState(conv, zeros, zeros, zeros, zeros)
+
+    def _headwise(self, x, kernel):
+        batch, steps = ops.shape(x)[0], ops.shape(x)[1]
+        heads = ops.reshape(x, (batch, steps, self.num_heads, -1))
+        y = ops.einsum("bthd,hdo->btho", heads, ops.cast(kernel, x.dtype))
+        return ops.reshape(y, (batch, steps, self.units))
+
+    def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
+        from seqkeras.layers import time_loop
+
+        _check_call(self, inputs, cache, cache_index, "SLSTMState")
+        keep = state.kept_steps(
+            "SLSTMLayer", inputs, mask if padding_mask is None else padding_mask
+        )
+        x = ops.cast(inputs, "float32")
+        if keep is not None:
+            x = x * keep
+        window = None if cache is None else cache.conv
+        xc = x
+        if self.conv_kernel:
+            xc, window = causal_conv(
+                x,
+                self.conv_kernel_weights,
+                self.conv_bias,
+                None if window is None else ops.cast(window, "float32"),
+            )
+            xc = ops.silu(xc)
+        gates = ops.concatenate(
+            [
+                self._headwise(xc, self.i_kernel),
+                self._headwise(xc, self.f_kernel),
+                self._headwise(x, self.z_kernel),
+                self._headwise(x, self.o_kernel),
+            ],
+            axis=-1,
+        )
+        batch = ops.shape(inputs)[0]
+        if cache is None:
+            zeros = ops.zeros((batch, self.units), "float32")
+            previous = (zeros, zeros, zeros, zeros)
+        else:
+            previous = tuple(ops.cast(t, "float32") for t in cache[1:])
+        recurrent = ops.cast(self.recurrent_kernel, "float32")
+        bias = ops.cast(self.bias, "float32")
+        if keep is not None:
+            gates = ops.concatenate([gates, keep], axis=-1)
+
+        def step(g, states):
+            kept = None
+            if keep is not None:
+                g, kept = g[:, :-1], g[:, -1:] > 0
+            h, new = slstm_step(g, states, recurrent, bias, self.num_heads)
+            if kept is not None:
+                new = tuple(ops.where(kept, a, b) for a, b in zip(new, states))
+                h = ops.where(kept, h, 0.0)
+            return h, new
+
+        if inputs.shape[1] == 1 and cache is not None:
+            h, final = step(gates[:, 0], previous)
+            h = ops.expand_dims(h, 1)
+        else:
+            hs, final = time_loop.scan(
+                step, ops.transpose(gates, (1, 0, 2)), list(previous), self.units, "float32"
+            )
+            h = ops.transpose(hs, (1, 0, 2))
+        heads = ops.reshape(h, (batch, ops.shape(h)[1], self.num_heads, -1))
+        out = ops.cast(_head_norm(heads, self.norm_scale, None, self.norm_epsilon), self.compute_dtype)
+        if keep is not None:
+            out = out * ops.cast(keep, out.dtype)
+        if cache is None:
+            return out
+        conv = ops.cast(window, self.compute_dtype) if self.conv_kernel else cache.conv
+        return out, SLSTMState(conv, *final)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
+        return _output_spec(self, inputs, cache, SLSTMState)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "conv_kernel": self.conv_kernel,
+                "norm_epsilon": self.norm_epsilon,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
