@@ -33,6 +33,7 @@ from seqkeras.layers.rglru import GriffinBlock
 from seqkeras.layers.delta import GatedDeltaNet
 from seqkeras.layers.xlstm import MLSTMLayer
 from seqkeras.layers.xlstm import SLSTMLayer
+from seqkeras.layers.hybrid import MixerBlock
 from seqkeras.layers.rglru import GriffinTemporalBlock
 from seqkeras.layers.scaling import Scale
 from seqkeras.layers.scaling import SoftCap
@@ -56,6 +57,7 @@ __all__ = [
     "GatedDeltaNet",
     "MLSTMLayer",
     "SLSTMLayer",
+    "MixerBlock",
     "GriffinTemporalBlock",
     "LSTMCell",
     "LinearRecurrentCell",

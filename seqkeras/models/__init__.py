@@ -37,6 +37,7 @@ from seqkeras.models.decoder_lm import DecoderLanguageModel
 from seqkeras.models.decoder_lm import decoder_language_model
 from seqkeras.models.state_space import StateSpaceLanguageModel
 from seqkeras.models.state_space import griffin_language_model
+from seqkeras.models.state_space import hybrid_language_model
 from seqkeras.models.state_space import mamba_language_model
 from seqkeras.models.instruction import InstructionBatches
 from seqkeras.models.instruction import answer_ids
@@ -94,6 +95,7 @@ __all__ = [
     "generate",
     "load_bilm",
     "griffin_language_model",
+    "hybrid_language_model",
     "load_encoder",
     "mamba_language_model",
     "recurrent_language_model",

@@ -1,6 +1,8 @@
 """Language models of blocks that generate with a fixed-size state:
-`mamba_language_model` (Mamba, Mamba-2) and `griffin_language_model`
-(Griffin, Hawk: RG-LRU blocks, optionally mixed with local attention).
+`mamba_language_model` (Mamba, Mamba-2), `griffin_language_model`
+(Griffin, Hawk: RG-LRU blocks, optionally mixed with local attention) and
+`hybrid_language_model` (gated DeltaNet, mLSTM, sLSTM, Mamba and
+attention blocks in a pattern).
 
 Both are `StateSpaceLanguageModel`s: token embedding (scaled by a
 constant for Griffin), residual blocks, a final RMSNorm and logits tied
@@ -68,7 +70,7 @@ class StateSpaceLanguageModel(KeyValueLanguageModel):
         """`[position, *states]` (`KeyValueLanguageModel.stream_start`); an
         all-recurrent model needs no `max_length` (its states do not grow)."""
         if steps.stream_length(self, max_length) is None:
-            if any(getattr(b, "kind", None) == "attention" for b in self.part("blocks")):
+            if any(_keeps_keys(b) for b in self.part("blocks")):
                 raise ValueError(
                     f"model {self.name!r} has attention blocks: `stream_start` needs "
                     "`max_length` (the positions their key/value caches hold), or build the "
@@ -92,6 +94,14 @@ class StateSpaceLanguageModel(KeyValueLanguageModel):
             return head
         cap = self.logit_soft_cap
         return lambda h: ops.tanh(head(h) / cap) * cap
+
+
+def _keeps_keys(block):
+    """Whether a block's decoding state holds key/value caches (attention:
+    it needs the positions it keeps)."""
+    if isinstance(block, sk.LlamaDecoderBlock):
+        return True
+    return getattr(block, "kind", None) == "attention"
 
 
 class _named:
@@ -359,5 +369,147 @@ def griffin_language_model(
             name,
             max_length=max_length if "attention" in kinds else None,
             embedding_scale=embedding_scale,
+            logit_soft_cap=logit_soft_cap,
+        )
+
+
+#: The block kinds of `hybrid_language_model`.
+HYBRID_KINDS = ("deltanet", "mlstm", "slstm", "mamba", "mamba2", "attention")
+
+
+def _hybrid_block(kind, i, hidden_dim, num_heads, intermediate_dim, norm_epsilon, options):
+    """Block i of `hybrid_language_model`: its kind's defaults, then the
+    caller's `block_options[kind]`."""
+    init = keras.initializers.RandomNormal(stddev=0.02)
+    name = f"block_{i}"
+    if kind == "attention":
+        args = dict(num_heads=num_heads, intermediate_dim=intermediate_dim)
+        args.update(norm_epsilon=norm_epsilon, kernel_initializer=init, **options)
+        return sk.LlamaDecoderBlock(name=name, **args)
+    if kind in ("mamba", "mamba2"):
+        args = dict(norm_epsilon=norm_epsilon, kernel_initializer=init)
+        if kind == "mamba2":
+            args["head_dim"] = max(1, 2 * hidden_dim // num_heads)
+        args.update(options)
+        return sk.MambaBlock(kind, name=name, **args)
+    args = dict(intermediate_dim=intermediate_dim, norm_epsilon=norm_epsilon)
+    if kind == "deltanet":
+        args.update(num_key_heads=num_heads, key_head_dim=max(1, hidden_dim // num_heads))
+    else:
+        args.update(num_heads=num_heads)
+    args.update(kernel_initializer=init, **options)
+    return sk.MixerBlock(kind, name=name, **args)
+
+
+def hybrid_language_model(
+    vocab_size,
+    hidden_dim,
+    num_layers,
+    num_heads,
+    block_types=("deltanet", "deltanet", "deltanet", "attention"),
+    intermediate_dim=None,
+    block_options=None,
+    norm_epsilon=1e-6,
+    logit_soft_cap=None,
+    max_length=None,
+    tie_weights=True,
+    mask_padding=True,
+    name="hybrid_language_model",
+):
+    """A language model of recurrent blocks and attention blocks in a
+    pattern (Qwen3-Next: three gated DeltaNet blocks to one attention
+    block; xLSTM: mLSTM blocks, with sLSTM blocks among them; Jamba: Mamba
+    and attention): `x_0 = E[w]`, the blocks as `block_types` cycles, a
+    final RMSNorm, logits tied to the embedding or not.
+
+    Block kinds: `"deltanet"`, `"mlstm"`, `"slstm"` (`seqkeras.layers.
+    MixerBlock`: the mixer and a gated feed-forward), `"mamba"`,
+    `"mamba2"` (`MambaBlock`), `"attention"` (`LlamaDecoderBlock`: rotary,
+    grouped-query, causal attention and a gated feed-forward).
+
+    Args:
+        vocab_size: token ids in [0, vocab_size).
+        hidden_dim, num_layers: width and blocks.
+        num_heads: every block's heads (DeltaNet's key heads of width
+            hidden_dim / num_heads; Mamba-2 heads of twice that).
+        block_types: the kinds, cycled over the blocks.
+        intermediate_dim: the feed-forward width (default 3 * hidden_dim
+            rounded to a multiple of 8; 0: no feed-forward in the mixer
+            blocks).
+        block_options: `{kind: {argument: value}}`: arguments for the
+            blocks of a kind (e.g. `{"deltanet": {"num_value_heads": 8},
+            "attention": {"num_key_value_heads": 2}}`).
+        norm_epsilon: of every norm.
+        logit_soft_cap: logits become `cap * tanh(logits / cap)` (xLSTM-7B:
+            30), or None.
+        max_length: the longest sequence when there are attention blocks
+            (their key/value caches); unused otherwise.
+        tie_weights: the output matrix is the token embedding.
+        mask_padding: id 0 is padding (a padded step leaves every state
+            unchanged). False: id 0 is a token.
+        name: the model's name.
+
+    Returns:
+        A `StateSpaceLanguageModel`: its decoding state is each recurrent
+        block's fixed-size state and each attention block's key/value cache.
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.hybrid_language_model(
+        ...     vocab_size=50, hidden_dim=16, num_layers=4, num_heads=2,
+        ...     block_types=("deltanet", "mlstm", "slstm", "attention"), max_length=32)
+        >>> ids = seqkeras.models.generate(model, prompt=np.array([[4, 5]]),
+        ...                                max_length=6, eos_id=None)
+        >>> np.asarray(ids).shape
+        (1, 6)
+    """
+    where = "hybrid_language_model"
+    vocab_size = bb.check(where, "vocab_size", vocab_size, "int")
+    hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
+    num_layers = bb.check(where, "num_layers", num_layers, "int")
+    num_heads = bb.check(where, "num_heads", num_heads, "int")
+    if isinstance(block_types, str) or not block_types:
+        raise ValueError(
+            f"`{where}` received an invalid value for `block_types`: expected a non-empty "
+            f"list of {HYBRID_KINDS}. Received: block_types={block_types!r}"
+        )
+    kinds = [bb.check(where, "block_types", k, "choice", HYBRID_KINDS) for k in block_types]
+    kinds = [kinds[i % len(kinds)] for i in range(num_layers)]
+    if intermediate_dim is None:
+        intermediate_dim = -(-3 * hidden_dim // 8) * 8
+    options = {} if block_options is None else block_options
+    if not isinstance(options, dict) or any(
+        k not in HYBRID_KINDS or not isinstance(v, dict) for k, v in options.items()
+    ):
+        raise ValueError(
+            f"`{where}` received an invalid value for `block_options`: expected a dict from "
+            f"block kinds {HYBRID_KINDS} to dicts of arguments. Received: {block_options!r}"
+        )
+    attention = "attention" in kinds
+    if attention and max_length is not None:
+        max_length = bb.check(where, "max_length", max_length, "int")
+    with _named(where):
+        blocks = [
+            _hybrid_block(
+                kind,
+                i,
+                hidden_dim,
+                num_heads,
+                intermediate_dim,
+                norm_epsilon,
+                dict(options.get(kind, {})),
+            )
+            for i, kind in enumerate(kinds)
+        ]
+        return _network(
+            where,
+            vocab_size,
+            hidden_dim,
+            blocks,
+            norm_epsilon,
+            tie_weights,
+            mask_padding,
+            name,
+            max_length=max_length if attention else None,
             logit_soft_cap=logit_soft_cap,
         )
