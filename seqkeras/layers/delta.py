@@ -34,6 +34,14 @@ from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import chunk_recurrence
 
 
+def _expand(x, n):
+    """x with n trailing axes of size 1 (`x[..., None, None]` without the
+    new-axis slice TFLite's converter refuses)."""
+    for _ in range(n):
+        x = ops.expand_dims(x, -1)
+    return x
+
+
 def _segment_decays(g):
     """`(..., C) -> (..., C, C)`: exp(g_{j+1} + ... + g_i) for i >= j, 0
     above the diagonal."""
@@ -120,20 +128,26 @@ def gated_delta_rule(q, k, v, log_decay=None, beta=None, initial=None, chunk_siz
         u = ops.matmul(inverse, vc * b)
         w = ops.matmul(inverse, kb * grow)
     kd = ops.swapaxes(kc * to_end, -1, -2)  # (batch, heads, chunks, d_k, c)
-    total = ops.exp(gamma[..., -1])[..., None, None]  # (batch, heads, chunks, 1, 1)
+    total = _expand(ops.exp(gamma[..., -1]), 2)  # (batch, heads, chunks, 1, 1)
     if initial is None:
-        initial = ops.zeros(
-            (ops.shape(q)[0], q.shape[2], q.shape[3], v.shape[3]), dtype=q.dtype
-        )
+        initial = ops.zeros((ops.shape(q)[0], q.shape[2], q.shape[3], v.shape[3]), dtype=q.dtype)
     initial = ops.cast(initial, q.dtype)
 
-    def advance(s, i):
-        """The memory entering chunk i + 1 from the one entering i."""
-        new = u[:, :, i] if w is None else u[:, :, i] - ops.matmul(w[:, :, i], s)
-        return total[:, :, i] * s + ops.matmul(kd[:, :, i], new)
+    def major(t):  # (batch, heads, chunks, ...) -> (chunks, batch, heads, ...)
+        return ops.transpose(t, (2, 0, 1) + tuple(range(3, len(t.shape))))
 
-    count = ops.shape(u)[2] if steps is None else (steps + pad) // c
-    entering, s = chunk_recurrence(advance, initial, count)
+    def advance(s, x):
+        """The memory entering the next chunk from the one entering this."""
+        if w is None:
+            u_i, kd_i, total_i = x
+            new = u_i
+        else:
+            u_i, kd_i, total_i, w_i = x
+            new = u_i - ops.matmul(w_i, s)
+        return total_i * s + ops.matmul(kd_i, new)
+
+    inputs = (major(u), major(kd), major(total)) + (() if w is None else (major(w),))
+    entering, s = chunk_recurrence(advance, initial, inputs)
     new = u if w is None else u - ops.matmul(w, entering)
     scores = ops.matmul(qc, ops.swapaxes(kc, -1, -2)) * decays
     y = ops.matmul(qc * grow, entering) + ops.matmul(scores, new)
@@ -148,7 +162,7 @@ def delta_rule_step(q, k, v, log_decay, beta, memory):
     memory (batch, heads, d_k, d_v) -> `(output (batch, heads, d_v), new
     memory)`."""
     if log_decay is not None:
-        memory = memory * ops.exp(log_decay)[..., None, None]
+        memory = memory * _expand(ops.exp(log_decay), 2)
     if beta is None:
         update = v
     else:
@@ -337,8 +351,12 @@ class GatedDeltaNet(keras.layers.Layer):
             ),
         )
 
-    def _heads(self, t, heads, width):
-        return ops.reshape(t, (ops.shape(t)[0], ops.shape(t)[1], heads, width))
+    @staticmethod
+    def _heads(t, heads, width, like):
+        """(batch, time, heads * width) -> (batch, time, heads, width), the
+        batch and time read from the layer's inputs `like` (tf2onnx folds a
+        projection's shape into its 2-D matmul's)."""
+        return ops.reshape(t, (ops.shape(like)[0], ops.shape(like)[1], heads, width))
 
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
         name = "GatedDeltaNet"
@@ -362,12 +380,14 @@ class GatedDeltaNet(keras.layers.Layer):
         q, k, v = ops.split(qkv, [key_dim, 2 * key_dim], axis=-1)
         repeats = self.num_value_heads // self.num_key_heads
         q, k = (
-            ops.repeat(self._heads(t, self.num_key_heads, self.key_head_dim), repeats, axis=2)
+            ops.repeat(
+                self._heads(t, self.num_key_heads, self.key_head_dim, inputs), repeats, axis=2
+            )
             for t in (q, k)
         )
         q = _l2_normalize(q) * (self.key_head_dim**-0.5)
         k = _l2_normalize(k)
-        v = self._heads(v, self.num_value_heads, self.value_head_dim)
+        v = self._heads(v, self.num_value_heads, self.value_head_dim, inputs)
         x32 = ops.cast(inputs, "float32")
         g = None
         if self.decay == "learned":
@@ -403,8 +423,16 @@ class GatedDeltaNet(keras.layers.Layer):
             ops.matmul(x32, ops.cast(self.z_kernel, "float32")),
             self.num_value_heads,
             self.value_head_dim,
+            inputs,
         )
-        o = ops.reshape(o * ops.silu(z), (ops.shape(o)[0], ops.shape(o)[1], -1))
+        o = ops.reshape(
+            o * ops.silu(z),
+            (
+                ops.shape(inputs)[0],
+                ops.shape(inputs)[1],
+                self.num_value_heads * self.value_head_dim,
+            ),
+        )
         out = ops.matmul(ops.cast(o, dtype), ops.cast(self.out_kernel, dtype))
         if keep is not None:
             out = out * ops.cast(keep, out.dtype)

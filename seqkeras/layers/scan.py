@@ -142,43 +142,46 @@ def causal_conv(x, kernel, bias=None, window=None):
     return y, window
 
 
-def chunk_recurrence(advance, initial, count):
+def chunk_recurrence(advance, initial, inputs):
     """The states entering each chunk of a chunked recurrence (gated
-    DeltaNet, mLSTM): `s_{i+1} = advance(s_i, i)` from `s_0 = initial`.
+    DeltaNet, mLSTM): `s_{i+1} = advance(s_i, x_i)` from `s_0 = initial`.
 
     Args:
-        advance: `(state, i) -> next state`, a state being a tensor or a
-            tuple of tensors of fixed shapes.
+        advance: `(state, x_i) -> next state`, a state being a tensor or a
+            tuple of tensors of fixed shapes, `x_i` chunk i of `inputs`.
         initial: the state entering chunk 0.
-        count: the number of chunks: a Python int (the loop is unrolled:
-            a training graph of known length) or a traced scalar (a loop
-            writing a buffer: a graph of any length).
+        inputs: a tuple of (chunks, ...) tensors, the chunk axis first
+            (a loop reads `x[i]`, a slice every runtime has). A number of
+            chunks known when tracing unrolls the loop (a training graph);
+            otherwise it is a loop writing a buffer, with the writes of
+            the export target being traced for (`export_mode.write_step`):
+            a graph of any length.
 
     Returns:
-        `(entering, final)`: each state's leaves stacked on a new axis 2
-        (after batch and heads: (batch, heads, chunks, ...)), and the state
-        after the last chunk.
+        `(entering, final)`: the entering states' leaves stacked on a new
+        axis 2 (after batch and heads: (batch, heads, chunks, ...)), and
+        the state after the last chunk.
     """
     import keras
 
-    if isinstance(count, int):
+    from seqkeras.layers import export_mode
+
+    count = inputs[0].shape[0]
+    if count is not None:
         entering, s = [], initial
         for i in range(count):
             entering.append(s)
-            s = advance(s, i)
+            s = advance(s, tuple(x[i] for x in inputs))
         return keras.tree.map_structure(lambda *t: ops.stack(t, axis=2), *entering), s
+    count = ops.shape(inputs[0])[0]
     buffers = keras.tree.map_structure(
         lambda t: ops.zeros((count,) + tuple(ops.shape(t)), t.dtype), initial
     )
 
     def body(i, carry):
         s, buffers = carry
-        written = keras.tree.map_structure(
-            lambda b, t: ops.slice_update(b, (i,) + (0,) * len(t.shape), ops.expand_dims(t, 0)),
-            buffers,
-            s,
-        )
-        return advance(s, i), written
+        written = keras.tree.map_structure(lambda b, t: export_mode.write_step(b, i, t), buffers, s)
+        return advance(s, tuple(x[i] for x in inputs)), written
 
     s, buffers = ops.fori_loop(0, count, body, (initial, buffers))
     moved = keras.tree.map_structure(

@@ -51,6 +51,14 @@ class MLSTMState(collections.namedtuple("MLSTMState", ["memory", "normalizer", "
     __slots__ = ()
 
 
+def _expand(x, n):
+    """x with n trailing axes of size 1 (`x[..., None, None]` without the
+    new-axis slice TFLite's converter refuses)."""
+    for _ in range(n):
+        x = ops.expand_dims(x, -1)
+    return x
+
+
 def mlstm_chunkwise(q, k, v, igate, fgate, initial=None, chunk_size=64, eps=1e-6):
     """The mLSTM over a whole sequence, in the chunkwise form (float32).
 
@@ -98,27 +106,31 @@ def mlstm_chunkwise(q, k, v, igate, fgate, initial=None, chunk_size=64, eps=1e-6
             ops.zeros((batch, heads), q.dtype),
         )
 
-    def advance(s, i):
+    def major(t):  # (batch, heads, chunks, ...) -> (chunks, batch, heads, ...)
+        return ops.transpose(t, (2, 0, 1) + tuple(range(3, len(t.shape))))
+
+    def advance(s, x):
         memory, normalizer, m = s
-        m_next = ops.maximum(total[:, :, i] + m, to_end_max[:, :, i])
-        old = ops.exp(total[:, :, i] + m - m_next)
-        gated = kc[:, :, i] * ops.expand_dims(ops.exp(to_end[:, :, i] - m_next[..., None]), -1)
-        memory = old[..., None, None] * memory + ops.matmul(
-            ops.swapaxes(gated, -1, -2), vc[:, :, i]
-        )
-        normalizer = old[..., None] * normalizer + ops.sum(gated, axis=-2)
+        total_i, to_end_i, to_end_max_i, k_i, v_i = x
+        m_next = ops.maximum(total_i + m, to_end_max_i)
+        old = ops.exp(total_i + m - m_next)
+        gated = k_i * ops.expand_dims(ops.exp(to_end_i - ops.expand_dims(m_next, -1)), -1)
+        memory = _expand(old, 2) * memory + ops.matmul(ops.swapaxes(gated, -1, -2), v_i)
+        normalizer = ops.expand_dims(old, -1) * normalizer + ops.sum(gated, axis=-2)
         return MLSTMState(memory, normalizer, m_next)
 
-    count = ops.shape(qc)[2] if steps is None else (steps + pad) // c
-    entering, final = chunk_recurrence(advance, MLSTMState(*initial), count)
+    inputs = tuple(major(t) for t in (total, to_end, to_end_max, kc, vc))
+    entering, final = chunk_recurrence(advance, MLSTMState(*initial), inputs)
     memory, normalizer, m = entering  # (batch, heads, chunks, ...)
     inter = b + ops.expand_dims(m, -1)  # (batch, heads, chunks, c)
     row = ops.maximum(inter, intra_max)
-    weights = ops.matmul(qc, ops.swapaxes(kc, -1, -2)) * ops.exp(log_d - row[..., None])
+    weights = ops.matmul(qc, ops.swapaxes(kc, -1, -2)) * ops.exp(log_d - ops.expand_dims(row, -1))
     qbar = qc * ops.expand_dims(ops.exp(inter - row), -1)
     numerator = ops.matmul(qbar, memory) + ops.matmul(weights, vc)
-    denominator = ops.squeeze(ops.matmul(qbar, normalizer[..., None]), -1) + ops.sum(weights, -1)
-    h = numerator / (ops.maximum(ops.abs(denominator), ops.exp(-row)) + eps)[..., None]
+    denominator = ops.squeeze(ops.matmul(qbar, ops.expand_dims(normalizer, -1)), -1) + ops.sum(
+        weights, -1
+    )
+    h = numerator / ops.expand_dims((ops.maximum(ops.abs(denominator), ops.exp(-row)) + eps), -1)
     h = ops.transpose(h, (0, 2, 3, 1, 4))
     h = ops.reshape(h, (ops.shape(h)[0], -1) + tuple(h.shape[3:]))[:, :length]
     return h, final
@@ -133,13 +145,13 @@ def mlstm_step(q, k, v, igate, fgate, previous, eps=1e-6):
     m_new = ops.maximum(fgate + m, igate)
     f = ops.exp(fgate + m - m_new)
     i = ops.exp(igate - m_new)
-    memory = f[..., None, None] * memory + i[..., None, None] * (
+    memory = _expand(f, 2) * memory + _expand(i, 2) * (
         ops.expand_dims(k, -1) * ops.expand_dims(v, -2)
     )
-    normalizer = f[..., None] * normalizer + i[..., None] * k
+    normalizer = ops.expand_dims(f, -1) * normalizer + ops.expand_dims(i, -1) * k
     numerator = ops.einsum("bhk,bhkv->bhv", q, memory)
     denominator = ops.sum(q * normalizer, axis=-1)
-    h = numerator / (ops.maximum(ops.abs(denominator), ops.exp(-m_new)) + eps)[..., None]
+    h = numerator / ops.expand_dims((ops.maximum(ops.abs(denominator), ops.exp(-m_new)) + eps), -1)
     return h, MLSTMState(memory, normalizer, m_new)
 
 
@@ -154,7 +166,8 @@ def _head_norm(x, scale, bias, epsilon):
     mean = ops.mean(x, axis=-1, keepdims=True)
     variance = ops.mean(ops.square(x - mean), axis=-1, keepdims=True)
     y = (x - mean) * ops.rsqrt(variance + epsilon)
-    y = ops.reshape(y, (ops.shape(y)[0], ops.shape(y)[1], -1)) * ops.cast(scale, "float32")
+    y = ops.reshape(y, (ops.shape(y)[0], ops.shape(y)[1], x.shape[2] * x.shape[3]))
+    y = y * ops.cast(scale, "float32")
     return y if bias is None else y + ops.cast(bias, "float32")
 
 
@@ -324,7 +337,8 @@ class MLSTMLayer(keras.layers.Layer):
         heads = self.num_heads
 
         def split(t):
-            return ops.reshape(ops.cast(t, "float32"), (batch, steps, heads, -1))
+            width = t.shape[-1] // heads
+            return ops.reshape(ops.cast(t, "float32"), (batch, steps, heads, width))
 
         q = split(self._project(inputs, self.q_kernel, self.q_bias))
         k = split(self._project(inputs, self.k_kernel, self.k_bias))
@@ -340,7 +354,9 @@ class MLSTMLayer(keras.layers.Layer):
         q = q * (q.shape[-1] ** -0.5)
         previous = None if cache is None else MLSTMState(*cache)
         if inputs.shape[1] == 1 and previous is not None:
-            h, final = mlstm_step(q[:, 0], k[:, 0], v[:, 0], i[:, 0], f[:, 0], previous, self.epsilon)
+            h, final = mlstm_step(
+                q[:, 0], k[:, 0], v[:, 0], i[:, 0], f[:, 0], previous, self.epsilon
+            )
             h = ops.expand_dims(h, 1)
         else:
             h, final = mlstm_chunkwise(q, k, v, i, f, previous, self.chunk_size, self.epsilon)
@@ -488,7 +504,9 @@ class SLSTMLayer(keras.layers.Layer):
         if self.conv_kernel:
             bound = 1.0 / np.sqrt(self.conv_kernel)
             self.conv_kernel_weights = weight(
-                "conv_kernel", (self.conv_kernel, d), keras.initializers.RandomUniform(-bound, bound)
+                "conv_kernel",
+                (self.conv_kernel, d),
+                keras.initializers.RandomUniform(-bound, bound),
             )
             self.conv_bias = weight("conv_bias", (d,), "zeros")
         for gate in "ifzo":
@@ -513,7 +531,7 @@ class SLSTMLayer(keras.layers.Layer):
 
     def _headwise(self, x, kernel):
         batch, steps = ops.shape(x)[0], ops.shape(x)[1]
-        heads = ops.reshape(x, (batch, steps, self.num_heads, -1))
+        heads = ops.reshape(x, (batch, steps, self.num_heads, self.units // self.num_heads))
         y = ops.einsum("bthd,hdo->btho", heads, ops.cast(kernel, x.dtype))
         return ops.reshape(y, (batch, steps, self.units))
 
@@ -575,8 +593,12 @@ class SLSTMLayer(keras.layers.Layer):
                 step, ops.transpose(gates, (1, 0, 2)), list(previous), self.units, "float32"
             )
             h = ops.transpose(hs, (1, 0, 2))
-        heads = ops.reshape(h, (batch, ops.shape(h)[1], self.num_heads, -1))
-        out = ops.cast(_head_norm(heads, self.norm_scale, None, self.norm_epsilon), self.compute_dtype)
+        heads = ops.reshape(
+            h, (batch, ops.shape(h)[1], self.num_heads, self.units // self.num_heads)
+        )
+        out = ops.cast(
+            _head_norm(heads, self.norm_scale, None, self.norm_epsilon), self.compute_dtype
+        )
         if keep is not None:
             out = out * ops.cast(keep, out.dtype)
         if cache is None:

@@ -384,7 +384,8 @@ def _hybrid_block(kind, i, hidden_dim, num_heads, intermediate_dim, norm_epsilon
     name = f"block_{i}"
     if kind == "attention":
         args = dict(num_heads=num_heads, intermediate_dim=intermediate_dim)
-        args.update(norm_epsilon=norm_epsilon, kernel_initializer=init, **options)
+        args.update(norm_epsilon=norm_epsilon, kernel_initializer=init)
+        args.update(options)
         return sk.LlamaDecoderBlock(name=name, **args)
     if kind in ("mamba", "mamba2"):
         args = dict(norm_epsilon=norm_epsilon, kernel_initializer=init)
@@ -397,7 +398,8 @@ def _hybrid_block(kind, i, hidden_dim, num_heads, intermediate_dim, norm_epsilon
         args.update(num_key_heads=num_heads, key_head_dim=max(1, hidden_dim // num_heads))
     else:
         args.update(num_heads=num_heads)
-    args.update(kernel_initializer=init, **options)
+    args["kernel_initializer"] = init
+    args.update(options)
     return sk.MixerBlock(kind, name=name, **args)
 
 

@@ -1,5 +1,6 @@
 """One decoding step for every runtime, for the language models that
-generate with a fixed-size state (minGRU, Mamba, Mamba-2, Griffin):
+generate with a fixed-size state (minGRU, Mamba, Mamba-2, Griffin, the gated DeltaNet / mLSTM / sLSTM
+hybrid):
 identical ids in Keras (graph and XLA), the served graph and its XLA
 option, greedy, beam and seeded sampling, prompts of different lengths
 (see `one_step_checks`)."""
@@ -15,6 +16,7 @@ NAMES = [
     "mamba_language_model",
     "mamba2_language_model",
     "griffin_language_model",
+    "hybrid_language_model",
 ]
 
 

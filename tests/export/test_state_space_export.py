@@ -1,5 +1,6 @@
 """The language models that generate with a fixed-size state (minGRU,
-Mamba, Mamba-2, Griffin) in the three formats and the TFLite step model:
+Mamba, Mamba-2, Griffin, a gated DeltaNet / mLSTM / sLSTM / attention
+hybrid) in the three formats and the TFLite step model:
 each export has builtin ops only (TFLite), standard ops only (SavedModel,
 TF Serving's audit), loads in onnxruntime, and matches Keras; the TFLite
 step model's state has the same size at every position (no key/value
@@ -23,7 +24,13 @@ NAMES = [
     "mamba_language_model",
     "mamba2_language_model",
     "griffin_language_model",
+    "hybrid_language_model",
 ]
+
+# TFLite's float kernels and TensorFlow's differ by up to ~1e-5 on the
+# gated DeltaNet layer's outputs (the TensorFlow graph and eager agree to
+# 1e-7; measured on outputs of magnitude 2)
+TFLITE_ATOL = {"hybrid_language_model": 1e-4}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -39,7 +46,8 @@ def test_state_space_models_export_everywhere(name, tmp_path):
         ids = rng.integers(1, 15, (2, steps)).astype("int32")
         expected = np.asarray(model(ids))
         got = run_tflite_signature(flatbuffer, token_ids=ids)["logits"]
-        np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"{name} tflite")
+        atol = TFLITE_ATOL.get(name, 1e-5)
+        np.testing.assert_allclose(got, expected, atol=atol, err_msg=f"{name} tflite")
         got = run_onnx(onnx_path, token_ids=ids)["logits"]
         np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=f"{name} onnx")
     length = 16 if hasattr(model, "stream_max_length") else None
@@ -48,8 +56,8 @@ def test_state_space_models_export_everywhere(name, tmp_path):
     assert_builtin_only(step)
     sample = {"token_ids": rng.integers(1, 15, (1, 12)).astype("int32")}
     diff, _, steps = verify_streaming(model, step, sample)
-    assert steps == 12 and diff < 1e-4, (name, diff)
-    if name != "griffin_language_model":  # no key/value cache: nothing grows
+    assert steps == 12 and diff < 10 * TFLITE_ATOL.get(name, 1e-5), (name, diff)
+    if name not in ("griffin_language_model", "hybrid_language_model"):  # nothing grows
         assert _state_shapes(model, 16) == _state_shapes(model, 4096)
 
 
