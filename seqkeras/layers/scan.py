@@ -153,9 +153,10 @@ def chunk_recurrence(advance, initial, inputs):
         inputs: a tuple of (chunks, ...) tensors, the chunk axis first
             (a loop reads `x[i]`, a slice every runtime has). A number of
             chunks known when tracing unrolls the loop (a training graph);
-            otherwise it is a loop writing a buffer, with the writes of
-            the export target being traced for (`export_mode.write_step`):
-            a graph of any length.
+            otherwise it is a loop writing a buffer (a graph of any
+            length), with `scatter_update` (it has a gradient) or, while
+            tracing an export, the target's writes
+            (`export_mode.write_step`).
 
     Returns:
         `(entering, final)`: the entering states' leaves stacked on a new
@@ -178,12 +179,21 @@ def chunk_recurrence(advance, initial, inputs):
         lambda t: ops.zeros((count,) + tuple(ops.shape(t)), t.dtype), initial
     )
 
-    def body(i, carry):
-        s, buffers = carry
-        written = keras.tree.map_structure(lambda b, t: export_mode.write_step(b, i, t), buffers, s)
-        return advance(s, tuple(x[i] for x in inputs)), written
+    from seqkeras.layers import state
 
-    s, buffers = ops.fori_loop(0, count, body, (initial, buffers))
+    def write(buffer, i, value):  # outside an export: differentiable writes
+        if export_mode.active():
+            return export_mode.write_step(buffer, i, value)
+        return state.write_step(buffer, i, value, "scatter")
+
+    def body(i, s, buffers):
+        written = keras.tree.map_structure(lambda b, t: write(b, i, t), buffers, s)
+        return i + 1, advance(s, tuple(x[i] for x in inputs)), written
+
+    # the bound lets XLA compile the loop's gradient (its accumulators)
+    _, s, buffers = ops.while_loop(
+        lambda i, *_: i < count, body, (0, initial, buffers), maximum_iterations=count
+    )
     moved = keras.tree.map_structure(
         lambda b: ops.transpose(b, (1, 2, 0) + tuple(range(3, len(b.shape)))), buffers
     )
