@@ -184,6 +184,11 @@ entry(SS, "max_length", lambda: M.StateSpaceLanguageModel(*_tiny_io(), max_lengt
 entry(SS, "logit_soft_cap", lambda: M.StateSpaceLanguageModel(*_tiny_io(), logit_soft_cap=0))
 
 # ---- the state-space builders -------------------------------------------------
+HY = P + "hybrid_language_model"
+entry(HY, "num_heads", lambda: M.hybrid_language_model(10, 8, 1, num_heads=0))
+entry(HY, "block_types", lambda: M.hybrid_language_model(10, 8, 1, 2, block_types="deltanet"))
+entry(HY, "block_types", lambda: M.hybrid_language_model(10, 8, 1, 2, block_types=["gru"]))
+entry(HY, "block_options", lambda: M.hybrid_language_model(10, 8, 1, 2, block_options={"x": {}}))
 MB = P + "mamba_language_model"
 entry(MB, "vocab_size", lambda: M.mamba_language_model(0, 8, 1))
 entry(MB, "hidden_dim", lambda: M.mamba_language_model(10, "8", 1))

@@ -272,9 +272,7 @@ def _xlstm_package():
     xLSTM to it), its sLSTM modules imported without its `__init__` (which
     needs mlstm_kernels)."""
     root = os.path.join(ROOT, ".refs", "xlstm")
-    if importlib.util.find_spec("torch") is None or not os.path.isdir(
-        os.path.join(root, "xlstm")
-    ):
+    if importlib.util.find_spec("torch") is None or not os.path.isdir(os.path.join(root, "xlstm")):
         pytest.skip(
             "the xlstm package is not in .refs/xlstm (`pip install --no-deps --target "
             ".refs/xlstm xlstm==2.0.6`)"
