@@ -24,8 +24,12 @@ NAMES = [
     "mamba_language_model",
     "mamba2_language_model",
     "griffin_language_model",
-    "hybrid_language_model",
+    pytest.param("hybrid_language_model", marks=pytest.mark.slow),
 ]
+
+#: tests/run.py --slow: the hybrid's exports (measured 62 s)
+SLOW_SECONDS = 70
+SLOW_PEAK_MB = 2000
 
 # TFLite's float kernels and TensorFlow's differ by up to ~1e-5 on the
 # gated DeltaNet layer's outputs (the TensorFlow graph and eager agree to
