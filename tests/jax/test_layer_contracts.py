@@ -29,6 +29,10 @@ from tests.layers.test_linear_recurrences import (  # noqa: E402,F401
     test_min_recurrent_layer_contract,
     test_ssd_scan_equals_the_recurrence,
 )
+from tests.layers.test_matrix_memories import (  # noqa: E402,F401
+    test_matrix_memory_layer_contracts,
+    test_parallel_equals_steps_and_padding_leaves_the_state_alone,
+)
 from tests.layers.test_pooling import (  # noqa: E402,F401
     test_pooling_layer_contract,
 )
