@@ -77,10 +77,11 @@ def _unit_lower_inverse(a):
     return inverse[..., :c, :c]
 
 
-def _chunks(t, c, pad):
-    """(batch, time, heads, ...) -> (batch, heads, chunks, c, ...)."""
+def _chunks(t, c, pad, fill=0.0):
+    """(batch, time, heads, ...) -> (batch, heads, chunks, c, ...), the
+    time padded at the end by `pad` steps of `fill`."""
     rank = len(t.shape)
-    t = ops.pad(t, [[0, 0], [0, pad]] + [[0, 0]] * (rank - 2))
+    t = ops.pad(t, [[0, 0], [0, pad]] + [[0, 0]] * (rank - 2), constant_values=fill)
     t = ops.reshape(t, (ops.shape(t)[0], -1, c) + tuple(t.shape[2:]))
     return ops.transpose(t, (0, 3, 1, 2) + tuple(range(4, rank + 1)))
 
@@ -300,12 +301,7 @@ class GatedDeltaNet(keras.layers.Layer):
         return keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
 
     def build(self, input_shape):
-        if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(
-                "`GatedDeltaNet` expects inputs of rank 3 with known features, (batch, time, d). "
-                f"Received: inputs.shape={tuple(input_shape)}"
-            )
-        d = int(input_shape[-1])
+        d = state.check_features(self, input_shape)
         key_dim = self.num_key_heads * self.key_head_dim
         value_dim = self.num_value_heads * self.value_head_dim
         heads = self.num_value_heads
@@ -361,12 +357,7 @@ class GatedDeltaNet(keras.layers.Layer):
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
         name = "GatedDeltaNet"
         validation.numeric(name, "inputs", inputs)
-        if cache is not None and not isinstance(cache, (tuple, list)):
-            raise TypeError(
-                f"`{name}` received an invalid value for `cache`: expected the `DeltaNetState` "
-                f"of `init_cache`. Received: {type(cache).__name__}"
-            )
-        state.check_step(name, cache, cache_index)
+        state.check_cache(self, cache, cache_index, "DeltaNetState")
         keep = state.kept_steps(name, inputs, mask if padding_mask is None else padding_mask)
         dtype = self.compute_dtype
         qkv = ops.matmul(inputs, ops.cast(self.qkv_kernel, dtype))

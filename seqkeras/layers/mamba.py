@@ -113,12 +113,7 @@ class _Mixer(keras.layers.Layer):
         return keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
 
     def _check_build(self, input_shape):
-        if len(input_shape) != 3 or input_shape[-1] is None:
-            raise ValueError(
-                f"`{type(self).__name__}` expects inputs of rank 3 with known features, "
-                f"(batch, time, d). Received: inputs.shape={tuple(input_shape)}"
-            )
-        return int(input_shape[-1])
+        return state.check_features(self, input_shape)
 
     def _dense(self, name, shape, bias):
         kernel = self.add_weight(
@@ -159,13 +154,7 @@ class _Mixer(keras.layers.Layer):
         )
 
     def _check_cache(self, cache, cache_index):
-        name = type(self).__name__
-        if cache is not None and not isinstance(cache, (tuple, list)):
-            raise TypeError(
-                f"`{name}` received an invalid value for `cache`: expected the "
-                f"`MambaState` of `init_cache`. Received: {type(cache).__name__}"
-            )
-        state.check_step(name, cache, cache_index)
+        state.check_cache(self, cache, cache_index, "MambaState")
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

@@ -155,6 +155,29 @@ def check_step(where, cache, cache_index):
         raise ValueError(f"`{where}` received a `cache_index` without a `cache`")
 
 
+def check_cache(layer, cache, cache_index, kind):
+    """A fixed-size state layer's step arguments: `cache` a tuple (its
+    `init_cache`'s `kind`, TypeError otherwise) with its `cache_index`."""
+    name = type(layer).__name__
+    if cache is not None and not isinstance(cache, (tuple, list)):
+        raise TypeError(
+            f"`{name}` received an invalid value for `cache`: expected the `{kind}` of "
+            f"`init_cache`. Received: {type(cache).__name__}"
+        )
+    check_step(name, cache, cache_index)
+
+
+def check_features(layer, input_shape):
+    """The features d of a (batch, time, d) input shape; a ValueError
+    naming the layer otherwise."""
+    if len(input_shape) != 3 or input_shape[-1] is None:
+        raise ValueError(
+            f"`{type(layer).__name__}` expects inputs of rank 3 with known features, "
+            f"(batch, time, d). Received: inputs.shape={tuple(input_shape)}"
+        )
+    return int(input_shape[-1])
+
+
 def check_built(layer):
     """`layer.init_cache` needs the layer's width: a ValueError unbuilt."""
     if not layer.built:

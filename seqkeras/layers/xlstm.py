@@ -36,6 +36,7 @@ from keras import ops
 
 from seqkeras.layers import state
 from seqkeras.layers import validation
+from seqkeras.layers.delta import _chunks
 from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import chunk_recurrence
 
@@ -82,10 +83,7 @@ def mlstm_chunkwise(q, k, v, igate, fgate, initial=None, chunk_size=64, eps=1e-6
     pad = (c - length % c) % c
 
     def chunks(t, fill=0.0):
-        rank = len(t.shape)
-        t = ops.pad(t, [[0, 0], [0, pad]] + [[0, 0]] * (rank - 2), constant_values=fill)
-        t = ops.reshape(t, (ops.shape(t)[0], -1, c) + tuple(t.shape[2:]))
-        return ops.transpose(t, (0, 3, 1, 2) + tuple(range(4, rank + 1)))
+        return _chunks(t, c, pad, fill)
 
     qc, kc, vc = chunks(q), chunks(k), chunks(v)
     ic, fc = chunks(igate, _NEG), chunks(fgate)  # (batch, heads, chunks, c)
@@ -169,26 +167,6 @@ def _head_norm(x, scale, bias, epsilon):
     y = ops.reshape(y, (ops.shape(y)[0], ops.shape(y)[1], x.shape[2] * x.shape[3]))
     y = y * ops.cast(scale, "float32")
     return y if bias is None else y + ops.cast(bias, "float32")
-
-
-def _check_call(layer, inputs, cache, cache_index, kind):
-    name = type(layer).__name__
-    validation.numeric(name, "inputs", inputs)
-    if cache is not None and not isinstance(cache, (tuple, list)):
-        raise TypeError(
-            f"`{name}` received an invalid value for `cache`: expected the `{kind}` of "
-            f"`init_cache`. Received: {type(cache).__name__}"
-        )
-    state.check_step(name, cache, cache_index)
-
-
-def _check_input_shape(layer, input_shape):
-    if len(input_shape) != 3 or input_shape[-1] is None:
-        raise ValueError(
-            f"`{type(layer).__name__}` expects inputs of rank 3 with known features, "
-            f"(batch, time, d). Received: inputs.shape={tuple(input_shape)}"
-        )
-    return int(input_shape[-1])
 
 
 def _output_spec(layer, inputs, cache, kind):
@@ -277,7 +255,7 @@ class MLSTMLayer(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape):
-        d = _check_input_shape(self, input_shape)
+        d = state.check_features(self, input_shape)
         qk, v = int(d * self.qk_dim_factor), int(d * self.v_dim_factor)
         if qk % self.num_heads or v % self.num_heads or not qk:
             raise ValueError(
@@ -329,7 +307,8 @@ class MLSTMLayer(keras.layers.Layer):
         return y if bias is None else y + ops.cast(bias, x.dtype)
 
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
-        _check_call(self, inputs, cache, cache_index, "MLSTMState")
+        validation.numeric("MLSTMLayer", "inputs", inputs)
+        state.check_cache(self, cache, cache_index, "MLSTMState")
         keep = state.kept_steps(
             "MLSTMLayer", inputs, mask if padding_mask is None else padding_mask
         )
@@ -486,7 +465,7 @@ class SLSTMLayer(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape):
-        d = _check_input_shape(self, input_shape)
+        d = state.check_features(self, input_shape)
         if d % self.num_heads:
             raise ValueError(
                 f"`SLSTMLayer` needs the features d={d} divisible by num_heads={self.num_heads}"
@@ -538,7 +517,8 @@ class SLSTMLayer(keras.layers.Layer):
     def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
         from seqkeras.layers import time_loop
 
-        _check_call(self, inputs, cache, cache_index, "SLSTMState")
+        validation.numeric("SLSTMLayer", "inputs", inputs)
+        state.check_cache(self, cache, cache_index, "SLSTMState")
         keep = state.kept_steps(
             "SLSTMLayer", inputs, mask if padding_mask is None else padding_mask
         )
