@@ -34,6 +34,9 @@ from seqkeras.layers.delta import GatedDeltaNet
 from seqkeras.layers.xlstm import MLSTMLayer
 from seqkeras.layers.xlstm import SLSTMLayer
 from seqkeras.layers.hybrid import MixerBlock
+from seqkeras.layers.rwkv import RWKV7Blocks
+from seqkeras.layers.rwkv import RWKV7ChannelMixing
+from seqkeras.layers.rwkv import RWKV7TimeMixing
 from seqkeras.layers.rglru import GriffinTemporalBlock
 from seqkeras.layers.scaling import Scale
 from seqkeras.layers.scaling import SoftCap
@@ -58,6 +61,9 @@ __all__ = [
     "MLSTMLayer",
     "SLSTMLayer",
     "MixerBlock",
+    "RWKV7Blocks",
+    "RWKV7ChannelMixing",
+    "RWKV7TimeMixing",
     "GriffinTemporalBlock",
     "LSTMCell",
     "LinearRecurrentCell",

@@ -39,6 +39,7 @@ from seqkeras.models.state_space import StateSpaceLanguageModel
 from seqkeras.models.state_space import griffin_language_model
 from seqkeras.models.state_space import hybrid_language_model
 from seqkeras.models.state_space import mamba_language_model
+from seqkeras.models.state_space import rwkv7_language_model
 from seqkeras.models.instruction import InstructionBatches
 from seqkeras.models.instruction import answer_ids
 from seqkeras.models.instruction import answer_model
@@ -98,6 +99,7 @@ __all__ = [
     "hybrid_language_model",
     "load_encoder",
     "mamba_language_model",
+    "rwkv7_language_model",
     "recurrent_language_model",
     "recurrent_seq2seq",
     "seq2seq_forecaster",

@@ -132,8 +132,10 @@ def _network(
     max_length=None,
     embedding_scale=None,
     logit_soft_cap=None,
+    final_norm="rms",
 ):
-    """The model around `blocks` (built on the embedding's outputs)."""
+    """The model around `blocks` (built on the embedding's outputs);
+    `final_norm`: `"rms"` (RMSNorm) or `"layer"` (LayerNorm, RWKV)."""
     tie_weights = bb.check(where, "tie_weights", tie_weights, "bool")
     mask_padding = bb.check(where, "mask_padding", mask_padding, "bool")
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
@@ -150,7 +152,10 @@ def _network(
         x = sk.Scale(embedding_scale, name="embedding_scale")(x)
     for block in blocks:
         x = block(x)
-    norm = keras.layers.RMSNormalization(epsilon=norm_epsilon, name="final_norm")
+    if final_norm == "layer":
+        norm = keras.layers.LayerNormalization(epsilon=norm_epsilon, name="final_norm")
+    else:
+        norm = keras.layers.RMSNormalization(epsilon=norm_epsilon, name="final_norm")
     norm.supports_masking = True
     x = norm(x)
     dense = None
@@ -514,4 +519,87 @@ def hybrid_language_model(
             name,
             max_length=max_length if attention else None,
             logit_soft_cap=logit_soft_cap,
+        )
+
+
+def rwkv7_language_model(
+    vocab_size,
+    hidden_dim,
+    num_layers,
+    intermediate_dim=None,
+    head_size=64,
+    decay_lora=64,
+    aaa_lora=64,
+    mv_lora=32,
+    gate_lora=128,
+    chunk_size=16,
+    norm_epsilon=1e-5,
+    tie_weights=False,
+    mask_padding=True,
+    name="rwkv7_language_model",
+):
+    """An RWKV-7 language model (keras-hub's `RWKV7Backbone`): `x_0 = E[w]`,
+    the blocks of `seqkeras.layers.RWKV7Blocks` (time mixing with the
+    generalized delta rule, channel mixing), a final LayerNorm, logits.
+    Its decoding state is each block's token shifts and (heads, N, N)
+    memories: a step costs the same at every position.
+
+    Args:
+        vocab_size: token ids in [0, vocab_size).
+        hidden_dim, num_layers: width and blocks.
+        intermediate_dim: the channel mixing's width (default 4 *
+            hidden_dim).
+        head_size: N, each head's width.
+        decay_lora, aaa_lora, mv_lora, gate_lora: the time mixing's
+            low-rank widths.
+        chunk_size: the chunked form's chunk.
+        norm_epsilon: of every LayerNorm.
+        tie_weights: the output matrix is the token embedding (RWKV-7:
+            not).
+        mask_padding: id 0 is padding. False: id 0 is a token.
+        name: the model's name.
+
+    Returns:
+        A `StateSpaceLanguageModel`.
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> model = seqkeras.models.rwkv7_language_model(
+        ...     vocab_size=50, hidden_dim=16, num_layers=2, head_size=8,
+        ...     decay_lora=4, aaa_lora=4, mv_lora=4, gate_lora=4)
+        >>> ids = seqkeras.models.generate(model, prompt=np.array([[4, 5]]),
+        ...                                max_length=6, eos_id=None)
+        >>> np.asarray(ids).shape
+        (1, 6)
+    """
+    where = "rwkv7_language_model"
+    vocab_size = bb.check(where, "vocab_size", vocab_size, "int")
+    hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
+    num_layers = bb.check(where, "num_layers", num_layers, "int")
+    if intermediate_dim is None:
+        intermediate_dim = 4 * hidden_dim
+    with _named(where):
+        stack = sk.RWKV7Blocks(
+            num_layers,
+            intermediate_dim,
+            head_size=head_size,
+            decay_lora=decay_lora,
+            aaa_lora=aaa_lora,
+            mv_lora=mv_lora,
+            gate_lora=gate_lora,
+            chunk_size=chunk_size,
+            norm_epsilon=norm_epsilon,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            name="blocks",
+        )
+        return _network(
+            where,
+            vocab_size,
+            hidden_dim,
+            [stack],
+            norm_epsilon,
+            tie_weights,
+            mask_padding,
+            name,
+            final_norm="layer",
         )

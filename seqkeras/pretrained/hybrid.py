@@ -79,3 +79,71 @@ def copy_slstm(layer, get, put, prefix):
     bias = np.asarray(get(prefix + "slstm_cell._bias_"))
     put(layer.bias, bias.reshape(4, heads, width).transpose(1, 0, 2))
     put(layer.norm_scale, 1.0 + np.asarray(get(prefix + "group_norm.weight")))
+
+
+def copy_rwkv7(model, tensors):
+    """An `rwkv7_language_model` from keras-hub's `RWKV7Backbone` weights,
+    `tensors` `{variable path: array}` (`{w.path: w.numpy() for w in
+    backbone.weights}`): the same variables under other names. Every shape
+    is checked before any copy (ValueError naming the variable)."""
+    values = []
+
+    def get(name):
+        if name not in tensors:
+            raise ValueError(f"`copy_rwkv7`: `tensors` has no tensor {name!r}")
+        return np.asarray(tensors[name])
+
+    def find(prefix, part):
+        names = sorted(k for k in tensors if k.startswith(prefix) and part in k)
+        if not names:
+            raise ValueError(f"`copy_rwkv7`: `tensors` has no tensor {prefix}*{part}*")
+        return get(names[0])
+
+    def put(variable, value):
+        value = np.asarray(value, "float32")
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(
+                f"`copy_rwkv7`: {variable.path} has shape {tuple(variable.shape)}; "
+                f"the checkpoint's is {value.shape}"
+            )
+        values.append((variable, value))
+
+    stack = model.part("blocks")[0]
+    put(model.part("embedding").embeddings, get("token_embedding/embeddings"))
+    put(stack.initial_norm.gamma, get("rwkv_layer_0/init_norm/gamma"))
+    put(stack.initial_norm.beta, get("rwkv_layer_0/init_norm/beta"))
+    for i, ((ln1, ln2), tm, cm) in enumerate(
+        zip(stack.norms, stack.time_mixing, stack.channel_mixing)
+    ):
+        p = f"rwkv_layer_{i}/"
+        for norm, theirs in ((ln1, "att_norm"), (ln2, "ffn_norm")):
+            put(norm.gamma, get(f"{p}{theirs}/gamma"))
+            put(norm.beta, get(f"{p}{theirs}/beta"))
+        t = p + "RWKV_TIME_MIX/"
+        names = ["x_" + c for c in "rwkvag"] + ["w0", "w1", "w2", "a0", "a1", "a2", "g1", "g2"]
+        names += ["k_k", "k_a", "r_k"] + (["v0", "v1", "v2"] if tm.value_residual else [])
+        for name in names:
+            put(getattr(tm, name), get(t + name))
+        for ours, theirs in (
+            ("receptance", "receptance"),
+            ("key", "key"),
+            ("value", "value"),
+            ("output", "output_layer"),
+        ):
+            put(getattr(tm, ours + "_kernel"), get(f"{t}{theirs}/kernel"))
+        put(tm.norm_gamma, find(t + "group_normalization", "gamma"))
+        put(tm.norm_beta, find(t + "group_normalization", "beta"))
+        c = p + "RWKV_CMIX/"
+        put(cm.x_k, get(c + "time_mix_k"))
+        put(cm.key_kernel, get(c + "dense_k/kernel"))
+        put(cm.value_kernel, get(c + "dense_v/kernel"))
+    put(model.part("norm").gamma, get("output_norm/gamma"))
+    put(model.part("norm").beta, get("output_norm/beta"))
+    dense = model.part("logits")
+    put(
+        dense.kernel if dense is not None else model.part("embedding").embeddings,
+        get("head/kernel") if dense is not None else get("head/kernel").T,
+    )
+    for variable, value in values:
+        variable.assign(value)
+    return model
