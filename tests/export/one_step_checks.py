@@ -90,6 +90,18 @@ BUILDERS = {
         max_length=16,
         tie_weights=False,
     ),
+    "rwkv7_language_model": lambda: M.rwkv7_language_model(
+        V,
+        8,
+        2,
+        intermediate_dim=16,
+        head_size=4,
+        decay_lora=4,
+        aaa_lora=4,
+        mv_lora=4,
+        gate_lora=4,
+        chunk_size=4,
+    ),
     "recurrent_seq2seq": lambda: M.recurrent_seq2seq(V, V, units=8, embedding_dim=8),
     **{
         f"seq2seq_{score}": (

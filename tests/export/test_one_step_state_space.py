@@ -24,6 +24,8 @@ NAMES = [
     "mamba2_language_model",
     "griffin_language_model",
 ]
+#: the slow test's
+SLOW_NAMES = ["hybrid_language_model", "rwkv7_language_model"]
 
 
 def test_state_space_models_decode_identically_in_every_runtime(tmp_path):
@@ -32,4 +34,4 @@ def test_state_space_models_decode_identically_in_every_runtime(tmp_path):
 
 @pytest.mark.slow
 def test_hybrid_model_decodes_identically_in_every_runtime(tmp_path):
-    check(["hybrid_language_model"], tmp_path)
+    check(SLOW_NAMES, tmp_path)

@@ -25,10 +25,11 @@ NAMES = [
     "mamba2_language_model",
     "griffin_language_model",
     pytest.param("hybrid_language_model", marks=pytest.mark.slow),
+    pytest.param("rwkv7_language_model", marks=pytest.mark.slow),
 ]
 
 #: tests/run.py --slow: the hybrid's exports (measured 62 s)
-SLOW_SECONDS = 70
+SLOW_SECONDS = 140
 SLOW_PEAK_MB = 2000
 
 # TFLite's float kernels and TensorFlow's differ by up to ~1e-5 on the

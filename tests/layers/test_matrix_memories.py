@@ -364,6 +364,14 @@ def test_matrix_memory_layer_contracts():
     run_layer_test(lambda: sk.GatedDeltaNet(2, 4, chunk_size=4), _x(2, 5, 8), num_weights=(9, 0))
     run_layer_test(lambda: sk.MLSTMLayer(2, chunk_size=4), _x(2, 5, 8), num_weights=(10, 0))
     run_layer_test(lambda: sk.SLSTMLayer(2), _x(2, 5, 8), num_weights=(9, 0))
+    run_layer_test(
+        lambda: sk.RWKV7Blocks(
+            2, 16, head_size=4, decay_lora=4, aaa_lora=4, mv_lora=4, gate_lora=4
+        ),
+        _x(2, 5, 8),
+        num_weights=None,
+    )
+    run_layer_test(lambda: sk.RWKV7ChannelMixing(16), _x(2, 5, 8), num_weights=(3, 0))
     for kind, options in (
         ("deltanet", {"num_key_heads": 2, "key_head_dim": 4}),
         ("mlstm", {"num_heads": 2}),
@@ -390,3 +398,142 @@ def test_matrix_memory_errors_name_the_argument():
         layer(_x(1, 2, 8), cache=np.zeros(3), cache_index=0)
     with pytest.raises(ValueError, match="MixerBlock.*kind"):
         sk.MixerBlock("lstm")
+
+
+@pytest.mark.parametrize("chunk", [16, 5, 1])
+def test_generalized_delta_rule_matches_keras_hub_rwkv7(chunk):
+    """RWKV-7's recurrence: our chunked form (per-channel decays, rank-one
+    corrections) and step against keras-hub's step-by-step loop, from a
+    given memory (keras-hub's is value by key: transposed)."""
+    pytest.importorskip("keras_hub")
+    from keras_hub.src.models.rwkv7.rwkv7_layer import rnn_generalized_delta_rule
+
+    from seqkeras.layers.rwkv import generalized_delta_rule, generalized_delta_step
+
+    rng = np.random.default_rng(0)
+    b, t, h, n = 2, 37, 3, 8
+    r, v = _x(b, t, h, n), _x(b, t, h, n, seed=1)
+    k = 0.5 * _x(b, t, h, n, seed=2)
+    kk = _x(b, t, h, n, seed=3)
+    kk /= np.linalg.norm(kk, axis=-1, keepdims=True)
+    iclr = rng.uniform(size=(b, t, h, n)).astype("float32")
+    w_log = (-np.log1p(np.exp(-rng.normal(size=(b, t, h, n)))) - 0.5).astype("float32")
+    memory = _x(b, h, n, n, seed=4)
+    want, want_memory = rnn_generalized_delta_rule(
+        r, w_log, k, v, -kk, kk * iclr, initial_state=memory
+    )
+    log_w = -np.exp(w_log)
+    ours = (r, log_w, k, v, -kk, kk * iclr)
+    y, final = generalized_delta_rule(*ours, memory.transpose(0, 1, 3, 2), chunk_size=chunk)
+    np.testing.assert_allclose(y, want, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(final).transpose(0, 1, 3, 2), want_memory, atol=1e-5)
+    m, steps = memory.transpose(0, 1, 3, 2), []
+    for i in range(t):
+        o, m = generalized_delta_step(*(x[:, i] for x in ours), m)
+        steps.append(np.asarray(o))
+    np.testing.assert_allclose(np.stack(steps, 1), want, atol=1e-5)
+
+
+def _rwkv7_pair(num_layers=3):
+    """keras-hub's RWKV7Backbone with weights of a larger scale than its
+    N(0, 0.02) (so every term matters), and our model with them copied."""
+    keras_hub = pytest.importorskip("keras_hub")
+    from seqkeras.pretrained.hybrid import copy_rwkv7
+
+    keras.utils.set_random_seed(0)
+    sizes = dict(head_size=8, gate_lora=4, mv_lora=4, aaa_lora=6, decay_lora=5)
+    theirs = keras_hub.models.RWKV7Backbone(
+        hidden_size=32,
+        num_layers=num_layers,
+        vocabulary_size=40,
+        intermediate_dim=64,
+        dtype="float32",
+        **sizes,
+    )
+    rng = np.random.default_rng(0)
+    for w in theirs.weights:
+        shift = 1.0 if w.path.endswith("gamma") else 0.0
+        w.assign(rng.normal(0.0, 0.3, w.shape).astype("float32") + shift)
+
+    def build():
+        return seqkeras.models.rwkv7_language_model(
+            40,
+            32,
+            num_layers,
+            intermediate_dim=64,
+            head_size=8,
+            decay_lora=5,
+            aaa_lora=6,
+            mv_lora=4,
+            gate_lora=4,
+            chunk_size=8,
+        )
+
+    ours = copy_rwkv7(build(), {w.path: np.asarray(w) for w in theirs.weights})
+    return theirs, ours, build
+
+
+def test_rwkv7_model_matches_keras_hub_with_the_same_weights():
+    """Logits and the gradient of a loss with respect to every weight equal
+    keras-hub's RWKV7Backbone's; a prefill then steps equal the full pass;
+    left padding leaves the real tokens' logits as keras-hub's."""
+    from seqkeras.pretrained.hybrid import copy_rwkv7
+
+    theirs, ours, build = _rwkv7_pair()
+    ids = np.random.default_rng(0).integers(1, 40, (2, 21)).astype("int32")
+    probe = _x(2, 21, 40, seed=5)
+
+    def loss_and_grads(model, call):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(call(model) * probe)
+        return np.asarray(call(model)), tape.gradient(loss, model.trainable_weights)
+
+    want, want_grads = loss_and_grads(
+        theirs, lambda m: m({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    )
+    got, got_grads = loss_and_grads(ours, lambda m: m(ids))
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    # keras-hub's gradients laid out as our variables (copied as weights)
+    laid_out = copy_rwkv7(
+        build(),
+        {
+            w.path: np.asarray(tf.convert_to_tensor(g))
+            for w, g in zip(theirs.trainable_weights, want_grads)
+        },
+    )
+    for variable, grad in zip(laid_out.trainable_weights, got_grads):
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(grad), variable, rtol=1e-5, atol=1e-4, err_msg=variable.path
+        )
+    caches = ours.init_cache(None, 2, 21)
+    logits, caches = ours.call_with_cache(ids[:, :15], caches, 0)  # a prefill
+    steps = [np.asarray(logits)]
+    for t in range(15, 21):
+        logits, caches = ours.call_with_cache(ids[:, t], caches, t)
+        steps.append(np.asarray(logits))
+    np.testing.assert_allclose(np.stack(steps, 1), want[:, 14:], atol=2e-5)
+    padded = np.concatenate([np.zeros((2, 3), "int32"), ids], 1)
+    mask = (padded != 0).astype("int32")
+    want = np.asarray(theirs({"token_ids": padded, "padding_mask": mask}))[:, 3:]
+    np.testing.assert_allclose(np.asarray(ours(padded))[:, 3:], want, atol=2e-5)
+
+
+def test_rwkv7_blocks_steps_and_padding():
+    """The stack's prefill and steps equal its full pass; trailing padded
+    steps leave every block's memory as the unpadded steps left it."""
+    keras.utils.set_random_seed(0)
+    stack = sk.RWKV7Blocks(2, 16, head_size=4, decay_lora=4, aaa_lora=4, mv_lora=4, gate_lora=4)
+    x = _x(2, 7, 8)
+    full = np.asarray(stack(x))
+    first, cache = stack(x[:, :4], cache=stack.init_cache(2), cache_index=0)
+    steps = [np.asarray(first)]
+    for t in range(4, 7):
+        y, cache = stack(x[:, t : t + 1], cache=cache, cache_index=t)
+        steps.append(np.asarray(y))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    keep = np.ones((2, 7), bool)
+    keep[0, 5:] = False
+    _, padded = stack(x, padding_mask=keep, cache=stack.init_cache(2), cache_index=0)
+    _, short = stack(x[:1, :5], cache=stack.init_cache(1), cache_index=0)
+    for (mixing, _), (want, _) in zip(padded, short):
+        np.testing.assert_allclose(np.asarray(mixing.memory)[:1], want.memory, atol=1e-5)
