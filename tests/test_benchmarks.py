@@ -38,6 +38,14 @@ def test_linear_recurrences_benchmark_smoke():
     assert all(r > 0 for r in ratios.values())
 
 
+def test_matrix_memories_benchmark_smoke(capsys):
+    """Both layers against keras-hub's on this process's backend, tiny."""
+    bench = _load(os.path.join(ROOT, "benchmarks", "matrix_memories.py"), "mmbench")
+    bench.main(["--quick", "--only", "deltanet"])
+    out = capsys.readouterr().out
+    assert "RATIO deltanet" in out and "RESULT deltanet | keras-hub" in out
+
+
 def test_state_space_latency_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "state_space_latency.py"), "sslatency")
     rows = bench.main(["--quick", "--models", "hawk", "transformer"])

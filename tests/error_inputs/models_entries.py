@@ -184,6 +184,10 @@ entry(SS, "max_length", lambda: M.StateSpaceLanguageModel(*_tiny_io(), max_lengt
 entry(SS, "logit_soft_cap", lambda: M.StateSpaceLanguageModel(*_tiny_io(), logit_soft_cap=0))
 
 # ---- the state-space builders -------------------------------------------------
+RW = P + "rwkv7_language_model"
+entry(RW, "vocab_size", lambda: M.rwkv7_language_model(0, 8, 1))
+entry(RW, "head_size", lambda: M.rwkv7_language_model(10, 8, 1, head_size=3))
+entry(RW, "num_layers", lambda: M.rwkv7_language_model(10, 8, "1"))
 HY = P + "hybrid_language_model"
 entry(HY, "num_heads", lambda: M.hybrid_language_model(10, 8, 1, num_heads=0))
 entry(HY, "block_types", lambda: M.hybrid_language_model(10, 8, 1, 2, block_types="deltanet"))
