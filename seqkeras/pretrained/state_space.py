@@ -1,4 +1,5 @@
-"""Mamba, Mamba-2 and RecurrentGemma (Griffin) checkpoints in the Hugging
+"""Mamba, Mamba-2, RecurrentGemma (Griffin), xLSTM and Qwen3-Next (its
+gated DeltaNet layers) checkpoints in the Hugging
 Face layout: a `config.json` and its tensors (`model.safetensors`, read
 without torch, or any `{name: array}` such as a torch `state_dict()`
 turned into NumPy) -> a seqkeras `StateSpaceLanguageModel` with those
@@ -21,11 +22,12 @@ import os
 import numpy as np
 
 from seqkeras.models.state_space import griffin_language_model
+from seqkeras.models.state_space import hybrid_language_model
 from seqkeras.models.state_space import mamba_language_model
 from seqkeras.pretrained.llama_checkpoints import _llama_hf_tensors
 
 #: The `model_type`s read.
-MODEL_TYPES = ("mamba", "mamba2", "recurrent_gemma")
+MODEL_TYPES = ("mamba", "mamba2", "recurrent_gemma", "xlstm", "qwen3_next")
 
 
 def _field_of(config, key, default=None, required=True, where="state_space_arguments"):
@@ -97,6 +99,10 @@ def state_space_arguments(config, where="state_space_arguments"):
                     f"{arguments['head_dim']} != {inner}"
                 )
         return mamba_language_model, arguments
+    if kind == "xlstm":
+        return hybrid_language_model, _xlstm_arguments(config, common, _field)
+    if kind == "qwen3_next":
+        return hybrid_language_model, _qwen3_next_arguments(config, common, _field, where)
     heads = int(_field(config, "num_attention_heads"))
     head_dim = config.get("head_dim") or hidden // heads
     rope = config.get("rope_parameters") or {}
@@ -119,6 +125,71 @@ def state_space_arguments(config, where="state_space_arguments"):
         max_length=int(config.get("max_position_embeddings") or 8192),
     )
     return griffin_language_model, arguments
+
+
+def _xlstm_arguments(config, common, field):
+    """xLSTM-7B (`xLSTMConfig`): mLSTM blocks, a SwiGLU feed-forward of
+    width round_up(hidden * ffn_proj_factor, multiple), logits capped."""
+    hidden = common["hidden_dim"]
+    multiple = int(field(config, "ffn_round_up_to_multiple_of", 64))
+    width = int(
+        ((hidden * float(field(config, "ffn_proj_factor", 2.667)) + multiple - 1) // multiple)
+        * multiple
+    )
+    eps = float(field(config, "norm_eps", 1e-6))
+    mlstm = dict(
+        qk_dim_factor=float(field(config, "qk_dim_factor", 0.5)),
+        v_dim_factor=float(field(config, "v_dim_factor", 1.0)),
+        gate_soft_cap=field(config, "gate_soft_cap", 15.0),
+        chunk_size=int(field(config, "chunk_size", 64)),
+        norm_epsilon=eps,
+        epsilon=float(field(config, "eps", 1e-6)),
+        use_bias=bool(field(config, "use_bias", False, required=False)),
+    )
+    return dict(
+        common,
+        num_heads=int(field(config, "num_heads")),
+        block_types=["mlstm"],
+        intermediate_dim=width,
+        block_options={"mlstm": mlstm},
+        norm_epsilon=eps,
+        logit_soft_cap=field(config, "output_logit_soft_cap", None, required=False),
+        tie_weights=bool(config.get("tie_word_embeddings", False)),
+    )
+
+
+def _qwen3_next_arguments(config, common, field, where):
+    """Qwen3-Next (`Qwen3NextConfig`) with gated DeltaNet layers and a
+    dense MLP only: its full-attention layers (an output gate, q/k norms,
+    partial rotary positions) and mixture-of-experts MLPs are not read."""
+    kinds = config.get("layer_types") or []
+    if any(k != "linear_attention" for k in kinds):
+        raise ValueError(
+            f"`{where}`: Qwen3-Next's full-attention layers are not read yet (only "
+            f"`linear_attention` layers). Received: layer_types={kinds!r}"
+        )
+    if int(config.get("num_experts") or 0) > 0:
+        raise ValueError(
+            f"`{where}`: Qwen3-Next's mixture-of-experts MLP is not read (num_experts=0 "
+            f"only). Received: num_experts={config.get('num_experts')!r}"
+        )
+    deltanet = dict(
+        num_key_heads=int(field(config, "linear_num_key_heads")),
+        key_head_dim=int(field(config, "linear_key_head_dim")),
+        num_value_heads=int(field(config, "linear_num_value_heads")),
+        value_head_dim=int(field(config, "linear_value_head_dim")),
+        conv_kernel=int(field(config, "linear_conv_kernel_dim", 4)),
+        norm_epsilon=float(field(config, "rms_norm_eps", 1e-6)),
+    )
+    return dict(
+        common,
+        num_heads=deltanet["num_key_heads"],
+        block_types=["deltanet"],
+        intermediate_dim=int(field(config, "intermediate_size")),
+        block_options={"deltanet": deltanet},
+        norm_epsilon=float(field(config, "rms_norm_eps", 1e-6)),
+        tie_weights=bool(config.get("tie_word_embeddings", False)),
+    )
 
 
 def state_space_language_model(config, **overrides):
@@ -196,6 +267,9 @@ def load_state_space_weights(model, tensors):
         return tensors[name]
 
     blocks = model.part("blocks")
+    kinds = {getattr(b, "kind", None) for b in blocks}
+    if kinds & {"mlstm", "deltanet"}:
+        return _load_hybrid(model, blocks, get)
     griffin = model.embedding_scale is not None
     if griffin:
         embedding, prefix, final = "embed_tokens.weight", "layers.", "final_norm.weight"
@@ -221,6 +295,53 @@ def load_state_space_weights(model, tensors):
             _mixer(block, get, put, f"{prefix}{i}.", block.version)
     norm = get(final)
     put(model.part("norm").scale, 1.0 + norm if griffin else norm)
+    dense = model.part("logits")
+    if dense is not None:
+        put(dense.kernel, get("lm_head.weight").T)
+    for variable, value in values:
+        variable.assign(value)
+    return model
+
+
+def _load_hybrid(model, blocks, get):
+    """xLSTM-7B (`backbone.blocks.i.`) and Qwen3-Next (`layers.i.`, its
+    RMSNorms' `1 + w`) tensors into a `hybrid_language_model`."""
+    from seqkeras.pretrained import hybrid
+
+    values = []
+
+    def put(variable, value):
+        value = np.asarray(value, "float32")
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(
+                f"`load_state_space_weights`: {variable.path} has shape "
+                f"{tuple(variable.shape)}; the checkpoint's is {value.shape}"
+            )
+        values.append((variable, value))
+
+    xlstm = blocks[0].kind == "mlstm"
+    one = 0.0 if xlstm else 1.0  # Qwen3-Next's RMSNorm scales by 1 + w
+    if xlstm:
+        names = dict(embedding="backbone.embeddings.weight", final="backbone.out_norm.weight")
+    else:
+        names = dict(embedding="embed_tokens.weight", final="norm.weight")
+    put(model.part("embedding").embeddings, get(names["embedding"]))
+    for i, block in enumerate(blocks):
+        if xlstm:
+            p = f"backbone.blocks.{i}."
+            put(block.mixer_norm.scale, get(p + "norm_mlstm.weight"))
+            put(block.ffn_norm.scale, get(p + "norm_ffn.weight"))
+            hybrid.copy_mlstm(block.mixer, get, put, p + "mlstm_layer.")
+            ffn = dict(gate="ffn.proj_up_gate", up="ffn.proj_up", down="ffn.proj_down")
+        else:
+            p = f"layers.{i}."
+            put(block.mixer_norm.scale, one + get(p + "input_layernorm.weight"))
+            put(block.ffn_norm.scale, one + get(p + "post_attention_layernorm.weight"))
+            hybrid.copy_gated_deltanet(block.mixer, get, put, p + "linear_attn.")
+            ffn = dict(gate="mlp.gate_proj", up="mlp.up_proj", down="mlp.down_proj")
+        for ours, theirs in ffn.items():
+            put(getattr(block.ffn, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
+    put(model.part("norm").scale, one + get(names["final"]))
     dense = model.part("logits")
     if dense is not None:
         put(dense.kernel, get("lm_head.weight").T)

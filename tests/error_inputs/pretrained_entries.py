@@ -434,6 +434,19 @@ MAMBA_CONFIG = {
     "state_size": 2,
 }
 SSL = P + "state_space_language_model"
+entry(
+    SSL,
+    "layer_types",
+    lambda: _state_space("state_space_language_model")(
+        {
+            "model_type": "qwen3_next",
+            "vocab_size": 10,
+            "hidden_size": 8,
+            "num_hidden_layers": 1,
+            "layer_types": ["full_attention"],
+        }
+    ),
+)
 entry(SSL, "model_type", lambda: _state_space("state_space_language_model")({"model_type": "x"}))
 entry(SSL, "config", lambda: _state_space("state_space_language_model")("config.json"))
 entry(
