@@ -32,6 +32,7 @@ from tests.layers.test_linear_recurrences import (  # noqa: E402,F401
 from tests.layers.test_matrix_memories import (  # noqa: E402,F401
     test_matrix_memory_layer_contracts,
     test_parallel_equals_steps_and_padding_leaves_the_state_alone,
+    test_rwkv7_blocks_steps_and_padding,
 )
 from tests.layers.test_pooling import (  # noqa: E402,F401
     test_pooling_layer_contract,
