@@ -1,5 +1,6 @@
 """Per-token latency of the TFLite step model against the position: the
-language models with a fixed-size state (Mamba, Mamba-2, Hawk, minGRU)
+language models with a fixed-size state (Mamba, Mamba-2, Hawk, minGRU,
+gated DeltaNet, mLSTM, RWKV-7)
 beside a Transformer language model of about the same size.
 
 Each model (character-LM sizes, ~1.4 M parameters, 69 symbols) is
@@ -56,6 +57,33 @@ def builders(positions, quick):
         ),
         "mingru": lambda: M.recurrent_language_model(
             V, d or 512, units=d or 1024, cell="mingru", num_layers=1 if quick else 2
+        ),
+        "deltanet": lambda: M.hybrid_language_model(
+            V,
+            d or 192,
+            1 if quick else 4,
+            num_heads=4 if not quick else 2,
+            block_types=["deltanet"],
+            intermediate_dim=16 if quick else 256,
+        ),
+        "mlstm": lambda: M.hybrid_language_model(
+            V,
+            d or 192,
+            1 if quick else 4,
+            num_heads=4 if not quick else 2,
+            block_types=["mlstm"],
+            intermediate_dim=16 if quick else 384,
+        ),
+        "rwkv7": lambda: M.rwkv7_language_model(
+            V,
+            d or 192,
+            1 if quick else 4,
+            intermediate_dim=16 if quick else 384,
+            head_size=4 if quick else 48,
+            decay_lora=4 if quick else 32,
+            aaa_lora=4 if quick else 32,
+            mv_lora=4 if quick else 16,
+            gate_lora=4 if quick else 64,
         ),
         "transformer": lambda: M.transformer_language_model(
             V, positions, num_layers=1 if quick else 4, num_heads=4, hidden_dim=d or 168
