@@ -7,7 +7,7 @@ target, backward, SGD update; `train_on_batch` on fixed arrays) at batch
 - our `GatedDeltaNet` (chunked, 64) against keras-hub 0.32's
   `Qwen3_5GatedDeltaNet` (its own chunked port: 63 unrolled row updates per
   chunk), 2 key heads and 4 value heads of 64;
-- our `RWKV7TimeMixing` (chunked generalized delta rule, 16) against
+- our `RWKV7TimeMixing` (chunked generalized delta rule, 64) against
   keras-hub's `RWKV7TimeMix` (a step per token), heads of 64;
 
 each in the configurations a user picks: XLA (`jit_compile=True`) and

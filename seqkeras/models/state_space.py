@@ -532,7 +532,7 @@ def rwkv7_language_model(
     aaa_lora=64,
     mv_lora=32,
     gate_lora=128,
-    chunk_size=16,
+    chunk_size=64,
     norm_epsilon=1e-5,
     tie_weights=False,
     mask_padding=True,
