@@ -120,6 +120,18 @@ class _named:
         return False
 
 
+def _block_kinds(where, block_types, choices, num_layers):
+    """`block_types` (a non-empty list of `choices`) cycled over the
+    `num_layers` blocks; a ValueError naming `where` otherwise."""
+    if isinstance(block_types, str) or not block_types:
+        raise ValueError(
+            f"`{where}` received an invalid value for `block_types`: expected a non-empty "
+            f"list of {choices}. Received: block_types={block_types!r}"
+        )
+    kinds = [bb.check(where, "block_types", k, "choice", choices) for k in block_types]
+    return [kinds[i % len(kinds)] for i in range(num_layers)]
+
+
 def _network(
     where,
     vocab_size,
@@ -333,15 +345,7 @@ def griffin_language_model(
     vocab_size = bb.check(where, "vocab_size", vocab_size, "int")
     hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
     num_layers = bb.check(where, "num_layers", num_layers, "int")
-    if isinstance(block_types, str) or not block_types:
-        raise ValueError(
-            f"`{where}` received an invalid value for `block_types`: expected a non-empty "
-            f"list of 'recurrent' / 'attention'. Received: block_types={block_types!r}"
-        )
-    kinds = [
-        bb.check(where, "block_types", k, "choice", ("recurrent", "attention")) for k in block_types
-    ]
-    kinds = [kinds[i % len(kinds)] for i in range(num_layers)]
+    kinds = _block_kinds(where, block_types, ("recurrent", "attention"), num_layers)
     if "attention" in kinds and max_length is not None:
         max_length = bb.check(where, "max_length", max_length, "int")
     if embedding_scale is None:
@@ -475,13 +479,7 @@ def hybrid_language_model(
     hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
     num_layers = bb.check(where, "num_layers", num_layers, "int")
     num_heads = bb.check(where, "num_heads", num_heads, "int")
-    if isinstance(block_types, str) or not block_types:
-        raise ValueError(
-            f"`{where}` received an invalid value for `block_types`: expected a non-empty "
-            f"list of {HYBRID_KINDS}. Received: block_types={block_types!r}"
-        )
-    kinds = [bb.check(where, "block_types", k, "choice", HYBRID_KINDS) for k in block_types]
-    kinds = [kinds[i % len(kinds)] for i in range(num_layers)]
+    kinds = _block_kinds(where, block_types, HYBRID_KINDS, num_layers)
     if intermediate_dim is None:
         intermediate_dim = -(-3 * hidden_dim // 8) * 8
     options = {} if block_options is None else block_options
