@@ -30,6 +30,7 @@ from keras import ops
 
 from seqkeras.layers import state
 from seqkeras.layers import validation
+from seqkeras.layers.mamba import _dt_bias_initializer
 from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import chunk_recurrence
 
@@ -318,12 +319,17 @@ class GatedDeltaNet(keras.layers.Layer):
         self.a_kernel = self.dt_bias = self.A_log = None
         if self.decay == "learned":
             self.a_kernel = kernel("a_kernel", (d, heads))
-            self.dt_bias = kernel("dt_bias", (heads,), "ones")
+            # gated DeltaNet's (and Mamba's) initialisation: dt log-uniform
+            # in [1e-3, 0.1] and A uniform in (0, 16], so g = -A dt starts
+            # in [-1.6, 0): memories that last from a few steps to
+            # thousands (Qwen3-Next's dt_bias = 1 makes most heads forget
+            # within a few steps)
+            self.dt_bias = kernel("dt_bias", (heads,), _dt_bias_initializer())
             self.A_log = kernel(
                 "A_log",
                 (heads,),
                 lambda shape, dtype=None: ops.cast(
-                    np.log(np.random.default_rng().uniform(1.0, 16.0, shape)), dtype or "float32"
+                    np.log(np.random.default_rng().uniform(1e-4, 16.0, shape)), dtype or "float32"
                 ),
             )
         bound = 1.0 / np.sqrt(self.conv_kernel)
