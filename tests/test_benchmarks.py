@@ -46,6 +46,15 @@ def test_matrix_memories_benchmark_smoke(capsys):
     assert "RATIO deltanet" in out and "RESULT deltanet | keras-hub" in out
 
 
+def test_recall_and_tracking_benchmark_smoke():
+    """Parity and MQAR run end to end (tiny), their accuracies fractions."""
+    bench = _load(os.path.join(ROOT, "benchmarks", "recall_and_tracking.py"), "rtbench")
+    rows = bench.main(["--quick", "--models", "slstm", "deltanet"])
+    rows += bench.main(["--quick", "--task", "mqar", "--models", "deltanet"])
+    assert [r["task"] for r in rows] == ["parity", "parity", "mqar"]
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
+
+
 def test_state_space_latency_benchmark_smoke():
     bench = _load(os.path.join(ROOT, "benchmarks", "state_space_latency.py"), "sslatency")
     rows = bench.main(["--quick", "--models", "hawk", "transformer"])
