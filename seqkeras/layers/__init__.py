@@ -34,6 +34,7 @@ from seqkeras.layers.delta import GatedDeltaNet
 from seqkeras.layers.xlstm import MLSTMLayer
 from seqkeras.layers.xlstm import SLSTMLayer
 from seqkeras.layers.hybrid import MixerBlock
+from seqkeras.layers.hybrid import ShortConvolution
 from seqkeras.layers.rwkv import RWKV7Blocks
 from seqkeras.layers.rwkv import RWKV7ChannelMixing
 from seqkeras.layers.rwkv import RWKV7TimeMixing
@@ -61,6 +62,7 @@ __all__ = [
     "MLSTMLayer",
     "SLSTMLayer",
     "MixerBlock",
+    "ShortConvolution",
     "RWKV7Blocks",
     "RWKV7ChannelMixing",
     "RWKV7TimeMixing",

@@ -1,6 +1,7 @@
-"""`MixerBlock`: the pre-norm residual block around a matrix-memory token
-mixer (gated DeltaNet, mLSTM, sLSTM), the block of Qwen3-Next's linear
-layers and of xLSTM:
+"""`MixerBlock`: the pre-norm residual block around a token mixer with a
+fixed-size state (gated DeltaNet, mLSTM, sLSTM, LFM2's gated short
+convolution `ShortConvolution`), the block of Qwen3-Next's linear layers,
+of xLSTM and of LFM2's convolution layers:
 
     h   = x + Mixer(Norm(x))
     out = h + GatedFFN(Norm(h))        (omitted with intermediate_dim=0)
@@ -10,16 +11,139 @@ value (a convolution window and the memories), so a block mixes with
 attention blocks in one model (`seqkeras.models.hybrid_language_model`).
 """
 
-import keras
+import math
 
+import keras
+from keras import ops
+
+from seqkeras.layers import state
 from seqkeras.layers import validation
 from seqkeras.layers.delta import GatedDeltaNet
 from seqkeras.layers.feedforward import GATE_ACTIVATIONS
 from seqkeras.layers.feedforward import GatedFeedForward
 from seqkeras.layers.xlstm import MLSTMLayer
+from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.xlstm import SLSTMLayer
 
-_MIXERS = {"deltanet": GatedDeltaNet, "mlstm": MLSTMLayer, "slstm": SLSTMLayer}
+
+@keras.saving.register_keras_serializable(package="seqkeras")
+class ShortConvolution(keras.layers.Layer):
+    """LFM2's gated short convolution (`transformers`' `Lfm2ShortConv`):
+
+        b, c, x = split(x W_in, 3)
+        out     = (c * causal_conv(b * x)) W_out      (depthwise, K taps)
+
+    A fixed-size state: the convolution's last K - 1 inputs.
+
+    Variables: `in_kernel` (d, 3 d) (b, c, x columns), `conv_kernel` (K,
+    d), `out_kernel` (d, d), and their biases with `use_bias`.
+
+    Args:
+        conv_kernel: K (LFM2's `conv_L_cache`, 3).
+        use_bias: biases on the projections and the convolution.
+        kernel_initializer: of the projections.
+
+    Call arguments:
+        inputs: (batch, time, d).
+        padding_mask: optional bool (batch, time) (default the Keras mask):
+            a padded step's input is zero.
+        cache, cache_index: a decoding step (`seqkeras.layers.state`):
+            `cache` the (batch, K - 1, d) window from `init_cache` ->
+            `(outputs, cache)`.
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> layer = seqkeras.layers.ShortConvolution(conv_kernel=3)
+        >>> x = np.random.default_rng(0).normal(size=(1, 5, 8)).astype("float32")
+        >>> full = np.asarray(layer(x))
+        >>> y1, cache = layer(x[:, :3], cache=layer.init_cache(1), cache_index=0)
+        >>> y2, cache = layer(x[:, 3:], cache=cache, cache_index=3)
+        >>> bool(np.allclose(np.concatenate([y1, y2], 1), full, atol=1e-5))
+        True
+    """
+
+    def __init__(
+        self, conv_kernel=3, use_bias=False, kernel_initializer="glorot_uniform", **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.conv_kernel = validation.positive_int("ShortConvolution", "conv_kernel", conv_kernel)
+        self.use_bias = validation.boolean("ShortConvolution", "use_bias", use_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        d = state.check_features(self, input_shape)
+        self.units = d
+
+        def weight(name, shape, initializer=None):
+            initializer = initializer or keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            )
+            return self.add_weight(shape=shape, initializer=initializer, name=name)
+
+        def bias(name, shape):
+            return weight(name, shape, "zeros") if self.use_bias else None
+
+        self.in_kernel, self.in_bias = weight("in_kernel", (d, 3 * d)), bias("in_bias", (3 * d,))
+        bound = 1.0 / math.sqrt(self.conv_kernel)
+        self.conv_kernel_weights = weight(
+            "conv_kernel", (self.conv_kernel, d), keras.initializers.RandomUniform(-bound, bound)
+        )
+        self.conv_bias = bias("conv_bias", (d,))
+        self.out_kernel, self.out_bias = weight("out_kernel", (d, d)), bias("out_bias", (d,))
+
+    def init_cache(self, batch_size, max_length=None, layout="fixed"):
+        """The state before the first step: a zero (batch, K - 1, d) window."""
+        state.check_built(self)
+        return ops.zeros((batch_size, self.conv_kernel - 1, self.units), self.compute_dtype)
+
+    def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
+        validation.numeric("ShortConvolution", "inputs", inputs)
+        state.check_step("ShortConvolution", cache, cache_index)
+        keep = state.kept_steps(
+            "ShortConvolution", inputs, mask if padding_mask is None else padding_mask
+        )
+        dtype = self.compute_dtype
+        x = ops.cast(inputs, dtype)
+        if keep is not None:
+            x = x * ops.cast(keep, dtype)
+        bcx = ops.matmul(x, ops.cast(self.in_kernel, dtype))
+        if self.in_bias is not None:
+            bcx = bcx + ops.cast(self.in_bias, dtype)
+        b, c, h = ops.split(bcx, 3, axis=-1)
+        y, window = causal_conv(b * h, self.conv_kernel_weights, self.conv_bias, cache)
+        out = ops.matmul(c * y, ops.cast(self.out_kernel, dtype))
+        if self.out_bias is not None:
+            out = out + ops.cast(self.out_bias, dtype)
+        return out if cache is None else (out, window)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
+        out = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if cache is None:
+            return out
+        return out, keras.KerasTensor(cache.shape, dtype=cache.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "conv_kernel": self.conv_kernel,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
+
+
+_MIXERS = {
+    "deltanet": GatedDeltaNet,
+    "mlstm": MLSTMLayer,
+    "slstm": SLSTMLayer,
+    "shortconv": ShortConvolution,
+}
 
 
 @keras.saving.register_keras_serializable(package="seqkeras")
@@ -32,7 +156,8 @@ class MixerBlock(keras.layers.Layer):
     `norm="layer"`), `mixer`, `ffn` (`GatedFeedForward`, or None).
 
     Args:
-        kind: `"deltanet"`, `"mlstm"` or `"slstm"`.
+        kind: `"deltanet"`, `"mlstm"`, `"slstm"` or `"shortconv"` (LFM2's
+            `ShortConvolution`).
         intermediate_dim: the feed-forward's gated width (0: no
             feed-forward).
         activation: the feed-forward gate's (`"silu"`: SwiGLU).

@@ -383,7 +383,7 @@ def griffin_language_model(
 
 
 #: The block kinds of `hybrid_language_model`.
-HYBRID_KINDS = ("deltanet", "mlstm", "slstm", "mamba", "mamba2", "attention")
+HYBRID_KINDS = ("deltanet", "mlstm", "slstm", "shortconv", "mamba", "mamba2", "attention")
 
 
 def _hybrid_block(kind, i, hidden_dim, num_heads, intermediate_dim, norm_epsilon, options):
@@ -405,7 +405,7 @@ def _hybrid_block(kind, i, hidden_dim, num_heads, intermediate_dim, norm_epsilon
     args = dict(intermediate_dim=intermediate_dim, norm_epsilon=norm_epsilon)
     if kind == "deltanet":
         args.update(num_key_heads=num_heads, key_head_dim=max(1, hidden_dim // num_heads))
-    else:
+    elif kind != "shortconv":
         args.update(num_heads=num_heads)
     args["kernel_initializer"] = init
     args.update(options)
@@ -433,8 +433,9 @@ def hybrid_language_model(
     and attention): `x_0 = E[w]`, the blocks as `block_types` cycles, a
     final RMSNorm, logits tied to the embedding or not.
 
-    Block kinds: `"deltanet"`, `"mlstm"`, `"slstm"` (`seqkeras.layers.
-    MixerBlock`: the mixer and a gated feed-forward), `"mamba"`,
+    Block kinds: `"deltanet"`, `"mlstm"`, `"slstm"`, `"shortconv"`
+    (`seqkeras.layers.MixerBlock`: the mixer and a gated feed-forward;
+    `"shortconv"` is LFM2's gated short convolution), `"mamba"`,
     `"mamba2"` (`MambaBlock`), `"attention"` (`LlamaDecoderBlock`: rotary,
     grouped-query, causal attention and a gated feed-forward).
 

@@ -60,6 +60,17 @@ def copy_mlstm(layer, get, put, prefix):
         put(layer.norm_bias, get(prefix + "multihead_norm.bias"))
 
 
+def copy_short_convolution(layer, get, put, prefix):
+    """A `ShortConvolution` from `transformers`' `Lfm2ShortConv`."""
+    for ours, theirs in (("in", "in_proj"), ("out", "out_proj")):
+        put(getattr(layer, ours + "_kernel"), np.asarray(get(f"{prefix}{theirs}.weight")).T)
+        if layer.use_bias:
+            put(getattr(layer, ours + "_bias"), get(f"{prefix}{theirs}.bias"))
+    put(layer.conv_kernel_weights, np.asarray(get(prefix + "conv.weight"))[:, 0].T)
+    if layer.use_bias:
+        put(layer.conv_bias, get(prefix + "conv.bias"))
+
+
 def copy_slstm(layer, get, put, prefix):
     """An `SLSTMLayer` from the `xlstm` package's `sLSTMLayer` (its vanilla
     backend's tensors). The package's module `fgate` computes the input

@@ -1,5 +1,6 @@
-"""Mamba, Mamba-2, RecurrentGemma (Griffin), xLSTM and Qwen3-Next (its
-gated DeltaNet layers) checkpoints in the Hugging
+"""Mamba, Mamba-2, RecurrentGemma (Griffin), xLSTM, Qwen3-Next (its
+gated DeltaNet layers) and LFM2 (its short-convolution layers)
+checkpoints in the Hugging
 Face layout: a `config.json` and its tensors (`model.safetensors`, read
 without torch, or any `{name: array}` such as a torch `state_dict()`
 turned into NumPy) -> a seqkeras `StateSpaceLanguageModel` with those
@@ -27,7 +28,7 @@ from seqkeras.models.state_space import mamba_language_model
 from seqkeras.pretrained.llama_checkpoints import _llama_hf_tensors
 
 #: The `model_type`s read.
-MODEL_TYPES = ("mamba", "mamba2", "recurrent_gemma", "xlstm", "qwen3_next")
+MODEL_TYPES = ("mamba", "mamba2", "recurrent_gemma", "xlstm", "qwen3_next", "lfm2")
 
 
 def _field_of(config, key, default=None, required=True, where="state_space_arguments"):
@@ -103,6 +104,8 @@ def state_space_arguments(config, where="state_space_arguments"):
         return hybrid_language_model, _xlstm_arguments(config, common, _field)
     if kind == "qwen3_next":
         return hybrid_language_model, _qwen3_next_arguments(config, common, _field, where)
+    if kind == "lfm2":
+        return hybrid_language_model, _lfm2_arguments(config, common, _field, where)
     heads = int(_field(config, "num_attention_heads"))
     head_dim = config.get("head_dim") or hidden // heads
     rope = config.get("rope_parameters") or {}
@@ -192,6 +195,38 @@ def _qwen3_next_arguments(config, common, field, where):
     )
 
 
+def _lfm2_arguments(config, common, field, where):
+    """LFM2 (`Lfm2Config`) with gated short-convolution layers only: its
+    attention layers (q/k norms) are not read."""
+    kinds = config.get("layer_types") or []
+    if not kinds or any(k != "conv" for k in kinds):
+        raise ValueError(
+            f"`{where}`: LFM2's attention layers are not read yet (only `conv` layers). "
+            f"Received: layer_types={kinds!r}"
+        )
+    width = int(field(config, "intermediate_size"))
+    if config.get("block_auto_adjust_ff_dim", True):
+        width = int(2 * width / 3)
+        multiplier = config.get("block_ffn_dim_multiplier")
+        if multiplier is not None:
+            multiple = int(field(config, "block_multiple_of", 256))
+            width = int(multiplier * width)
+            width = multiple * ((width + multiple - 1) // multiple)
+    conv = dict(
+        conv_kernel=int(field(config, "conv_L_cache", 3)),
+        use_bias=bool(field(config, "conv_bias", False, required=False)),
+    )
+    return dict(
+        common,
+        num_heads=1,
+        block_types=["shortconv"],
+        intermediate_dim=width,
+        block_options={"shortconv": conv},
+        norm_epsilon=float(field(config, "norm_eps", 1e-5)),
+        tie_weights=bool(config.get("tie_word_embeddings", True)),
+    )
+
+
 def state_space_language_model(config, **overrides):
     """The seqkeras model of a Mamba / Mamba-2 / RecurrentGemma config dict
     (random weights; `load_state_space_weights` copies a checkpoint's).
@@ -268,7 +303,7 @@ def load_state_space_weights(model, tensors):
 
     blocks = model.part("blocks")
     kinds = {getattr(b, "kind", None) for b in blocks}
-    if kinds & {"mlstm", "deltanet"}:
+    if kinds & {"mlstm", "deltanet", "shortconv"}:
         return _load_hybrid(model, blocks, get)
     griffin = model.embedding_scale is not None
     if griffin:
@@ -319,10 +354,12 @@ def _load_hybrid(model, blocks, get):
             )
         values.append((variable, value))
 
-    xlstm = blocks[0].kind == "mlstm"
-    one = 0.0 if xlstm else 1.0  # Qwen3-Next's RMSNorm scales by 1 + w
+    xlstm, lfm2 = blocks[0].kind == "mlstm", blocks[0].kind == "shortconv"
+    one = 0.0 if xlstm or lfm2 else 1.0  # Qwen3-Next's RMSNorm scales by 1 + w
     if xlstm:
         names = dict(embedding="backbone.embeddings.weight", final="backbone.out_norm.weight")
+    elif lfm2:
+        names = dict(embedding="embed_tokens.weight", final="embedding_norm.weight")
     else:
         names = dict(embedding="embed_tokens.weight", final="norm.weight")
     put(model.part("embedding").embeddings, get(names["embedding"]))
@@ -333,6 +370,12 @@ def _load_hybrid(model, blocks, get):
             put(block.ffn_norm.scale, get(p + "norm_ffn.weight"))
             hybrid.copy_mlstm(block.mixer, get, put, p + "mlstm_layer.")
             ffn = dict(gate="ffn.proj_up_gate", up="ffn.proj_up", down="ffn.proj_down")
+        elif lfm2:
+            p = f"layers.{i}."
+            put(block.mixer_norm.scale, get(p + "operator_norm.weight"))
+            put(block.ffn_norm.scale, get(p + "ffn_norm.weight"))
+            hybrid.copy_short_convolution(block.mixer, get, put, p + "conv.")
+            ffn = dict(gate="feed_forward.w1", up="feed_forward.w3", down="feed_forward.w2")
         else:
             p = f"layers.{i}."
             put(block.mixer_norm.scale, one + get(p + "input_layernorm.weight"))

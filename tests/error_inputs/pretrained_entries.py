@@ -439,6 +439,19 @@ entry(
     "layer_types",
     lambda: _state_space("state_space_language_model")(
         {
+            "model_type": "lfm2",
+            "vocab_size": 10,
+            "hidden_size": 8,
+            "num_hidden_layers": 1,
+            "layer_types": ["full_attention"],
+        }
+    ),
+)
+entry(
+    SSL,
+    "layer_types",
+    lambda: _state_space("state_space_language_model")(
+        {
             "model_type": "qwen3_next",
             "vocab_size": 10,
             "hidden_size": 8,

@@ -334,6 +334,26 @@ def _layers():
     }
 
 
+def test_short_convolution_matches_its_equation_and_steps():
+    """LFM2's gated short convolution against NumPy: (c * conv(b * x)) W_out,
+    and a prefill then steps from its window."""
+    keras.utils.set_random_seed(0)
+    layer = sk.ShortConvolution(3)
+    x = _x(2, 7, 8)
+    got = np.asarray(layer(x))
+    b, c, h = np.split(x @ np.asarray(layer.in_kernel), 3, axis=-1)
+    u = np.pad(b * h, ((0, 0), (2, 0), (0, 0)))
+    kernel = np.asarray(layer.conv_kernel_weights)
+    conv = sum(u[:, j : j + 7] * kernel[j] for j in range(3))
+    np.testing.assert_allclose(got, (c * conv) @ np.asarray(layer.out_kernel), atol=1e-5)
+    first, cache = layer(x[:, :4], cache=layer.init_cache(2), cache_index=0)
+    steps = [np.asarray(first)]
+    for t in range(4, 7):
+        y, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)
+        steps.append(np.asarray(y))
+    np.testing.assert_allclose(np.concatenate(steps, 1), got, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", list(_layers()))
 def test_parallel_equals_steps_and_padding_leaves_the_state_alone(name):
     keras.utils.set_random_seed(0)
@@ -372,6 +392,7 @@ def test_matrix_memory_layer_contracts():
         num_weights=None,
     )
     run_layer_test(lambda: sk.RWKV7ChannelMixing(16), _x(2, 5, 8), num_weights=(3, 0))
+    run_layer_test(lambda: sk.ShortConvolution(3), _x(2, 5, 8), num_weights=(3, 0))
     for kind, options in (
         ("deltanet", {"num_key_heads": 2, "key_head_dim": 4}),
         ("mlstm", {"num_heads": 2}),

@@ -1,4 +1,5 @@
-"""xLSTM-7B and Qwen3-Next (its gated DeltaNet layers, a dense MLP)
+"""xLSTM-7B, Qwen3-Next (its gated DeltaNet layers, a dense MLP) and LFM2
+(its short-convolution layers)
 checkpoints: tiny random `transformers` models, their tensors read by
 `seqkeras.pretrained` (`state_space_language_model`,
 `load_state_space_weights`); the logits equal the reference's, and the
@@ -82,3 +83,29 @@ def test_qwen3_next_linear_layers_checkpoint_matches_transformers():
         state_space_language_model(
             dict(config.to_dict(), layer_types=["linear_attention", "full_attention"])
         )
+
+
+def test_lfm2_convolution_layers_checkpoint_matches_transformers():
+    torch = pytest.importorskip("torch")
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Lfm2Config(
+        vocab_size=60,
+        hidden_size=32,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["conv", "conv"],
+        conv_L_cache=3,
+        block_multiple_of=16,
+    )
+    reference = Lfm2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if "norm" in name:
+                p.normal_(1.0, 0.1)
+    _check(reference, config.to_dict(), 60)
+    with pytest.raises(ValueError, match="attention layers"):
+        state_space_language_model(dict(config.to_dict(), layer_types=["conv", "full_attention"]))
