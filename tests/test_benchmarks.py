@@ -12,6 +12,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: tests/run.py --slow: the two smoke runs that compile keras-hub's layers
+#: and nine small models (measured 100 s and 40 s on 2 busy cores)
+SLOW_SECONDS = 150
+SLOW_PEAK_MB = 2000
+
 
 def _load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -38,6 +43,7 @@ def test_linear_recurrences_benchmark_smoke():
     assert all(r > 0 for r in ratios.values())
 
 
+@pytest.mark.slow
 def test_matrix_memories_benchmark_smoke(capsys):
     """Both layers against keras-hub's on this process's backend, tiny."""
     bench = _load(os.path.join(ROOT, "benchmarks", "matrix_memories.py"), "mmbench")
@@ -46,6 +52,7 @@ def test_matrix_memories_benchmark_smoke(capsys):
     assert "RATIO deltanet" in out and "RESULT deltanet | keras-hub" in out
 
 
+@pytest.mark.slow
 def test_recall_and_tracking_benchmark_smoke():
     """Parity and MQAR run end to end (tiny), their accuracies fractions."""
     bench = _load(os.path.join(ROOT, "benchmarks", "recall_and_tracking.py"), "rtbench")
