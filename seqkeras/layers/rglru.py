@@ -53,6 +53,14 @@ def _check_rank3(name, input_shape):
     return int(input_shape[-1])
 
 
+def _expm1(x):
+    """exp(x) - 1 for x <= 0 without `exp(x) - 1`'s loss of digits near 0,
+    in ops every runtime has (tf2onnx has no Expm1): 2 t / (1 - t) with
+    t = tanh(x / 2), accurate to float32 rounding (1 - t >= 1 here)."""
+    t = ops.tanh(x / 2.0)
+    return 2.0 * t / (1.0 - t)
+
+
 def _sqrt_bounded_derivative(x, bound=1000.0):
     """sqrt(x) whose derivative is clipped at `bound` (the paper's and
     RecurrentGemma's: sqrt(1 - a^2) has an infinite derivative where a
@@ -170,7 +178,7 @@ class RGLRU(keras.layers.Layer):
         gate_a = self._gate(x, self.recurrent_gate_kernel, self.recurrent_gate_bias)
         log_a = -self.c * gate_a * ops.softplus(ops.cast(self.recurrent_param, "float32"))
         a = ops.exp(log_a)
-        multiplier = _sqrt_bounded_derivative(-ops.expm1(2.0 * log_a))
+        multiplier = _sqrt_bounded_derivative(-_expm1(2.0 * log_a))
         steps = ops.shape(x)[1]
         if cache is None:  # a row's first (kept) step is its first position
             if keep is None:
