@@ -135,9 +135,6 @@ def gated_delta_rule(q, k, v, log_decay=None, beta=None, initial=None, chunk_siz
         initial = ops.zeros((ops.shape(q)[0], q.shape[2], q.shape[3], v.shape[3]), dtype=q.dtype)
     initial = ops.cast(initial, q.dtype)
 
-    def major(t):  # (batch, heads, chunks, ...) -> (chunks, batch, heads, ...)
-        return ops.transpose(t, (2, 0, 1) + tuple(range(3, len(t.shape))))
-
     def advance(s, x):
         """The memory entering the next chunk from the one entering this."""
         if w is None:
@@ -148,7 +145,7 @@ def gated_delta_rule(q, k, v, log_decay=None, beta=None, initial=None, chunk_siz
             new = u_i - ops.matmul(w_i, s)
         return total_i * s + ops.matmul(kd_i, new)
 
-    inputs = (major(u), major(kd), major(total)) + (() if w is None else (major(w),))
+    inputs = (u, kd, total) + (() if w is None else (w,))
     entering, s = chunk_recurrence(advance, initial, inputs)
     new = u if w is None else u - ops.matmul(w, entering)
     scores = ops.matmul(qc, ops.swapaxes(kc, -1, -2)) * decays
@@ -441,10 +438,7 @@ class GatedDeltaNet(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        out = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if cache is not None:
-            return out, DeltaNetState(*(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache))
-        return out
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()

@@ -121,10 +121,7 @@ class ShortConvolution(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        out = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if cache is None:
-            return out
-        return out, keras.KerasTensor(cache.shape, dtype=cache.dtype)
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()

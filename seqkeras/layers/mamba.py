@@ -77,15 +77,6 @@ def _a_log_initializer(state_size):
     return init
 
 
-def _output_spec(layer, inputs, cache):
-    """The symbolic outputs of a mixer or block: like `inputs`, and the
-    new `MambaState` when given a cache."""
-    out = keras.KerasTensor(inputs.shape, dtype=layer.compute_dtype)
-    if cache is not None:
-        return out, MambaState(*(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache))
-    return out
-
-
 class _Mixer(keras.layers.Layer):
     """What both mixers share: arguments, the cache, masks, config."""
 
@@ -160,7 +151,7 @@ class _Mixer(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        return _output_spec(self, inputs, cache)
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()
@@ -645,7 +636,7 @@ class MambaBlock(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        return _output_spec(self, inputs, cache)
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()

@@ -82,15 +82,12 @@ def generalized_delta_rule(r, log_w, k, v, a, b, initial=None, chunk_size=64):
         initial = ops.zeros((ops.shape(r)[0], r.shape[2], r.shape[3], v.shape[3]), "float32")
     initial = ops.cast(initial, "float32")
 
-    def major(t):
-        return ops.transpose(t, (2, 0, 1) + tuple(range(3, len(t.shape))))
-
     def advance(m, x):
         total_i, b_bar_i, w_i, q_i, k_bar_v_i = x
         u = ops.matmul(w_i, m) + q_i
         return total_i * m + ops.matmul(b_bar_i, u) + k_bar_v_i
 
-    inputs = tuple(major(t) for t in (total, b_bar, w, q, k_bar_v))
+    inputs = (total, b_bar, w, q, k_bar_v)
     entering, final = chunk_recurrence(advance, initial, inputs)
     u = ops.matmul(w, entering) + q
     y = (
@@ -432,10 +429,7 @@ class RWKV7ChannelMixing(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        out = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if cache is None:
-            return out
-        return out, keras.KerasTensor(cache.shape, dtype=cache.dtype)
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()
@@ -613,12 +607,7 @@ class RWKV7Blocks(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        out = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if cache is None:
-            return out
-        return out, keras.tree.map_structure(
-            lambda c: keras.KerasTensor(c.shape, dtype=c.dtype), cache
-        )
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()

@@ -150,9 +150,10 @@ def chunk_recurrence(advance, initial, inputs):
         advance: `(state, x_i) -> next state`, a state being a tensor or a
             tuple of tensors of fixed shapes, `x_i` chunk i of `inputs`.
         initial: the state entering chunk 0.
-        inputs: a tuple of (chunks, ...) tensors, the chunk axis first
-            (a loop reads `x[i]`, a slice every runtime has). A number of
-            chunks known when tracing unrolls the loop (a training graph);
+        inputs: a tuple of (batch, heads, chunks, ...) tensors, moved
+            here to the chunk axis first (the loop reads `x[i]`, a slice
+            every runtime has). A number of chunks known when tracing
+            unrolls the loop (a training graph);
             otherwise it is a loop writing a buffer (a graph of any
             length), with `scatter_update` (it has a gradient) or, while
             tracing an export, the target's writes
@@ -167,6 +168,7 @@ def chunk_recurrence(advance, initial, inputs):
 
     from seqkeras.layers import export_mode
 
+    inputs = tuple(ops.transpose(t, (2, 0, 1) + tuple(range(3, len(t.shape)))) for t in inputs)
     count = inputs[0].shape[0]
     if count is not None:
         entering, s = [], initial

@@ -178,6 +178,18 @@ def check_features(layer, input_shape):
     return int(input_shape[-1])
 
 
+def output_spec(layer, inputs, cache=None):
+    """The symbolic outputs of a fixed-state layer's call: like `inputs`,
+    and, given a `cache`, the new state (symbolic tensors of the cache's
+    shapes in the cache's structure and types)."""
+    import keras
+
+    out = keras.KerasTensor(inputs.shape, dtype=layer.compute_dtype)
+    if cache is None:
+        return out
+    return out, keras.tree.map_structure(lambda c: keras.KerasTensor(c.shape, dtype=c.dtype), cache)
+
+
 def check_built(layer):
     """`layer.init_cache` needs the layer's width: a ValueError unbuilt."""
     if not layer.built:

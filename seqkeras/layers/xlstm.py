@@ -37,6 +37,7 @@ from keras import ops
 from seqkeras.layers import state
 from seqkeras.layers import validation
 from seqkeras.layers.delta import _chunks
+from seqkeras.layers.delta import _expand
 from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import chunk_recurrence
 
@@ -50,14 +51,6 @@ class MLSTMState(collections.namedtuple("MLSTMState", ["memory", "normalizer", "
     all float32."""
 
     __slots__ = ()
-
-
-def _expand(x, n):
-    """x with n trailing axes of size 1 (`x[..., None, None]` without the
-    new-axis slice TFLite's converter refuses)."""
-    for _ in range(n):
-        x = ops.expand_dims(x, -1)
-    return x
 
 
 def mlstm_chunkwise(q, k, v, igate, fgate, initial=None, chunk_size=64, eps=1e-6):
@@ -104,9 +97,6 @@ def mlstm_chunkwise(q, k, v, igate, fgate, initial=None, chunk_size=64, eps=1e-6
             ops.zeros((batch, heads), q.dtype),
         )
 
-    def major(t):  # (batch, heads, chunks, ...) -> (chunks, batch, heads, ...)
-        return ops.transpose(t, (2, 0, 1) + tuple(range(3, len(t.shape))))
-
     def advance(s, x):
         memory, normalizer, m = s
         total_i, to_end_i, to_end_max_i, k_i, v_i = x
@@ -117,7 +107,7 @@ def mlstm_chunkwise(q, k, v, igate, fgate, initial=None, chunk_size=64, eps=1e-6
         normalizer = ops.expand_dims(old, -1) * normalizer + ops.sum(gated, axis=-2)
         return MLSTMState(memory, normalizer, m_next)
 
-    inputs = tuple(major(t) for t in (total, to_end, to_end_max, kc, vc))
+    inputs = (total, to_end, to_end_max, kc, vc)
     entering, final = chunk_recurrence(advance, MLSTMState(*initial), inputs)
     memory, normalizer, m = entering  # (batch, heads, chunks, ...)
     inter = b + ops.expand_dims(m, -1)  # (batch, heads, chunks, c)
@@ -167,13 +157,6 @@ def _head_norm(x, scale, bias, epsilon):
     y = ops.reshape(y, (ops.shape(y)[0], ops.shape(y)[1], x.shape[2] * x.shape[3]))
     y = y * ops.cast(scale, "float32")
     return y if bias is None else y + ops.cast(bias, "float32")
-
-
-def _output_spec(layer, inputs, cache, kind):
-    out = keras.KerasTensor(inputs.shape, dtype=layer.compute_dtype)
-    if cache is None:
-        return out
-    return out, kind(*(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache))
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -352,7 +335,7 @@ class MLSTMLayer(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        return _output_spec(self, inputs, cache, MLSTMState)
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()
@@ -590,7 +573,7 @@ class SLSTMLayer(keras.layers.Layer):
         return tuple(input_shape)
 
     def compute_output_spec(self, inputs, *args, cache=None, **kwargs):
-        return _output_spec(self, inputs, cache, SLSTMState)
+        return state.output_spec(self, inputs, cache)
 
     def get_config(self):
         config = super().get_config()

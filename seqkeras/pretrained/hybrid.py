@@ -11,6 +11,30 @@ shapes and assigns) and the prefix of the layer's tensors.
 import numpy as np
 
 
+class StagedCopy:
+    """`put(variable, value)` for the `copy_*` functions and the checkpoint
+    loaders: each value's shape checked against its variable (a ValueError
+    naming `where`, the variable and both shapes), nothing assigned until
+    `assign()`, so a checkpoint that does not fit changes no weight."""
+
+    def __init__(self, where):
+        self.where = where
+        self.values = []
+
+    def __call__(self, variable, value):
+        value = np.asarray(value, "float32")
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(
+                f"`{self.where}`: {variable.path} has shape {tuple(variable.shape)}; "
+                f"the checkpoint's is {value.shape}"
+            )
+        self.values.append((variable, value))
+
+    def assign(self):
+        for variable, value in self.values:
+            variable.assign(value)
+
+
 def copy_gated_deltanet(layer, get, put, prefix):
     """A `GatedDeltaNet` from `transformers`' `Qwen3NextGatedDeltaNet`.
 
@@ -97,7 +121,7 @@ def copy_rwkv7(model, tensors):
     `tensors` `{variable path: array}` (`{w.path: w.numpy() for w in
     backbone.weights}`): the same variables under other names. Every shape
     is checked before any copy (ValueError naming the variable)."""
-    values = []
+    put = StagedCopy("copy_rwkv7")
 
     def get(name):
         if name not in tensors:
@@ -109,15 +133,6 @@ def copy_rwkv7(model, tensors):
         if not names:
             raise ValueError(f"`copy_rwkv7`: `tensors` has no tensor {prefix}*{part}*")
         return get(names[0])
-
-    def put(variable, value):
-        value = np.asarray(value, "float32")
-        if tuple(variable.shape) != value.shape:
-            raise ValueError(
-                f"`copy_rwkv7`: {variable.path} has shape {tuple(variable.shape)}; "
-                f"the checkpoint's is {value.shape}"
-            )
-        values.append((variable, value))
 
     stack = model.part("blocks")[0]
     put(model.part("embedding").embeddings, get("token_embedding/embeddings"))
@@ -155,6 +170,5 @@ def copy_rwkv7(model, tensors):
         dense.kernel if dense is not None else model.part("embedding").embeddings,
         get("head/kernel") if dense is not None else get("head/kernel").T,
     )
-    for variable, value in values:
-        variable.assign(value)
+    put.assign()
     return model

@@ -25,6 +25,10 @@ import numpy as np
 from seqkeras.models.state_space import griffin_language_model
 from seqkeras.models.state_space import hybrid_language_model
 from seqkeras.models.state_space import mamba_language_model
+from seqkeras.pretrained.hybrid import StagedCopy
+from seqkeras.pretrained.hybrid import copy_gated_deltanet
+from seqkeras.pretrained.hybrid import copy_mlstm
+from seqkeras.pretrained.hybrid import copy_short_convolution
 from seqkeras.pretrained.llama_checkpoints import _llama_hf_tensors
 
 #: The `model_type`s read.
@@ -302,26 +306,18 @@ def load_state_space_weights(model, tensors):
         return tensors[name]
 
     blocks = model.part("blocks")
+    put = StagedCopy("load_state_space_weights")
     kinds = {getattr(b, "kind", None) for b in blocks}
     if kinds & {"mlstm", "deltanet", "shortconv"}:
-        return _load_hybrid(model, blocks, get)
+        _load_hybrid(model, blocks, get, put)
+        put.assign()
+        return model
     griffin = model.embedding_scale is not None
     if griffin:
         embedding, prefix, final = "embed_tokens.weight", "layers.", "final_norm.weight"
     else:
         embedding, prefix = "backbone.embeddings.weight", "backbone.layers."
         final = "backbone.norm_f.weight"
-    values = []
-
-    def put(variable, value):  # every shape checked before any copy
-        value = np.asarray(value, "float32")
-        if tuple(variable.shape) != value.shape:
-            raise ValueError(
-                f"`load_state_space_weights`: {variable.path} has shape "
-                f"{tuple(variable.shape)}; the checkpoint's is {value.shape}"
-            )
-        values.append((variable, value))
-
     put(model.part("embedding").embeddings, get(embedding))
     for i, block in enumerate(blocks):
         if griffin:
@@ -333,27 +329,14 @@ def load_state_space_weights(model, tensors):
     dense = model.part("logits")
     if dense is not None:
         put(dense.kernel, get("lm_head.weight").T)
-    for variable, value in values:
-        variable.assign(value)
+    put.assign()  # every shape checked before any copy
     return model
 
 
-def _load_hybrid(model, blocks, get):
-    """xLSTM-7B (`backbone.blocks.i.`) and Qwen3-Next (`layers.i.`, its
-    RMSNorms' `1 + w`) tensors into a `hybrid_language_model`."""
-    from seqkeras.pretrained import hybrid
-
-    values = []
-
-    def put(variable, value):
-        value = np.asarray(value, "float32")
-        if tuple(variable.shape) != value.shape:
-            raise ValueError(
-                f"`load_state_space_weights`: {variable.path} has shape "
-                f"{tuple(variable.shape)}; the checkpoint's is {value.shape}"
-            )
-        values.append((variable, value))
-
+def _load_hybrid(model, blocks, get, put):
+    """xLSTM-7B (`backbone.blocks.i.`), Qwen3-Next (`layers.i.`, its
+    RMSNorms' `1 + w`) and LFM2 tensors into a `hybrid_language_model`,
+    staged in `put`."""
     xlstm, lfm2 = blocks[0].kind == "mlstm", blocks[0].kind == "shortconv"
     one = 0.0 if xlstm or lfm2 else 1.0  # Qwen3-Next's RMSNorm scales by 1 + w
     if xlstm:
@@ -368,19 +351,19 @@ def _load_hybrid(model, blocks, get):
             p = f"backbone.blocks.{i}."
             put(block.mixer_norm.scale, get(p + "norm_mlstm.weight"))
             put(block.ffn_norm.scale, get(p + "norm_ffn.weight"))
-            hybrid.copy_mlstm(block.mixer, get, put, p + "mlstm_layer.")
+            copy_mlstm(block.mixer, get, put, p + "mlstm_layer.")
             ffn = dict(gate="ffn.proj_up_gate", up="ffn.proj_up", down="ffn.proj_down")
         elif lfm2:
             p = f"layers.{i}."
             put(block.mixer_norm.scale, get(p + "operator_norm.weight"))
             put(block.ffn_norm.scale, get(p + "ffn_norm.weight"))
-            hybrid.copy_short_convolution(block.mixer, get, put, p + "conv.")
+            copy_short_convolution(block.mixer, get, put, p + "conv.")
             ffn = dict(gate="feed_forward.w1", up="feed_forward.w3", down="feed_forward.w2")
         else:
             p = f"layers.{i}."
             put(block.mixer_norm.scale, one + get(p + "input_layernorm.weight"))
             put(block.ffn_norm.scale, one + get(p + "post_attention_layernorm.weight"))
-            hybrid.copy_gated_deltanet(block.mixer, get, put, p + "linear_attn.")
+            copy_gated_deltanet(block.mixer, get, put, p + "linear_attn.")
             ffn = dict(gate="mlp.gate_proj", up="mlp.up_proj", down="mlp.down_proj")
         for ours, theirs in ffn.items():
             put(getattr(block.ffn, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
@@ -388,9 +371,6 @@ def _load_hybrid(model, blocks, get):
     dense = model.part("logits")
     if dense is not None:
         put(dense.kernel, get("lm_head.weight").T)
-    for variable, value in values:
-        variable.assign(value)
-    return model
 
 
 def read_state_space_directory(directory, **overrides):
