@@ -31,6 +31,7 @@ from keras import ops
 from seqkeras.layers import state
 from seqkeras.layers import validation
 from seqkeras.layers.mamba import _dt_bias_initializer
+from seqkeras.layers.mamba import _uniform
 from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import chunk_recurrence
 
@@ -326,7 +327,7 @@ class GatedDeltaNet(keras.layers.Layer):
                 "A_log",
                 (heads,),
                 lambda shape, dtype=None: ops.cast(
-                    np.log(np.random.default_rng().uniform(1e-4, 16.0, shape)), dtype or "float32"
+                    np.log(_uniform(shape, 1e-4, 16.0)), dtype or "float32"
                 ),
             )
         bound = 1.0 / np.sqrt(self.conv_kernel)

@@ -58,11 +58,19 @@ class MambaState(collections.namedtuple("MambaState", ["conv", "ssm"])):
     __slots__ = ()
 
 
+def _uniform(shape, low=0.0, high=1.0):
+    """float64 NumPy numbers uniform in [low, high) drawn from Keras' global
+    seed generator (`keras.utils.set_random_seed` makes an initialiser that
+    uses them reproducible, as Keras' own are)."""
+    drawn = keras.random.uniform(tuple(shape), low, high, dtype="float32")
+    return ops.convert_to_numpy(drawn).astype("float64")
+
+
 def _dt_bias_initializer(low=1e-3, high=0.1, floor=1e-4):
     """softplus^-1 of a step size log-uniform in [low, high] (Mamba's)."""
 
     def init(shape, dtype=None):
-        u = np.random.default_rng().uniform(size=shape)
+        u = _uniform(shape)
         dt = np.maximum(np.exp(u * (math.log(high) - math.log(low)) + math.log(low)), floor)
         return ops.cast(dt + np.log(-np.expm1(-dt)), dtype or "float32")
 

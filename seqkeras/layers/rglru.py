@@ -37,6 +37,7 @@ from seqkeras.layers.attention import key_value_heads
 from seqkeras.layers.feedforward import GATE_ACTIVATIONS
 from seqkeras.layers.feedforward import GatedFeedForward
 from seqkeras.layers.feedforward import _activate as activate
+from seqkeras.layers.mamba import _uniform
 from seqkeras.layers.rotary import RotaryEmbedding
 from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.scan import linear_scan
@@ -76,7 +77,7 @@ def _recurrent_param_initializer(low=0.9, high=0.999):
     paper's: softplus^-1 of -log(a) / 2 with a^2 uniform in [low^2, high^2])."""
 
     def init(shape, dtype=None):
-        a2 = np.random.default_rng().uniform(low**2, high**2, size=shape)
+        a2 = _uniform(shape, low**2, high**2)
         target = -0.5 * np.log(a2)
         return ops.cast(target + np.log(-np.expm1(-target)), dtype or "float32")
 
