@@ -32,10 +32,9 @@ NAMES = [
 SLOW_SECONDS = 140
 SLOW_PEAK_MB = 2000
 
-# TFLite's float kernels and TensorFlow's differ by up to ~1e-5 on the
-# gated DeltaNet layer's outputs (the TensorFlow graph and eager agree to
-# 1e-7; measured on outputs of magnitude 2)
-TFLITE_ATOL = {"hybrid_language_model": 1e-4}
+# TFLite's float kernels and TensorFlow's agree to ~2e-6 on these models'
+# logits (of magnitude 2)
+TFLITE_ATOL: dict = {}
 
 
 @pytest.mark.parametrize("name", NAMES)
