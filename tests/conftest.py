@@ -36,3 +36,13 @@ def _fresh_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+def pytest_collection_finish(session):
+    # The objects that exist once the test modules are imported (TensorFlow,
+    # Keras, JAX, torch: millions) go to the garbage collector's permanent
+    # generation: the full collection after every test (`clear_session`)
+    # then scans only what the tests made (0.4 s a test before, measured)
+    import gc
+
+    gc.freeze()
