@@ -133,6 +133,15 @@ LAYERS = {
     # the linear recurrences (their language models below train too)
     "min_lstm": lambda: sk.Bidirectional(sk.Recurrent(sk.MinLSTMCell(4), return_sequences=True)),
     "mamba2_block": lambda: sk.MambaBlock("mamba2", state_size=4, head_dim=4, chunk_size=4),
+    "griffin_temporal": lambda: sk.GriffinTemporalBlock(num_heads=2, conv_kernel=3),
+    # the matrix memories (run_layer_test leaves their jit fit to these)
+    "gated_deltanet": lambda: sk.GatedDeltaNet(2, 4, chunk_size=4),
+    "mlstm": lambda: sk.MLSTMLayer(2, chunk_size=4),
+    "slstm": lambda: sk.SLSTMLayer(2),
+    "rwkv7": lambda: sk.RWKV7Blocks(
+        2, 16, head_size=4, decay_lora=4, aaa_lora=4, mv_lora=4, gate_lora=4
+    ),
+    "short_convolution": lambda: sk.MixerBlock("shortconv", intermediate_dim=16),
 }
 
 
