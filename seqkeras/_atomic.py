@@ -34,16 +34,30 @@ def _prefix(kind, path):
     return f".{kind}-{os.path.basename(os.path.normpath(path))}-"
 
 
+def _umask():
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def temporary_dir(path):
     """A new temporary directory beside `path` (same file system, so the
-    final move is a rename), named for `recover`."""
-    return tempfile.mkdtemp(prefix=_prefix("tmp", path), dir=os.path.dirname(path))
+    final move is a rename), named for `recover`, with the mode a plain
+    `os.mkdir` would give it (mkdtemp's is 0o700, which the rename would
+    carry to the target: a model server under another account could not
+    read the export)."""
+    tmp = tempfile.mkdtemp(prefix=_prefix("tmp", path), dir=os.path.dirname(path))
+    os.chmod(tmp, 0o777 & ~_umask())
+    return tmp
 
 
 def temporary_file(path):
-    """A new temporary file path beside `path` (created empty)."""
+    """A new temporary file path beside `path` (created empty), with the
+    mode `open(path, "w")` would give it (mkstemp's is 0o600)."""
     fd, tmp = tempfile.mkstemp(prefix=_prefix("tmp", path), dir=os.path.dirname(path))
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())
     return tmp
 
 

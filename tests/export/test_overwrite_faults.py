@@ -103,3 +103,20 @@ def test_the_next_export_recovers_a_version_set_aside_by_a_killed_one(tmp_path):
     with pytest.raises(ValueError, match="exists; pass overwrite=True"):
         files.check_target("saved_model", path, overwrite=False, want="dir")
     assert digest(path) == old and not leftovers(path)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_exports_get_the_modes_the_umask_gives(tmp_path, umask):
+    """An export other accounts may read (a model server's): the atomic
+    writes' temporary paths (mkdtemp and mkstemp make them 0o700 / 0o600)
+    end with the modes `os.mkdir` and `open` give under the umask."""
+    target = str(tmp_path / "m" / "1")
+    os.makedirs(os.path.dirname(target))
+    previous = os.umask(umask)
+    try:
+        _atomic.replace_dir(_atomic.temporary_dir(target), target)
+        file = _atomic.write_bytes(str(tmp_path / "model.tflite"), b"model")
+    finally:
+        os.umask(previous)
+    assert os.stat(target).st_mode & 0o777 == 0o777 & ~umask
+    assert os.stat(file).st_mode & 0o777 == 0o666 & ~umask
