@@ -130,7 +130,11 @@ def _is_finite(value):
 
 
 def check_prompt(name, prompt, max_length):
-    """Raises a clear ValueError for a bad prompt or max_length."""
+    """Raises a clear ValueError for a bad prompt or max_length (and a
+    TypeError for a prompt that holds no ids: text, or floats that are
+    not whole numbers)."""
+    validation.numeric(name, "prompt", prompt)
+    validation.whole_numbers(name, "prompt", prompt)
     shape = tuple(prompt.shape)
     if len(shape) != 2:
         raise ValueError(
@@ -150,6 +154,19 @@ def check_prompt(name, prompt, max_length):
         raise ValueError(f"`{name}` needs at least one prompt token (e.g. BOS)")
     if shape[0] is not None and shape[0] == 0:
         raise ValueError(f"`{name}` needs at least one prompt row. Received: prompt.shape={shape}")
+
+
+def check_prompt_lengths(name, prompt_lengths, prompt):
+    """Raises a ValueError naming `name` unless `prompt_lengths` is one
+    length per prompt row (where both are known)."""
+    shape = validation.static_shape(prompt_lengths)
+    rows = validation.static_shape(prompt)[0]
+    if len(shape) != 1 or (None not in (shape[0], rows) and shape[0] != rows):
+        raise ValueError(
+            f"`{name}` expects `prompt_lengths` of shape (batch,) = ({rows},), one length "
+            f"per prompt row. Received: prompt_lengths.shape={shape}"
+        )
+    validation.whole_numbers(name, "prompt_lengths", prompt_lengths)
 
 
 def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0, name="sample"):
@@ -298,6 +315,7 @@ def _decode(
     batch = ops.shape(tokens)[0]
     prompt_length = ops.full((batch,), prompt_length, "int32")
     if prompt_lengths is not None:  # per row: (batch,)
+        check_prompt_lengths(name, prompt_lengths, prompt)
         prompt_length = ops.maximum(
             ops.minimum(ops.cast(prompt_lengths, "int32"), prompt_length), 1
         )
@@ -496,6 +514,8 @@ def _choose_sample(logits, top_k, top_p, seed, step):
     Gumbel-max over the kept logits (an exact draw from their softmax)."""
     ids = None
     vocab = logits.shape[-1]
+    if top_k is not None and vocab is not None and top_k >= vocab:
+        top_k = None  # every token kept (clamped, as Hugging Face's top-k does)
     # the chunked top-k needs k distinct chunks (a vocabulary of fewer than
     # k * 64 tokens has fewer: the same chunk would be picked twice)
     if top_k is not None and top_k <= _SMALL_K and top_k < vocab and -(-vocab // _CHUNK) >= top_k:

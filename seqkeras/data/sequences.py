@@ -29,6 +29,8 @@ def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):
         [[1, 5, 6, 0]]
     """
     targets = np.asarray(targets)
+    validation.numeric("teacher_forcing", "targets", targets)
+    validation.whole_numbers("teacher_forcing", "targets", targets)
     if targets.ndim != 2:
         raise ValueError(
             "`teacher_forcing` expects `targets` of shape "
@@ -68,11 +70,14 @@ def tbptt_windows(ids, batch_size, window):
         [[0, 1, 2], [6, 7, 8], [3, 4, 5], [9, 10, 11]]
     """
     ids = np.asarray(ids)
-    if batch_size <= 0 or window <= 0:
+    batch_size = validation.positive_int("tbptt_windows", "batch_size", batch_size)
+    window = validation.positive_int("tbptt_windows", "window", window)
+    validation.numeric("tbptt_windows", "ids", ids)
+    validation.whole_numbers("tbptt_windows", "ids", ids)
+    if ids.ndim != 1:
         raise ValueError(
-            "`tbptt_windows` needs batch_size > 0 and window "
-            f"> 0. Received: batch_size={batch_size}, "
-            f"window={window}"
+            "`tbptt_windows` expects `ids` of shape (tokens,): one token stream. "
+            f"Received: ids.shape={ids.shape}"
         )
     lane = (len(ids) - 1) // batch_size
     num_windows = lane // window
@@ -205,15 +210,19 @@ def forecast_windows(series, input_steps, horizon, stride=1):
         >>> x.shape, y.shape, y[0, :, 0].tolist()
         ((5, 4, 1), (5, 2, 1), [4.0, 5.0])
     """
+    name = "forecast_windows"
+    validation.numeric(name, "series", np.asarray(series))
     series = np.asarray(series, "float32")
+    if series.ndim not in (1, 2):
+        raise ValueError(
+            f"`{name}` expects `series` of shape (time,) or (time, features). "
+            f"Received: series.shape={series.shape}"
+        )
     if series.ndim == 1:
         series = series[:, None]
-    if input_steps <= 0 or horizon <= 0 or stride <= 0:
-        raise ValueError(
-            "`forecast_windows` needs input_steps, horizon and stride > 0. "
-            f"Received: input_steps={input_steps}, horizon={horizon}, "
-            f"stride={stride}"
-        )
+    input_steps = validation.positive_int(name, "input_steps", input_steps)
+    horizon = validation.positive_int(name, "horizon", horizon)
+    stride = validation.positive_int(name, "stride", stride)
     n = (len(series) - input_steps - horizon) // stride + 1
     if n <= 0:
         raise ValueError(

@@ -3,6 +3,7 @@
 import numpy as np
 
 from seqkeras.data.tokens import EOS, FIRST_ID, PAD
+from seqkeras.layers import validation
 
 
 def adding_problem(n, steps, seed=None):
@@ -71,6 +72,9 @@ def copy_task(n, min_length, max_length, num_symbols=10, reverse=False, seed=Non
         >>> bool((tgt[:, :3] == src[:, ::-1]).all()), tgt[:, 3].tolist()
         (True, [2, 2])
     """
+    for arg, value in (("n", n), ("min_length", min_length), ("max_length", max_length)):
+        validation.positive_int("copy_task", arg, value)
+    validation.positive_int("copy_task", "num_symbols", num_symbols)
     if n <= 0 or not 1 <= min_length <= max_length or num_symbols <= 0:
         raise ValueError(
             "`copy_task` needs n > 0, 1 <= min_length <= max_length and "

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from seqkeras.data.tokens import BOS, EOS, PAD, RESERVED, UNK, UNK_TEXT
+from seqkeras.layers import validation
 
 
 class CharVocabulary:
@@ -51,11 +52,18 @@ class CharVocabulary:
         return len(self.tokens)
 
     def encode(self, texts, max_length=None, add_bos=False, add_eos=False):
-        """Strings to an int32 array (n, max_length), right-padded with 0;
-        unknown characters become UNK. A text longer than `max_length`
-        raises (nothing is cut silently)."""
+        """Strings (a list, or one string: one row) to an int32 array (n,
+        max_length), right-padded with 0; unknown characters become UNK. A
+        text longer than `max_length` raises (nothing is cut silently)."""
+        if isinstance(texts, str):
+            texts = [texts]
         rows = []
         for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(
+                    "`CharVocabulary.encode` expects `texts` to be strings. Received: "
+                    f"{text!r} ({type(text).__name__}) in texts"
+                )
             ids = [self._ids.get(c, UNK) for c in text]
             rows.append(([BOS] if add_bos else []) + ids + ([EOS] if add_eos else []))
         longest = max((len(r) for r in rows), default=0)
@@ -75,7 +83,11 @@ class CharVocabulary:
         return np.array([self._ids.get(c, UNK) for c in text], "int32")
 
     def decode(self, ids):
-        """Rows of ids to strings; stops at EOS, skips PAD and BOS."""
+        """Rows of ids to strings; stops at EOS, skips PAD and BOS. An id
+        outside the vocabulary raises a ValueError."""
+        validation.numeric("CharVocabulary.decode", "ids", np.asarray(ids))
+        validation.whole_numbers("CharVocabulary.decode", "ids", np.asarray(ids))
+        validation.ids_in_range("CharVocabulary.decode", "ids", np.asarray(ids), len(self.tokens))
         out = []
         for row in np.asarray(ids).reshape(-1, np.shape(ids)[-1]):
             chars = []

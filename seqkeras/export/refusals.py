@@ -70,3 +70,21 @@ def refuse_stateful(name, model):
             "(`seqkeras.export.streaming_tflite`), which takes and returns "
             "the states."
         )
+
+
+def refuse_unbuilt(name, model):
+    """Raises a clear ValueError for a model without defined inputs (an
+    unbuilt `Sequential`, a subclassed model never called on
+    `keras.Input`s): an export's signatures take the model's inputs."""
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):
+        inputs = None
+    if not inputs:
+        raise ValueError(
+            f"`{name}` needs a model with defined inputs, e.g. built on `keras.Input` "
+            "(a functional model, a Sequential that starts with `keras.Input(shape)`, or a "
+            f"seqkeras builder's model). Received: {type(model).__name__} "
+            f"{getattr(model, 'name', '')!r}, "
+            "which has none"
+        )

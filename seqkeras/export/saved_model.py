@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from seqkeras.export import files
 from seqkeras.export import request_checks as requests
-from seqkeras.export.refusals import refuse_stateful
+from seqkeras.export.refusals import refuse_stateful, refuse_unbuilt
 from seqkeras.export.signatures import Forward, Signature
 from seqkeras.layers.export_mode import export_mode
 
@@ -111,6 +111,7 @@ def saved_model(
                 f"Received: target={target!r}, max_batch_size={max_batch_size!r}"
             )
     signatures = _signature_objects(signatures)
+    refuse_unbuilt("saved_model", model)
     refuse_stateful("saved_model", model)
     path = files.check_target("saved_model", path, overwrite, want="dir")
     tmp = files.temporary_dir(path)

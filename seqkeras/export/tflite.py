@@ -24,6 +24,13 @@ def _frozen_signatures(saved_model_dir, keys):
             if "serving_default" in loaded.signatures
             else list(loaded.signatures)
         )
+    unknown = [key for key in keys if key not in loaded.signatures]
+    if unknown:
+        raise ValueError(
+            "`convert_builtin` received an invalid value for `signature_key`: expected "
+            f"signatures of the SavedModel, {sorted(loaded.signatures)}. Received: "
+            f"signature_key={unknown[0]!r}"
+        )
     signatures = {}
     for key in keys:
         fn = loaded.signatures[key]
@@ -259,12 +266,13 @@ def tflite(model, path, quantize=None, overwrite=False):
 
     import keras
 
-    from seqkeras.export.refusals import refuse_stateful
+    from seqkeras.export.refusals import refuse_stateful, refuse_unbuilt
 
     if not isinstance(model, keras.Model):
         raise TypeError(
             f"`tflite` expects `model` to be a Keras model. Received: {type(model).__name__}"
         )
+    refuse_unbuilt("tflite", model)
     if quantize not in QUANTIZATIONS:
         raise ValueError(
             "`tflite` received an invalid value for `quantize`: "

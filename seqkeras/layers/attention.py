@@ -19,11 +19,11 @@ _PACKAGE = "seqkeras"
 def check_attention_call(
     layer, query, value, key, query_mask=None, value_mask=None, attention_mask=None
 ):
-    """Call-time checks shared by the attention layers: numeric inputs and
+    """Call-time checks shared by the attention layers: float inputs and
     masks shaped (batch, Tq), (batch, Tv) and (batch, Tq, Tv)."""
     for arg, x in (("query", query), ("value", value), ("key", key)):
         if x is not None:
-            validation.numeric(layer, arg, x)
+            validation.floating(layer, arg, x)
     q = validation.static_shape(query)
     v = validation.static_shape(key if key is not None else value)
     if len(q) != 3 or len(v) != 3:

@@ -56,6 +56,8 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         return ops.where(ops.expand_dims(i % 2 == 0, 0), ops.sin(angles), ops.cos(angles))
 
     def call(self, inputs, start_index=0):
+        name = "SinusoidalPositionalEncoding"
+        start_index = validation.position(name, "start_index", start_index)
         if len(inputs.shape) != 3:
             raise ValueError(
                 "`SinusoidalPositionalEncoding` expects inputs of rank 3, "
@@ -118,6 +120,7 @@ class PositionalEmbedding(keras.layers.Layer):
         )
 
     def call(self, inputs, start_index=0):
+        start_index = validation.position("PositionalEmbedding", "start_index", start_index)
         length = inputs.shape[1]
         if (
             length is not None

@@ -34,6 +34,21 @@ def non_negative_int(layer, arg, value):
     return int(value)
 
 
+def position(layer, arg, value):
+    """A position argument (e.g. `start_index`): a Python or NumPy integer
+    >= 0, or an integer tensor (a traced decoding index); raises a
+    TypeError naming `layer` and `arg` for anything else (a string, a
+    float, a bool)."""
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, (str, bytes, float)):
+        raise _invalid(layer, arg, "an integer >= 0 (or an integer tensor)", value, TypeError)
+    if isinstance(value, numbers.Integral):
+        return non_negative_int(layer, arg, value)
+    dtype = str(getattr(value, "dtype", ""))
+    if "int" not in dtype:
+        raise _invalid(layer, arg, "an integer >= 0 (or an integer tensor)", value, TypeError)
+    return value
+
+
 def rate(layer, arg, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _invalid(layer, arg, "a float in [0, 1)", value, TypeError)
@@ -111,6 +126,19 @@ def numeric(layer, arg, x):
         raise TypeError(
             f"`{layer}` expects numeric `{arg}`. Received: {arg} with dtype "
             f"{dtype}; encode text to ids (and embed them) first"
+        )
+
+
+def floating(layer, arg, x):
+    """Raises a TypeError naming `layer` and `arg` unless `x` is a float
+    tensor (features, not ids: an integer query would attend in integer
+    arithmetic and return integers)."""
+    numeric(layer, arg, x)
+    dtype = keras.backend.standardize_dtype(getattr(x, "dtype", None) or np.asarray(x).dtype)
+    if not keras.backend.is_float_dtype(dtype):
+        raise TypeError(
+            f"`{layer}` expects float `{arg}` (features; embed ids first). Received: "
+            f"{arg} with dtype {dtype}"
         )
 
 

@@ -5,6 +5,7 @@ before any NaN, silent result or bare TensorFlow error). `case(where,
 argument, call)` registers an entry of the public name `where` resolves
 to."""
 
+import keras
 import numpy as np
 
 import seqkeras
@@ -169,6 +170,13 @@ case(
     lambda: built(L.Attention("general"), X3, X3)(RNG.normal(size=(2, 5, 3)).astype(F), X3),
 )
 case("Attention", "query", lambda: L.Attention()(np.array([[["a"]]]), X3))
+case("Attention", "query", lambda: L.Attention()(X3.astype("int32"), X3.astype("int32")))
+case(
+    "SinusoidalPositionalEncoding",
+    "start_index",
+    lambda: L.SinusoidalPositionalEncoding()(X3, start_index="3"),
+)
+case("PositionalEmbedding", "start_index", lambda: L.PositionalEmbedding(8)(X3, start_index=1.5))
 case(
     "MultiHeadAttention",
     "value_mask",
@@ -388,6 +396,12 @@ case("Runtime", "buffer_writes", lambda: decoding.Runtime(buffer_writes="inplace
 case("Runtime", "while_loop", lambda: decoding.Runtime(while_loop="tf"))
 case("greedy", "runtime", lambda: decoding.greedy(step, P, (), 4, runtime="serving"))
 case("choose_token", "logits", lambda: decoding.choose_token(np.zeros(5, "float32"), 0))
+case("greedy", "prompt", lambda: decoding.greedy(step, np.array([[1.7]]), (), 5))
+case(
+    "greedy",
+    "prompt_lengths",
+    lambda: decoding.greedy(step, P, (), 5, prompt_lengths=np.array([1, 1, 1])),
+)
 case("choose_token", "temperature", lambda: decoding.choose_token(np.zeros((1, 5)), 0, -1.0))
 case("choose_token", "top_k", lambda: decoding.choose_token(np.zeros((1, 5)), 0, 1.0, top_k=0))
 case("choose_token", "seed", lambda: decoding.choose_token(np.zeros((1, 5)), 0, 1.0, seed=0.5))
@@ -511,6 +525,17 @@ case(
     FileNotFoundError,
 )
 case("tbptt_windows", "batch_size", lambda: D.tbptt_windows(np.arange(10), 0, 2))
+# each a silent result or a bare error before (a float for an id or a size,
+# a wrong rank, an id outside the vocabulary)
+case("copy_task", "min_length", lambda: D.copy_task(3, 2.5, 4))
+case("forecast_windows", "series", lambda: D.forecast_windows(np.zeros((20, 2, 2)), 4, 2))
+case("forecast_windows", "horizon", lambda: D.forecast_windows(np.arange(20.0), 4, 2.5))
+case("teacher_forcing", "targets", lambda: D.teacher_forcing(np.array([[5.5, 6.2, 2.0]])))
+case("CharVocabulary.decode", "ids", lambda: CharVocabulary("abc").decode(np.array([[4, -1]])))
+case("CharVocabulary.decode", "ids", lambda: CharVocabulary("abc").decode(np.array([[4, 50]])))
+case("CharVocabulary.encode", "texts", lambda: CharVocabulary("abc").encode([5]))
+case("tbptt_windows", "ids", lambda: D.tbptt_windows(np.arange(40).reshape(20, 2), 2, 3))
+case("tbptt_windows", "batch_size", lambda: D.tbptt_windows(np.arange(40), 2.5, 3))
 
 
 # ---- export ------------------------------------------------------------------
@@ -536,6 +561,9 @@ def _export_cases():
     case("onnx", "opset", lambda: E.onnx(tagger(), "/tmp/n.onnx", opset=3))
     case("onnx", "opset", lambda: E.onnx(tagger(), "/tmp/n.onnx", opset="17"))
     case("convert_builtin", "quantize", lambda: E.convert_builtin("/tmp/never", quantize="int4"))
+    unbuilt = lambda: keras.Sequential([L.Scale(2.0)])  # noqa: E731
+    case("saved_model", "inputs", lambda: E.saved_model(unbuilt(), "/tmp/never/1"))
+    case("tflite", "inputs", lambda: E.tflite(unbuilt(), "/tmp/never.tflite"))
     case("export_and_verify", "samples", lambda: E.export_and_verify(tagger(), "t", []))
     case(
         "export_and_verify",

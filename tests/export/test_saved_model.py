@@ -198,3 +198,14 @@ def test_export_bad_inputs(tmp_path):
         tflite(model, path)
     with pytest.raises(ValueError, match="is a directory"):
         tflite(model, tmp_path)
+
+
+def test_convert_builtin_names_an_unknown_signature_key(tmp_path):
+    import keras
+
+    inputs = keras.Input((3,), name="x")
+    path = saved_model(keras.Model(inputs, keras.layers.Dense(2)(inputs)), tmp_path / "m" / "1")
+    with pytest.raises(ValueError, match=r"`convert_builtin`.*signature_key.*'serve'"):
+        convert_builtin(path, signature_key="serve")
+    with pytest.raises(ValueError, match=r"`saved_model` needs a model with defined inputs"):
+        saved_model(keras.Sequential([keras.layers.Dense(2)]), tmp_path / "u" / "1")
