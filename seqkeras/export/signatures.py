@@ -244,6 +244,9 @@ def _decoding_options(name, max_length, eos_id, beam_width=1, length_penalty_alp
             f"`{name}` received an invalid value for `length_penalty_alpha`: expected a "
             f"number. Received: length_penalty_alpha={alpha!r}"
         )
+    # the rules of `beam_search` itself (a negative alpha refused), so a
+    # signature never accepts what the decoding it serves refuses
+    decoding.check_beam(beam_width, alpha, name=name)
 
 
 class _Generation(Signature):
