@@ -14,6 +14,7 @@ import shutil
 from seqkeras.export.files import check_target, place_file, replace_dir, temporary_dir
 from seqkeras.export.streaming import streaming_tflite
 from seqkeras.models.instruction import end_of_turn_ids
+from seqkeras.layers import validation
 
 
 def chat_bundle(
@@ -46,7 +47,6 @@ def chat_bundle(
             int8 weights) and `litert_lm.pbtxt` (`litert_lm_metadata`), the
             inputs of `litert-lm-builder` for a `.litertlm` file.
     """
-    from seqkeras.layers import validation
 
     names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
     if isinstance(quantize, str):
@@ -238,11 +238,7 @@ def litert_lm_tflite(
 
     name = "litert_lm_tflite"
     _check_prefills(name, model)
-    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
-        raise ValueError(
-            f"`{name}` received an invalid value for `max_length`: expected a positive "
-            f"integer. Received: max_length={max_length!r}"
-        )
+    validation.positive_int(name, "max_length", max_length)
     if prefill_lengths is None:
         prefill_lengths = [t for t in (32, 128) if t <= max_length] or [max_length]
     lengths = list(prefill_lengths) if isinstance(prefill_lengths, (list, tuple)) else None

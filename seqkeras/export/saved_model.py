@@ -17,6 +17,7 @@ import tensorflow as tf
 from seqkeras.export import files
 from seqkeras.export import request_checks as requests
 from seqkeras.export.refusals import refuse_stateful, refuse_unbuilt
+from seqkeras.layers import validation
 from seqkeras.export.signatures import Forward, Signature
 from seqkeras.layers.export_mode import export_mode
 
@@ -101,8 +102,6 @@ def saved_model(
             f"Received: jit_compile={jit_compile!r}"
         )
     if max_batch_size is not None:
-        from seqkeras.layers import validation
-
         validation.positive_int("saved_model", "max_batch_size", max_batch_size)
         if target != "serving":
             raise ValueError(
@@ -211,11 +210,7 @@ def batching_parameters(path, **options):
         )
     allowed = [int(b) for b in allowed]
     for name, value in given.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(
-                f"`batching_parameters` received an invalid value for `{name}`: expected a "
-                f"positive integer. Received: {name}={value!r}"
-            )
+        validation.positive_int("batching_parameters", name, value)
     if not allowed or allowed != sorted(set(allowed)) or allowed[-1] != given["max_batch_size"]:
         raise ValueError(
             "`batching_parameters` expects `allowed_batch_sizes` increasing and ending at "

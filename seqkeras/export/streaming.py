@@ -46,6 +46,7 @@ from keras import ops, tree
 from seqkeras.export.files import check_target, place_file, temporary_dir
 from seqkeras.export.signatures import call_model
 from seqkeras.export.tflite import convert_builtin, convert_functions, tflite_runner
+from seqkeras.layers import validation
 from seqkeras.layers.export_mode import export_mode
 
 
@@ -226,11 +227,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
             f"{getattr(model, 'name', model)!r} ({type(model).__name__})"
         )
     if max_length is not None:
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
-            raise ValueError(
-                "`streaming_tflite` received an invalid value for `max_length`: expected a "
-                f"positive integer. Received: max_length={max_length!r}"
-            )
+        validation.positive_int("streaming_tflite", "max_length", max_length)
         if not hasattr(model, "stream_max_length"):
             raise ValueError(
                 f"`streaming_tflite`: `max_length` sets a Transformer decoder's cache length; "
