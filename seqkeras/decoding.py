@@ -33,8 +33,6 @@ length penalty and returns log-probabilities.
 """
 
 import collections
-import math
-import numbers
 
 import numpy as np
 from keras import ops
@@ -115,18 +113,8 @@ def _runtime(name, runtime):
     return runtime
 
 
-def _is_int(value):
-    """A Python or NumPy integer (not a bool)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def _is_finite(value):
-    """A finite Python or NumPy real number (not a bool, NaN or inf)."""
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, (bool, np.bool_))
-        and math.isfinite(value)
-    )
+_is_int = validation.is_integer
+_is_finite = validation.is_finite_number
 
 
 def check_prompt(name, prompt, max_length):

@@ -18,6 +18,20 @@ def _invalid(layer, arg, expected, value, error=ValueError):
     )
 
 
+def is_integer(value):
+    """A Python or NumPy integer (not a bool)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def is_finite_number(value):
+    """A finite Python or NumPy real number (not a bool, NaN or inf)."""
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, (bool, np.bool_))
+        and bool(np.isfinite(value))
+    )
+
+
 def positive_int(layer, arg, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise _invalid(layer, arg, "a positive integer", value, TypeError)

@@ -4,7 +4,8 @@ for Llama-family directories and GGUF files), and the helpers they share."""
 
 import hashlib
 
-import numpy as np
+
+from seqkeras.layers import validation
 
 #: The `Checkpoint.model_type` values.
 MODEL_TYPES = ("bert", "gpt2", "llama")
@@ -82,7 +83,7 @@ def _unsupported(path, key, value, expected):
 def _positive_int(where, key, value):
     """`value` as an int, or a ValueError naming `where` and the config
     field `key` unless it is a positive int."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not validation.is_integer(value) or value < 1:
         raise ValueError(
             f"{where}: config field {key!r} must be a positive int. Received: {value!r}"
         )
