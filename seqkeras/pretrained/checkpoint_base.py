@@ -4,7 +4,6 @@ for Llama-family directories and GGUF files), and the helpers they share."""
 
 import hashlib
 
-
 from seqkeras.layers import validation
 
 #: The `Checkpoint.model_type` values.
