@@ -42,6 +42,7 @@ from seqkeras.data.subword import with_bos_eos
 from seqkeras.data.tokens import BOS, EOS, PAD, RESERVED, save_vocabulary
 from seqkeras.data.word_features import WordFeatures
 from seqkeras.data.word_features import casing
+from seqkeras.layers import validation
 
 #: The settings file `BertTokenizer.save` writes beside `vocab.txt`.
 SETTINGS = "bert_tokenizer.json"
@@ -672,11 +673,7 @@ def save_translation_tokenizers(tokenizers, directory):
                 "`save_translation_tokenizers` expects `tokenizers` with a `save` method. "
                 f"Received: a {type(tokenizer).__name__} as the {side} tokenizer"
             )
-    if isinstance(directory, bool) or not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(
-            "`save_translation_tokenizers` expects `directory` to be a path. "
-            f"Received: {directory!r}"
-        )
+    directory = validation.path("save_translation_tokenizers", "directory", directory)
     return tuple(t.save(os.path.join(directory, side)) for t, side in zip(tokenizers, _SIDES))
 
 
@@ -700,11 +697,7 @@ def load_translation_tokenizers(directory):
     """
     from seqkeras.data.subword import SubwordTokenizer
 
-    if isinstance(directory, bool) or not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(
-            "`load_translation_tokenizers` expects `directory` to be a path. "
-            f"Received: {directory!r}"
-        )
+    directory = validation.path("load_translation_tokenizers", "directory", directory)
     found = []
     for side in _SIDES:
         path = os.path.join(directory, side)

@@ -21,6 +21,8 @@ import os
 import subprocess
 import sys
 
+from seqkeras.layers import validation
+
 TF_SERVING_TF_TEXT_OPS = frozenset(
     {
         "CaseFoldUTF8",
@@ -57,12 +59,7 @@ def saved_model_dir(name, path):
     """`path` as a str when it is a SavedModel directory (one holding
     `saved_model.pb`); otherwise a clear error naming the function
     `name` and its `path`."""
-    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"`{name}` expects `path` to be a SavedModel directory (a str or os.PathLike). "
-            f"Received: path={path!r} ({type(path).__name__})"
-        )
-    path = os.fspath(path)
+    path = validation.path(name, "path", path, "a SavedModel directory")
     if not os.path.isfile(os.path.join(path, "saved_model.pb")):
         what = (
             "does not exist"

@@ -22,6 +22,7 @@ from tf2onnx.handler import tf_op
 from seqkeras.export.files import check_target, place_file, temporary_dir
 from seqkeras.export.refusals import refuse_text_layers
 from seqkeras.export.saved_model import saved_model
+from seqkeras.layers import validation
 
 OPSET = 17
 
@@ -197,11 +198,7 @@ def onnx_runner(path, name="run_onnx"):
     name."""
     import onnxruntime
 
-    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"`{name}` expects `path` to be an ONNX file's path (a str or os.PathLike). "
-            f"Received: path={path!r} ({type(path).__name__})"
-        )
+    path = validation.path(name, "path", path, "an ONNX file's path")
     if not os.path.isfile(path):
         raise ValueError(
             f"`{name}` expects `path` to be an ONNX file. Received: path={os.fspath(path)!r}, "

@@ -185,13 +185,8 @@ def batching_parameters(path, **options):
         'max_batch_size { value: 32 }'
     """
     import numbers
-    import os
 
-    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            "`batching_parameters` expects `path` to be a file path (a str or os.PathLike). "
-            f"Received: path={path!r} ({type(path).__name__})"
-        )
+    path = validation.path("batching_parameters", "path", path, "a file path")
     unknown = sorted(set(options) - set(BATCHING_DEFAULTS))
     if unknown:
         raise ValueError(

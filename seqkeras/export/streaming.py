@@ -414,11 +414,7 @@ def streaming_variants(model, directory, sample, ids, variants=("float32", "dyna
             f"`{name}` expects `sample` to be a dict with {stream!r}: ids (1, time). Received: "
             + (f"keys {sorted(sample)}" if isinstance(sample, dict) else type(sample).__name__)
         )
-    if isinstance(directory, bytes) or not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(
-            f"`{name}` expects `directory` to be a str or os.PathLike. Received: "
-            f"{type(directory).__name__}"
-        )
+    directory = validation.path(name, "directory", directory, "a directory")
     os.makedirs(directory, exist_ok=True)
     found = {}
     for variant in variants:

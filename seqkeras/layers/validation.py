@@ -5,6 +5,7 @@ value for `units`: expected a positive integer. Received: units=0".
 """
 
 import numbers
+import os
 import warnings
 
 import keras
@@ -61,6 +62,18 @@ def position(layer, arg, value):
     if "int" not in dtype:
         raise _invalid(layer, arg, "an integer >= 0 (or an integer tensor)", value, TypeError)
     return value
+
+
+def path(layer, arg, value, described="a path"):
+    """`value` as a str (`os.fspath`): a TypeError naming `layer` and
+    `arg` unless it is a str or os.PathLike (bytes and bools refused), a
+    ValueError when it is empty. `described`: what the path names, e.g.
+    "a SavedModel directory"."""
+    if isinstance(value, (bytes, bool)) or not isinstance(value, (str, os.PathLike)):
+        raise _invalid(layer, arg, f"{described} (a str or os.PathLike)", value, TypeError)
+    if not os.fspath(value):
+        raise _invalid(layer, arg, f"{described} (a non-empty path)", value)
+    return os.fspath(value)
 
 
 def rate(layer, arg, value):

@@ -43,12 +43,7 @@ def _model(where, model):
 
 
 def _path(where, path):
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"`{where}` expects `path` to be a file path (str or os.PathLike). "
-            f"Received: {type(path).__name__}"
-        )
-    return os.path.abspath(os.fspath(path))
+    return os.path.abspath(validation.path(where, "path", path, "a file path"))
 
 
 def _rebuilt(model, rank, alpha, where):

@@ -25,6 +25,7 @@ from seqkeras.pretrained.checkpoint_base import _config_dict
 from seqkeras.pretrained.checkpoint_base import _positive_int
 from seqkeras.pretrained.checkpoint_base import _unsupported
 from seqkeras.pretrained.checkpoint_base import sha256
+from seqkeras.layers import validation
 
 #: The Hugging Face model types `llama_architecture` reads.
 LLAMA_MODEL_TYPES = ("llama", "qwen2", "mistral")
@@ -344,12 +345,9 @@ def read_llama_directory(directory, config=None):
         directory: the checkpoint directory.
         config: its parsed `config.json` (read from the directory when None).
     """
-    if not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(
-            "`read_llama_directory` expects `directory` to be a checkpoint directory (a str "
-            f"or path). Received: {directory!r}"
-        )
-    directory = os.fspath(directory)
+    directory = validation.path(
+        "read_llama_directory", "directory", directory, "a checkpoint directory"
+    )
     if not os.path.isdir(directory):
         raise ValueError(
             "`read_llama_directory` expects `directory` to be a checkpoint directory. "
@@ -447,9 +445,7 @@ def _iterable(value):
 
 def _gguf_path(where, path):
     """`path` as a str, or an error naming `where` unless it is a file."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"`{where}` expects `path` to be a .gguf file path. Received: {path!r}")
-    path = os.fspath(path)
+    path = validation.path(where, "path", path, "a .gguf file path")
     if not os.path.isfile(path):
         raise ValueError(
             f"`{where}` expects `path` to be a .gguf file. Received: {path!r} (no such file)"

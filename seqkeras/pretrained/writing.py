@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from seqkeras.layers import validation
+
 _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 
 
@@ -167,10 +169,7 @@ def save_checkpoint(model, directory, architecture, tokenizer=None):
             "`save_checkpoint` expects `architecture` to be a dict (the builder's "
             f"`architecture`). Received: {type(architecture).__name__}"
         )
-    if not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(
-            f"`save_checkpoint` expects `directory` to be a path. Received: {directory!r}"
-        )
+    directory = validation.path("save_checkpoint", "directory", directory)
     model_type = architecture.get("model_type", "bert")
     if model_type not in ("bert", "gpt2"):
         raise ValueError(

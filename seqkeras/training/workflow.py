@@ -11,20 +11,14 @@ import time
 
 import keras
 
+from seqkeras.layers import validation
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "best.weights.h5"
 
 
 def _directory_arg(name, directory):
-    if not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(
-            f"`{name}` expects `directory` to be a path (str). "
-            f"Received: {type(directory).__name__} {directory!r}"
-        )
-    directory = os.fspath(directory)
-    if not directory:
-        raise ValueError(f"`{name}` expects `directory` to be a path. Received: ''")
-    return directory
+    return validation.path(name, "directory", directory, "a directory")
 
 
 def _read_config(name, directory):
@@ -331,10 +325,7 @@ class EpochTimer(keras.callbacks.Callback):
 
     def __init__(self, path):
         super().__init__()
-        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-            raise TypeError(
-                f"`EpochTimer` expects `path` to be a file path (str). Received: {path!r}"
-            )
+        path = validation.path("EpochTimer", "path", path, "a CSV file path")
         if os.path.isdir(path):
             raise ValueError(
                 f"`EpochTimer` expects `path` to be a CSV file, not a directory. Received: {path!r}"
@@ -466,17 +457,14 @@ class LoraCheckpoint(keras.callbacks.Callback):
                 f"`{name}` expects `model` to be a keras.Model with LoRA adapters. Received: "
                 f"{type(model).__name__}"
             )
-        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-            raise TypeError(f"`{name}` expects `path` to be a file path (str). Received: {path!r}")
+        path = validation.path(name, "path", path, "a file path")
         if not isinstance(monitor, str) or not monitor:
             raise ValueError(
                 f"`{name}` expects `monitor` to be the name of a logged value (e.g. "
                 f"'val_loss'). Received: {monitor!r}"
             )
-        if history is not None and not isinstance(history, (str, os.PathLike)):
-            raise TypeError(
-                f"`{name}` expects `history` to be a CSV path or None. Received: {history!r}"
-            )
+        if history is not None:
+            history = validation.path(name, "history", history, "a CSV path or None")
         self.lora_model, self.path, self.monitor = model, os.fspath(path), monitor
         best = best_so_far(history, monitor) if history else None
         self.best = float("inf") if best is None else float(best)
