@@ -113,10 +113,6 @@ def _runtime(name, runtime):
     return runtime
 
 
-_is_int = validation.is_integer
-_is_finite = validation.is_finite_number
-
-
 def check_prompt(name, prompt, max_length):
     """Raises a clear ValueError for a bad prompt or max_length (and a
     TypeError for a prompt that holds no ids: text, or floats that are
@@ -129,7 +125,7 @@ def check_prompt(name, prompt, max_length):
             f"`{name}` expects `prompt` of shape (batch, prompt_length). "
             f"Received: prompt.shape={shape}"
         )
-    if not _is_int(max_length) or max_length <= 0:
+    if not validation.is_integer(max_length) or max_length <= 0:
         raise ValueError(
             f"`{name}` received an invalid value for `max_length`: expected "
             f"a positive integer. Received: max_length={max_length!r}"
@@ -160,22 +156,22 @@ def check_prompt_lengths(name, prompt_lengths, prompt):
 def check_sampling(temperature=1.0, top_k=None, top_p=None, seed=0, name="sample"):
     """Raises a clear ValueError for bad sampling arguments (the message
     names the function `name`)."""
-    if not _is_finite(temperature) or temperature < 0:
+    if not validation.is_finite_number(temperature) or temperature < 0:
         raise ValueError(
             f"`{name}` received an invalid value for `temperature`: expected "
             f"a finite number >= 0. Received: temperature={temperature!r}"
         )
-    if top_k is not None and (not _is_int(top_k) or top_k <= 0):
+    if top_k is not None and (not validation.is_integer(top_k) or top_k <= 0):
         raise ValueError(
             f"`{name}` received an invalid value for `top_k`: expected a "
             f"positive integer or None. Received: top_k={top_k!r}"
         )
-    if top_p is not None and (not _is_finite(top_p) or not 0 < top_p <= 1):
+    if top_p is not None and (not validation.is_finite_number(top_p) or not 0 < top_p <= 1):
         raise ValueError(
             f"`{name}` received an invalid value for `top_p`: expected a "
             f"number in (0, 1] or None. Received: top_p={top_p!r}"
         )
-    if not _is_int(seed) and not _is_integer_scalar(seed):
+    if not validation.is_integer(seed) and not _is_integer_scalar(seed):
         raise ValueError(
             f"`{name}` received an invalid value for `seed`: "
             f"expected an integer (or a scalar integer tensor). Received: seed={seed!r}"
@@ -196,13 +192,13 @@ def _is_integer_scalar(x):
 def check_beam(beam_width=4, length_penalty_alpha=0.0, return_all_beams=False, name="beam_search"):
     """Raises a clear ValueError for bad beam-search arguments (the message
     names the function `name`)."""
-    if not _is_int(beam_width) or beam_width <= 0:
+    if not validation.is_integer(beam_width) or beam_width <= 0:
         raise ValueError(
             f"`{name}` received an invalid value for `beam_width`: "
             "expected a positive integer. Received: "
             f"beam_width={beam_width!r}"
         )
-    if not _is_finite(length_penalty_alpha) or length_penalty_alpha < 0:
+    if not validation.is_finite_number(length_penalty_alpha) or length_penalty_alpha < 0:
         raise ValueError(
             f"`{name}` received an invalid value for "
             "`length_penalty_alpha`: expected a finite number >= 0. "
@@ -291,9 +287,10 @@ def _decode(
     prompt = ops.convert_to_tensor(prompt)
     check_prompt(name, prompt, max_length)
     width = prompt.shape[1]
-    if _is_int(start) or not hasattr(start, "shape"):  # a graph-time start is the caller's
+    # a graph-time start is the caller's
+    if validation.is_integer(start) or not hasattr(start, "shape"):
         start = validation.non_negative_int(name, "start", start)
-    if _is_int(start) and width is not None and start >= width:
+    if validation.is_integer(start) and width is not None and start >= width:
         raise ValueError(
             f"`{name}` expects `start` (the prompt positions already in the cache) below the "
             f"prompt's {width} tokens. Received: start={start}"
@@ -685,7 +682,7 @@ def length_penalty(length, alpha):
         length: the hypotheses' lengths (numbers >= 0, any shape).
         alpha: a finite number >= 0 (0: no penalty).
     """
-    if not _is_finite(alpha) or alpha < 0:
+    if not validation.is_finite_number(alpha) or alpha < 0:
         raise ValueError(
             "`length_penalty` received an invalid value for `alpha`: expected a "
             f"finite number >= 0. Received: alpha={alpha!r}"

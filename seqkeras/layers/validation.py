@@ -34,7 +34,7 @@ def is_finite_number(value):
 
 
 def positive_int(layer, arg, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_integer(value):
         raise _invalid(layer, arg, "a positive integer", value, TypeError)
     if value <= 0:
         raise _invalid(layer, arg, "a positive integer", value)
@@ -42,7 +42,7 @@ def positive_int(layer, arg, value):
 
 
 def non_negative_int(layer, arg, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_integer(value):
         raise _invalid(layer, arg, "an integer >= 0", value, TypeError)
     if value < 0:
         raise _invalid(layer, arg, "an integer >= 0", value)
@@ -54,12 +54,9 @@ def position(layer, arg, value):
     >= 0, or an integer tensor (a traced decoding index); raises a
     TypeError naming `layer` and `arg` for anything else (a string, a
     float, a bool)."""
-    if isinstance(value, (bool, np.bool_)) or isinstance(value, (str, bytes, float)):
-        raise _invalid(layer, arg, "an integer >= 0 (or an integer tensor)", value, TypeError)
-    if isinstance(value, numbers.Integral):
+    if is_integer(value):
         return non_negative_int(layer, arg, value)
-    dtype = str(getattr(value, "dtype", ""))
-    if "int" not in dtype:
+    if "int" not in str(getattr(value, "dtype", "")):  # a str, float or bool has no int dtype
         raise _invalid(layer, arg, "an integer >= 0 (or an integer tensor)", value, TypeError)
     return value
 

@@ -170,7 +170,7 @@ def generate(
     vocab = model.outputs[0].shape[-1] if model.outputs else None
     for arg in ("top_k", "beam_width"):  # at most one per token
         value = kwargs.get(arg)
-        if vocab is not None and decoding._is_int(value) and value > vocab:
+        if vocab is not None and validation.is_integer(value) and value > vocab:
             raise ValueError(
                 f"`generate` received {arg}={value}, more than the model's "
                 f"{vocab} tokens; use {arg} <= {vocab}"
