@@ -85,7 +85,7 @@ def main(argv=None):
     p.add_argument("--embedding", type=int, default=32)
     p.add_argument("--cell", default="gru")
     p.add_argument("--attention", default="additive", help="a score name, or 'none'")
-    p.add_argument("--epochs", type=int, default=12)
+    p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)

@@ -61,10 +61,11 @@ def run_layer_test(
     weights with query length != key length), and `compute_output_shape`
     where the layer defines it for these inputs; the output mask's shape;
     the number of trainable and non-trainable weights (`num_weights`, a
-    pair); a `.keras` round trip; a jit-compiled `fit` (TensorFlow; see
-    below for JAX); under
+    pair); a `.keras` round trip; a jit-compiled `fit`; under
     `mixed_float16` / `mixed_bfloat16`: float32 weights, the policy on
-    every sublayer, outputs in the compute dtype and finite.
+    every sublayer, outputs in the compute dtype and finite. On JAX: the
+    eager, symbolic, shape and mask checks and `mixed_bfloat16` only (see
+    below).
 
     Args:
         make_layer: zero-argument callable returning a fresh layer.
@@ -115,6 +116,18 @@ def run_layer_test(
             if m is not None:
                 assert tuple(np.shape(m)) == tuple(np.shape(e))[:2]
 
+    # On JAX (tests/jax/test_layer_contracts.py re-runs every contract)
+    # only what the backend computes is checked again: the eager call,
+    # shapes and masks above and one mixed policy here. The config,
+    # `.keras` file and weights are the same code on every backend, and each
+    # eager call of a layer with a loop compiles it again on JAX: these
+    # two calls and the second policy took half of the JAX contracts' time.
+    jax = keras.backend.backend() == "jax"
+    if jax and mixed_precision:
+        _check_policies(make_layer, inputs, call_kwargs, ("mixed_bfloat16",))
+    if jax:
+        return
+
     # `.keras` round trip.
     symbolic_in = [keras.Input(x.shape[1:]) for x in inputs]
     model = keras.Model(
@@ -131,34 +144,39 @@ def run_layer_test(
     for a, b in zip(before, after):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
-    # on JAX the jit training is tests/jax/test_jax_backend.py's: one run per
-    # layer family (its `LAYERS`, asserting that the loss falls) instead of
-    # a compiled `fit` per configuration here (the JAX group's time halved)
-    if fit and keras.backend.backend() != "jax":
+    # (on JAX the jit training is tests/jax/test_jax_backend.py's: one run
+    # per layer family, its `LAYERS`, asserting that the loss falls)
+    if fit:
         model.compile(optimizer="adam", loss="mse", jit_compile=True)
         targets = [np.zeros_like(a) for a in before]
         history = model.fit(feed, targets if len(targets) > 1 else targets[0], epochs=2, verbose=0)
         assert np.all(np.isfinite(history.history["loss"]))
 
     if mixed_precision:
-        for policy in ("mixed_float16", "mixed_bfloat16"):
-            keras.config.set_dtype_policy(policy)
-            try:
-                layer = make_layer()
-                out = _as_list(layer(*inputs, training=True, **call_kwargs))
-                for w in layer.weights:
-                    if "seed_generator" in w.path:
-                        continue
-                    assert keras.backend.standardize_dtype(w.dtype) in ("float32",), w.path
-                for sub in _sublayers(layer):
-                    assert sub.dtype_policy.name == policy, sub.name
-                compute = policy.split("_")[1]
-                for o in out:
-                    if keras.backend.is_float_dtype(o.dtype):
-                        assert keras.backend.standardize_dtype(o.dtype) == compute
-                    assert np.all(np.isfinite(np.asarray(o, "float32")))
-            finally:
-                keras.config.set_dtype_policy("float32")
+        _check_policies(make_layer, inputs, call_kwargs, ("mixed_float16", "mixed_bfloat16"))
+
+
+def _check_policies(make_layer, inputs, call_kwargs, policies):
+    """Under each mixed policy: float32 weights, the policy on every
+    sublayer, outputs in the compute dtype and finite."""
+    for policy in policies:
+        keras.config.set_dtype_policy(policy)
+        try:
+            layer = make_layer()
+            out = _as_list(layer(*inputs, training=True, **call_kwargs))
+            for w in layer.weights:
+                if "seed_generator" in w.path:
+                    continue
+                assert keras.backend.standardize_dtype(w.dtype) in ("float32",), w.path
+            for sub in _sublayers(layer):
+                assert sub.dtype_policy.name == policy, sub.name
+            compute = policy.split("_")[1]
+            for o in out:
+                if keras.backend.is_float_dtype(o.dtype):
+                    assert keras.backend.standardize_dtype(o.dtype) == compute
+                assert np.all(np.isfinite(np.asarray(o, "float32")))
+        finally:
+            keras.config.set_dtype_policy("float32")
 
 
 def check_gradients_numerically(loss, variables, rng=None, entries=None, eps=1e-6, tol=1e-6):

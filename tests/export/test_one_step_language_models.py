@@ -1,7 +1,8 @@
 """One decoding step for every runtime: the language models, the
 conditioned decoder and a user's own `SequenceModel` subclass give
-identical ids in Keras, the served graph and the XLA option, greedy and
-beam with and without a length penalty (see `one_step_checks`)."""
+identical ids in Keras, the served graph (and its XLA option for one
+model of each kind of state), greedy and beam with and without a length
+penalty (see `one_step_checks`)."""
 
 from tests.export.one_step_checks import check
 

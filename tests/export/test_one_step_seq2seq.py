@@ -1,8 +1,8 @@
 """One decoding step for every runtime: the encoder-decoders (recurrent
 without attention and with Bahdanau's and Luong's, Transformer pre- and
-post-LN) give identical ids in Keras, the served graph and the XLA option,
-greedy and beam with and without a length penalty (see
-`one_step_checks`)."""
+post-LN) give identical ids in Keras, the served graph (and its XLA
+option for one model of each kind of state), greedy and beam with and
+without a length penalty (see `one_step_checks`)."""
 
 from tests.export.one_step_checks import BUILDERS, check
 from tests.export.test_one_step_language_models import NAMES

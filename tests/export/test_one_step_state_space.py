@@ -1,8 +1,8 @@
 """One decoding step for every runtime, for the language models that
 generate with a fixed-size state (minGRU, Mamba, Mamba-2, Griffin, the
-gated DeltaNet / mLSTM / sLSTM hybrid):
-identical ids in Keras (graph and XLA), the served graph and its XLA
-option, greedy, beam and seeded sampling, prompts of different lengths
+gated DeltaNet / mLSTM / sLSTM hybrid): identical ids in Keras (graph
+and XLA), the served graph (and its XLA option for Mamba-2 and the
+hybrid), greedy, beam and seeded sampling, prompts of different lengths
 (see `one_step_checks`)."""
 
 import pytest

@@ -165,19 +165,20 @@ def test_layer_trains_under_jit(name):
 
 
 def test_attention_decoder_and_pooling_train_under_jit():
+    # Luong's style here; Bahdanau's (additive) is the recurrent_seq2seq
+    # of test_every_model_kind_trains_and_generates
     src, tgt = _ids(32, 7), _ids(32, 5)
-    for attention, style in (("additive", "bahdanau"), ("general", "luong")):
-        model = M.recurrent_seq2seq(
-            12,
-            12,
-            embedding_dim=8,
-            units=8,
-            cell="gru",
-            attention=attention,
-            style=style,
-            dropout=0.1,
-        )
-        _fit(model, {"source_ids": src, "target_ids": tgt}, tgt)
+    model = M.recurrent_seq2seq(
+        12,
+        12,
+        embedding_dim=8,
+        units=8,
+        cell="gru",
+        attention="general",
+        style="luong",
+        dropout=0.1,
+    )
+    _fit(model, {"source_ids": src, "target_ids": tgt}, tgt)
     _fit(M.classifier(12, 3, pooling="attention", units=8), _ids(32, 6), RNG.integers(0, 3, 32))
 
 

@@ -1,7 +1,11 @@
-"""Every layer's `run_layer_test` (config, shapes, masks, weight counts,
-`.keras`, a jit `fit`, mixed precision) again on the JAX backend: the same
-test functions as `tests/layers`, collected here so that `tests/run.py`
-runs them with `KERAS_BACKEND=jax`."""
+"""Every layer's `run_layer_test` again on the JAX backend (what the
+backend computes: the config round trip, the eager call against symbolic
+shapes, masks, weight counts, `mixed_bfloat16`; the `.keras` file and a
+jit `fit` per configuration are checked on TensorFlow, and training under
+jit per layer family in `test_jax_backend.py`), and the layers' equality
+tests: the same test
+functions as `tests/layers`, collected here so that `tests/run.py` runs
+them with `KERAS_BACKEND=jax`."""
 
 import keras
 import pytest
