@@ -48,18 +48,15 @@ import json
 import mmap
 import os
 import struct
-import weakref
 
 import numpy as np
 import tensorflow as tf
 
+from seqkeras import _traced
 from seqkeras.data.subword import check_decoded_ids
 from seqkeras.data.tables import static_table
 
 PRE_TOKENIZERS = ("gpt2", "smollm")
-# tokenizer -> {encode options: tf.function}; kept off the tf.Module so that
-# a SavedModel holds only the signatures its caller writes
-_COMPILED = weakref.WeakKeyDictionary()
 
 # Oniguruma's `\s` (Unicode White_Space), measured against `tokenizers`'
 # ByteLevel split on every code point: RE2's `\s` is [\t\n\f\r ] only.
@@ -484,14 +481,19 @@ class ByteLevelBPETokenizer(tf.Module):
             )
         options = (add_bos, add_eos, split_special_tokens)
         if tf.executing_eagerly():  # one traced graph per options: no eager while loop
-            compiled = _COMPILED.setdefault(self, {})
-            if options not in compiled:
-                compiled[options] = tf.function(
-                    functools.partial(_encode_weakly, weakref.ref(self), options=options),
+            # kept off the tf.Module's tracked attributes (`seqkeras._traced`),
+            # so that a SavedModel holds only the signatures its caller writes
+            encode = _traced.cached(
+                self,
+                "encode",
+                options,
+                lambda: tf.function(
+                    functools.partial(self._encode, options=options),
                     input_signature=[tf.TensorSpec([None], tf.string)],
                     autograph=False,
-                )
-            return compiled[options](texts)
+                ),
+            )
+            return encode(texts)
         return self._encode(texts, options)
 
     def _encode(self, texts, options):
@@ -670,12 +672,6 @@ class ByteLevelBPETokenizer(tf.Module):
         if pre_tokenizer is not None:
             settings["pre_tokenizer"] = pre_tokenizer
         return cls(**settings)
-
-
-def _encode_weakly(tokenizer, texts, options):
-    """`encode`'s graph for `_COMPILED`, holding the tokenizer weakly (a
-    strong reference would keep it, its weak key, alive)."""
-    return tokenizer()._encode(texts, options)
 
 
 def _vocabulary_list(vocabulary, where):

@@ -13,7 +13,8 @@ def static_table(keys, values, default_value):
     or ONNX (`export_meta_graph`) then logs "Issue encountered when
     serializing table_initializer ... 'NoneType' object has no attribute
     'name'". The None is removed here: an eager table needs no initializer
-    op."""
+    op. (`tf.compat.v1`'s graph collections are the only API to that
+    collection: tests/test_private_apis.py fails loudly if they go.)"""
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(keys, values), default_value=default_value
     )

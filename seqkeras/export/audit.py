@@ -76,6 +76,9 @@ def saved_model_dir(name, path):
 
 
 def _graphs(path):
+    # TensorFlow's generated protocol buffers (tests/test_private_apis.py
+    # fails loudly if they move): no public API parses saved_model.pb into
+    # its graphs without loading (and running the initialisers of) the model
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
@@ -173,7 +176,8 @@ def audit_serving(path):
             import tensorflow_text  # noqa: F401
         except ImportError:
             pass
-    # TensorFlow has no public API that lists an op's registered kernels
+    # TensorFlow has no public API that lists an op's registered kernels (a
+    # private module: tests/test_private_apis.py fails loudly if it moves)
     from tensorflow.python.framework import kernels
 
     def has_cpu_kernel(op):

@@ -6,7 +6,16 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
-from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+# A private TensorFlow module (tests/test_private_apis.py fails loudly if it
+# moves): TensorFlow has no public API that folds a concrete function's
+# variables into constants inside its while-loop bodies, which LiteRT needs
+# (it leaves variables read in a WHILE body uninitialised); the public
+# `tf.compat.v1.graph_util.convert_variables_to_constants` works on v1
+# sessions only.
+from tensorflow.python.framework.convert_to_constants import (
+    convert_variables_to_constants_v2,
+)
 
 _BUILTIN_NAMES = {
     value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")

@@ -12,6 +12,7 @@ from seqkeras.data.tokens import PAD
 from seqkeras.layers.attention_decoder import STYLES
 from seqkeras.layers.scoring import SCORES
 from seqkeras.models import backbones as bb
+from seqkeras import _traced
 from seqkeras.models import steps
 from seqkeras.models.base import SequenceModel
 from seqkeras.models.base import copy_layers
@@ -26,12 +27,12 @@ class _Conditioned(SequenceModel):
     prompt_input = "target_ids"
 
     def _encoder(self, role):
-        models = self.__dict__.setdefault("_seqkeras_encoders", {})
-        if role not in models:
+        def make():
             layers = self.part(role) if isinstance(self.part(role), list) else [self.part(role)]
             source = [t for t in self.inputs if t.name == self.conditioning_input][0]
-            models[role] = keras.Model(source, [x.output for x in layers])
-        return models[role]
+            return keras.Model(source, [x.output for x in layers])
+
+        return _traced.cached(self, "encoders", role, make)
 
     def _encode(self, role, inputs):
         return steps.as_list(self._encoder(role)(inputs))

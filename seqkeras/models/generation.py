@@ -418,28 +418,28 @@ def _jit_choice(model, jit_compile):
 def _compiled(model, run, key, jit_compile=True):
     """The traced (XLA-compiled with `jit_compile`) decoder for `key`
     (length, strategy, options), the most recently used
-    `COMPILED_CACHE_SIZE` kept per model: every new option value (e.g. a
-    sampling seed) compiles a new function, and an unbounded cache grew
-    without end."""
-    import collections
+    `COMPILED_CACHE_SIZE` kept per model (`seqkeras._traced`): every new
+    option value (e.g. a sampling seed) compiles a new function, and an
+    unbounded cache grew without end."""
     import functools
 
     import tensorflow as tf
 
-    cache = model.__dict__.setdefault("_seqkeras_generate", collections.OrderedDict())
-    if key in cache:
-        cache.move_to_end(key)
-    else:
-        # one function per key, each traced for its own shapes: through a
-        # `functools.partial` (no `__code__`), TensorFlow's retracing
-        # warning counts each function's own traces, not those of every
-        # `run` closure (one code object) as retraces of one function
-        cache[key] = tf.function(
+    from seqkeras import _traced
+
+    # one function per key, each traced for its own shapes: through a
+    # `functools.partial` (no `__code__`), TensorFlow's retracing warning
+    # counts each function's own traces, not those of every `run` closure
+    # (one code object) as retraces of one function
+    return _traced.cached(
+        model,
+        "generate",
+        key,
+        lambda: tf.function(
             functools.partial(run), jit_compile=jit_compile, reduce_retracing=True, autograph=False
-        )
-        while len(cache) > COMPILED_CACHE_SIZE:
-            cache.popitem(last=False)
-    return cache[key]
+        ),
+        max_size=COMPILED_CACHE_SIZE,
+    )
 
 
 def translate_texts(

@@ -179,8 +179,9 @@ def test_compiled_decoders_per_model_are_bounded():
     first = np.asarray(M.generate(model, prompt=prompt, max_length=4, strategy="sample", seed=0))
     for seed in range(1, generation.COMPILED_CACHE_SIZE + 4):
         M.generate(model, prompt=prompt, max_length=4, strategy="sample", seed=seed)
-    cache = model.__dict__["_seqkeras_generate"]
-    assert len(cache) == generation.COMPILED_CACHE_SIZE
+    from seqkeras import _traced
+
+    assert len(_traced.entries(model, "generate")) == generation.COMPILED_CACHE_SIZE
     # an evicted entry is compiled again and gives the same ids
     again = M.generate(model, prompt=prompt, max_length=4, strategy="sample", seed=0)
     np.testing.assert_array_equal(np.asarray(again), first)
