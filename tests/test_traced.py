@@ -37,7 +37,7 @@ def test_values_are_made_once_per_key_and_the_oldest_evicted():
 def test_a_cached_function_is_not_tracked_and_goes_with_its_owner(tmp_path):
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     weights = len(model.weights)
-    fn = _traced.cached(model, "f", 0, lambda: tf.function(lambda x: model(x)))
+    fn = _traced.cached(model, "f", 0, lambda m=model: tf.function(m.__call__))
     np.testing.assert_allclose(fn(np.ones((1, 3), "float32")), model(np.ones((1, 3), "float32")))
     assert len(model.weights) == weights
     module = tf.Module()
