@@ -321,6 +321,15 @@ class MultiHeadAttention(keras.layers.Layer):
             `sliding_window`); needs `use_causal_mask` or a cache. A cache
             that grows (TF Serving graphs) keeps only the last `window`
             positions; a fixed buffer (XLA, TFLite) masks the rest.
+        query_key_norm: None, or the epsilon of an RMS norm (with a learned
+            scale per feature, `query_norm_scale` and `key_norm_scale`)
+            of each head's queries and keys after their projection and
+            before the rotary embedding (Qwen3's, Qwen3-Next's and LFM2's
+            q/k norms).
+        output_gate: multiply each head's output by `sigmoid(x W^G + b^G)`
+            of the query input before the output projection (Qwen3-Next's
+            gated attention; `gate_kernel` has the query kernel's shape
+            with `value_dim` features).
 
     Call arguments:
         query: (batch, Tq, d_q); value: (batch, Tv, d_v), or None for
@@ -375,10 +384,18 @@ class MultiHeadAttention(keras.layers.Layer):
         use_output_bias=None,
         lora_rank=None,
         lora_alpha=None,
+        query_key_norm=None,
+        output_gate=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         name = "MultiHeadAttention"
+        self.query_key_norm = (
+            None
+            if query_key_norm is None
+            else validation.greater_than(name, "query_key_norm", query_key_norm, 0.0)
+        )
+        self.output_gate = validation.boolean(name, "output_gate", output_gate)
         self.lora_rank, self.lora_alpha = lora.check(name, lora_rank, lora_alpha)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -422,6 +439,17 @@ class MultiHeadAttention(keras.layers.Layer):
         """Query heads per key/value head."""
         return self.num_heads // self.num_key_value_heads
 
+    def _norm_qk(self, q, k):
+        """Queries and keys RMS-normalised over each head's features
+        (`query_key_norm`; unchanged without it)."""
+        if self.query_key_norm is None:
+            return q, k
+        eps = self.query_key_norm
+        return (
+            ops.rms_normalization(q, scale=self.query_norm_scale, epsilon=eps),
+            ops.rms_normalization(k, scale=self.key_norm_scale, epsilon=eps),
+        )
+
     def _rotate(self, q, k, start, sequence_axis):
         """Queries and keys rotated at positions `start`.. (the rotary
         embedding; unchanged without one): one table of angles for both."""
@@ -457,6 +485,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
         kv = self.num_key_value_heads
         self.query_kernel, self.query_bias = dense("query", query_shape[-1], self.key_dim)
+        if self.output_gate:
+            self.gate_kernel, self.gate_bias = dense("gate", query_shape[-1], self.value_dim)
+        if self.query_key_norm is not None:
+            self.query_norm_scale, self.key_norm_scale = (
+                self.add_weight(shape=(self.key_dim,), name=f"{n}_norm_scale", initializer="ones")
+                for n in ("query", "key")
+            )
         self.key_kernel, self.key_bias = dense("key", key_shape[-1], self.key_dim, kv)
         self.value_kernel, self.value_bias = dense("value", value_shape[-1], self.value_dim, kv)
         self.output_kernel = self.add_weight(
@@ -508,10 +543,12 @@ class MultiHeadAttention(keras.layers.Layer):
         queries' (the beams of a source share their source's cache: query
         rows `i * beams + j` read cache row `i`)."""
         value = key if value is None else value
-        return (
-            self._heads_first(key, self._kernel("key"), self.key_bias),
-            self._heads_first(value, self._kernel("value"), self.value_bias),
-        )
+        keys = self._heads_first(key, self._kernel("key"), self.key_bias)
+        if self.query_key_norm is not None:
+            keys = ops.rms_normalization(
+                keys, scale=self.key_norm_scale, epsilon=self.query_key_norm
+            )
+        return keys, self._heads_first(value, self._kernel("value"), self.value_bias)
 
     def init_cache(self, batch_size, max_length, layout="fixed"):
         """An empty self-attention cache, a `KeyValueCache` whose `keys`
@@ -540,10 +577,13 @@ class MultiHeadAttention(keras.layers.Layer):
         the cached step (pass them as `step_weights`):
         the query, key and value kernels side by side as one (d, (heads +
         2 * key_value_heads) * dim) product, the attention scale 1/sqrt(key_dim) folded into
-        the query columns, the output kernel as (heads * dim, d_out), all in
-        the compute dtype."""
+        the query columns (without q/k norms), the output gate's kernel and
+        the output kernel as (d, heads * dim) and (heads * dim, d_out), all
+        in the compute dtype."""
         dtype = self.compute_dtype
-        scale = 1.0 / math.sqrt(self.key_dim)
+        # with q/k norms the scale comes after the queries' norm (a norm
+        # would undo it folded into the projection)
+        scale = 1.0 if self.query_key_norm is not None else 1.0 / math.sqrt(self.key_dim)
 
         def flat(kernel, factor=1.0):
             k = ops.cast(kernel, dtype)
@@ -575,6 +615,8 @@ class MultiHeadAttention(keras.layers.Layer):
                     axis=0,
                 ),
             )
+        if self.output_gate:
+            weights["gate"] = (flat(self.gate_kernel), bias(self.gate_bias, hv))
         out = ops.reshape(ops.cast(self._kernel("output"), dtype), (hv, -1))
         weights["output"] = (
             out,
@@ -634,10 +676,16 @@ class MultiHeadAttention(keras.layers.Layer):
             q = heads(q, dk)
         else:
             q = self._heads_first(query, self._kernel("query"), self.query_bias)
-            q = q * ops.cast(1.0 / math.sqrt(dk), q.dtype)
             if self_attention:
                 k = self._heads_first(key, self._kernel("key"), self.key_bias)
                 v = self._heads_first(value, self._kernel("value"), self.value_bias)
+        if self.query_key_norm is not None:
+            eps = self.query_key_norm
+            q = ops.rms_normalization(q, scale=self.query_norm_scale, epsilon=eps)
+            if self_attention:
+                k = ops.rms_normalization(k, scale=self.key_norm_scale, epsilon=eps)
+        if prepared is None or self.query_key_norm is not None:  # else folded in
+            q = q * ops.cast(1.0 / math.sqrt(dk), q.dtype)
         q_mask = None if query_mask is None else ops.cast(query_mask, "bool")  # (batch, Tq)
         groups = None
         if self_attention:
@@ -716,6 +764,15 @@ class MultiHeadAttention(keras.layers.Layer):
                     ops.reshape(context, (-1, kv, groups, g, q_len, dv)), (0, 2, 4, 1, 3, 5)
                 )  # (sources, groups, Tq, kv, g, dim)
         context = ops.reshape(context, (-1, h * dv))  # (batch * Tq, heads * dim)
+        if self.output_gate:
+            if prepared is not None:
+                w, b = prepared["gate"]
+                gate = ops.matmul(rows(query), w) + b
+            else:
+                gate = ops.matmul(rows(query), ops.reshape(self.gate_kernel, (-1, h * dv)))
+                if self.gate_bias is not None:
+                    gate = gate + ops.reshape(self.gate_bias, (-1,))
+            context = context * ops.sigmoid(ops.cast(gate, context.dtype))
         if q_mask is not None:  # a masked query outputs zeros
             context = context * ops.cast(ops.reshape(q_mask, (-1, 1)), context.dtype)
         if prepared is not None:
@@ -794,7 +851,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"use_causal_mask={use_causal_mask}"
             )
         q, k, v = self._project_qkv(query, key, value)
-        q, k = self._rotate(q, k, 0, 1)
+        q, k = self._rotate(*self._norm_qk(q, k), 0, 1)
         if self._groups > 1:  # each key/value head serves its query heads
             k = ops.repeat(k, self._groups, axis=2)
             v = ops.repeat(v, self._groups, axis=2)
@@ -821,6 +878,9 @@ class MultiHeadAttention(keras.layers.Layer):
             self.seed_generator,
             training,
         )
+        if self.output_gate:
+            gate = self._project(query, self.gate_kernel, self.gate_bias)
+            context = context * ops.sigmoid(ops.cast(gate, context.dtype))
         output = ops.einsum("bqhd,hdo->bqo", context, self._kernel("output"))
         if self.output_bias is not None:
             output = output + self.output_bias
@@ -909,6 +969,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 "use_output_bias": self.use_output_bias,
                 "lora_rank": self.lora_rank,
                 "lora_alpha": self.lora_alpha,
+                "query_key_norm": self.query_key_norm,
+                "output_gate": self.output_gate,
             }
         )
         return config

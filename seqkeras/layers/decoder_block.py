@@ -59,6 +59,11 @@ class LlamaDecoderBlock(keras.layers.Layer):
         dropout: rate of dropout on the attention weights and after each
             sublayer (training only).
         kernel_initializer: of every projection.
+        rotary_dim: rotate only the first `rotary_dim` features of each
+            head (Qwen3-Next's partial rotary positions; default all).
+        query_key_norm, output_gate: `MultiHeadAttention`'s: an RMS norm
+            of each head's queries and keys with this epsilon (Qwen3-Next,
+            LFM2), a sigmoid gate on each head's output (Qwen3-Next).
 
     Call arguments:
         inputs: (batch, time, d).
@@ -104,10 +109,22 @@ class LlamaDecoderBlock(keras.layers.Layer):
         attention_output_bias=False,
         lora_rank=None,
         lora_alpha=None,
+        rotary_dim=None,
+        query_key_norm=None,
+        output_gate=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         name = "LlamaDecoderBlock"
+        self.rotary_dim = (
+            None if rotary_dim is None else validation.positive_int(name, "rotary_dim", rotary_dim)
+        )
+        self.query_key_norm = (
+            None
+            if query_key_norm is None
+            else validation.greater_than(name, "query_key_norm", query_key_norm, 0.0)
+        )
+        self.output_gate = validation.boolean(name, "output_gate", output_gate)
         self.num_heads = validation.positive_int(name, "num_heads", num_heads)
         self.intermediate_dim = validation.positive_int(name, "intermediate_dim", intermediate_dim)
         self.num_key_value_heads = key_value_heads(name, self.num_heads, num_key_value_heads)
@@ -164,9 +181,12 @@ class LlamaDecoderBlock(keras.layers.Layer):
                 self.rope_base,
                 self.rope_layout,
                 self.rope_scaling,
+                rotary_dim=self.rotary_dim,
                 dtype=policy,
                 name="rotary_embedding",
             ),
+            query_key_norm=self.query_key_norm,
+            output_gate=self.output_gate,
             window=self.window,
             kernel_initializer=self._initializer(),
             lora_rank=self.lora_rank,
@@ -276,6 +296,9 @@ class LlamaDecoderBlock(keras.layers.Layer):
                 "lora_alpha": self.lora_alpha,
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "rotary_dim": self.rotary_dim,
+                "query_key_norm": self.query_key_norm,
+                "output_gate": self.output_gate,
             }
         )
         return config

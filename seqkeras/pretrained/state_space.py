@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from seqkeras import layers as sk
 from seqkeras.models.state_space import griffin_language_model
 from seqkeras.models.state_space import hybrid_language_model
 from seqkeras.models.state_space import mamba_language_model
@@ -165,49 +166,96 @@ def _xlstm_arguments(config, common, field):
     )
 
 
-def _qwen3_next_arguments(config, common, field, where):
-    """Qwen3-Next (`Qwen3NextConfig`) with gated DeltaNet layers and a
-    dense MLP only: its full-attention layers (an output gate, q/k norms,
-    partial rotary positions) and mixture-of-experts MLPs are not read."""
+def _layer_kinds(config, names, where, model):
+    """The block kinds of a config's `layer_types` (`names`: theirs -> ours)."""
     kinds = config.get("layer_types") or []
-    if any(k != "linear_attention" for k in kinds):
+    if not kinds or any(k not in names for k in kinds):
         raise ValueError(
-            f"`{where}`: Qwen3-Next's full-attention layers are not read yet (only "
-            f"`linear_attention` layers). Received: layer_types={kinds!r}"
+            f"`{where}`: {model} layer types are one of {sorted(names)}. "
+            f"Received: layer_types={kinds!r}"
         )
+    return [names[k] for k in kinds]
+
+
+def _attention_options(config, field, heads, head_dim, epsilon, **extra):
+    """A Qwen3-Next / LFM2 full-attention layer as a `LlamaDecoderBlock`'s
+    arguments: q/k RMS norms, rotary positions on `rotary_dim` features."""
+    rope = config.get("rope_parameters") or {}
+    kv = int(config.get("num_key_value_heads") or heads)
+    return dict(
+        num_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+        query_key_norm=epsilon,
+        **extra,
+    )
+
+
+def _qwen3_next_arguments(config, common, field, where):
+    """Qwen3-Next (`Qwen3NextConfig`): gated DeltaNet and gated full
+    attention layers (q/k norms, an output gate, rotary positions on a
+    `partial_rotary_factor` of each head) with a dense MLP; its
+    mixture-of-experts MLPs are not read."""
+    kinds = _layer_kinds(
+        config,
+        {"linear_attention": "deltanet", "full_attention": "attention"},
+        where,
+        "Qwen3-Next's",
+    )
     if int(config.get("num_experts") or 0) > 0:
         raise ValueError(
             f"`{where}`: Qwen3-Next's mixture-of-experts MLP is not read (num_experts=0 "
             f"only). Received: num_experts={config.get('num_experts')!r}"
         )
+    eps = float(field(config, "rms_norm_eps", 1e-6))
     deltanet = dict(
         num_key_heads=int(field(config, "linear_num_key_heads")),
         key_head_dim=int(field(config, "linear_key_head_dim")),
         num_value_heads=int(field(config, "linear_num_value_heads")),
         value_head_dim=int(field(config, "linear_value_head_dim")),
         conv_kernel=int(field(config, "linear_conv_kernel_dim", 4)),
-        norm_epsilon=float(field(config, "rms_norm_eps", 1e-6)),
+        norm_epsilon=eps,
     )
-    return dict(
+    options = {"deltanet": deltanet}
+    arguments = dict(
         common,
         num_heads=deltanet["num_key_heads"],
-        block_types=["deltanet"],
+        block_types=kinds,
         intermediate_dim=int(field(config, "intermediate_size")),
-        block_options={"deltanet": deltanet},
-        norm_epsilon=float(field(config, "rms_norm_eps", 1e-6)),
+        norm_epsilon=eps,
         tie_weights=bool(config.get("tie_word_embeddings", False)),
     )
+    if "attention" in kinds:
+        head_dim = int(field(config, "head_dim"))
+        rope = config.get("rope_parameters") or {}
+        partial = float(
+            rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 0.25))
+        )
+        rotary = int(head_dim * partial)
+        bias = bool(config.get("attention_bias", False))
+        options["attention"] = _attention_options(
+            config,
+            field,
+            int(field(config, "num_attention_heads")),
+            head_dim,
+            eps,
+            rotary_dim=rotary if rotary < head_dim else None,
+            output_gate=True,
+            attention_bias=bias,
+            attention_output_bias=bias,
+        )
+        arguments["max_length"] = int(config.get("max_position_embeddings") or 32768)
+    arguments["block_options"] = options
+    return arguments
 
 
 def _lfm2_arguments(config, common, field, where):
-    """LFM2 (`Lfm2Config`) with gated short-convolution layers only: its
-    attention layers (q/k norms) are not read."""
-    kinds = config.get("layer_types") or []
-    if not kinds or any(k != "conv" for k in kinds):
-        raise ValueError(
-            f"`{where}`: LFM2's attention layers are not read yet (only `conv` layers). "
-            f"Received: layer_types={kinds!r}"
-        )
+    """LFM2 (`Lfm2Config`): gated short-convolution layers and full
+    attention layers (q/k norms)."""
+    kinds = _layer_kinds(
+        config, {"conv": "shortconv", "full_attention": "attention"}, where, "LFM2's"
+    )
     width = int(field(config, "intermediate_size"))
     if config.get("block_auto_adjust_ff_dim", True):
         width = int(2 * width / 3)
@@ -220,15 +268,23 @@ def _lfm2_arguments(config, common, field, where):
         conv_kernel=int(field(config, "conv_L_cache", 3)),
         use_bias=bool(field(config, "conv_bias", False, required=False)),
     )
-    return dict(
+    eps = float(field(config, "norm_eps", 1e-5))
+    options = {"shortconv": conv}
+    arguments = dict(
         common,
         num_heads=1,
-        block_types=["shortconv"],
+        block_types=kinds,
         intermediate_dim=width,
-        block_options={"shortconv": conv},
-        norm_epsilon=float(field(config, "norm_eps", 1e-5)),
+        norm_epsilon=eps,
         tie_weights=bool(config.get("tie_word_embeddings", True)),
     )
+    if "attention" in kinds:
+        heads = int(field(config, "num_attention_heads"))
+        head_dim = int(config.get("head_dim") or common["hidden_dim"] // heads)
+        options["attention"] = _attention_options(config, field, heads, head_dim, eps)
+        arguments["max_length"] = int(config.get("max_position_embeddings") or 128000)
+    arguments["block_options"] = options
+    return arguments
 
 
 def state_space_language_model(config, **overrides):
@@ -333,11 +389,51 @@ def load_state_space_weights(model, tensors):
     return model
 
 
+#: the gated feed-forward's tensors: LFM2's (True) and Qwen3-Next's
+_FFN_NAMES = {
+    True: dict(gate="feed_forward.w1", up="feed_forward.w3", down="feed_forward.w2"),
+    False: dict(gate="mlp.gate_proj", up="mlp.up_proj", down="mlp.down_proj"),
+}
+
+
+def _copy_attention(mha, get, put, p, lfm2, one):
+    """A full-attention layer's tensors into a `MultiHeadAttention`:
+    Qwen3-Next's query projection holds each head's queries and then its
+    output gate's rows (`head_dim * 2` per head); LFM2's norms are
+    `q_layernorm` / `k_layernorm` and its output `out_proj`."""
+    d, h, hd = mha.query_kernel.shape
+    query = get(p + "q_proj.weight")
+    if mha.output_gate:
+        query = query.reshape(h, 2, hd, d)
+        put(mha.gate_kernel, query[:, 1].reshape(h * hd, d).T.reshape(d, h, hd))
+        query = query[:, 0].reshape(h * hd, d)
+    put(mha.query_kernel, query.T.reshape(d, h, hd))
+    for name, var in (("k", mha.key_kernel), ("v", mha.value_kernel)):
+        put(var, get(f"{p}{name}_proj.weight").T.reshape(var.shape))
+    out = "out_proj" if lfm2 else "o_proj"
+    put(mha.output_kernel, get(f"{p}{out}.weight").T.reshape(mha.output_kernel.shape))
+    if mha.use_bias:
+        bias = get(p + "q_proj.bias")
+        if mha.output_gate:
+            bias = bias.reshape(h, 2, hd)
+            put(mha.gate_bias, bias[:, 1])
+            bias = bias[:, 0]
+        put(mha.query_bias, bias.reshape(h, hd))
+        for name, var in (("k", mha.key_bias), ("v", mha.value_bias)):
+            put(var, get(f"{p}{name}_proj.bias").reshape(var.shape))
+    if mha.output_bias is not None:
+        put(mha.output_bias, get(f"{p}{out}.bias"))
+    norms = ("q_layernorm", "k_layernorm") if lfm2 else ("q_norm", "k_norm")
+    put(mha.query_norm_scale, one + get(f"{p}{norms[0]}.weight"))
+    put(mha.key_norm_scale, one + get(f"{p}{norms[1]}.weight"))
+
+
 def _load_hybrid(model, blocks, get, put):
     """xLSTM-7B (`backbone.blocks.i.`), Qwen3-Next (`layers.i.`, its
     RMSNorms' `1 + w`) and LFM2 tensors into a `hybrid_language_model`,
     staged in `put`."""
-    xlstm, lfm2 = blocks[0].kind == "mlstm", blocks[0].kind == "shortconv"
+    kinds = {getattr(block, "kind", "attention") for block in blocks}
+    xlstm, lfm2 = "mlstm" in kinds, "shortconv" in kinds
     one = 0.0 if xlstm or lfm2 else 1.0  # Qwen3-Next's RMSNorm scales by 1 + w
     if xlstm:
         names = dict(embedding="backbone.embeddings.weight", final="backbone.out_norm.weight")
@@ -353,18 +449,31 @@ def _load_hybrid(model, blocks, get, put):
             put(block.ffn_norm.scale, get(p + "norm_ffn.weight"))
             copy_mlstm(block.mixer, get, put, p + "mlstm_layer.")
             ffn = dict(gate="ffn.proj_up_gate", up="ffn.proj_up", down="ffn.proj_down")
+        elif isinstance(block, sk.LlamaDecoderBlock):  # a full-attention layer
+            p = f"layers.{i}."
+            norms = (
+                ("operator_norm", "ffn_norm")
+                if lfm2
+                else ("input_layernorm", "post_attention_layernorm")
+            )
+            put(block.attention_norm.scale, one + get(p + norms[0] + ".weight"))
+            put(block.feedforward_norm.scale, one + get(p + norms[1] + ".weight"))
+            _copy_attention(block.attention, get, put, p + "self_attn.", lfm2, one)
+            for ours, theirs in _FFN_NAMES[lfm2].items():
+                put(getattr(block.feedforward, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
+            continue
         elif lfm2:
             p = f"layers.{i}."
             put(block.mixer_norm.scale, get(p + "operator_norm.weight"))
             put(block.ffn_norm.scale, get(p + "ffn_norm.weight"))
             copy_short_convolution(block.mixer, get, put, p + "conv.")
-            ffn = dict(gate="feed_forward.w1", up="feed_forward.w3", down="feed_forward.w2")
+            ffn = _FFN_NAMES[True]
         else:
             p = f"layers.{i}."
             put(block.mixer_norm.scale, one + get(p + "input_layernorm.weight"))
             put(block.ffn_norm.scale, one + get(p + "post_attention_layernorm.weight"))
             copy_gated_deltanet(block.mixer, get, put, p + "linear_attn.")
-            ffn = dict(gate="mlp.gate_proj", up="mlp.up_proj", down="mlp.down_proj")
+            ffn = _FFN_NAMES[False]
         for ours, theirs in ffn.items():
             put(getattr(block.ffn, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
     put(model.part("norm").scale, one + get(names["final"]))

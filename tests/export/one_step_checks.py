@@ -88,7 +88,8 @@ BUILDERS = {
     "griffin_language_model": lambda: M.griffin_language_model(
         V, 8, 3, num_heads=2, intermediate_dim=16, window=3, max_length=16, tie_weights=False
     ),
-    # gated DeltaNet, mLSTM and sLSTM blocks, then attention (chunks of 4)
+    # gated DeltaNet, mLSTM and sLSTM blocks, then Qwen3-Next's gated
+    # attention (q/k norms, an output gate, partial rotary positions)
     "hybrid_language_model": lambda: M.hybrid_language_model(
         V,
         8,
@@ -99,6 +100,7 @@ BUILDERS = {
         block_options={
             "deltanet": {"chunk_size": 4},
             "mlstm": {"chunk_size": 4},
+            "attention": {"query_key_norm": 1e-6, "output_gate": True, "rotary_dim": 2},
         },
         max_length=16,
         tie_weights=False,

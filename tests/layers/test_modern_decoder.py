@@ -183,6 +183,89 @@ def test_grouped_query_cached_step_equals_full_pass(layout, prepared, window):
     assert tuple(cache[1].shape) == (2, 2, kept, 4)
 
 
+def _gated_layer():
+    """Qwen3-Next's attention: q/k RMS norms, partial rotary positions, an
+    output gate (biases on, scales not ones)."""
+    layer = sk.MultiHeadAttention(
+        4,
+        4,
+        num_key_value_heads=2,
+        rotary_embedding=sk.RotaryEmbedding(base=100.0, rotary_dim=2),
+        query_key_norm=1e-6,
+        output_gate=True,
+    )
+    layer.build((2, 8, 8))
+    rng = np.random.default_rng(7)
+    for w in layer.weights:
+        w.assign(rng.normal(1.0 if "norm" in w.path else 0.0, 0.5, w.shape).astype("float32"))
+    return layer
+
+
+def _gated_numpy(x, layer):
+    """The gated, q/k-normalised causal attention, from the layer's weights."""
+    w = {v.path.split("/")[-1]: np.asarray(v, "float64") for v in layer.weights}
+
+    def project(name):
+        return np.einsum("btd,dhk->bthk", x, w[name + "_kernel"]) + w[name + "_bias"]
+
+    def rms(a, scale):
+        return a / np.sqrt(np.mean(a * a, -1, keepdims=True) + 1e-6) * scale
+
+    q, k, v = project("query"), project("key"), project("value")
+    q, k = rms(q, w["query_norm_scale"]), rms(k, w["key_norm_scale"])
+    q = np.concatenate([_rope_numpy(q[..., :2], 100.0, "half"), q[..., 2:]], -1)
+    k = np.concatenate([_rope_numpy(k[..., :2], 100.0, "half"), k[..., 2:]], -1)
+    t = x.shape[1]
+    visible = np.arange(t)[None] <= np.arange(t)[:, None]
+    out = np.zeros(q.shape)
+    for head in range(4):
+        g = head // 2
+        logits = np.einsum("bqd,bkd->bqk", q[:, :, head], k[:, :, g]) / 2.0
+        logits = np.where(visible, logits, -np.inf)
+        a = np.exp(logits - logits.max(-1, keepdims=True))
+        out[:, :, head] = np.einsum("bqk,bkd->bqd", a / a.sum(-1, keepdims=True), v[:, :, g])
+    out = out / (1.0 + np.exp(-project("gate")))
+    return np.einsum("bthd,hdo->bto", out, w["output_kernel"]) + w["output_bias"]
+
+
+@pytest.mark.parametrize("layout", ["fixed", "scatter", "growing"])
+@pytest.mark.parametrize("prepared", [False, True])
+def test_gated_attention_with_query_key_norms(layout, prepared):
+    # the full pass against NumPy; a prompt in one call, then one token at
+    # a time, equal to it (the norms before the rotation, the scale after
+    # the queries' norm, the gate on each head's output)
+    x = _x(2, 6, 8, seed=5)
+    layer = _gated_layer()
+    full = np.asarray(layer(x, use_causal_mask=True))
+    np.testing.assert_allclose(full, _gated_numpy(x, layer), atol=1e-4)
+    weights = layer.prepare_step_weights() if prepared else None
+    cache = layer.init_cache(2, 6, layout=layout)
+    out, cache = layer(x[:, :3], cache=cache, cache_index=0, step_weights=weights)
+    np.testing.assert_allclose(out, full[:, :3], atol=1e-5)
+    for i in range(3, 6):
+        out, cache = layer(x[:, i : i + 1], cache=cache, cache_index=i, step_weights=weights)
+        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+
+
+def test_gated_attention_cross_cache_contract_and_errors():
+    layer = _gated_layer()
+    q, v = _x(6, 1, 8), _x(2, 5, 8, seed=1)
+    expected = layer(q, np.repeat(v, 3, axis=0))
+    for prepared in (None, layer.prepare_step_weights()):
+        out, _ = layer(q, v, cache=layer.compute_cache(v), step_weights=prepared)
+        np.testing.assert_allclose(out, expected, atol=1e-5)
+    # query, key, value, gate and output kernels and biases, two norm scales
+    run_layer_test(
+        lambda: sk.MultiHeadAttention(2, 4, query_key_norm=1e-5, output_gate=True),
+        (_x(2, 3, 8), _x(2, 5, 8, seed=1)),
+        num_weights=(12, 0),
+    )
+    with pytest.raises(ValueError, match="MultiHeadAttention.*query_key_norm"):
+        sk.MultiHeadAttention(2, 4, query_key_norm=0.0)
+    with pytest.raises(TypeError, match="MultiHeadAttention.*output_gate"):
+        sk.MultiHeadAttention(2, 4, output_gate="yes")
+
+
 def test_grouped_query_cross_attention_cache_shared_by_beams():
     # 2 sources, 3 beams each, 2 query heads per key/value head: equal to
     # the full attention over the sources repeated per beam.

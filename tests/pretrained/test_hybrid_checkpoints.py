@@ -1,5 +1,6 @@
-"""xLSTM-7B, Qwen3-Next (its gated DeltaNet layers, a dense MLP) and LFM2
-(its short-convolution layers)
+"""xLSTM-7B, Qwen3-Next (its gated DeltaNet layers and gated full
+attention with q/k norms and partial rotary positions, a dense MLP) and
+LFM2 (its short-convolution layers and full attention with q/k norms)
 checkpoints: tiny random `transformers` models, their tensors read by
 `seqkeras.pretrained` (`state_space_language_model`,
 `load_state_space_weights`); the logits equal the reference's, and the
@@ -53,7 +54,7 @@ def test_xlstm_checkpoint_matches_transformers():
     _check(reference, config.to_dict(), 60)
 
 
-def test_qwen3_next_linear_layers_checkpoint_matches_transformers():
+def test_qwen3_next_checkpoint_matches_transformers():
     torch = pytest.importorskip("torch")
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
@@ -70,22 +71,27 @@ def test_qwen3_next_linear_layers_checkpoint_matches_transformers():
         linear_num_value_heads=4,
         linear_key_head_dim=8,
         linear_value_head_dim=8,
-        layer_types=["linear_attention", "linear_attention"],
+        layer_types=["linear_attention", "full_attention"],
         num_experts=0,
     )
     reference = Qwen3NextForCausalLM(config).eval()
     with torch.no_grad():
         for name, p in reference.named_parameters():
-            if "layernorm" in name or name.endswith("model.norm.weight"):
+            if any(n in name for n in ("layernorm", "q_norm", "k_norm")) or name.endswith(
+                "model.norm.weight"
+            ):
                 p.normal_(0.0, 0.1)  # its RMSNorms scale by 1 + w
+    ours = state_space_language_model(config.to_dict())
+    attention = ours.get_layer("block_1").attention
+    assert attention.output_gate and attention.rotary_embedding.rotary_dim == 2  # 8 * 0.25
     _check(reference, config.to_dict(), 60)
-    with pytest.raises(ValueError, match="full-attention"):
+    with pytest.raises(ValueError, match="layer types"):
         state_space_language_model(
-            dict(config.to_dict(), layer_types=["linear_attention", "full_attention"])
+            dict(config.to_dict(), layer_types=["linear_attention", "sliding_attention"])
         )
 
 
-def test_lfm2_convolution_layers_checkpoint_matches_transformers():
+def test_lfm2_checkpoint_matches_transformers():
     torch = pytest.importorskip("torch")
     from transformers import Lfm2Config, Lfm2ForCausalLM
 
@@ -97,7 +103,7 @@ def test_lfm2_convolution_layers_checkpoint_matches_transformers():
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        layer_types=["conv", "conv"],
+        layer_types=["conv", "full_attention"],
         conv_L_cache=3,
         block_multiple_of=16,
     )
@@ -107,5 +113,5 @@ def test_lfm2_convolution_layers_checkpoint_matches_transformers():
             if "norm" in name:
                 p.normal_(1.0, 0.1)
     _check(reference, config.to_dict(), 60)
-    with pytest.raises(ValueError, match="attention layers"):
-        state_space_language_model(dict(config.to_dict(), layer_types=["conv", "full_attention"]))
+    with pytest.raises(ValueError, match="layer types"):
+        state_space_language_model(dict(config.to_dict(), layer_types=["conv", "sliding"]))
