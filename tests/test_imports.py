@@ -16,12 +16,13 @@ PACKAGE = os.path.dirname(os.path.abspath(seqkeras.__file__))
 #: `seqkeras/__init__.py` is left out: it only gathers the namespaces.
 ALLOWED = {
     "_atomic": set(),
+    "_traced": set(),
     "plots": set(),
     "layers": set(),
     "distribute": set(),
     "decoding": {"layers"},
-    "data": {"layers"},
-    "models": {"layers", "data", "decoding", "distribute", "_atomic"},
+    "data": {"layers", "_traced"},
+    "models": {"layers", "data", "decoding", "distribute", "_atomic", "_traced"},
     "metrics": {"layers", "data", "models"},
     "export": {"layers", "data", "decoding", "models", "distribute", "_atomic", "metrics"},
     "pretrained": {"layers", "data", "decoding", "models", "distribute"},

@@ -9,6 +9,7 @@ from seqkeras.layers.decoder_block import LlamaDecoderBlock
 from seqkeras.layers.embedding import BertEmbedding
 from seqkeras.layers.embedding import GatherSteps
 from seqkeras.layers.feedforward import GatedFeedForward
+from seqkeras.layers.feedforward import MixtureOfExperts
 from seqkeras.layers.cells import GRUCell
 from seqkeras.layers.cells import LSTMCell
 from seqkeras.layers.cells import RecurrentCell
@@ -62,6 +63,7 @@ __all__ = [
     "MLSTMLayer",
     "SLSTMLayer",
     "MixerBlock",
+    "MixtureOfExperts",
     "ShortConvolution",
     "RWKV7Blocks",
     "RWKV7ChannelMixing",

@@ -20,6 +20,7 @@ from seqkeras.layers.attention import MultiHeadAttention
 from seqkeras.layers.attention import key_value_heads
 from seqkeras.layers.feedforward import GATE_ACTIVATIONS
 from seqkeras.layers.feedforward import GatedFeedForward
+from seqkeras.layers.feedforward import expert_feedforward
 from seqkeras.layers.rotary import LAYOUTS
 from seqkeras.layers.rotary import RotaryEmbedding
 from seqkeras.layers.rotary import check_scaling
@@ -64,6 +65,10 @@ class LlamaDecoderBlock(keras.layers.Layer):
         query_key_norm, output_gate: `MultiHeadAttention`'s: an RMS norm
             of each head's queries and keys with this epsilon (Qwen3-Next,
             LFM2), a sigmoid gate on each head's output (Qwen3-Next).
+        experts: a dict of `MixtureOfExperts` arguments (`num_experts`,
+            `top_k`, `intermediate_dim`, ...): a mixture of experts as the
+            feed-forward (Qwen3-Next's sparse MLP); `intermediate_dim` is
+            then unused.
 
     Call arguments:
         inputs: (batch, time, d).
@@ -112,10 +117,12 @@ class LlamaDecoderBlock(keras.layers.Layer):
         rotary_dim=None,
         query_key_norm=None,
         output_gate=False,
+        experts=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         name = "LlamaDecoderBlock"
+        self.experts = None if experts is None else dict(experts)
         self.rotary_dim = (
             None if rotary_dim is None else validation.positive_int(name, "rotary_dim", rotary_dim)
         )
@@ -194,15 +201,25 @@ class LlamaDecoderBlock(keras.layers.Layer):
             dtype=policy,
             name="attention",
         )
-        self.feedforward = GatedFeedForward(
-            self.intermediate_dim,
-            activation=self.activation,
-            kernel_initializer=self._initializer(),
-            lora_rank=self.lora_rank,
-            lora_alpha=self.lora_alpha,
-            dtype=policy,
-            name="feedforward",
-        )
+        if self.experts is not None:
+            self.feedforward = expert_feedforward(
+                "LlamaDecoderBlock",
+                self.experts,
+                self.activation,
+                self._initializer(),
+                policy,
+                "feedforward",
+            )
+        else:
+            self.feedforward = GatedFeedForward(
+                self.intermediate_dim,
+                activation=self.activation,
+                kernel_initializer=self._initializer(),
+                lora_rank=self.lora_rank,
+                lora_alpha=self.lora_alpha,
+                dtype=policy,
+                name="feedforward",
+            )
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=policy, name="dropout")
         for norm in (self.attention_norm, self.feedforward_norm):
             # per position: a padding mask passes through (Keras' RMSNorm
@@ -299,6 +316,7 @@ class LlamaDecoderBlock(keras.layers.Layer):
                 "rotary_dim": self.rotary_dim,
                 "query_key_norm": self.query_key_norm,
                 "output_gate": self.output_gate,
+                "experts": self.experts,
             }
         )
         return config

@@ -177,3 +177,185 @@ class GatedFeedForward(keras.layers.Layer):
             }
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MixtureOfExperts(keras.layers.Layer):
+    """A mixture of gated feed-forward experts with top-k routing (the
+    sparse MLP of Qwen3-Next, Qwen2-MoE and Mixtral): per position,
+    `p = softmax(x W_router)`, the `top_k` largest kept (divided by their
+    sum with `normalize_top_k`), and `y = sum_e p_e FFN_e(x)` with
+    `FFN_e(x) = (act(x G_e) * (x U_e)) D_e`; with `shared_intermediate_dim`
+    a shared expert is added, scaled by `sigmoid(x w_shared)`.
+
+    Every expert is computed for every position and weighted (zero for
+    those not chosen): the same numbers as routing, builtin ops only in
+    TFLite (TOPK_V2, ONE_HOT, batched products) and no data-dependent
+    shapes in any runtime; the cost grows with `num_experts`, so this
+    suits models of a few experts (a checkpoint of hundreds loads, but
+    runs every expert).
+
+    Weights: `router_kernel` (d, experts), `expert_gate_kernel` and
+    `expert_up_kernel` (experts, d, intermediate_dim), `expert_down_kernel`
+    (experts, intermediate_dim, d); with a shared expert,
+    `shared_expert` (a `GatedFeedForward`) and `shared_gate_kernel` (d, 1).
+
+    Args:
+        num_experts: the experts.
+        top_k: experts per position (at most `num_experts`).
+        intermediate_dim: each expert's gated width.
+        shared_intermediate_dim: the shared expert's width (None: none).
+        normalize_top_k: divide the kept probabilities by their sum.
+        activation: the experts' gate activation (`"silu"`: SwiGLU).
+        kernel_initializer: of every kernel.
+
+    Call arguments:
+        inputs: (..., d). A Keras mask passes through unchanged.
+        step_weights: accepted and unused (the feed-forward signature of
+            the decoder blocks).
+
+    Examples:
+        >>> import numpy as np, seqkeras
+        >>> moe = seqkeras.layers.MixtureOfExperts(4, 2, 16, shared_intermediate_dim=8)
+        >>> tuple(moe(np.ones((2, 3, 8), "float32")).shape)
+        (2, 3, 8)
+    """
+
+    def __init__(
+        self,
+        num_experts,
+        top_k,
+        intermediate_dim,
+        shared_intermediate_dim=None,
+        normalize_top_k=True,
+        activation="silu",
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        name = "MixtureOfExperts"
+        self.num_experts = validation.positive_int(name, "num_experts", num_experts)
+        self.top_k = validation.positive_int(name, "top_k", top_k)
+        if self.top_k > self.num_experts:
+            raise ValueError(
+                f"`{name}` needs top_k <= num_experts. Received: top_k={top_k}, "
+                f"num_experts={num_experts}"
+            )
+        self.intermediate_dim = validation.positive_int(name, "intermediate_dim", intermediate_dim)
+        self.shared_intermediate_dim = (
+            None
+            if shared_intermediate_dim is None
+            else validation.positive_int(name, "shared_intermediate_dim", shared_intermediate_dim)
+        )
+        self.normalize_top_k = validation.boolean(name, "normalize_top_k", normalize_top_k)
+        self.activation = validation.choice(name, "activation", activation, GATE_ACTIVATIONS)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.shared_expert = None
+        if self.shared_intermediate_dim is not None:
+            self.shared_expert = GatedFeedForward(
+                self.shared_intermediate_dim,
+                activation=self.activation,
+                kernel_initializer=kernel_initializer,
+                dtype=self.dtype_policy,
+                name="shared_expert",
+            )
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        if d is None:
+            raise ValueError(
+                "`MixtureOfExperts` needs inputs with known features (..., d). "
+                f"Received: inputs.shape={tuple(input_shape)}"
+            )
+        e, width = self.num_experts, self.intermediate_dim
+
+        def weight(name, shape):
+            init = keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
+            return self.add_weight(shape=shape, name=name, initializer=init)
+
+        self.router_kernel = weight("router_kernel", (d, e))
+        self.expert_gate_kernel = weight("expert_gate_kernel", (e, d, width))
+        self.expert_up_kernel = weight("expert_up_kernel", (e, d, width))
+        self.expert_down_kernel = weight("expert_down_kernel", (e, width, d))
+        if self.shared_expert is not None:
+            self.shared_expert.build(input_shape)
+            self.shared_gate_kernel = weight("shared_gate_kernel", (d, 1))
+
+    def prepare_step_weights(self):
+        """None: the step reads the variables."""
+        return None
+
+    def __call__(self, *args, **kwargs):
+        validation.numeric_arguments("MixtureOfExperts", ("inputs",), args, kwargs)
+        return super().__call__(*args, **kwargs)
+
+    def routing(self, inputs):
+        """Each position's weight on each expert, (..., num_experts): the
+        top-k softmax probabilities (normalised), zero elsewhere."""
+        logits = ops.matmul(ops.cast(inputs, "float32"), ops.cast(self.router_kernel, "float32"))
+        probs = ops.softmax(logits, axis=-1)
+        top, index = ops.top_k(probs, self.top_k)
+        if self.normalize_top_k:
+            top = top / ops.sum(top, axis=-1, keepdims=True)
+        chosen = ops.one_hot(index, self.num_experts, dtype="float32")  # (..., k, experts)
+        return ops.sum(chosen * ops.expand_dims(top, -1), axis=-2)
+
+    def call(self, inputs, step_weights=None):
+        validation.numeric("MixtureOfExperts", "inputs", inputs)
+        validation.features("MixtureOfExperts", "inputs", inputs, self.router_kernel.shape[0])
+        shape = ops.shape(inputs)
+        x = ops.reshape(inputs, (-1, inputs.shape[-1]))  # (n, d)
+        weights = ops.cast(self.routing(x), x.dtype)  # (n, experts)
+        gate = ops.einsum("nd,edi->nei", x, self.expert_gate_kernel)
+        up = ops.einsum("nd,edi->nei", x, self.expert_up_kernel)
+        hidden = _activate(self.activation, gate) * up * ops.expand_dims(weights, -1)
+        y = ops.einsum("nei,eid->nd", hidden, self.expert_down_kernel)
+        if self.shared_expert is not None:
+            shared = ops.sigmoid(ops.matmul(x, self.shared_gate_kernel))
+            y = y + shared * self.shared_expert(x)
+        return ops.reshape(y, tuple(shape[:-1]) + (y.shape[-1],))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_experts": self.num_experts,
+                "top_k": self.top_k,
+                "intermediate_dim": self.intermediate_dim,
+                "shared_intermediate_dim": self.shared_intermediate_dim,
+                "normalize_top_k": self.normalize_top_k,
+                "activation": self.activation,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config
+
+
+#: the arguments of `MixtureOfExperts` a block's `experts=` dict may give
+EXPERT_ARGUMENTS = (
+    "num_experts",
+    "top_k",
+    "intermediate_dim",
+    "shared_intermediate_dim",
+    "normalize_top_k",
+)
+
+
+def expert_feedforward(where, experts, activation, kernel_initializer, dtype, name):
+    """A block's `MixtureOfExperts` from its `experts` dict (checked)."""
+    if not isinstance(experts, dict) or set(experts) - set(EXPERT_ARGUMENTS):
+        raise ValueError(
+            f"`{where}` expects `experts` to be a dict of `MixtureOfExperts` arguments "
+            f"{EXPERT_ARGUMENTS}. Received: experts={experts!r}"
+        )
+    return MixtureOfExperts(
+        activation=activation,
+        kernel_initializer=kernel_initializer,
+        dtype=dtype,
+        name=name,
+        **experts,
+    )

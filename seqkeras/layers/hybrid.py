@@ -21,6 +21,7 @@ from seqkeras.layers import validation
 from seqkeras.layers.delta import GatedDeltaNet
 from seqkeras.layers.feedforward import GATE_ACTIVATIONS
 from seqkeras.layers.feedforward import GatedFeedForward
+from seqkeras.layers.feedforward import expert_feedforward
 from seqkeras.layers.xlstm import MLSTMLayer
 from seqkeras.layers.scan import causal_conv
 from seqkeras.layers.xlstm import SLSTMLayer
@@ -161,6 +162,10 @@ class MixerBlock(keras.layers.Layer):
         norm: `"rms"` (RMSNorm: Qwen3-Next, xLSTM-7B) or `"layer"`
             (LayerNorm: the `xlstm` package's sLSTM block).
         norm_epsilon: the two norms'.
+        experts: a dict of `MixtureOfExperts` arguments (`num_experts`,
+            `top_k`, `intermediate_dim`, ...): a mixture of experts as the
+            feed-forward (Qwen3-Next's sparse MLP) instead of
+            `intermediate_dim`'s.
         **mixer_kwargs: the mixer's arguments (`num_key_heads`,
             `num_heads`, ...), besides the Layer's own (`name`, `dtype`).
 
@@ -188,6 +193,7 @@ class MixerBlock(keras.layers.Layer):
         activation="silu",
         norm="rms",
         norm_epsilon=1e-6,
+        experts=None,
         **kwargs,
     ):
         layer_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in self._LAYER_ARGS}
@@ -204,7 +210,18 @@ class MixerBlock(keras.layers.Layer):
         self.mixer_norm = self._norm("mixer_norm")
         self.mixer = _MIXERS[kind](dtype=self.dtype_policy, name="mixer", **kwargs)
         self.ffn_norm = self.ffn = None
-        if self.intermediate_dim:
+        self.experts = None if experts is None else dict(experts)
+        if experts is not None:
+            self.ffn_norm = self._norm("ffn_norm")
+            self.ffn = expert_feedforward(
+                name,
+                self.experts,
+                self.activation,
+                kwargs.get("kernel_initializer", "glorot_uniform"),
+                self.dtype_policy,
+                "ffn",
+            )
+        elif self.intermediate_dim:
             self.ffn_norm = self._norm("ffn_norm")
             self.ffn = GatedFeedForward(
                 self.intermediate_dim,
@@ -277,6 +294,7 @@ class MixerBlock(keras.layers.Layer):
                 "activation": self.activation,
                 "norm": self.norm,
                 "norm_epsilon": self.norm_epsilon,
+                "experts": self.experts,
                 **self.mixer_kwargs,
             }
         )

@@ -195,18 +195,30 @@ def _attention_options(config, field, heads, head_dim, epsilon, **extra):
 def _qwen3_next_arguments(config, common, field, where):
     """Qwen3-Next (`Qwen3NextConfig`): gated DeltaNet and gated full
     attention layers (q/k norms, an output gate, rotary positions on a
-    `partial_rotary_factor` of each head) with a dense MLP; its
-    mixture-of-experts MLPs are not read."""
+    `partial_rotary_factor` of each head), each with a dense MLP or, with
+    `num_experts`, the sparse mixture of experts and its shared expert
+    (in every layer: a config mixing dense and sparse layers is refused)."""
     kinds = _layer_kinds(
         config,
         {"linear_attention": "deltanet", "full_attention": "attention"},
         where,
         "Qwen3-Next's",
     )
+    experts = None
     if int(config.get("num_experts") or 0) > 0:
-        raise ValueError(
-            f"`{where}`: Qwen3-Next's mixture-of-experts MLP is not read (num_experts=0 "
-            f"only). Received: num_experts={config.get('num_experts')!r}"
+        step, dense = int(config.get("decoder_sparse_step") or 1), config.get("mlp_only_layers")
+        if step != 1 or dense:
+            raise ValueError(
+                f"`{where}`: Qwen3-Next's mixture of experts is read when every layer has it "
+                f"(decoder_sparse_step=1, no mlp_only_layers). Received: decoder_sparse_step="
+                f"{step}, mlp_only_layers={dense!r}"
+            )
+        experts = dict(
+            num_experts=int(config["num_experts"]),
+            top_k=int(field(config, "num_experts_per_tok")),
+            intermediate_dim=int(field(config, "moe_intermediate_size")),
+            shared_intermediate_dim=int(field(config, "shared_expert_intermediate_size")),
+            normalize_top_k=bool(config.get("norm_topk_prob", True)),
         )
     eps = float(field(config, "rms_norm_eps", 1e-6))
     deltanet = dict(
@@ -246,6 +258,9 @@ def _qwen3_next_arguments(config, common, field, where):
             attention_output_bias=bias,
         )
         arguments["max_length"] = int(config.get("max_position_embeddings") or 32768)
+    if experts is not None:
+        for kind in options:
+            options[kind]["experts"] = experts
     arguments["block_options"] = options
     return arguments
 
@@ -428,6 +443,29 @@ def _copy_attention(mha, get, put, p, lfm2, one):
     put(mha.key_norm_scale, one + get(f"{p}{norms[1]}.weight"))
 
 
+def _copy_feedforward(ffn, get, put, p, lfm2):
+    """A layer's MLP: a `GatedFeedForward`'s three kernels, or Qwen3-Next's
+    sparse mixture of experts (`mlp.gate`, `mlp.experts.gate_up_proj`
+    (experts, 2 * width, d) and `down_proj` (experts, d, width), the
+    shared expert and its gate) into a `MixtureOfExperts`."""
+    if not isinstance(ffn, sk.MixtureOfExperts):
+        for ours, theirs in _FFN_NAMES[lfm2].items():
+            put(getattr(ffn, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
+        return
+    width = ffn.intermediate_dim
+    put(ffn.router_kernel, get(p + "mlp.gate.weight").T)
+    gate_up = get(p + "mlp.experts.gate_up_proj")
+    put(ffn.expert_gate_kernel, np.transpose(gate_up[:, :width], (0, 2, 1)))
+    put(ffn.expert_up_kernel, np.transpose(gate_up[:, width:], (0, 2, 1)))
+    put(ffn.expert_down_kernel, np.transpose(get(p + "mlp.experts.down_proj"), (0, 2, 1)))
+    for name in ("gate", "up", "down"):
+        put(
+            getattr(ffn.shared_expert, name + "_kernel"),
+            get(f"{p}mlp.shared_expert.{name}_proj.weight").T,
+        )
+    put(ffn.shared_gate_kernel, get(p + "mlp.shared_expert_gate.weight").T)
+
+
 def _load_hybrid(model, blocks, get, put):
     """xLSTM-7B (`backbone.blocks.i.`), Qwen3-Next (`layers.i.`, its
     RMSNorms' `1 + w`) and LFM2 tensors into a `hybrid_language_model`,
@@ -459,8 +497,7 @@ def _load_hybrid(model, blocks, get, put):
             put(block.attention_norm.scale, one + get(p + norms[0] + ".weight"))
             put(block.feedforward_norm.scale, one + get(p + norms[1] + ".weight"))
             _copy_attention(block.attention, get, put, p + "self_attn.", lfm2, one)
-            for ours, theirs in _FFN_NAMES[lfm2].items():
-                put(getattr(block.feedforward, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
+            _copy_feedforward(block.feedforward, get, put, p, lfm2)
             continue
         elif lfm2:
             p = f"layers.{i}."
@@ -473,7 +510,8 @@ def _load_hybrid(model, blocks, get, put):
             put(block.mixer_norm.scale, one + get(p + "input_layernorm.weight"))
             put(block.ffn_norm.scale, one + get(p + "post_attention_layernorm.weight"))
             copy_gated_deltanet(block.mixer, get, put, p + "linear_attn.")
-            ffn = _FFN_NAMES[False]
+            _copy_feedforward(block.ffn, get, put, p, False)
+            continue
         for ours, theirs in ffn.items():
             put(getattr(block.ffn, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
     put(model.part("norm").scale, one + get(names["final"]))

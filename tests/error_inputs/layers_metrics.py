@@ -174,6 +174,19 @@ entry(
 )
 entry(GF, "inputs", lambda: L.GatedFeedForward(8)(TEXT), graph=True, xla=True)
 
+MOE = at("layers.MixtureOfExperts")
+entry(MOE, "top_k", lambda: L.MixtureOfExperts(2, 3, 4))
+entry(MOE, "num_experts", lambda: L.MixtureOfExperts(0, 1, 4))
+entry(MOE, "normalize_top_k", lambda: L.MixtureOfExperts(2, 1, 4, normalize_top_k="yes"))
+entry(
+    MOE,
+    "inputs",
+    lambda: built(L.MixtureOfExperts(2, 1, 4), X3)(RNG.normal(size=(2, 5, 6)).astype(F)),
+    graph=True,
+    xla=True,
+)
+entry(MOE, "inputs", lambda: L.MixtureOfExperts(2, 1, 4)(TEXT), graph=True, xla=True)
+
 GS = at("layers.GatherSteps")
 entry(GS, "inputs", lambda: L.GatherSteps()(X3), graph=True, xla=True)
 entry(GS, "index", lambda: L.GatherSteps()([X3, np.array([[1, 9], [0, 2]])]))
@@ -183,6 +196,9 @@ entry(GS, "sequence", lambda: L.GatherSteps()([X3[0], np.array([[1, 2]])]), grap
 
 LB = at("layers.LlamaDecoderBlock")
 entry(LB, "num_key_value_heads", lambda: L.LlamaDecoderBlock(4, 16, num_key_value_heads=3))
+entry(LB, "query_key_norm", lambda: L.LlamaDecoderBlock(4, 16, query_key_norm=-1.0))
+entry(LB, "rotary_dim", lambda: L.LlamaDecoderBlock(4, 16, rotary_dim=0))
+entry(LB, "experts", lambda: L.LlamaDecoderBlock(2, 8, experts={"experts": 2})(X3))
 entry(LB, "rope_layout", lambda: L.LlamaDecoderBlock(2, 16, rope_layout="gptj"))
 entry(LB, "rope_scaling", lambda: L.LlamaDecoderBlock(2, 16, rope_scaling={"type": "yarn"}))
 entry(LB, "window", lambda: L.LlamaDecoderBlock(2, 16, window=0))

@@ -443,7 +443,7 @@ entry(
             "vocab_size": 10,
             "hidden_size": 8,
             "num_hidden_layers": 1,
-            "layer_types": ["full_attention"],
+            "layer_types": ["sliding_attention"],
         }
     ),
 )
@@ -456,7 +456,7 @@ entry(
             "vocab_size": 10,
             "hidden_size": 8,
             "num_hidden_layers": 1,
-            "layer_types": ["full_attention"],
+            "layer_types": ["sliding_attention"],
         }
     ),
 )

@@ -325,6 +325,69 @@ def test_gated_feedforward_contract_and_errors():
         layer(_x(1, 2, 5))
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_mixture_of_experts_routes_as_the_equations(normalize):
+    # per position: softmax over the experts, the top 2 of 4 kept (and
+    # renormalised), each chosen expert's SwiGLU weighted, plus the shared
+    # expert scaled by its sigmoid gate; NumPy position by position, with
+    # the chosen experts only
+    x = _x(2, 3, 8)
+    layer = sk.MixtureOfExperts(4, 2, 6, shared_intermediate_dim=5, normalize_top_k=normalize)
+    layer.build(x.shape)
+    for w in layer.weights:
+        w.assign(_x(*w.shape, seed=len(w.path)))
+    w = {v.path.split("/")[-1]: np.asarray(v, "float64") for v in layer.weights}
+    shared = {v.path.split("/")[-1]: np.asarray(v, "float64") for v in layer.shared_expert.weights}
+
+    def silu(z):
+        return z / (1 + np.exp(-z))
+
+    expected = np.zeros(x.shape)
+    for b in range(2):
+        for t in range(3):
+            v = x[b, t].astype("float64")
+            logits = v @ w["router_kernel"]
+            p = np.exp(logits - logits.max())
+            p /= p.sum()
+            top = np.argsort(-p)[:2]
+            weights = p[top] / (p[top].sum() if normalize else 1.0)
+            for e, a in zip(top, weights):
+                h = silu(v @ w["expert_gate_kernel"][e]) * (v @ w["expert_up_kernel"][e])
+                expected[b, t] += a * (h @ w["expert_down_kernel"][e])
+            h = silu(v @ shared["gate_kernel"]) * (v @ shared["up_kernel"])
+            gate = 1 / (1 + np.exp(-(v @ w["shared_gate_kernel"])))
+            expected[b, t] += gate * (h @ shared["down_kernel"])
+    np.testing.assert_allclose(layer(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_mixture_of_experts_contract_errors_and_blocks():
+    # router, 3 expert kernels, shared expert's 3 and its gate
+    run_layer_test(
+        lambda: sk.MixtureOfExperts(3, 2, 4, shared_intermediate_dim=4),
+        _x(2, 5, 8),
+        num_weights=(8, 0),
+    )
+    with pytest.raises(ValueError, match="MixtureOfExperts.*top_k <= num_experts"):
+        sk.MixtureOfExperts(2, 3, 4)
+    with pytest.raises(ValueError, match="LlamaDecoderBlock.*experts"):
+        sk.LlamaDecoderBlock(2, 8, experts={"experts": 4})(_x(1, 2, 8))
+    # a block with experts: the cached step equals the full pass
+    block = sk.LlamaDecoderBlock(
+        2, 8, experts={"num_experts": 3, "top_k": 2, "intermediate_dim": 4}
+    )
+    x = _x(1, 5, 8, seed=2)
+    full = np.asarray(block(x))
+    assert isinstance(block.feedforward, sk.MixtureOfExperts)
+    out, cache = block(x[:, :3], cache=block.init_cache(1, 5), cache_index=0)
+    out2, _ = block(x[:, 3:], cache=cache, cache_index=3)
+    np.testing.assert_allclose(np.concatenate([out, out2], 1), full, atol=1e-5)
+    mixer = sk.MixerBlock(
+        "shortconv", experts={"num_experts": 2, "top_k": 1, "intermediate_dim": 4}
+    )
+    assert isinstance(mixer.ffn, sk.MixtureOfExperts)
+    assert sk.MixerBlock.from_config(mixer.get_config()).experts["num_experts"] == 2
+
+
 def test_llama_block_contract_and_cached_step():
     run_layer_test(
         lambda: sk.LlamaDecoderBlock(4, 16, num_key_value_heads=2, window=3, attention_bias=True),

@@ -9,6 +9,7 @@ cached step continues the prompt as the full pass does."""
 import numpy as np
 import pytest
 
+from seqkeras.layers import MixtureOfExperts
 from seqkeras.pretrained import load_state_space_weights, state_space_language_model
 
 
@@ -89,6 +90,46 @@ def test_qwen3_next_checkpoint_matches_transformers():
         state_space_language_model(
             dict(config.to_dict(), layer_types=["linear_attention", "sliding_attention"])
         )
+
+
+def test_qwen3_next_mixture_of_experts_checkpoint_matches_transformers():
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    torch.manual_seed(1)
+    config = Qwen3NextConfig(
+        vocab_size=60,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        layer_types=["linear_attention", "full_attention"],
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=24,
+    )
+    reference = Qwen3NextForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if "norm" in name and "linear_attn" not in name:
+                p.normal_(0.0, 0.1)  # its RMSNorms scale by 1 + w
+            elif "mlp" in name:
+                p.normal_(0.0, 0.3)  # the router and experts (their init is empty memory)
+    ours = state_space_language_model(config.to_dict())
+    assert all(
+        isinstance(getattr(b, "ffn", None) or b.feedforward, MixtureOfExperts)
+        for b in ours.part("blocks")
+    )
+    _check(reference, config.to_dict(), 60)
+    with pytest.raises(ValueError, match="every layer"):
+        state_space_language_model(dict(config.to_dict(), mlp_only_layers=[0]))
 
 
 def test_lfm2_checkpoint_matches_transformers():
