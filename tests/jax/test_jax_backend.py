@@ -127,6 +127,16 @@ LAYERS = {
         4, 4, num_key_value_heads=2, rotary_embedding=sk.RotaryEmbedding(), window=3
     ),
     "llama_block": lambda: sk.LlamaDecoderBlock(4, 16, num_key_value_heads=2, window=4),
+    # Qwen3-Next's attention (q/k norms, output gate, partial rotary
+    # positions) and its sparse MLP
+    "gated_attention_experts": lambda: sk.LlamaDecoderBlock(
+        2,
+        16,
+        rotary_dim=2,
+        query_key_norm=1e-6,
+        output_gate=True,
+        experts={"num_experts": 3, "top_k": 2, "intermediate_dim": 8},
+    ),
     "gated_feedforward": lambda: sk.GatedFeedForward(16),
     "positions": lambda: sk.PositionalEmbedding(16),
     "sinusoidal": lambda: sk.SinusoidalPositionalEncoding(),
