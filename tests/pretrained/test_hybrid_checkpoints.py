@@ -55,11 +55,14 @@ def test_xlstm_checkpoint_matches_transformers():
     _check(reference, config.to_dict(), 60)
 
 
-def test_qwen3_next_checkpoint_matches_transformers():
+def _qwen3_next(seed, **experts):
+    """A tiny Qwen3-Next (a gated DeltaNet layer, a full-attention layer)
+    and its config dict; its RMSNorms' weights (1 + w) and the MLPs'
+    random, not their zero or empty initial values."""
     torch = pytest.importorskip("torch")
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = Qwen3NextConfig(
         vocab_size=60,
         hidden_size=32,
@@ -73,63 +76,46 @@ def test_qwen3_next_checkpoint_matches_transformers():
         linear_key_head_dim=8,
         linear_value_head_dim=8,
         layer_types=["linear_attention", "full_attention"],
-        num_experts=0,
-    )
-    reference = Qwen3NextForCausalLM(config).eval()
-    with torch.no_grad():
-        for name, p in reference.named_parameters():
-            if any(n in name for n in ("layernorm", "q_norm", "k_norm")) or name.endswith(
-                "model.norm.weight"
-            ):
-                p.normal_(0.0, 0.1)  # its RMSNorms scale by 1 + w
-    ours = state_space_language_model(config.to_dict())
-    attention = ours.get_layer("block_1").attention
-    assert attention.output_gate and attention.rotary_embedding.rotary_dim == 2  # 8 * 0.25
-    _check(reference, config.to_dict(), 60)
-    with pytest.raises(ValueError, match="layer types"):
-        state_space_language_model(
-            dict(config.to_dict(), layer_types=["linear_attention", "sliding_attention"])
-        )
-
-
-def test_qwen3_next_mixture_of_experts_checkpoint_matches_transformers():
-    torch = pytest.importorskip("torch")
-    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
-
-    torch.manual_seed(1)
-    config = Qwen3NextConfig(
-        vocab_size=60,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_key_head_dim=8,
-        linear_value_head_dim=8,
-        layer_types=["linear_attention", "full_attention"],
-        num_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=16,
-        shared_expert_intermediate_size=24,
+        **(experts or {"num_experts": 0}),
     )
     reference = Qwen3NextForCausalLM(config).eval()
     with torch.no_grad():
         for name, p in reference.named_parameters():
             if "norm" in name and "linear_attn" not in name:
-                p.normal_(0.0, 0.1)  # its RMSNorms scale by 1 + w
+                p.normal_(0.0, 0.1)
             elif "mlp" in name:
-                p.normal_(0.0, 0.3)  # the router and experts (their init is empty memory)
-    ours = state_space_language_model(config.to_dict())
+                p.normal_(0.0, 0.3)
+    return reference, config.to_dict()
+
+
+def test_qwen3_next_checkpoint_matches_transformers():
+    reference, config = _qwen3_next(0)
+    ours = state_space_language_model(config)
+    attention = ours.get_layer("block_1").attention
+    assert attention.output_gate and attention.rotary_embedding.rotary_dim == 2  # 8 * 0.25
+    _check(reference, config, 60)
+    with pytest.raises(ValueError, match="layer types"):
+        state_space_language_model(
+            dict(config, layer_types=["linear_attention", "sliding_attention"])
+        )
+
+
+def test_qwen3_next_mixture_of_experts_checkpoint_matches_transformers():
+    reference, config = _qwen3_next(
+        1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=24,
+    )
+    ours = state_space_language_model(config)
     assert all(
         isinstance(getattr(b, "ffn", None) or b.feedforward, MixtureOfExperts)
         for b in ours.part("blocks")
     )
-    _check(reference, config.to_dict(), 60)
+    _check(reference, config, 60)
     with pytest.raises(ValueError, match="every layer"):
-        state_space_language_model(dict(config.to_dict(), mlp_only_layers=[0]))
+        state_space_language_model(dict(config, mlp_only_layers=[0]))
 
 
 def test_lfm2_checkpoint_matches_transformers():
