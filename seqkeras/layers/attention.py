@@ -439,16 +439,13 @@ class MultiHeadAttention(keras.layers.Layer):
         """Query heads per key/value head."""
         return self.num_heads // self.num_key_value_heads
 
-    def _norm_qk(self, q, k):
-        """Queries and keys RMS-normalised over each head's features
-        (`query_key_norm`; unchanged without it)."""
+    def _head_norm(self, x, part):
+        """Queries (`part="query"`) or keys RMS-normalised over each head's
+        features (`query_key_norm`; unchanged without it)."""
         if self.query_key_norm is None:
-            return q, k
-        eps = self.query_key_norm
-        return (
-            ops.rms_normalization(q, scale=self.query_norm_scale, epsilon=eps),
-            ops.rms_normalization(k, scale=self.key_norm_scale, epsilon=eps),
-        )
+            return x
+        scale = getattr(self, f"{part}_norm_scale")
+        return ops.rms_normalization(x, scale=scale, epsilon=self.query_key_norm)
 
     def _rotate(self, q, k, start, sequence_axis):
         """Queries and keys rotated at positions `start`.. (the rotary
@@ -543,11 +540,7 @@ class MultiHeadAttention(keras.layers.Layer):
         queries' (the beams of a source share their source's cache: query
         rows `i * beams + j` read cache row `i`)."""
         value = key if value is None else value
-        keys = self._heads_first(key, self._kernel("key"), self.key_bias)
-        if self.query_key_norm is not None:
-            keys = ops.rms_normalization(
-                keys, scale=self.key_norm_scale, epsilon=self.query_key_norm
-            )
+        keys = self._head_norm(self._heads_first(key, self._kernel("key"), self.key_bias), "key")
         return keys, self._heads_first(value, self._kernel("value"), self.value_bias)
 
     def init_cache(self, batch_size, max_length, layout="fixed"):
@@ -679,11 +672,9 @@ class MultiHeadAttention(keras.layers.Layer):
             if self_attention:
                 k = self._heads_first(key, self._kernel("key"), self.key_bias)
                 v = self._heads_first(value, self._kernel("value"), self.value_bias)
-        if self.query_key_norm is not None:
-            eps = self.query_key_norm
-            q = ops.rms_normalization(q, scale=self.query_norm_scale, epsilon=eps)
-            if self_attention:
-                k = ops.rms_normalization(k, scale=self.key_norm_scale, epsilon=eps)
+        q = self._head_norm(q, "query")
+        if self_attention:
+            k = self._head_norm(k, "key")
         if prepared is None or self.query_key_norm is not None:  # else folded in
             q = q * ops.cast(1.0 / math.sqrt(dk), q.dtype)
         q_mask = None if query_mask is None else ops.cast(query_mask, "bool")  # (batch, Tq)
@@ -851,7 +842,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"use_causal_mask={use_causal_mask}"
             )
         q, k, v = self._project_qkv(query, key, value)
-        q, k = self._rotate(*self._norm_qk(q, k), 0, 1)
+        q, k = self._rotate(self._head_norm(q, "query"), self._head_norm(k, "key"), 0, 1)
         if self._groups > 1:  # each key/value head serves its query heads
             k = ops.repeat(k, self._groups, axis=2)
             v = ops.repeat(v, self._groups, axis=2)

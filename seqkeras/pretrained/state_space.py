@@ -177,7 +177,7 @@ def _layer_kinds(config, names, where, model):
     return [names[k] for k in kinds]
 
 
-def _attention_options(config, field, heads, head_dim, epsilon, **extra):
+def _attention_options(config, heads, head_dim, epsilon, **extra):
     """A Qwen3-Next / LFM2 full-attention layer as a `LlamaDecoderBlock`'s
     arguments: q/k RMS norms, rotary positions on `rotary_dim` features."""
     rope = config.get("rope_parameters") or {}
@@ -248,7 +248,6 @@ def _qwen3_next_arguments(config, common, field, where):
         bias = bool(config.get("attention_bias", False))
         options["attention"] = _attention_options(
             config,
-            field,
             int(field(config, "num_attention_heads")),
             head_dim,
             eps,
@@ -296,7 +295,7 @@ def _lfm2_arguments(config, common, field, where):
     if "attention" in kinds:
         heads = int(field(config, "num_attention_heads"))
         head_dim = int(config.get("head_dim") or common["hidden_dim"] // heads)
-        options["attention"] = _attention_options(config, field, heads, head_dim, eps)
+        options["attention"] = _attention_options(config, heads, head_dim, eps)
         arguments["max_length"] = int(config.get("max_position_embeddings") or 128000)
     arguments["block_options"] = options
     return arguments
@@ -480,6 +479,9 @@ def _load_hybrid(model, blocks, get, put):
     else:
         names = dict(embedding="embed_tokens.weight", final="norm.weight")
     put(model.part("embedding").embeddings, get(names["embedding"]))
+    layer_norms = (
+        ("operator_norm", "ffn_norm") if lfm2 else ("input_layernorm", "post_attention_layernorm")
+    )
     for i, block in enumerate(blocks):
         if xlstm:
             p = f"backbone.blocks.{i}."
@@ -487,33 +489,25 @@ def _load_hybrid(model, blocks, get, put):
             put(block.ffn_norm.scale, get(p + "norm_ffn.weight"))
             copy_mlstm(block.mixer, get, put, p + "mlstm_layer.")
             ffn = dict(gate="ffn.proj_up_gate", up="ffn.proj_up", down="ffn.proj_down")
-        elif isinstance(block, sk.LlamaDecoderBlock):  # a full-attention layer
-            p = f"layers.{i}."
-            norms = (
-                ("operator_norm", "ffn_norm")
-                if lfm2
-                else ("input_layernorm", "post_attention_layernorm")
-            )
-            put(block.attention_norm.scale, one + get(p + norms[0] + ".weight"))
-            put(block.feedforward_norm.scale, one + get(p + norms[1] + ".weight"))
+            for ours, theirs in ffn.items():
+                put(getattr(block.ffn, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
+            continue
+        p = f"layers.{i}."
+        attention = isinstance(block, sk.LlamaDecoderBlock)  # a full-attention layer
+        norms = (
+            (block.attention_norm, block.feedforward_norm)
+            if attention
+            else (block.mixer_norm, block.ffn_norm)
+        )
+        for norm, name in zip(norms, layer_norms):
+            put(norm.scale, one + get(f"{p}{name}.weight"))
+        if attention:
             _copy_attention(block.attention, get, put, p + "self_attn.", lfm2, one)
-            _copy_feedforward(block.feedforward, get, put, p, lfm2)
-            continue
         elif lfm2:
-            p = f"layers.{i}."
-            put(block.mixer_norm.scale, get(p + "operator_norm.weight"))
-            put(block.ffn_norm.scale, get(p + "ffn_norm.weight"))
             copy_short_convolution(block.mixer, get, put, p + "conv.")
-            ffn = _FFN_NAMES[True]
         else:
-            p = f"layers.{i}."
-            put(block.mixer_norm.scale, one + get(p + "input_layernorm.weight"))
-            put(block.ffn_norm.scale, one + get(p + "post_attention_layernorm.weight"))
             copy_gated_deltanet(block.mixer, get, put, p + "linear_attn.")
-            _copy_feedforward(block.ffn, get, put, p, False)
-            continue
-        for ours, theirs in ffn.items():
-            put(getattr(block.ffn, ours + "_kernel"), get(f"{p}{theirs}.weight").T)
+        _copy_feedforward(block.feedforward if attention else block.ffn, get, put, p, lfm2)
     put(model.part("norm").scale, one + get(names["final"]))
     dense = model.part("logits")
     if dense is not None:
