@@ -8,6 +8,7 @@ tests/test_docs.py fails when a public name has no entry here.
 """
 
 import importlib
+import importlib.util
 import os
 
 MODULES = {
@@ -29,8 +30,25 @@ def page(module, title):
     summary = (mod.__doc__ or "").strip().split("\n\n")[0]
     lines = [f"# {title}: `seqkeras.{module}`", "", summary, ""]
     for name in mod.__all__:
-        lines += [f"::: seqkeras.{module}.{name}", ""]
+        lines += [f"::: {_path(module, name, getattr(mod, name))}", ""]
     return "\n".join(lines)
+
+
+def _path(module, name, obj):
+    """The entry's dotted path: `seqkeras.<module>.<name>`, unless a
+    submodule has that name too (`seqkeras.export.onnx`, the function, and
+    `seqkeras/export/onnx.py`): mkdocstrings would render the whole
+    submodule, its helpers included, so the entry names the function where
+    it is defined."""
+    path = f"seqkeras.{module}.{name}"
+    if importlib.util.find_spec(path.rsplit(".", 1)[0]) is not None:
+        try:
+            is_module = importlib.util.find_spec(path) is not None
+        except ModuleNotFoundError:
+            is_module = False
+        if is_module and hasattr(obj, "__module__") and hasattr(obj, "__qualname__"):
+            return f"{obj.__module__}.{obj.__qualname__}"
+    return path
 
 
 def main():

@@ -9,8 +9,8 @@ Why not one `pytest` process: TensorFlow keeps memory for every model a
 test compiles (traced functions and XLA executables outlive
 `keras.backend.clear_session()` and `gc.collect()`: ~100 MB per compiled
 seq2seq `fit`, measured), so one process grew past 7 GB over the suite.
-Here each group (test modules of at most 16 KB of source together) runs
-in a fresh process, two groups at a time: XLA compiles on one thread, so
+Here each group (test modules of at most GROUP_SECONDS of recorded test
+time together) runs in a fresh process, two groups at a time: XLA compiles on one thread, so
 two processes keep both cores of a small machine busy. The longest groups
 start first, from each module's seconds in `tests/durations.json`
 (`--record` writes what the whole fast suite's modules took this time).
@@ -24,7 +24,8 @@ summed proportional set size: shared pages counted once; see
 every group passed (a group with no selected tests counts as passed).
 
 `--slow` runs the slow tests instead (`-m slow`): one process per module
-that has any, two at a time while their declared peaks fit the memory
+that has any (modules of at most SLOW_SMALL declared seconds share
+processes of at most SLOW_GROUP_SECONDS), two at a time while their declared peaks fit the memory
 budget together (`SLOW_BUDGET_MB`), the module that the fewest others
 can run beside first (`_next_module`; with the measured times and peaks
 a simulation gives 713 s, against 761 s heaviest first, 726 s longest
@@ -51,22 +52,25 @@ PARALLEL = 2
 NO_TESTS = 5  # pytest's exit status when nothing was selected
 
 
-CHUNK_BYTES = 16_000  # test source per process: bounds its memory
+GROUP_SECONDS = 90  # a process's recorded seconds of tests: bounds its
+# memory (TensorFlow keeps what each test compiled) while a process start
+# (about 6 s: Python, TensorFlow, pytest) is paid once per group
 
 
-def _chunks(files):
-    """`files` packed into chunks of at most CHUNK_BYTES of test source
-    (a larger file is a chunk of its own): first fit, largest file first,
-    so that small modules fill the chunks instead of each costing a
-    process start (about 6 s)."""
-    chunks = []  # [size, files]
-    for path in sorted(files, key=lambda p: (-os.path.getsize(p), p)):
-        size = os.path.getsize(path)
-        chunk = next((c for c in chunks if c[0] + size <= CHUNK_BYTES), None)
+def _chunks(files, durations):
+    """`files` packed into chunks of at most GROUP_SECONDS of recorded
+    test time (`_estimate`; a longer module is a chunk of its own): first
+    fit, longest module first, so that short modules fill the chunks
+    instead of each costing a process start. (Chunks of at most 16 KB of
+    test source made 44 processes, 23 of them under a minute.)"""
+    chunks = []  # [seconds, files]
+    for path in sorted(files, key=lambda p: (-_estimate([p], durations), p)):
+        seconds = _estimate([path], durations)
+        chunk = next((c for c in chunks if c[0] + seconds <= GROUP_SECONDS), None)
         if chunk is None:
-            chunks.append([size, [path]])
+            chunks.append([seconds, [path]])
         else:
-            chunk[0] += size
+            chunk[0] += seconds
             chunk[1].append(path)
     return [sorted(c[1]) for c in chunks]
 
@@ -144,7 +148,7 @@ def _estimate(group, durations):
 
 
 def groups(args=()):
-    """The test files in chunks of at most CHUNK_BYTES of source (`_chunks`;
+    """The test files in chunks of at most GROUP_SECONDS (`_chunks`;
     the `tests/jax` modules, run on JAX, apart from the others), modules
     marked `OWN_GROUP = True` each a group of its own (they export and
     check many models), the longest groups first by the recorded durations
@@ -158,8 +162,9 @@ def groups(args=()):
     own = [f for f in tests if owns_group(f)]
     rest = [f for f in tests if f not in own]
     jax = [f for f in rest if os.path.relpath(f, ROOT).startswith(JAX_TESTS)]
-    found = [[f] for f in own] + _chunks([f for f in rest if f not in jax]) + _chunks(jax)
     durations = _durations()
+    found = [[f] for f in own] + _chunks([f for f in rest if f not in jax], durations)
+    found += _chunks(jax, durations)
     found.sort(key=lambda g: -_estimate(g, durations))
     return [[os.path.relpath(f, ROOT) for f in g] for g in found]
 
@@ -190,7 +195,32 @@ SLOW_DEFAULT = {"SLOW_SECONDS": 60, "SLOW_PEAK_MB": 2000}
 SLOW_BUDGET_MB = 5600  # the CI budget is 6 GB for every process together
 
 
+SLOW_SMALL = 45  # declared seconds: a module this short shares a process
+SLOW_GROUP_SECONDS = 75  # the declared seconds of one such shared process
+
+
 def slow_groups():
+    """`[(paths, seconds, peak MB)]`, one per module with slow tests, from
+    each module's declarations, the short ones (at most SLOW_SMALL s)
+    packed first fit into groups of at most SLOW_GROUP_SECONDS (the peak
+    of a group: its largest module's), so that each does not pay a process
+    start (about 6 s) for a few seconds of tests."""
+    small, found = [], []
+    for path, seconds, peak in _slow_modules():
+        (small if seconds <= SLOW_SMALL else found).append(((path,), seconds, peak))
+    shared = []  # [paths, seconds, peak MB]
+    for paths, seconds, peak in sorted(small, key=lambda g: (-g[1], g[0])):
+        group = next((g for g in shared if g[1] + seconds <= SLOW_GROUP_SECONDS), None)
+        if group is None:
+            shared.append([paths, seconds, peak])
+        else:
+            group[0] += paths
+            group[1] += seconds
+            group[2] = max(group[2], peak)
+    return sorted(found + [tuple(g) for g in shared])
+
+
+def _slow_modules():
     """`[(path, seconds, peak MB)]`, one per module with slow tests, from
     each module's declarations."""
     found = []
@@ -235,9 +265,9 @@ def run_within_budget(found, args, lock, memory, budget_mb=SLOW_BUDGET_MB):
             fits = [g for g in pending if not running or used + g[2] <= budget_mb]
             if fits and len(running) < PARALLEL:
                 chosen = _next_module(fits, pending, budget_mb)
-                path, _, peak = chosen
+                paths, _, peak = chosen
                 pending.remove(chosen)
-                running[pool.submit(run_group, [path], args, lock, memory)] = peak
+                running[pool.submit(run_group, list(paths), args, lock, memory)] = peak
                 continue
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:

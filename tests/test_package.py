@@ -11,7 +11,7 @@ import pytest
 import seqkeras
 
 SLOW_SECONDS = 90  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 1941  # (2 cores; the summed memory of its processes)
+SLOW_PEAK_MB = 1418  # (2 cores; the summed memory of its processes)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -18,8 +18,8 @@ from seqkeras.data import ByteLevelBPETokenizer, read_labeled_tsv
 from seqkeras.data.text import shared_data_dir
 from seqkeras.data.byte_level_bpe import bytes_to_unicode, read_gguf_metadata
 
-SLOW_SECONDS = 18  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 1335  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 19  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 1212  # (2 cores; the summed memory of its processes)
 
 tokenizers = pytest.importorskip("tokenizers")
 pytest.importorskip("tensorflow_text")

@@ -16,7 +16,7 @@ from seqkeras.export.tflite import tflite_runner
 from tests.export.one_step_checks import LENGTHS, MAX_LENGTH, M, _model
 
 SLOW_SECONDS = 60  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 1800  # (2 cores; the summed memory of its processes)
+SLOW_PEAK_MB = 1213  # (2 cores; the summed memory of its processes)
 
 pytestmark = pytest.mark.slow
 

@@ -24,8 +24,8 @@ from seqkeras.layers.xlstm import mlstm_step
 from tests.layer_checks import run_layer_test
 
 #: tests/run.py --slow: the one slow test (the xlstm package's sLSTM)
-SLOW_SECONDS = 15
-SLOW_PEAK_MB = 900
+SLOW_SECONDS = 7
+SLOW_PEAK_MB = 690
 
 sk = seqkeras.layers
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

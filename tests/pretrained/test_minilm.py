@@ -14,8 +14,8 @@ from seqkeras.data import BertTokenizer, read_labeled_tsv
 from seqkeras.data.text import shared_data_dir
 from seqkeras.pretrained.checkpoints import extract_minilm
 
-SLOW_SECONDS = 17  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 1331  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 14  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 1656  # (2 cores; the summed memory of its processes)
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from tests.pretrained_checks import needs_smollm2
 import seqkeras
 import seqkeras.pretrained as sp
 
-SLOW_SECONDS = 73  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 3104  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 84  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 2891  # (2 cores; the summed memory of its processes)
 
 pytestmark = needs_smollm2()
 
