@@ -1,6 +1,6 @@
 """Does query-chunked ("flash-style") attention help on this CPU? (issue 3)
 
-An experiment, kept so its numbers in BENCHMARKS.md can be reproduced: the
+An experiment, kept so its numbers in docs/benchmarks/history.md can be reproduced: the
 encoder block with its self-attention computed one block of `--chunk`
 queries at a time (each block's (B, H, chunk, T) logits, softmax and
 weighted sum, then concatenated), optionally with `keras.remat` around each
@@ -11,7 +11,7 @@ process, and peak resident memory of each variant in a fresh process.
     python benchmarks/attention_chunking.py                    # T=2048, B=4
     python benchmarks/attention_chunking.py --chunks 256 512 --memory
 
-The library keeps the one-shot path: see BENCHMARKS.md for the outcome.
+The library keeps the one-shot path: see docs/benchmarks/history.md for the outcome.
 """
 
 import argparse

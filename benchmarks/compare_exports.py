@@ -11,7 +11,7 @@ sentences for a string input, ids 4..8 for an integer input, a sine wave
 for a float input (batch 2, 5 steps for unknown dimensions). `compare`
 prints, per SavedModel, whether the signature lists and specs are
 identical and the largest output difference (0 means bit-identical).
-Used for issue 25 (BENCHMARKS.md): the exports of every app's `--tiny`
+Used for issue 25 (docs/benchmarks/history.md): the exports of every app's `--tiny`
 run before and after the export/app redesign.
 """
 

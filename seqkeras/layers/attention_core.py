@@ -124,8 +124,8 @@ def step_attend(q, k, v, mask=None):
     few rows (issue 27's serving decoder did, per loop) costs a
     conditional per attention in a step, and six such `If` ops made the
     served Transformer step slower at every batch size than batched
-    products alone (`benchmarks/served_decoding.py`, BENCHMARKS.md issue
-    37).
+    products alone (`benchmarks/served_decoding.py`; the runs are in
+    docs/benchmarks/history.md).
 
     Examples:
         >>> import numpy as np
