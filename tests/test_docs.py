@@ -64,7 +64,7 @@ def test_every_public_name_has_an_api_entry(module):
 def test_the_built_api_pages_show_public_names_only(tmp_path):
     """`mkdocs build --strict`, then every API page: no raw `:::` line,
     every entry's anchor a public name (or a member of a public class or
-    module, e.g. `seqkeras.data.tokens`),
+    module, e.g. `seqkeras.data.tokens`), "Call arguments:" a list,
     and each Returns section one item (not a description split into false
     items at its line breaks)."""
     import inspect
@@ -104,6 +104,14 @@ def test_the_built_api_pages_show_public_names_only(tmp_path):
         assert returns or module in ("layers",), module
         split = [r for r in returns if r.count("<li") > 1]
         assert not split, f"api/{module}: {len(split)} Returns sections split into items"
+        # a layer's "Call arguments:" section: a list, as "Args:" (the
+        # extension docs/griffe_call_arguments.py), not one paragraph
+        sections = sum(
+            bool(re.search(r"^\s*Call arguments:\s*$", getattr(mod, n).__doc__ or "", re.M))
+            for n in mod.__all__
+        )
+        listed = len(re.findall(r"Call arguments:</span></p>\s*<ul>", html))
+        assert listed == sections, f"api/{module}: {sections - listed} Call arguments unlisted"
 
 
 #: docs/ pages the site leaves out (mkdocs.yml's exclude_docs): the
