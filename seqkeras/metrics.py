@@ -127,6 +127,12 @@ def windows_nll(predict, inputs, targets, batch_size=64, pad_id=0):
 def bits_per_character(nats):
     """Nats per character as bits per character (`nats / ln 2`).
 
+    Args:
+        nats: one number, nats per character.
+
+    Returns:
+        A float.
+
     Examples:
         >>> from seqkeras.metrics import bits_per_character
         >>> round(bits_per_character(1.0), 4)
@@ -284,6 +290,10 @@ def corpus_bleu(hypotheses, references):
     """sacreBLEU's corpus scores of `hypotheses` against one reference
     each: cased BLEU, lowercased BLEU and chrF (detokenized text, as
     sacreBLEU expects).
+
+    Args:
+        hypotheses: the system's outputs, strings.
+        references: one reference string per hypothesis.
 
     Returns:
         `{"BLEU": (score, metric), "BLEU lowercased": ..., "chrF": ...}`:

@@ -56,6 +56,60 @@ def test_every_public_name_has_an_api_entry(module):
     )
 
 
+def _documented_arguments(doc):
+    """The names an "Args:" section of `doc` (dedented) lists, or None
+    when it has none; `a, b: ...` lists both."""
+    found = re.search(r"^([ \t]*)Args:[ \t]*$", doc, re.M)
+    if not found:
+        return None
+    indent, names = len(found.group(1)), set()
+    for line in doc[found.end() :].splitlines()[1:]:
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        if depth <= indent:
+            break
+        item = re.match(r"\s*\**([\w, ]+?)(\s*\(.*?\))?:\s", line + " ")
+        if item and depth == indent + 4:
+            names |= {n.strip() for n in item.group(1).split(",")}
+    return names
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_public_callable_documents_each_argument(module):
+    """Each public function's and class's (its own `__init__`'s)
+    parameters are in its "Args:" section; deprecated spellings (default
+    `UNSET`) and `*args`/`**kwargs` aside."""
+    import inspect
+
+    from seqkeras.layers.validation import UNSET
+
+    mod = importlib.import_module(f"seqkeras.{module}")
+    missing = {}
+    for name in mod.__all__:
+        obj = getattr(mod, name)
+        if inspect.ismodule(obj) or not callable(obj):
+            continue
+        if inspect.isclass(obj) and "__init__" not in vars(obj):
+            continue  # documented where its __init__ is
+        try:
+            signature = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)
+        except (TypeError, ValueError):
+            continue
+        params = [
+            p.name
+            for p in signature.parameters.values()
+            if p.name != "self"
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            and p.default is not UNSET
+        ]
+        documented = _documented_arguments(inspect.getdoc(obj) or "")
+        left = params if documented is None else [p for p in params if p not in documented]
+        if left:
+            missing[name] = left
+    assert not missing, f"seqkeras.{module}: parameters without an Args entry: {missing}"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     importlib.util.find_spec("mkdocs") is None,

@@ -661,7 +661,15 @@ def translation_tokenizers(sources, targets, vocabulary_size, source_tokenizer=N
 
 def save_translation_tokenizers(tokenizers, directory):
     """Saves `(source_tokenizer, target_tokenizer)` in `directory/source`
-    and `directory/target`; returns the two paths."""
+    and `directory/target`; returns the two paths.
+
+    Args:
+        tokenizers: the `(source, target)` pair, each with a `save` method.
+        directory: the directory to write.
+
+    Returns:
+        The two paths.
+    """
     if not isinstance(tokenizers, (tuple, list)) or len(tokenizers) != 2:
         raise ValueError(
             "`save_translation_tokenizers` expects `tokenizers` as a (source, target) pair. "
@@ -681,6 +689,12 @@ def load_translation_tokenizers(directory):
     """The `(source_tokenizer, target_tokenizer)` saved in `directory` by
     `save_translation_tokenizers`: a `BertSubwordTokenizer` where the side
     holds a pretrained encoder's vocabulary, else a `SubwordTokenizer`.
+
+    Args:
+        directory: the directory `save_translation_tokenizers` wrote.
+
+    Returns:
+        `(source_tokenizer, target_tokenizer)`.
 
     Raises:
         ValueError: a side is missing or unreadable.

@@ -143,7 +143,21 @@ def check_token_dataset(dataset, model, where="fit"):
     """`dataset` with a map that checks the token-id inputs of `model`
     (a `SequenceModel`) in each element: `(x, y[, w])` tuples or `x`
     alone, `x` a dict by input name, a list in input order or the one
-    input."""
+    input.
+
+    Args:
+        dataset: a `tf.data.Dataset`.
+        model: a built `SequenceModel` (its vocabulary sizes by input).
+        where: the call named in the checks' messages (e.g. `"fit"`).
+
+    Returns:
+        The mapped dataset: an element with an id outside a vocabulary
+        raises InvalidArgument naming `where` and the input.
+
+    Raises:
+        TypeError: a `dataset` that is not a `tf.data.Dataset`, or a
+            `model` without inputs.
+    """
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
             "`check_token_dataset` expects `dataset` to be a `tf.data.Dataset`. Received: "

@@ -45,6 +45,12 @@ def _spans(tags, where):
 def entity_spans(tags):
     """`[(type, start, end)]` (end exclusive) of one sentence's IOB tags.
 
+    Args:
+        tags: one sentence's tags (`B-PER`, `I-PER`, `O`, ...).
+
+    Returns:
+        A list of `(type, start, end)` tuples.
+
     Examples:
         >>> from seqkeras.data.entities import entity_spans
         >>> entity_spans(["B-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-ORG"])
@@ -69,6 +75,10 @@ def entity_spans(tags):
 def entity_scores(true_tags, predicted_tags):
     """Entity-level scores over sentences of IOB tags: a predicted entity
     counts when its type, start and end all match a true one.
+
+    Args:
+        true_tags: sentences of true IOB tags.
+        predicted_tags: the predicted tags, aligned with `true_tags`.
 
     Returns:
         `{"micro": {...}, "<type>": {...}}`, each `{"precision",

@@ -58,6 +58,13 @@ def read_text(path, name="read_text"):
     naming `name` for a missing file, a directory, and bytes that are not
     UTF-8 (line number and byte).
 
+    Args:
+        path: the file.
+        name: the function named in error messages (a caller's own).
+
+    Returns:
+        A string.
+
     Examples:
         >>> import os, tempfile
         >>> from seqkeras.data import read_text
@@ -95,7 +102,18 @@ def text_lines(raw, source, name="text_lines", allow_empty_input=False):
 
 def read_lines(path, name="read_lines"):
     """The lines of the UTF-8 text file `path` (newline stripped); a clear
-    error for a missing file, bytes that are not UTF-8, or an empty line."""
+    error for a missing file, bytes that are not UTF-8, or an empty line.
+
+    Args:
+        path: the file.
+        name: the function named in error messages (a caller's own).
+
+    Returns:
+        A list of strings.
+
+    Raises:
+        ValueError: a missing file, bytes that are not UTF-8, an empty line.
+    """
     return _read_lines(path, name, "path")
 
 
@@ -105,7 +123,19 @@ def _read_lines(path, name, arg):
 
 def read_parallel(source_path, target_path, name="read_parallel"):
     """`(sources, targets)`: two line-aligned files, checked to have the
-    same number of lines (see `read_lines` for the other checks)."""
+    same number of lines (see `read_lines` for the other checks).
+
+    Args:
+        source_path: the source sentences, one per line.
+        target_path: their translations, line-aligned.
+        name: the function named in error messages (a caller's own).
+
+    Returns:
+        `(sources, targets)`, two lists of strings.
+
+    Raises:
+        ValueError: files of different line counts (or as `read_lines`).
+    """
     sources = _read_lines(source_path, name, "source_path")
     targets = _read_lines(target_path, name, "target_path")
     if len(sources) != len(targets):
@@ -153,10 +183,11 @@ def translation_dataset(
         source_tokenizer, target_tokenizer: `SubwordTokenizer`s.
         batch_size: pairs per batch.
         max_length: pairs whose source (with EOS) or target (with BOS and
-            EOS) is longer are dropped; the count is printed.
+            EOS) is longer are dropped; the count is printed (`verbose`).
         boundaries: bucket edges on the longer side's length.
         shuffle, seed: shuffle the pairs (a buffer of all of them) with a
             fixed seed, reshuffled each epoch.
+        verbose: print how many pairs were kept and dropped.
         pad_to_bucket: pad every batch to its bucket's upper edge
             (`max_length` for the last bucket) instead of its own longest
             row: a few more PAD tokens, but only `len(boundaries) + 1`
@@ -220,6 +251,12 @@ def random_windows_dataset(ids, block, batch_size, seed=0):
     offset of the token stream `ids` (nanoGPT's sampler: every epoch is
     as many fresh random windows as `fit(steps_per_epoch=...)` asks for),
     the targets the inputs shifted by one token.
+
+    Args:
+        ids: the token stream, a 1-D int array.
+        block: tokens per window, a positive int.
+        batch_size: windows per batch, a positive int.
+        seed: the offsets' random seed.
 
     Examples:
         >>> import numpy as np
@@ -303,15 +340,17 @@ def classification_dataset(
     """Batches of `(token_ids, labels)` for a classifier.
 
     Args:
-        texts: strings; labels: their integer classes, aligned.
+        texts: strings.
+        labels: their integer classes, aligned with `texts`.
         tokenizer: an object with graph-op `encode(strings)` giving ragged
             ids (`WordTokenizer`, `SubwordTokenizer`).
         batch_size: examples per batch.
         max_length: longer texts are cut to their first `max_length`
             tokens (a classifier reads what it gets; nothing is dropped).
-        boundaries: bucket edges on the length; with `pad_to_bucket`
-            (default) each batch is padded to its bucket's edge, so
-            `fit(jit_compile=True)` compiles one program per bucket.
+        boundaries: bucket edges on the length.
+        pad_to_bucket: pad each batch to its bucket's edge (default), so
+            that `fit(jit_compile=True)` compiles one program per bucket;
+            False: to the batch's longest text.
         shuffle, seed: shuffle all examples with a fixed seed, reshuffled
             each epoch.
         drop_remainder: drop each bucket's last, smaller batch.
@@ -404,7 +443,8 @@ def tagging_dataset(
     """Batches of `(features, tag ids)` for a tagger over word features.
 
     Args:
-        sentences: lists of words; tags: their tag strings, aligned.
+        sentences: lists of words.
+        tags: their tag strings, aligned with `sentences`.
         features: a `seqkeras.data.WordFeatures` (graph ops).
         tag_vocabulary: the tags in id order; id 0 must be the padding tag
             (e.g. `"<pad>"`), so real tags start at 1.
@@ -415,6 +455,7 @@ def tagging_dataset(
         pad_to_bucket: as `classification_dataset`'s.
         drop_remainder: as `classification_dataset`'s.
         max_length: longer sentences are cut (words and tags).
+        name: the function named in error messages (a caller's own).
 
     Returns:
         A `tf.data.Dataset` of `({"token_ids", "char_ids", "casing_ids"},

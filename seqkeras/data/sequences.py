@@ -18,6 +18,9 @@ def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):
 
     Args:
         targets: int array (batch, time), right-padded with `pad_id`.
+        bos_id: the first input of every row.
+        eos_id: the end token, fed as padding when it is the last target.
+        pad_id: the padding id.
 
     Returns:
         int32 array (batch, time).
@@ -104,6 +107,13 @@ def length_batches(rows, batch_size, max_width=None, fill=PAD, dtype="int32"):
     `fill` to a multiple of 8 (at least 8, at most `max_width`): few padded
     shapes, so few compiled programs, and little padding. A row longer
     than `max_width` is a ValueError (cut the rows first).
+
+    Args:
+        rows: lists of ids (or strings).
+        batch_size: rows per batch, a positive int.
+        max_width: the widest batch (None: no bound).
+        fill: the padding value.
+        dtype: the arrays' dtype.
 
     Yields:
         `(indices, x)`: the rows' positions in `rows`, and their padded

@@ -20,6 +20,13 @@ def read_series_csv(path, name="read_series_csv"):
     missing value, a value that is not a finite number, and a file with
     a header only.
 
+    Args:
+        path: the CSV file.
+        name: the function named in error messages (a caller's own).
+
+    Returns:
+        `(dates, values)`: a list of strings and a float array.
+
     Examples:
         >>> import tempfile, os
         >>> from seqkeras.data import read_series_csv

@@ -149,6 +149,15 @@ def audit_serving(path):
     clusters). `xla`, `tf_text_unsupported` and `no_kernel` empty: the TF
     Serving binary can load the graph.
 
+    Args:
+        path: a SavedModel directory.
+
+    Returns:
+        The dict above.
+
+    Raises:
+        ValueError: a `path` that is not a SavedModel directory.
+
     Examples:
         >>> import tempfile, keras
         >>> from seqkeras.export import saved_model
@@ -210,6 +219,18 @@ def assert_servable(path, xla_jit=False):
     check with it. A SavedModel with XLA clusters (`saved_model(...,
     jit_compile=True)`) is refused unless `xla_jit` (the server then
     needs `--xla_cpu_compilation_enabled=true`).
+
+    Args:
+        path: a SavedModel directory.
+        xla_jit: accept functions XLA compiles whole.
+
+    Returns:
+        The audit (`audit_serving`'s dict).
+
+    Raises:
+        NotServableError: what the TF Serving binary cannot run, named.
+        ValueError: a `path` that is not a SavedModel directory.
+        TypeError: an `xla_jit` that is not a bool.
 
     Examples:
         >>> import tempfile, keras
@@ -316,6 +337,18 @@ def fresh_signature(path, signature, **inputs):
     A request the served graph refuses (e.g. ids outside the vocabulary,
     an input longer than the model's positions: InvalidArgument) raises
     RuntimeError with the error's name and its assertion message.
+
+    Args:
+        path: a SavedModel directory.
+        signature: the signature's name, e.g. `"serving_default"`.
+        **inputs: the signature's inputs by name.
+
+    Returns:
+        `(outputs, seconds)`.
+
+    Raises:
+        RuntimeError: the served graph refused the request.
+        TypeError: a `signature` that is not a name.
 
     Examples:
         >>> import tempfile, keras, numpy as np

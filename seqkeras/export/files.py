@@ -41,7 +41,18 @@ def check_target(name, path, overwrite, want="file", argument="path"):
 def next_version(base):
     """1 + the largest numeric version directory under `base` (TF
     Serving's layout: `base/1`, `base/2`, ...; 1 when `base` does not
-    exist yet)."""
+    exist yet).
+
+    Args:
+        base: the model's directory (a str or os.PathLike).
+
+    Returns:
+        An int.
+
+    Raises:
+        TypeError: a `base` that is not a path.
+        ValueError: a `base` that is a file.
+    """
     if isinstance(base, bytes) or not isinstance(base, (str, os.PathLike)):
         raise TypeError(
             "`next_version` expects `base` to be a directory path (a str or os.PathLike). "

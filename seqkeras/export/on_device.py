@@ -272,7 +272,18 @@ def litert_lm_metadata(tokenizer, max_length=512):
     `litert-lm-builder llm_metadata --path` takes for a tokenizer with a
     ChatML chat template (`<|im_start|>role ... <|im_end|>`: SmolLM2,
     Qwen2): the turns' prefixes and suffixes, the stop tokens, greedy
-    sampling (LiteRT-LM's CPU sampler is top-p only: `k: 1`)."""
+    sampling (LiteRT-LM's CPU sampler is top-p only: `k: 1`).
+
+    Args:
+        tokenizer: a `ByteLevelBPETokenizer` with a ChatML template.
+        max_length: the model's context in tokens, a positive int.
+
+    Returns:
+        The metadata text, a string.
+
+    Raises:
+        ValueError: a template that is not ChatML, or a bad `max_length`.
+    """
     from seqkeras.layers import validation
 
     validation.positive_int("litert_lm_metadata", "max_length", max_length)

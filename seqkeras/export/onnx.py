@@ -112,8 +112,12 @@ def onnx(model, path, opset=OPSET, overwrite=False):
     onnxruntime.
 
     Args:
+        model: a built Keras model (numeric inputs).
+        path: the `.onnx` file to write.
         opset: the ONNX opset, an integer from 13 to the installed onnx
             package's newest.
+        overwrite: replace an existing file (atomically: the old one
+            stays until the new one is complete).
 
     Raises:
         ValueError: a bad `opset`; a model with string inputs or lookup
@@ -229,5 +233,17 @@ def onnx_runner(path, name="run_onnx"):
 
 def run_onnx(path, **inputs):
     """Runs an ONNX file in onnxruntime with named inputs; returns a dict
-    of named outputs."""
+    of named outputs.
+
+    Args:
+        path: the `.onnx` file.
+        **inputs: the model's inputs by name.
+
+    Returns:
+        A dict of NumPy arrays by output name.
+
+    Raises:
+        ValueError: missing or unknown inputs, or an input of the wrong
+            rank or kind.
+    """
     return onnx_runner(path)(**inputs)

@@ -142,7 +142,16 @@ class Forward(Signature):
 
 
 def serving_function(model, check=True):
-    """The `serving_default` `tf.function` of `model` (`Forward`)."""
+    """The `serving_default` `tf.function` of `model` (`Forward`).
+
+    Args:
+        model: a Keras model with defined inputs.
+        check: put the request checks (token ids inside the vocabulary,
+            inputs no longer than the model's positions) in the graph.
+
+    Returns:
+        A `tf.function` of the model's named inputs.
+    """
     import keras
 
     if not isinstance(model, keras.Model):

@@ -204,6 +204,21 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
     grouped key/value caches as states over `max_length` positions
     (default: the model's context length).
 
+    Args:
+        model: a generative model of `seqkeras.models` with a step model
+            (recurrent, Transformer and state-space language models,
+            recurrent decoders).
+        path: the `.tflite` file to write.
+        overwrite: replace an existing file.
+        quantize: None, `"dynamic_int8"` or `"float16"` (see
+            `convert_builtin`).
+        max_length: a Transformer decoder's cache length (see above).
+        prefill: add the `prefill` and `decode` signatures (see above).
+
+    Returns:
+        `(path, state_shapes)`: the states' shapes without the batch axis,
+        in the signatures' `state_<i>` order.
+
     Examples:
         >>> import os, tempfile, numpy as np, seqkeras
         >>> from seqkeras.export.streaming import streaming_tflite

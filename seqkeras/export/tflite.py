@@ -69,9 +69,15 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
     the converter's error if any op would need the Flex delegate.
 
     Args:
+        saved_model_dir: the SavedModel directory.
+        signature_key: the signature to convert (one name or a list; None:
+            `serving_default`).
         quantize: None, `"dynamic_int8"` (weights stored as int8, dequantised
             or used by hybrid kernels at run time) or `"float16"` (weights
             stored as float16).
+
+    Returns:
+        The flatbuffer, bytes.
     """
     if quantize not in QUANTIZATIONS:
         raise ValueError(
@@ -188,6 +194,12 @@ def op_names(flatbuffer):
 
     Builtin ops give their builtin name (e.g. "WHILE"); custom and Flex ops
     give their custom code (e.g. "FlexTensorListReserve").
+
+    Args:
+        flatbuffer: the TFLite model, bytes.
+
+    Returns:
+        A sorted list of strings.
     """
     flatbuffer = check_flatbuffer("op_names", flatbuffer)
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
@@ -204,7 +216,19 @@ def op_names(flatbuffer):
 
 def run_tflite(flatbuffer, *inputs):
     """Runs the model's first signature-free entry on `inputs` (resizing
-    dynamic dimensions) and returns the list of outputs as NumPy arrays."""
+    dynamic dimensions) and returns the list of outputs as NumPy arrays.
+
+    Args:
+        flatbuffer: the TFLite model, bytes.
+        *inputs: one array per model input, in order.
+
+    Returns:
+        A list of NumPy arrays.
+
+    Raises:
+        ValueError: a number of inputs the model does not take, or an
+            input of the wrong rank, fixed dimensions or kind.
+    """
     interpreter = Interpreter(model_content=check_flatbuffer("run_tflite", flatbuffer))
     details = interpreter.get_input_details()
     if len(details) != len(inputs):
@@ -253,7 +277,20 @@ def tflite_runner(flatbuffer, signature_key="serving_default", name="run_tflite_
 
 def run_tflite_signature(flatbuffer, signature_key="serving_default", **inputs):
     """Runs a named signature with named inputs (dynamic dimensions
-    resized); returns its dict of named outputs."""
+    resized); returns its dict of named outputs.
+
+    Args:
+        flatbuffer: the TFLite model, bytes.
+        signature_key: the signature's name.
+        **inputs: the signature's inputs by name.
+
+    Returns:
+        A dict of NumPy arrays by output name.
+
+    Raises:
+        ValueError: an unknown signature, missing or unknown inputs, or an
+            input of the wrong rank, fixed dimensions or kind.
+    """
     return tflite_runner(flatbuffer, signature_key)(**inputs)
 
 
@@ -262,6 +299,13 @@ def tflite(model, path, quantize=None, overwrite=False):
     SavedModel `serving_default` signature; optionally quantized, see
     `convert_builtin`). The file appears only once complete; an existing
     `path` raises unless `overwrite`.
+
+    Args:
+        model: a built Keras model, not stateful, without text layers.
+        path: the `.tflite` file to write.
+        quantize: None, `"dynamic_int8"` or `"float16"` (see
+            `convert_builtin`).
+        overwrite: replace an existing file.
 
     Returns:
         `path`.

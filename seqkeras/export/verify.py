@@ -174,6 +174,8 @@ def export_and_verify(
     Args:
         model: a Keras model with named inputs.
         name: the model name in the TF Serving layout.
+        out_dir: the directory the exports go to (default
+            `saved_models`).
         samples: list of input batches (arrays or dicts of named arrays),
             e.g. two different sequence lengths.
         formats: a subset of `("savedmodel", "tflite", "onnx")`; the

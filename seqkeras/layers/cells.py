@@ -44,6 +44,15 @@ class RecurrentCell(keras.layers.Layer):
 
     Subclasses set `gates` and implement `forward_step`, `backward_step`,
     `loop_constants` and `recurrent_weight_grads`.
+
+    Args:
+        units: the state size, a positive int.
+        dropout: rate in [0, 1) of dropout on the inputs (training only).
+        recurrent_dropout: rate in [0, 1) of dropout on the state.
+        kernel_initializer: of the input kernel.
+        recurrent_initializer: of the recurrent kernel.
+        bias_initializer: of the bias.
+        seed: seed of the dropout masks.
     """
 
     gates = 1

@@ -286,6 +286,9 @@ class Bidirectional(keras.layers.Layer):
             made from its config with `go_backwards` flipped.
         merge_mode: `"concat"` (default), `"sum"`, `"ave"`, `"mul"`, or None
             to return the two outputs as a list `[forward, backward]`.
+        backward_layer: the backward `Recurrent` layer (None, the default:
+            a copy of `layer`'s config running the other way; a saved
+            layer passes its own).
 
     Call arguments:
         inputs, mask, training: as `Recurrent`.

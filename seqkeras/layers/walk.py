@@ -19,6 +19,12 @@ def all_layers(layer):
     """Every layer nested in `layer` (not `layer` itself), depth first,
     each once.
 
+    Args:
+        layer: a Keras layer or model.
+
+    Returns:
+        A list of layers.
+
     Examples:
         >>> import keras, seqkeras
         >>> model = seqkeras.models.tagger(10, 3, units=4, embedding_dim=4)

@@ -294,17 +294,29 @@ def tagger(
 ):
     """Sequence tagger: one label per token (e.g. named entities).
 
-    Arguments as `classifier`'s, with `num_tags` labels and no pooling;
-    bidirectional by default (a tag may depend on the right context), and:
+    Bidirectional by default: a tag may depend on the right context.
 
     Args:
+        vocab_size: token ids are in [0, vocab_size); 0 is padding.
+        num_tags: number of tags (labels per token).
+        backbone: `"rnn"`, `"gru"`, `"lstm"`, `"mingru"`, `"minlstm"` or
+            `"transformer"`.
+        embedding_dim: embedding (and Transformer model) width.
+        units: recurrent units.
+        num_layers: stacked layers or blocks.
+        bidirectional: recurrent backbones: run both directions, concat.
+        dropout: dropout in the recurrent cells / Transformer blocks (and
+            on the concatenated word features, see `casing`).
+        num_heads, intermediate_dim, max_length: Transformer backbone.
         crf: put a linear-chain CRF (`seqkeras.layers.CRF`) on the logits:
             trained by its log-likelihood, decoded by Viterbi.
-        word_dropout: as `classifier`'s.
+        word_dropout: during training, each token becomes UNK with this
+            probability (`seqkeras.layers.TokenDropout`).
         char_vocab_size: add the input `char_ids` (batch, time, chars),
-            encoded per word by `seqkeras.layers.CharacterEncoder`
-            (`char_embedding_dim`, `char_filters`) and concatenated to the
-            word embedding (Ma and Hovy 2016).
+            encoded per word by `seqkeras.layers.CharacterEncoder` and
+            concatenated to the word embedding (Ma and Hovy 2016).
+        char_embedding_dim, char_filters: the character encoder's
+            embedding width and convolution filters.
         casing: add the input `casing_ids` (batch, time), one of
             `seqkeras.data.word_features.CASINGS`, embedded in 8
             dimensions and concatenated too. With either, the

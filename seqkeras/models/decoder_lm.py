@@ -19,11 +19,16 @@ class DecoderLanguageModel(KeyValueLanguageModel):
     block's key/value cache (key/value heads only); positions are rotary,
     inside the attention, so a step needs only the cache index.
 
-    Args (besides `SequenceModel`'s): max_length: the longest sequence
-    `generate` and the streamed step accept, its positions (the
-    checkpoint's `max_position_embeddings`; `context_length` is its old
-    name, deprecated). Streams one token per call over that many cached
-    positions (`KeyValueLanguageModel`).
+    Streams one token per call over `max_length` cached positions
+    (`KeyValueLanguageModel`).
+
+    Args:
+        *args: `SequenceModel`'s (`vocabulary_sizes`, `parts`) and Keras'.
+        max_length: the longest sequence `generate` and the streamed step
+            accept, its positions (the checkpoint's
+            `max_position_embeddings`; `context_length` is its old name,
+            deprecated).
+        **kwargs: `keras.Model`'s functional arguments.
     """
 
     def __init__(self, *args, max_length=None, context_length=validation.UNSET, **kwargs):
@@ -110,8 +115,9 @@ def decoder_language_model(
         attention_output_bias: a bias on the attention output projection
             (a Llama config's `attention_bias`).
         window: sliding-window attention over this many positions (None:
-            full causal attention), in the blocks `window_layers` lists
-            (default: every block).
+            full causal attention), in the blocks `window_layers` lists.
+        window_layers: the indices of the blocks with the `window` (None,
+            the default: every block).
         tie_weights: the output matrix is the token embedding
             (`tie_embeddings` is its old name, deprecated).
         dropout: in the blocks (training only).

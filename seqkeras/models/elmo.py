@@ -204,8 +204,20 @@ def elmo_word_vectors(inputs, sizes, vocab_size, bilm_arguments, layer_norm=Fals
 def load_bilm(model, source):
     """Copies the weights of `source` (a trained `bi_language_model`) into the biLM
     layers of `model` (an `elmo_classifier`, or another `bi_language_model`), by layer
-    name; a ValueError names a layer `model` lacks or whose shapes
-    differ. Returns `model`."""
+    name.
+
+    Args:
+        model: an `elmo_classifier`, a tagger with ELMo, or a
+            `bi_language_model`.
+        source: the trained `bi_language_model`.
+
+    Returns:
+        `model`.
+
+    Raises:
+        TypeError: a `model` or `source` of the wrong kind.
+        ValueError: a layer `model` lacks or whose shapes differ.
+    """
     for arg, value in (("model", model), ("source", source)):
         if not isinstance(value, keras.Model):
             raise TypeError(

@@ -412,7 +412,17 @@ def recurrent_seq2seq(
 def attention_model(model):
     """A model with the same inputs returning `[logits, weights]`, the
     weights (batch, time, source_time) of a `recurrent_seq2seq(attention=...)`
-    model's decoder."""
+    model's decoder.
+
+    Args:
+        model: a `recurrent_seq2seq` built with `attention`.
+
+    Returns:
+        A functional `keras.Model` sharing `model`'s layers.
+
+    Raises:
+        ValueError: a model without an attention decoder.
+    """
     decoder = model.part("decoder") if isinstance(model, SequenceModel) else None
     if not isinstance(decoder, sk.AttentionDecoder):
         raise ValueError(
@@ -535,8 +545,18 @@ def load_encoder(model, source):
     shape but any target side: the source embedding and positions, the
     encoder blocks and the encoder's final norm. The decoder is left as
     it is. A ValueError names a layer `model` lacks or whose shapes
-    differ (nothing is copied then). Returns the names of the layers
-    copied.
+    differ (nothing is copied then).
+
+    Args:
+        model: the `transformer_seq2seq` to start.
+        source: the trained `transformer_seq2seq`.
+
+    Returns:
+        The names of the layers copied.
+
+    Raises:
+        TypeError: a `model` or `source` that is not a `transformer_seq2seq`.
+        ValueError: a layer `model` lacks or whose shapes differ.
 
     Examples:
         >>> import numpy as np, seqkeras

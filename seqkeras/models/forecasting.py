@@ -15,7 +15,14 @@ from seqkeras.models.steps import ChainStreaming
 class Forecaster(ChainStreaming, SequenceModel):
     """`forecaster`'s class: `series` -> `forecast`. With a recurrent
     backbone it streams one observation at a time; each step's output is
-    the forecast from the series so far."""
+    the forecast from the series so far.
+
+    Args:
+        *args: `SequenceModel`'s (`vocabulary_sizes`, `parts`) and Keras'.
+        quantiles: the forecast's increasing levels in (0, 1), or None (a
+            point forecast).
+        **kwargs: `keras.Model`'s functional arguments.
+    """
 
     task = "regression"
     stream_per_step = False
@@ -337,6 +344,7 @@ def seq2seq_forecaster(
         horizon: predicted steps.
         features: input features per step; the targets are the first
             `targets` of them (default all).
+        targets: predicted features per step (default `features`).
         cell: `"rnn"`, `"gru"` or `"lstm"` (encoder and decoder).
         units: recurrent units.
         num_layers: encoder layers (the decoder has one).

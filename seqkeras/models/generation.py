@@ -62,7 +62,15 @@ def check_generative(where, model, requirement="works on models that implement")
 
 def decoder_step(model):
     """`(start, step)`: the model's `init_cache` and `call_with_cache` (see
-    the module docstring)."""
+    the module docstring).
+
+    Args:
+        model: a generative model of `seqkeras.models` (or a user's
+            subclass implementing the contract).
+
+    Returns:
+        The pair of bound methods.
+    """
     check_generative("decoder_step", model)
     return model.init_cache, model.call_with_cache
 
@@ -98,7 +106,12 @@ def generate(
         max_length: tokens in all, prompt included (a Transformer's
             `max_length` bounds it).
         strategy: `"greedy"`, `"beam"` or `"sample"`.
+        bos_id: the first token of a decoder's default prompt (a seq2seq
+            model's or `conditioned_decoder`'s; default
+            `seqkeras.data.tokens.BOS`).
         eos_id: generation stops per row at this id (None: never).
+        pad_id: the id written after a row's end (after its `eos_id`;
+            default `seqkeras.data.tokens.PAD`).
         jit_compile: TensorFlow backend, called eagerly: True runs the
             decoding loop as one XLA-compiled graph, False as a plain
             TensorFlow graph (`tf.function`, no XLA), `"auto"` (default)
@@ -116,6 +129,10 @@ def generate(
             model's compute dtype (`mixed_bfloat16` models: bfloat16, half
             the bytes per step of float32). `"bfloat16"` on a float32
             model trades logits exact to float32 for that speed.
+        runtime: None (Keras: fixed `max_length` buffers written in place)
+            or a `seqkeras.decoding.Runtime`, the layout of the decoding
+            state an export's target runtime needs (its cache layout,
+            buffer writes and while loop).
         **kwargs: the strategy's options: `beam_width`,
             `length_penalty_alpha`, `return_all_beams` (beam);
             `temperature`, `top_k`, `top_p`, `seed` (sample).
@@ -461,6 +478,18 @@ def translate_texts(
     detokenized by `target_tokenizer`. The tokenizers are objects with
     `encode(strings, add_eos=...)` (ragged ids) and `decode(ids)` (e.g.
     `seqkeras.data.SubwordTokenizer`).
+
+    Args:
+        model: a seq2seq model of `seqkeras.models`.
+        texts: the source strings.
+        source_tokenizer: encodes the sources.
+        target_tokenizer: decodes the outputs.
+        max_length: output tokens in all, BOS and EOS included.
+        source_length: sources longer than this many tokens are cut (None:
+            the model's own bound, or no cut).
+        beam_width: 1 for greedy decoding, more for beam search.
+        length_penalty_alpha: beam search's GNMT length penalty (0: none).
+        batch_size: sources per `generate` call.
 
     Returns:
         `(strings, cut)`: the translations, and how many sources were

@@ -256,6 +256,12 @@ def answer_model(model):
     it (e.g. on `InstructionBatches`) trains `model`'s trainable weights
     (with `with_lora`, the adapters).
 
+    Args:
+        model: a `DecoderLanguageModel`.
+
+    Returns:
+        A functional `keras.Model` of the two inputs.
+
     Examples:
         >>> import numpy as np, seqkeras
         >>> lm = seqkeras.models.decoder_language_model(
@@ -316,7 +322,23 @@ def answer_ids(
     with the chat template), decoded with `seqkeras.models.generate` up to
     the end of the turn (not included) or `max_new_tokens`. Prompts are
     sorted by length and right-padded to a multiple of `multiple` tokens
-    per batch. Returns a list of id lists, in the prompts' order."""
+    per batch.
+
+    Args:
+        model: a language model of `seqkeras.models` or
+            `seqkeras.pretrained` (not a conditioned one).
+        tokenizer: its `ByteLevelBPETokenizer`, with a chat template.
+        prompts: the user turns, strings.
+        system: an optional system message rendered before each turn.
+        max_new_tokens: the most answer tokens per prompt, a positive int.
+        batch_size: prompts per `generate` call, a positive int.
+        pad_id: the id the prompts are right-padded with.
+        multiple: each batch's width is a multiple of this many tokens (few
+            widths: few compiled decoding loops), a positive int.
+
+    Returns:
+        A list of id lists, in the prompts' order.
+    """
     return _answer_ids(
         "answer_ids",
         model,
@@ -375,7 +397,15 @@ def _answer_ids(
 def generate_answers(
     model, tokenizer, prompts, system=None, max_new_tokens=4, batch_size=32, pad_id=0, multiple=16
 ):
-    """`answer_ids` decoded to strings, stripped (the same options)."""
+    """`answer_ids` decoded to strings, stripped.
+
+    Args:
+        model, tokenizer, prompts, system: as `answer_ids`'.
+        max_new_tokens, batch_size, pad_id, multiple: as `answer_ids`'.
+
+    Returns:
+        A list of strings, in the prompts' order.
+    """
     found = _answer_ids(
         "generate_answers (answer_ids)",
         model,

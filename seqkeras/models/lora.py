@@ -58,7 +58,15 @@ def _rebuilt(model, rank, alpha, where):
 
 
 def lora_variables(model):
-    """The model's adapter variables (`*_lora_a`, `*_lora_b`), in order."""
+    """The model's adapter variables (`*_lora_a`, `*_lora_b`), in order.
+
+    Args:
+        model: a Keras model (a `with_lora` copy has adapters; any other
+            model gives an empty list).
+
+    Returns:
+        A list of `keras.Variable`s.
+    """
     return _adapters("lora_variables", model)
 
 
@@ -72,6 +80,20 @@ def with_lora(model, rank, alpha=None):
     feed-forward projection, the model's weights copied in and frozen: only
     the adapters train. The adapters start at zero (`B = 0`), so the copy
     computes what `model` computes.
+
+    Args:
+        model: a model of `seqkeras.models` or `seqkeras.pretrained` whose
+            layers take `lora_rank` (attention, `GatedFeedForward`,
+            `LlamaDecoderBlock`, ...).
+        rank: the adapters' rank, a positive int.
+        alpha: the scale's numerator, > 0 (default: `rank`, a scale of 1).
+
+    Returns:
+        The new model (`model` is left as it was).
+
+    Raises:
+        ValueError: a `rank` that is not a positive int, an `alpha` <= 0,
+            or a model whose weights the copy cannot find.
 
     Examples:
         >>> import numpy as np, seqkeras
@@ -101,7 +123,17 @@ def with_lora(model, rank, alpha=None):
 
 def merge_lora(model):
     """A plain copy of a `with_lora` model (no adapters) whose kernels are
-    `W + (alpha / rank) A B`: the same outputs, for export."""
+    `W + (alpha / rank) A B`: the same outputs, for export.
+
+    Args:
+        model: a `with_lora` model.
+
+    Returns:
+        The merged model, of the architecture `with_lora` was given.
+
+    Raises:
+        ValueError: a model without adapters.
+    """
     merged = {}
     for layer in all_layers(_model("merge_lora", model)):
         rank = getattr(layer, "lora_rank", None)
@@ -127,7 +159,18 @@ def merge_lora(model):
 def save_lora(model, path):
     """Writes the model's adapters alone to `path` (`.npz`, by variable
     path) through a temporary file and one rename: a kill while writing
-    leaves the previous adapters or the new ones. Returns the path."""
+    leaves the previous adapters or the new ones.
+
+    Args:
+        model: a `with_lora` model.
+        path: the `.npz` file to write (replaced if it exists).
+
+    Returns:
+        `path`.
+
+    Raises:
+        ValueError: a model without adapters.
+    """
     from seqkeras._atomic import place_file, recover, temporary_file
 
     variables = _adapters("save_lora", model)
@@ -149,7 +192,20 @@ def save_lora(model, path):
 
 def load_lora(model, path):
     """Reads adapters written by `save_lora` into a `with_lora` model of
-    the same shape (ValueError naming a missing or misshapen one)."""
+    the same shape.
+
+    Args:
+        model: a `with_lora` model of the saved one's architecture and rank.
+        path: the `.npz` file `save_lora` wrote.
+
+    Returns:
+        `model`, its adapters assigned.
+
+    Raises:
+        ValueError: a model without adapters, or an adapter missing from
+            the file or of another shape (a different rank or model).
+        FileNotFoundError: no file at `path`.
+    """
     variables = _adapters("load_lora", model)
     if not variables:
         raise ValueError(f"`load_lora`: model {model.name!r} has no adapters (use `with_lora`)")
@@ -171,5 +227,12 @@ def load_lora(model, path):
 
 
 def adapter_size(model):
-    """Float32 bytes of the model's adapters."""
+    """Float32 bytes of the model's adapters.
+
+    Args:
+        model: a `with_lora` model.
+
+    Returns:
+        An int: 4 bytes per adapter entry.
+    """
     return 4 * sum(math.prod(v.shape) for v in _adapters("adapter_size", model))

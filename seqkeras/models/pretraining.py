@@ -43,10 +43,19 @@ def elmo_classifier(
         bilm_arguments: the `bilm` keyword arguments (without
             `vocab_size`) of the pretrained biLM; copy its weights in with
             `load_bilm`.
-        **kwargs: `backbone`, `pooling`, `embedding_dim`, `units`,
-            `num_layers`, `bidirectional`, `dropout`, `word_dropout`: as
-            `classifier`'s.
-        layer_norm: `ScalarMix`'s.
+        backbone: `"rnn"`, `"gru"`, `"lstm"`, `"mingru"`, `"minlstm"` or
+            `"transformer"`, over the concatenated features.
+        pooling: `"last"`, `"mean"`, `"max"` or `"attention"` (see
+            `seqkeras.layers.SequencePooling`).
+        embedding_dim: the classifier's own token embedding width.
+        units: recurrent units.
+        num_layers: stacked layers or blocks.
+        bidirectional: recurrent backbones: run both directions, concat.
+        dropout: dropout in the recurrent cells / Transformer blocks.
+        word_dropout: during training, each token becomes UNK with this
+            probability (`seqkeras.layers.TokenDropout`).
+        layer_norm: normalise each biLM layer before mixing
+            (`seqkeras.layers.ScalarMix`'s `layer_norm`).
 
     Returns:
         An `ElmoClassifier`: `token_ids` (batch, time) -> `logits`
@@ -100,6 +109,15 @@ def classify_by_generation(
     greedily by `model` (a seq2seq model trained on
     `seqkeras.data.pretraining.text_to_text_dataset`) and the output
     compared with each label word's pieces.
+
+    Args:
+        model: a seq2seq model of `seqkeras.models`.
+        tokenizer: the pretraining vocabulary's tokenizer (both sides).
+        texts: the strings to classify.
+        label_words: one word per class, in class order.
+        prefix: a task prefix put before each text (T5's "sst2 sentence:").
+        batch_size: texts per `generate` call.
+        max_length: output tokens in all.
 
     Returns:
         int array (len(texts),): the index of the label word the model

@@ -31,13 +31,15 @@ class StateSpaceLanguageModel(KeyValueLanguageModel):
     Parts: `embedding`, `blocks`, `norm`, `logits` (a bias-free Dense, or
     None: tied).
 
-    Args (besides `SequenceModel`'s):
+    Args:
+        *args: `SequenceModel`'s (`vocabulary_sizes`, `parts`) and Keras'.
         max_length: the longest sequence `generate` and the streamed step
             take when a block keeps key/value caches (Griffin's local
             attention); None (all-recurrent models): no bound.
         embedding_scale: the factor the token embedding is multiplied by
             (Griffin's sqrt(d)), or None.
         logit_soft_cap: logits become `cap * tanh(logits / cap)`, or None.
+        **kwargs: `keras.Model`'s functional arguments.
     """
 
     def __init__(self, *args, max_length=None, embedding_scale=None, logit_soft_cap=None, **kwargs):

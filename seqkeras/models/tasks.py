@@ -26,6 +26,15 @@ def infer_task(model):
     `"tokens"` for logits per step (rank-3 output). Returns None when the
     model declares none and has no symbolic inputs and outputs (a
     subclassed model that was not built functionally).
+
+    Args:
+        model: a `keras.Model`.
+
+    Returns:
+        `"classes"`, `"tokens"`, `"regression"` or None.
+
+    Raises:
+        TypeError: a `model` that is not a `keras.Model`.
     """
     if not isinstance(model, keras.Model):
         raise TypeError(

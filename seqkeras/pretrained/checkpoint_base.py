@@ -22,8 +22,12 @@ class Checkpoint:
             activation) that rebuild the network without the checkpoint.
         tensors: `{Hugging Face name: float32 array}` (no `bert.` /
             `transformer.` / `model.` prefix).
-        directory: where it was read from (a `.gguf` file for GGUF);
-            source: `"huggingface"`, `"keras_hub"` or `"gguf"`.
+        directory: where it was read from (a `.gguf` file for GGUF).
+        source: `"huggingface"`, `"keras_hub"` or `"gguf"`.
+
+    Args:
+        model_type, architecture, tensors, directory, source: the
+            attributes above.
     """
 
     def __init__(self, model_type, architecture, tensors, directory, source):

@@ -53,8 +53,18 @@ def _int_field(config, key, path, default=None, required=True):
 
 
 def bert_architecture(config, path="config.json"):
-    """The builder arguments of a Hugging Face BERT `config.json` (a dict);
-    ValueError naming a field it does not support."""
+    """The builder arguments of a Hugging Face BERT `config.json`.
+
+    Args:
+        config: the parsed `config.json`, a dict.
+        path: the file named in error messages.
+
+    Returns:
+        A dict of builder arguments (`vocab_size`, `hidden_dim`, ...).
+
+    Raises:
+        ValueError: a field it does not support, named.
+    """
     _config_dict("bert_architecture", config)
     path = f"`bert_architecture`: {path}"
     model_type = config.get("model_type")
@@ -88,7 +98,18 @@ def bert_architecture(config, path="config.json"):
 
 
 def gpt2_architecture(config, path="config.json"):
-    """The builder arguments of a Hugging Face GPT-2 `config.json`."""
+    """The builder arguments of a Hugging Face GPT-2 `config.json`.
+
+    Args:
+        config: the parsed `config.json`, a dict.
+        path: the file named in error messages.
+
+    Returns:
+        A dict of builder arguments (`vocab_size`, `hidden_dim`, ...).
+
+    Raises:
+        ValueError: a field it does not support, named.
+    """
     _config_dict("gpt2_architecture", config)
     path = f"`gpt2_architecture`: {path}"
     model_type = config.get("model_type")

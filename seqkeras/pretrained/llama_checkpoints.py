@@ -666,7 +666,14 @@ _BLOCK_NAME = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 def gguf_tensor_name(name):
     """The Hugging Face name (without `model.`) of a GGUF tensor name:
     `blk.3.attn_q.weight` -> `layers.3.self_attn.q_proj.weight`; None for a
-    name outside the Llama layout."""
+    name outside the Llama layout.
+
+    Args:
+        name: a GGUF tensor name.
+
+    Returns:
+        A string, or None.
+    """
     if not isinstance(name, str):
         raise TypeError(f"`gguf_tensor_name` expects `name` to be a str. Received: {name!r}")
     if name in _GGUF_GLOBAL:

@@ -157,6 +157,12 @@ def bert_encoder(architecture):
     "pooled_output": (batch, d)}` (the pooler on `[CLS]`; present when
     the architecture has one).
 
+    Args:
+        architecture: a `Checkpoint`'s `architecture` (a BERT's).
+
+    Returns:
+        A functional `keras.Model`.
+
     Examples:
         >>> import numpy as np, seqkeras.pretrained as sp
         >>> arch = dict(vocab_size=40, hidden_dim=8, num_layers=1, num_heads=2,
@@ -374,8 +380,17 @@ def gpt2_tagger(
     read from its last subword's state (the first position that has seen
     the whole word; a causal model's first subword has not). The
     arguments and inputs are `bert_tagger`'s (`word_starts` from
-    `seqkeras.data.BertWordFeatures`, `[CLS] pieces [SEP]` rows); `pad_id`
-    is the padding id.
+    `seqkeras.data.BertWordFeatures`, `[CLS] pieces [SEP]` rows).
+
+    Args:
+        architecture: a `Checkpoint`'s `architecture` (a GPT-2's).
+        num_tags, crf, dropout, casing, units: as `bert_tagger`'s.
+        char_vocab_size, char_embedding_dim, char_filters: as
+            `bert_tagger`'s.
+        pad_id: the padding id of `token_ids`.
+
+    Returns:
+        A `PretrainedTagger` (or `PretrainedCRFTagger`).
 
     Examples:
         >>> import numpy as np, seqkeras.pretrained as sp
@@ -550,6 +565,13 @@ def gpt2_language_model(architecture, dropout=None):
     logits tied to the token embedding. Id 0 is a token ("!"), not
     padding: give `generate` the `prompt_lengths` of right-padded
     prompts.
+
+    Args:
+        architecture: a `Checkpoint`'s `architecture` (a GPT-2's).
+        dropout: in the blocks (default: the architecture's, else 0.1).
+
+    Returns:
+        A `TransformerLanguageModel`.
 
     Examples:
         >>> import numpy as np, seqkeras.pretrained as sp
@@ -851,9 +873,22 @@ def _check_target(model, checkpoint):
 def load_pretrained(model, checkpoint):
     """Copies `checkpoint`'s weights (a `Checkpoint`, or a directory for
     `read_checkpoint`) into `model` (built by this module's builders with
-    its `architecture`). A missing tensor or a shape that does not fit
-    raises a ValueError naming the tensor. Returns the names of the
-    checkpoint tensors that were not used (e.g. a pretraining head)."""
+    its `architecture`).
+
+    Args:
+        model: a model of this module's builders (`bert_classifier`,
+            `gpt2_language_model`, `llama_language_model`, ...).
+        checkpoint: a `Checkpoint`, or a path `read_checkpoint` reads.
+
+    Returns:
+        The names of the checkpoint tensors that were not used (e.g. a
+        pretraining head).
+
+    Raises:
+        ValueError: a model of another family, a missing tensor or a
+            shape that does not fit, named.
+        TypeError: a `checkpoint` that is neither.
+    """
     from seqkeras.pretrained.checkpoints import Checkpoint, read_checkpoint
 
     if not isinstance(checkpoint, Checkpoint):

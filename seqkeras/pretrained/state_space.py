@@ -50,7 +50,19 @@ def state_space_arguments(config, where="state_space_arguments"):
     """`(builder, kwargs)`: the seqkeras builder (`mamba_language_model`
     or `griffin_language_model`) and its arguments for a `transformers`
     config dict (`MambaConfig`, `Mamba2Config`, `RecurrentGemmaConfig`
-    `.to_dict()`, or a checkpoint's `config.json`)."""
+    `.to_dict()`, or a checkpoint's `config.json`).
+
+    Args:
+        config: the config dict.
+        where: the function named in error messages (a caller's own).
+
+    Returns:
+        `(builder, kwargs)`.
+
+    Raises:
+        TypeError: a `config` that is not a dict.
+        ValueError: a model type or field it does not support, named.
+    """
     if not isinstance(config, dict):
         raise TypeError(
             f"`{where}` expects `config` to be a config dict. Received: {type(config).__name__}"
@@ -304,7 +316,14 @@ def _lfm2_arguments(config, common, field, where):
 def state_space_language_model(config, **overrides):
     """The seqkeras model of a Mamba / Mamba-2 / RecurrentGemma config dict
     (random weights; `load_state_space_weights` copies a checkpoint's).
-    `overrides`: builder arguments to change (e.g. `max_length`)."""
+
+    Args:
+        config: the config dict (see `state_space_arguments`).
+        **overrides: builder arguments to change (e.g. `max_length`).
+
+    Returns:
+        The model.
+    """
     builder, arguments = state_space_arguments(config, "state_space_language_model")
     arguments.update(overrides)
     return builder(**arguments)
@@ -364,7 +383,17 @@ def load_state_space_weights(model, tensors):
     """Copies a Hugging Face Mamba / Mamba-2 / RecurrentGemma checkpoint's
     tensors (`{name: array}`; with or without the `model.` prefix) into
     `model` (built by `state_space_language_model` from its config).
-    Raises a ValueError naming a missing tensor or a shape that differs."""
+
+    Args:
+        model: the model `state_space_language_model` built.
+        tensors: `{name: array}`.
+
+    Returns:
+        `model`.
+
+    Raises:
+        ValueError: a missing tensor or a shape that differs, named.
+    """
     tensors = {
         (k[len("model.") :] if k.startswith("model.") else k): np.asarray(v)
         for k, v in tensors.items()
@@ -517,7 +546,19 @@ def _load_hybrid(model, blocks, get, put):
 def read_state_space_directory(directory, **overrides):
     """The model of a Hugging Face Mamba / Mamba-2 / RecurrentGemma
     directory (`config.json` and `model.safetensors` or its shards), its
-    weights loaded. `overrides`: builder arguments to change."""
+    weights loaded.
+
+    Args:
+        directory: the checkpoint's directory.
+        **overrides: builder arguments to change (e.g. `max_length`).
+
+    Returns:
+        The model.
+
+    Raises:
+        ValueError: a directory without `config.json` (or as
+            `load_state_space_weights`).
+    """
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
         raise ValueError(

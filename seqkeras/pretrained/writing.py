@@ -149,7 +149,16 @@ def save_checkpoint(model, directory, architecture, tokenizer=None):
     checkpoint in `directory`: `config.json` and `model.safetensors`,
     plus the tokenizer's files (`BertTokenizer.save`) when given. Only the
     pretrained network and the masked-LM head are written (not a task
-    head). Returns the directory.
+    head).
+
+    Args:
+        model: the model (see above).
+        directory: the directory to write.
+        architecture: the `architecture` the model was built with.
+        tokenizer: an optional `BertTokenizer` saved beside it.
+
+    Returns:
+        `directory`.
 
     Examples:
         >>> import tempfile, numpy as np, seqkeras.pretrained as sp

@@ -50,6 +50,7 @@ class MaskedAccuracy(keras.metrics.Mean):
 
     Args:
         pad_id: the target id to ignore.
+        name: the metric's name.
 
     Examples:
         >>> import numpy as np
@@ -85,6 +86,10 @@ class MaskedPerplexity(keras.metrics.Mean):
     keras-hub's `Perplexity` metric would serve, but it averages per-batch
     and is not registered for `.keras` reloading without keras-hub
     imported; this is the same formula in a few lines.
+
+    Args:
+        pad_id: the target id to ignore.
+        name: the metric's name.
 
     Examples:
         >>> import numpy as np
@@ -132,6 +137,7 @@ class SmoothedTokenCrossEntropy(keras.losses.Loss):
     Args:
         label_smoothing: `e`, in [0, 1).
         pad_id: the target id to ignore.
+        name: the loss's name.
 
     Examples:
         >>> import numpy as np
@@ -186,7 +192,15 @@ def _check_smoothing(name, label_smoothing):
 
 def masked_loss(pad_id=PAD, label_smoothing=0.0):
     """Sparse cross-entropy from logits, ignoring padding targets; with
-    `label_smoothing` > 0 a `SmoothedTokenCrossEntropy`."""
+    `label_smoothing` > 0 a `SmoothedTokenCrossEntropy`.
+
+    Args:
+        pad_id: the target id to ignore.
+        label_smoothing: in [0, 1).
+
+    Returns:
+        A `keras.losses.Loss`.
+    """
     _check_pad_id("masked_loss", pad_id)
     _check_smoothing("masked_loss", label_smoothing)
     if label_smoothing:
@@ -206,6 +220,7 @@ class PinballLoss(keras.losses.Loss):
     Args:
         quantiles: the levels, one per entry of the predictions' last
             axis, each in (0, 1).
+        name: the loss's name.
 
     Call: `y_true` (..., targets), `y_pred` (..., targets, quantiles).
 
@@ -375,6 +390,12 @@ class TimeBudget(keras.callbacks.Callback):
     same time and the same schedule shape. The optimizer's learning rate
     must be a variable (a float, not a schedule).
 
+    Args:
+        minutes: the training time, >= 0.
+        peak: the largest learning rate, > 0.
+        warmup: warm-up steps, an int >= 0.
+        alpha: the final rate as a fraction of `peak`, in [0, 1].
+
     Examples:
         >>> import numpy as np, seqkeras
         >>> model = seqkeras.models.classifier(10, 2, units=4, embedding_dim=4)
@@ -439,7 +460,14 @@ class ResetStatesAtEpochStart(keras.callbacks.Callback):
 
 
 def reset_states(model):
-    """Zeroes every stateful seqkeras layer in `model`."""
+    """Zeroes every stateful seqkeras layer in `model`.
+
+    Args:
+        model: a Keras model (or layer).
+
+    Raises:
+        TypeError: a `model` that is not a Keras layer or model.
+    """
     if not isinstance(model, keras.Layer):
         raise TypeError(
             "`reset_states` expects `model` to be a keras.Model (or layer). Received: "

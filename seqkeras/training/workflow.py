@@ -202,6 +202,12 @@ def read_training_history(directory):
     `config.json`, the rows of its `history.csv` (dicts of strings) and
     each epoch's wall seconds (`epoch_seconds.csv`).
 
+    Args:
+        directory: a model directory written by an app's `train`.
+
+    Returns:
+        `(config, rows, seconds)`.
+
     Raises:
         ValueError: not a model directory, or one without a training
             history.
@@ -349,6 +355,12 @@ def with_cardinality(dataset):
     progress bar with an end, a schedule knows its length and validation
     does not "run out of data".
 
+    Args:
+        dataset: a finite `tf.data.Dataset`.
+
+    Returns:
+        `(dataset, steps)`.
+
     Examples:
         >>> import tensorflow as tf
         >>> from seqkeras.training import with_cardinality
@@ -390,6 +402,8 @@ class PretrainingRun:
 
     Args:
         directory: the run's model directory.
+        encoder_only: with `span`, copy only the encoder (a translation
+            model's encoder starts from it).
     """
 
     source = "apps/pretrain.py"
