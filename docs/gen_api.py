@@ -1,15 +1,20 @@
 """Writes docs/api/<module>.md: one `:::` entry (mkdocstrings renders the
 docstring, its Args and its Example) for every name in each public
-module's `__all__`, in that order.
+module's `__all__`, in that order; and docs/api/raises.json, what the
+error-input registry's entries raise for each public name (the pages'
+"Raises" sections: docs/griffe_extensions.py).
 
     python docs/gen_api.py
 
-tests/test_docs.py fails when a public name has no entry here.
+tests/test_docs.py fails when a public name has no entry here, and
+tests/test_error_inputs.py when raises.json is not the registry's.
 """
 
 import importlib
 import importlib.util
+import json
 import os
+import sys
 
 MODULES = {
     "layers": "Layers",
@@ -51,11 +56,27 @@ def _path(module, name, obj):
     return path
 
 
+def raises_json():
+    """What the error-input registry's entries raise, keyed as griffe
+    names each object (`tests.error_inputs.by_definition`)."""
+    root = os.path.dirname(HERE)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.error_inputs import by_definition, load_all, raised
+
+    entries, _ = load_all()
+    return by_definition(raised(entries))
+
+
 def main():
     os.makedirs(os.path.join(HERE, "api"), exist_ok=True)
     for module, title in MODULES.items():
         with open(os.path.join(HERE, "api", f"{module}.md"), "w", encoding="utf-8") as f:
             f.write(page(module, title))
+    table = raises_json()
+    with open(os.path.join(HERE, "api", "raises.json"), "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ landing page, and every Python block of the README and the site run."""
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 
@@ -159,11 +160,17 @@ def test_the_built_api_pages_show_public_names_only(tmp_path):
         split = [r for r in returns if r.count("<li") > 1]
         assert not split, f"api/{module}: {len(split)} Returns sections split into items"
         # a layer's "Call arguments:" section: a list, as "Args:" (the
-        # extension docs/griffe_call_arguments.py), not one paragraph
+        # extension docs/griffe_extensions.py), not one paragraph
         sections = sum(
             bool(re.search(r"^\s*Call arguments:\s*$", getattr(mod, n).__doc__ or "", re.M))
             for n in mod.__all__
         )
+        # a "Raises" section for each public name the error-input registry
+        # has entries for (docs/api/raises.json), at least
+        with open(os.path.join(DOCS, "api", "raises.json"), encoding="utf-8") as f:
+            registry = [v["name"] for v in json.load(f).values()]
+        raising = sum(n.startswith(f"seqkeras.{module}.") for n in registry)
+        assert html.count(">Raises:<") >= raising, (module, html.count(">Raises:<"), raising)
         listed = len(re.findall(r"Call arguments:</span></p>\s*<ul>", html))
         assert listed == sections, f"api/{module}: {sections - listed} Call arguments unlisted"
 

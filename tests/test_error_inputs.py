@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.error_inputs import load_all
+from tests.error_inputs import RAISES_FILE, by_definition, load_all, raised
 
 ENTRIES, OPT_OUT = load_all()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,10 +50,15 @@ def _check(item, info):
     assert not first.startswith(("{{function_node", "Graph execution")), message
 
 
+#: {entry index: the error class name it raised}, for the Raises check below
+_RAISED = {}
+
+
 @pytest.mark.parametrize("item", ENTRIES, ids=lambda e: e.id)
 def test_every_error_input_fails_clearly(item):
     with pytest.raises(item.error) as info:
         item.call()
+    _RAISED[ENTRIES.index(item)] = type(info.value).__name__
     _check(item, info)
 
 
@@ -90,3 +95,17 @@ def test_every_public_name_has_error_inputs_or_a_reason():
 
 def test_the_registry_is_as_large_as_it_was():
     assert len(ENTRIES) >= AT_LEAST, len(ENTRIES)
+
+
+def test_the_api_pages_raises_are_the_registrys():
+    """docs/api/raises.json (the API pages' "Raises" sections) holds what
+    the entries raise, per public name: rewrite it with `python
+    docs/gen_api.py` when entries change. (The entries the test above ran
+    are not called again.)"""
+    import json
+
+    with open(os.path.join(ROOT, RAISES_FILE), encoding="utf-8") as f:
+        written = json.load(f)
+    expected = by_definition(raised(ENTRIES, _RAISED))
+    wrong = sorted(k for k in set(written) | set(expected) if written.get(k) != expected.get(k))
+    assert not wrong, f"{RAISES_FILE} is not the registry's for {wrong}: run python docs/gen_api.py"

@@ -19,7 +19,9 @@ assert where the value comes at run time), `xla=True` (and under
 input gets `opt_out(name, reason)` with the reason written out.
 
 `tests/test_error_inputs.py` runs every entry and fails for a public name
-with neither entries nor an opt-out.
+with neither entries nor an opt-out. The errors the entries raise are the
+API pages' "Raises" sections (`raised`, written to `RAISES_FILE` by
+`python docs/gen_api.py`; the test checks that file against the entries).
 """
 
 import dataclasses
@@ -79,3 +81,53 @@ def load_all():
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
     return ENTRIES, OPT_OUT
+
+
+#: {public name: {error class name: [arguments]}}: what the entries raise,
+#: the API pages' "Raises" sections (docs/griffe_extensions.py)
+RAISES_FILE = "docs/api/raises.json"
+
+
+def raised(entries, errors=None):
+    """`{public name: {error class name: sorted arguments}}`: the error each
+    entry raises when called (`errors`: `{entry index: error class name}`
+    already seen, e.g. by the test that ran them; the others are called
+    here). Entries of internal names (`seqkeras.(internal)...`) are left
+    out."""
+    errors = dict(errors or {})
+    table = {}
+    for i, item in enumerate(entries):
+        if i not in errors:
+            try:
+                item.call()
+                errors[i] = None
+            except Exception as error:  # noqa: BLE001 (any: the entry's check is the test's)
+                errors[i] = type(error).__name__
+        if errors[i] is None or "(internal)" in item.name:
+            continue
+        arguments = table.setdefault(item.name, {}).setdefault(errors[i], [])
+        if item.argument not in arguments:
+            arguments.append(item.argument)
+    return {
+        name: {error: sorted(args) for error, args in sorted(kinds.items())}
+        for name, kinds in sorted(table.items())
+    }
+
+
+def by_definition(table):
+    """`raised`'s table keyed as griffe names each object, where it is
+    defined (`{path: {"name": public name, "raises": {...}}}`): the
+    contents of `RAISES_FILE`. Public names of one object (a deprecated
+    alias) share its entry."""
+    import importlib
+    import inspect
+
+    found = {}
+    for name, kinds in table.items():
+        module, attribute = name.rsplit(".", 1)
+        obj = getattr(importlib.import_module(module), attribute)
+        path = obj.__name__ if inspect.ismodule(obj) else f"{obj.__module__}.{obj.__qualname__}"
+        merged = found.setdefault(path, {"name": name, "raises": {}})["raises"]
+        for error, arguments in kinds.items():
+            merged[error] = sorted(set(merged.get(error, [])) | set(arguments))
+    return dict(sorted(found.items()))
