@@ -26,6 +26,7 @@ MODULES = {
     "pretrained": "Pretrained checkpoints",
     "metrics": "Metrics",
     "plots": "Plots",
+    "distribute": "Distributed training",
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 

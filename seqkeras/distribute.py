@@ -33,6 +33,9 @@ import json
 import os
 import tempfile
 
+__all__ = ["STRATEGIES", "cluster_spec", "distributes", "get_strategy", "is_chief", "worker_path"]
+
+#: The names `get_strategy` takes.
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
 
 
@@ -52,6 +55,12 @@ def _tf():
 
 def cluster_spec(environ=None):
     """The parsed `TF_CONFIG` of this process, or None when it is unset.
+
+    Args:
+        environ: the environment to read (default `os.environ`).
+
+    Returns:
+        The config dict (`cluster`, `task`), or None.
 
     Raises:
         ValueError: `TF_CONFIG` is not JSON, has no `cluster` with a
@@ -165,7 +174,23 @@ def _multi_worker_strategy_class():
 
 def is_chief(environ=None):
     """Whether this process writes the checkpoints that count: no
-    `TF_CONFIG`, or its task is the chief or worker 0."""
+    `TF_CONFIG`, or its task is the chief or worker 0.
+
+    Args:
+        environ: the environment to read (default `os.environ`).
+
+    Returns:
+        A bool.
+
+    Raises:
+        ValueError: a `TF_CONFIG` that `cluster_spec` refuses.
+
+    Examples:
+        >>> from seqkeras.distribute import is_chief
+        >>> is_chief({}), is_chief({"TF_CONFIG": '{"cluster": {"worker": ["a:1", "b:1"]}, '
+        ...                                      '"task": {"type": "worker", "index": 1}}'})
+        (True, False)
+    """
     config = cluster_spec(environ)
     if config is None:
         return True
@@ -178,7 +203,23 @@ def is_chief(environ=None):
 def worker_path(path, environ=None):
     """`path` on the chief; on another worker, the same file name in a new
     temporary directory (every worker must save, only the chief's copy is
-    kept)."""
+    kept).
+
+    Args:
+        path: the file the chief writes (a str or os.PathLike).
+        environ: the environment to read (default `os.environ`).
+
+    Returns:
+        A path.
+
+    Raises:
+        TypeError: a `path` that is not a path.
+    """
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            "`worker_path` expects `path` to be a file path (a str or os.PathLike). "
+            f"Received: path={path!r} ({type(path).__name__})"
+        )
     if is_chief(environ):
         return path
     return os.path.join(tempfile.mkdtemp(prefix="seqkeras-worker-"), os.path.basename(path))
@@ -186,8 +227,23 @@ def worker_path(path, environ=None):
 
 def distributes(strategy=None):
     """Whether `strategy` (default: the one in scope) runs more than one
-    replica or worker, so that gradients are reduced across them."""
+    replica or worker, so that gradients are reduced across them.
+
+    Args:
+        strategy: a `tf.distribute.Strategy`, or None.
+
+    Returns:
+        A bool.
+
+    Raises:
+        TypeError: a `strategy` that is not a `tf.distribute.Strategy`.
+    """
     tf = _tf()
+    if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(
+            "`distributes` expects `strategy` to be a tf.distribute.Strategy or None. "
+            f"Received: strategy={strategy!r} ({type(strategy).__name__})"
+        )
     strategy = strategy or tf.distribute.get_strategy()
     return strategy.num_replicas_in_sync > 1 or isinstance(
         strategy, tf.distribute.MultiWorkerMirroredStrategy

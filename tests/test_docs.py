@@ -21,6 +21,7 @@ MODULES = (
     "pretrained",
     "metrics",
     "plots",
+    "distribute",
 )
 
 SLOW_SECONDS = 130  # tests/run.py --slow: its slow tests beside another module
