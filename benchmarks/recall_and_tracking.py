@@ -14,7 +14,10 @@ tracking (parity, with length generalisation) and associative recall
   `--vocab`-token vocabulary, values from the second), then the keys
   again in a random order at random later positions of a
   `--length`-token sequence (zeros elsewhere); at each query the model
-  outputs the key's value. Accuracy over the queries.
+  outputs the key's value. Accuracy over the queries. `--curriculum`
+  trains the first third of the steps on a quarter of the pairs and the
+  length, the second third on half (Zoology trains on a mixture of
+  sizes), the last third on the full task.
 
 Models of about the same width, two residual blocks each over the same
 embedding and output layer: `lstm`, `transformer` (`LlamaDecoderBlock`),
@@ -126,7 +129,11 @@ def run(kind, args):
             x, y = parity_batch(rng, args.batch, args.train_length)
             loss = net.train_on_batch(x, y)
         else:
-            x, y, w = mqar_batch(rng, args.batch, args.length, args.pairs, args.vocab)
+            pairs, length = args.pairs, args.length
+            if args.curriculum and step < 2 * args.steps // 3:
+                part = 4 if step < args.steps // 3 else 2
+                pairs, length = max(1, pairs // part), max(2 * pairs // part + 1, length // part)
+            x, y, w = mqar_batch(rng, args.batch, length, pairs, args.vocab)
             loss = net.train_on_batch(x, y, sample_weight=w)
         if args.verbose and step % 250 == 0:
             print(f"  {kind} step {step} loss {float(loss):.4f}", flush=True)
@@ -170,6 +177,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--eval-size", type=int, default=512)
+    p.add_argument(
+        "--curriculum", action="store_true", help="MQAR: a quarter, then half the size first"
+    )
     p.add_argument("--out", default=None)
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--quick", action="store_true", help="tiny sizes, a few steps: a smoke run")
