@@ -63,9 +63,9 @@ def run_layer_test(
     the number of trainable and non-trainable weights (`num_weights`, a
     pair); a `.keras` round trip; a jit-compiled `fit`; under
     `mixed_float16` / `mixed_bfloat16`: float32 weights, the policy on
-    every sublayer, outputs in the compute dtype and finite. On JAX: the
-    eager, symbolic, shape and mask checks and `mixed_bfloat16` only (see
-    below).
+    every sublayer, outputs in the compute dtype and finite. (TensorFlow:
+    on JAX, `tests/jax` trains each layer family under jit and re-runs the
+    layers' equality tests.)
 
     Args:
         make_layer: zero-argument callable returning a fresh layer.
@@ -116,18 +116,6 @@ def run_layer_test(
             if m is not None:
                 assert tuple(np.shape(m)) == tuple(np.shape(e))[:2]
 
-    # On JAX (tests/jax/test_layer_contracts.py re-runs every contract)
-    # only what the backend computes is checked again: the eager call,
-    # shapes and masks above and one mixed policy here. The config,
-    # `.keras` file and weights are the same code on every backend, and each
-    # eager call of a layer with a loop compiles it again on JAX: these
-    # two calls and the second policy took half of the JAX contracts' time.
-    jax = keras.backend.backend() == "jax"
-    if jax and mixed_precision:
-        _check_policies(make_layer, inputs, call_kwargs, ("mixed_bfloat16",))
-    if jax:
-        return
-
     # `.keras` round trip.
     symbolic_in = [keras.Input(x.shape[1:]) for x in inputs]
     model = keras.Model(
@@ -144,8 +132,6 @@ def run_layer_test(
     for a, b in zip(before, after):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
-    # (on JAX the jit training is tests/jax/test_jax_backend.py's: one run
-    # per layer family, its `LAYERS`, asserting that the loss falls)
     if fit:
         model.compile(optimizer="adam", loss="mse", jit_compile=True)
         targets = [np.zeros_like(a) for a in before]

@@ -10,9 +10,11 @@ from tests.export.one_step_checks import check
 # (tests/run.py)
 OWN_GROUP = True
 
+#: (`transformer_language_model` is `gpt2_language_model`'s class with
+#: sinusoidal positions: its step is checked on the phone,
+#: `test_one_step_tflite.py`, and in Keras, `tests/models/test_generation.py`)
 NAMES = [
     "recurrent_language_model",
-    "transformer_language_model",
     "gpt2_language_model",
     "decoder_language_model",
     "conditioned_decoder",

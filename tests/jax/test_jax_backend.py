@@ -211,7 +211,7 @@ KINDS = {
     ),
     # the fixed-state language models: Mamba (the S6 scan) and Griffin (the
     # RG-LRU with local attention); the other families' layers are in
-    # the layer checks above and tests/jax/test_layer_contracts.py
+    # the layer checks above and tests/jax/test_layer_equalities.py
     "mamba_language_model": lambda: M.mamba_language_model(12, 8, 2, state_size=4),
     "griffin_language_model": lambda: M.griffin_language_model(
         12, 8, 3, num_heads=2, window=3, max_length=8

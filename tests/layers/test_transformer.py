@@ -79,9 +79,10 @@ def test_decoder_matches_keras_hub(cross, norm_first):
     np.testing.assert_allclose(ours(y, enc, **kwargs), theirs(y, enc, **kwargs), atol=1e-5)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("cross", [True, False])
-def test_decoder_incremental_equals_full_pass(cross):
-    block = TransformerDecoderBlock(2, 16, norm_first=cross)
+def test_decoder_incremental_equals_full_pass(cross, norm_first):
+    block = TransformerDecoderBlock(2, 16, norm_first=norm_first)
     y, h = _x(2, 6, 8), _x(2, 5, 8, seed=1)
     enc = h if cross else None
     block(y, enc)
