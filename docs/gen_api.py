@@ -47,13 +47,12 @@ def _path(module, name, obj):
     submodule, its helpers included, so the entry names the function where
     it is defined."""
     path = f"seqkeras.{module}.{name}"
-    if importlib.util.find_spec(path.rsplit(".", 1)[0]) is not None:
-        try:
-            is_module = importlib.util.find_spec(path) is not None
-        except ModuleNotFoundError:
-            is_module = False
-        if is_module and hasattr(obj, "__module__") and hasattr(obj, "__qualname__"):
-            return f"{obj.__module__}.{obj.__qualname__}"
+    try:
+        named_like_a_submodule = importlib.util.find_spec(path) is not None
+    except ModuleNotFoundError:  # `seqkeras.decoding` is a module: no submodules
+        named_like_a_submodule = False
+    if named_like_a_submodule and hasattr(obj, "__qualname__"):  # not a module itself
+        return f"{obj.__module__}.{obj.__qualname__}"
     return path
 
 
