@@ -25,8 +25,8 @@ MODULES = (
     "distribute",
 )
 
-SLOW_SECONDS = 25  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 1200  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 10  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 700  # (2 cores; the summed memory of its processes)
 
 
 def _read(*parts):
