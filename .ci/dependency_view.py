@@ -93,7 +93,7 @@ def main(wheel, extras, view, *alone):
             shared = len(owners.get(parts[0], ())) > 1 and len(parts) > 2
             entries[(parts[0], parts[1] if shared else None)] = True
     os.makedirs(view)
-    for top, inner in sorted(entries):
+    for top, inner in sorted(entries, key=lambda e: (e[0], e[1] or "")):
         if (top, None) in entries and inner is not None:
             continue  # the whole folder is linked already
         source = os.path.join(site, top, inner) if inner else os.path.join(site, top)

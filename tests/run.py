@@ -17,7 +17,7 @@ start first, from each module's seconds in `tests/durations.json`
 The arguments go to every pytest call (`-k`, `-x`, `-m slow`, ...). The
 `tests/jax` groups run with `KERAS_BACKEND=jax` (their modules skip on
 other backends). Groups run with XLA's backend optimisation off
-(`FAST_XLA_FLAGS`: compiling is most of their time), but for the modules
+(`TEST_XLA_FLAGS`: compiling is most of their time), but for the modules
 that run the README's default jobs (`DEFAULT_XLA`). Each
 group's output is printed when it ends; then a table of the groups and
 the wall time and peak memory of all test processes together (their
@@ -348,14 +348,14 @@ class PeakMemory(threading.Thread):
 
 
 JAX_TESTS = os.path.join("tests", "jax") + os.sep  # run on KERAS_BACKEND=jax
-# The fast suite's tests compile hundreds of tiny models, so compiling is
+# The tests compile hundreds of tiny models, so compiling is
 # most of their XLA time: without LLVM's optimisation of the compiled code
 # (XLA's backend level 0; the same graphs, the same ops) test_builders and
 # test_mixed_precision took 202 s instead of 273 s (level 1: 242 s), and
 # two of test_jax_backend's tests 30 s instead of 44 s (2 cores). The
 # modules that run the README's default jobs keep the default: their
 # timings are the ones the README states.
-FAST_XLA_FLAGS = "--xla_backend_optimization_level=0"
+TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
 DEFAULT_XLA = (os.path.join("tests", "test_release.py"), os.path.join("tests", "test_package.py"))
 
 
@@ -365,7 +365,7 @@ def run_group(paths, args, lock, memory):
     if all(p.startswith(JAX_TESTS) for p in paths):
         env["KERAS_BACKEND"] = "jax"
     if not any(p.endswith(DEFAULT_XLA) for p in paths):
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {FAST_XLA_FLAGS}".strip()
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
     report = tempfile.NamedTemporaryFile(suffix=".xml", delete=False)
     report.close()
     with tempfile.TemporaryFile("w+") as out:
