@@ -26,10 +26,10 @@ def public_names():
         short.setdefault(path.rsplit(".", 1)[1], []).append(path)
     names = {}
     for path in paths:
-        names[path] = _anchor(path)
-        names[path.split(".", 1)[1]] = _anchor(path)
-        if len(short[path.rsplit(".", 1)[1]]) == 1:
-            names[path.rsplit(".", 1)[1]] = _anchor(path)
+        anchor, name = _anchor(path), path.rsplit(".", 1)[1]
+        names[path] = names[path.split(".", 1)[1]] = anchor
+        if len(short[name]) == 1:
+            names[name] = anchor
     return names
 
 
