@@ -9,7 +9,12 @@ Why not one `pytest` process: TensorFlow keeps memory for every model a
 test compiles (traced functions and XLA executables outlive
 `keras.backend.clear_session()` and `gc.collect()`: ~100 MB per compiled
 seq2seq `fit`, measured), so one process grew past 7 GB over the suite.
-Here each group (test modules of at most GROUP_SECONDS of recorded test
+A group's process is forked from a zygote (`tests/zygote.py`, `Zygote`)
+that has imported TensorFlow, Keras, seqkeras and pytest once: every
+group of the TensorFlow backend with the test XLA flags (the others start
+a process of their own). Measured with every test deselected (`-k`), the
+30 fast groups took 386 process-seconds as processes of their own and
+186 forked. Here each group (test modules of at most GROUP_SECONDS of recorded test
 time together) runs in a fresh process, two groups at a time: XLA compiles on one thread, so
 two processes keep both cores of a small machine busy. The longest groups
 start first, from each module's seconds in `tests/durations.json`
@@ -46,7 +51,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(ROOT, "tests")
@@ -55,8 +60,8 @@ NO_TESTS = 5  # pytest's exit status when nothing was selected
 
 
 GROUP_SECONDS = 90  # a process's recorded seconds of tests: bounds its
-# memory (TensorFlow keeps what each test compiled) while a process start
-# (about 6 s: Python, TensorFlow, pytest) is paid once per group
+# memory (TensorFlow keeps what each test compiled) while a group's start
+# (a fork and pytest's collection) is paid once per group
 
 
 def _chunks(files, durations):
@@ -256,7 +261,7 @@ def _next_module(fits, pending, budget_mb):
     return max(fits, key=lambda g: (-partners(g), g[1], g[0]))
 
 
-def run_within_budget(found, args, lock, memory, budget_mb=SLOW_BUDGET_MB):
+def run_within_budget(found, args, lock, memory, budget_mb=SLOW_BUDGET_MB, zygote=None):
     """Runs `found` (`slow_groups()`), at most PARALLEL at a time, starting
     a pending module whose declared peak fits beside the running ones' (a
     module that fits nowhere runs alone), chosen by `_next_module`."""
@@ -269,7 +274,8 @@ def run_within_budget(found, args, lock, memory, budget_mb=SLOW_BUDGET_MB):
                 chosen = _next_module(fits, pending, budget_mb)
                 paths, _, peak = chosen
                 pending.remove(chosen)
-                running[pool.submit(run_group, list(paths), args, lock, memory)] = peak
+                future = pool.submit(run_group, list(paths), args, lock, memory, zygote)
+                running[future] = peak
                 continue
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
@@ -359,25 +365,109 @@ TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
 DEFAULT_XLA = (os.path.join("tests", "test_release.py"), os.path.join("tests", "test_package.py"))
 
 
-def run_group(paths, args, lock, memory):
-    start = time.perf_counter()
+ZYGOTE = os.path.join(TESTS, "zygote.py")
+
+
+class Zygote:
+    """A `tests/zygote.py` process for one environment: it imports
+    TensorFlow, Keras, seqkeras and pytest once and forks each pytest run
+    (`run`), where each group's own process paid those imports again (6 to
+    10 s on 2 cores, about 50 times in `.ci/run`). `SEQKERAS_TEST_ZYGOTE=0`
+    runs every group as a process of its own instead."""
+
+    def __init__(self, env):
+        self.env = env
+        self.process = subprocess.Popen(
+            [sys.executable, ZYGOTE],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        self.lock = threading.Lock()
+        self.ready = Future()
+        self.started = {}  # request id -> Future(child pid)
+        self.exits = {}  # child pid -> Future(exit status)
+        self.count = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _future(self, table, key):
+        with self.lock:
+            return table.setdefault(key, Future())
+
+    def _read(self):
+        for line in self.process.stdout:
+            message = json.loads(line)
+            if "ready" in message:
+                self.ready.set_result(message["ready"])
+            elif "id" in message:
+                self._future(self.started, message["id"]).set_result(message["pid"])
+            else:
+                self._future(self.exits, message["pid"]).set_result(message["status"])
+        error = RuntimeError(f"tests/zygote.py ended (exit {self.process.wait()})")
+        with self.lock:
+            for future in [self.ready, *self.started.values(), *self.exits.values()]:
+                if not future.done():
+                    future.set_exception(error)
+
+    def run(self, argv, out, started):
+        """Forks pytest with `argv`, its output to the file `out`; calls
+        `started(pid)` with the child's pid; returns `(pid, exit status)`."""
+        self.ready.result()
+        with self.lock:
+            self.count += 1
+            request = self.count
+        self.process.stdin.write((json.dumps(dict(id=request, argv=argv, out=out)) + "\n").encode())
+        self.process.stdin.flush()
+        pid = self._future(self.started, request).result()
+        started(pid)
+        return pid, self._future(self.exits, pid).result()
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def group_env(paths):
+    """The environment of a group's pytest process: JAX for `tests/jax`,
+    the test XLA flags but for `DEFAULT_XLA`."""
+    return test_env(
+        jax=all(p.startswith(JAX_TESTS) for p in paths),
+        default_xla=any(p.endswith(DEFAULT_XLA) for p in paths),
+    )
+
+
+def test_env(jax=False, default_xla=False):
     env = dict(os.environ)
-    if all(p.startswith(JAX_TESTS) for p in paths):
+    if jax:
         env["KERAS_BACKEND"] = "jax"
-    if not any(p.endswith(DEFAULT_XLA) for p in paths):
+    if not default_xla:
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+    return env
+
+
+def run_group(paths, args, lock, memory, zygote=None):
+    """Runs pytest on `paths`: forked by `zygote` when the group's
+    environment is the zygote's, otherwise as a process of its own."""
+    start = time.perf_counter()
+    env = group_env(paths)
     report = tempfile.NamedTemporaryFile(suffix=".xml", delete=False)
     report.close()
-    with tempfile.TemporaryFile("w+") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *paths, *args, f"--junitxml={report.name}"],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        memory.watch(process.pid)
-        status = process.wait()
+    argv = [*paths, *args, f"--junitxml={report.name}"]
+    with tempfile.NamedTemporaryFile("w+", suffix=".log") as out:
+        if zygote is not None and zygote.env == env:
+            pid, status = zygote.run(argv, out.name, memory.watch)
+        else:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pytest", *argv],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+            pid = process.pid
+            memory.watch(pid)
+            status = process.wait()
         out.seek(0)
         text = out.read()
     seconds = time.perf_counter() - start
@@ -389,7 +479,7 @@ def run_group(paths, args, lock, memory):
     with lock:
         print(f"===== {' '.join(paths)}: exit {status}, {seconds:.0f} s =====", flush=True)
         print(text, flush=True)
-    return paths, status, seconds, process.pid, modules
+    return paths, status, seconds, pid, modules
 
 
 def main(args):
@@ -399,13 +489,22 @@ def main(args):
     lock = threading.Lock()
     record = "--record" in args
     args = [a for a in args if a != "--record"]
-    if args[:1] == ["--slow"]:
-        args = ["-m", "slow", *args[1:]]
-        results = run_within_budget(slow_groups(), args, lock, memory)
-    else:
-        results = [run_group(g, args, lock, memory) for g in alone_groups()]
-        with ThreadPoolExecutor(PARALLEL) as pool:
-            results += list(pool.map(lambda g: run_group(g, args, lock, memory), groups(args)))
+    zygote = None
+    if os.environ.get("SEQKERAS_TEST_ZYGOTE", "1") != "0":
+        zygote = Zygote(test_env())  # the TensorFlow groups'
+    try:
+        if args[:1] == ["--slow"]:
+            args = ["-m", "slow", *args[1:]]
+            results = run_within_budget(slow_groups(), args, lock, memory, zygote=zygote)
+        else:
+            results = [run_group(g, args, lock, memory, zygote) for g in alone_groups()]
+            with ThreadPoolExecutor(PARALLEL) as pool:
+                results += list(
+                    pool.map(lambda g: run_group(g, args, lock, memory, zygote), groups(args))
+                )
+    finally:
+        if zygote is not None:
+            zygote.close()
     memory.running = False
     wall = time.perf_counter() - start
     failed = [r for r in results if r[1] not in (0, NO_TESTS)]

@@ -525,9 +525,16 @@ def test_rwkv7_model_matches_keras_hub_with_the_same_weights():
             for w, g in zip(theirs.trainable_weights, want_grads)
         },
     )
+    # within 1e-5 of each gradient's largest entry: float32 sums of entries
+    # up to ~60 differ by ~1e-4 between CPUs (AVX2 vs AVX-512 kernels)
     for variable, grad in zip(laid_out.trainable_weights, got_grads):
+        scale = max(1.0, float(np.abs(np.asarray(variable)).max()))
         np.testing.assert_allclose(
-            tf.convert_to_tensor(grad), variable, rtol=1e-5, atol=1e-4, err_msg=variable.path
+            tf.convert_to_tensor(grad),
+            variable,
+            rtol=1e-5,
+            atol=1e-5 * scale,
+            err_msg=variable.path,
         )
     caches = ours.init_cache(None, 2, 21)
     logits, caches = ours.call_with_cache(ids[:, :15], caches, 0)  # a prefill
