@@ -15,7 +15,7 @@ group of the TensorFlow backend with the test XLA flags (the others start
 a process of their own). Measured with every test deselected (`-k`), the
 30 fast groups took 386 process-seconds as processes of their own and
 186 forked. Here each group (test modules of at most GROUP_SECONDS of recorded test
-time together) runs in a fresh process, two groups at a time: XLA compiles on one thread, so
+time together) runs in a process of its own, two groups at a time: XLA compiles on one thread, so
 two processes keep both cores of a small machine busy. The longest groups
 start first, from each module's seconds in `tests/durations.json`
 (`--record` writes what the whole fast suite's modules took this time).

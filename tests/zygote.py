@@ -9,9 +9,10 @@ no thread (the loop below is single-threaded), so a child starts as a
 fresh process would, with the same environment; each child then builds
 its own eager context and compiles on its own.
 
-The zygote runs with the environment its children need (`tests/run.py`
-starts one per environment: backend and XLA flags, which TensorFlow may
-read at import). Protocol (one JSON object per line): requests on stdin,
+The zygote runs with the environment its children need (backend and
+XLA flags, which TensorFlow may read at import): `tests/run.py` starts
+one, for the TensorFlow groups with the test XLA flags, and starts the
+other groups as processes of their own. Protocol (one JSON object per line): requests on stdin,
 `{"id": N, "argv": [...], "out": PATH}` (pytest's arguments, the file
 for the child's stdout and stderr); replies on stdout, `{"ready": PID}`
 once imported, `{"id": N, "pid": PID}` when a child is forked and
