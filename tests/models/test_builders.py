@@ -18,6 +18,13 @@ SLOW_SECONDS = 100  # tests/run.py --slow: its slow tests beside another module
 SLOW_PEAK_MB = 1722  # (2 cores; the summed memory of its processes)
 
 M = seqkeras.models
+#: the learning tests train as TensorFlow graphs: under the tests' XLA flags
+#: (LLVM's optimisation off, tests/run.py) a compiled GRU seq2seq step ran
+#: 6x slower than the graph's, and these tests took 126 s instead of 205 s.
+#: Training under XLA is checked where it is the subject: every layer's
+#: contract (tests/layer_checks.py), the truncated-BPTT and `compile_model`
+#: tests below and the main job (tests/test_release.py)
+LEARN = dict(jit_compile=False)
 
 
 def roundtrip(model, inputs):
@@ -67,7 +74,7 @@ def test_classifier_learns_and_round_trips(backbone, pooling, bidirectional):
         bidirectional=bidirectional,
     )
     assert [i.name for i in model.inputs] == ["token_ids"]
-    compile_model(model, learning_rate=1e-2)  # the task from the model
+    compile_model(model, **LEARN, learning_rate=1e-2)  # the task from the model
     model.fit(x[:1000], y[:1000], epochs=6, batch_size=50, verbose=0)
     acc = model.evaluate(x[1000:], y[1000:], verbose=0, return_dict=True)["accuracy"]
     true_acc = np.mean(np.argmax(model.predict(x[1000:], verbose=0), -1) == y[1000:])
@@ -89,7 +96,7 @@ def test_tagger_learns_context_dependent_tags():
     x[600:, 9:] = 0
     tags[x == 0] = 0
     model = M.tagger(12, 4, backbone="gru", embedding_dim=16, units=16)
-    compile_model(model, learning_rate=1e-2)
+    compile_model(model, **LEARN, learning_rate=1e-2)
     model.fit(x[:1000], tags[:1000], epochs=5, batch_size=50, verbose=0)
     acc = model.evaluate(x[1000:], tags[1000:], verbose=0, return_dict=True)["accuracy"]
     assert abs(acc - masked_accuracy(model.predict(x[1000:], verbose=0), tags[1000:])) < 1e-6
@@ -119,7 +126,7 @@ def test_language_models_learn_and_tie_weights(kind):
         model = M.recurrent_language_model(12, 16, units=32, cell="gru")
     else:
         model = M.transformer_language_model(12, 16, num_layers=1, num_heads=2, hidden_dim=16)
-    compile_model(model, learning_rate=1e-2)
+    compile_model(model, **LEARN, learning_rate=1e-2)
     model.fit(x[:2000], y[:2000], epochs=8, batch_size=32, verbose=0)
     # positions >= 3 are predictable (the first three show the cycle)
     pred = np.argmax(model.predict(x[2000:], verbose=0), -1)
@@ -162,7 +169,7 @@ def test_conditioned_decoder_generates_from_the_vector():
     targets = np.concatenate([sequences[classes], np.full((1200, 1), 2)], 1).astype("int32")
     model = M.conditioned_decoder(6, 12, embedding_dim=8, units=32, cell="gru")
     inputs = {"features": features, "target_ids": teacher_forcing(targets)}
-    compile_model(model, learning_rate=1e-2)
+    compile_model(model, **LEARN, learning_rate=1e-2)
     model.fit(inputs, targets, epochs=4, batch_size=50, verbose=0)
     acc = evaluated_accuracy(model, inputs, targets)
     assert acc >= 0.95, acc  # chance: 1/8 per token
@@ -190,7 +197,7 @@ def test_seq2seq_overfits_one_batch():
     model = M.recurrent_seq2seq(
         12, 12, embedding_dim=16, units=32, cell="gru", attention="additive"
     )
-    compile_model(model, learning_rate=1e-2)
+    compile_model(model, **LEARN, learning_rate=1e-2)
     model.fit(inputs, tgt, epochs=60, batch_size=64, verbose=0)
     acc = evaluated_accuracy(model, inputs, tgt)
     assert acc >= 0.95, acc  # chance: ~1/8 per token
@@ -215,7 +222,7 @@ def test_seq2seq_learns_reversal(attention, style):
         attention=attention,
         style=style or "bahdanau",
     )
-    compile_model(model, learning_rate=1e-2)
+    compile_model(model, **LEARN, learning_rate=1e-2)
     model.fit(inputs, tgt, epochs=6, batch_size=64, verbose=0)
     val_inputs, val_tgt = reversal(300, 5)
     acc = evaluated_accuracy(model, val_inputs, val_tgt)
@@ -235,7 +242,7 @@ def test_transformer_seq2seq_learns_reversal():
     # pairs, 8 epochs: 99.9% in 26 s)
     inputs, tgt = reversal(2000, 6)
     model = M.transformer_seq2seq(12, 12, max_length=8, num_layers=1, num_heads=4, hidden_dim=32)
-    compile_model(model, learning_rate=3e-3)
+    compile_model(model, **LEARN, learning_rate=3e-3)
     model.fit(inputs, tgt, epochs=6, batch_size=64, verbose=0)
     val_inputs, val_tgt = reversal(300, 7)
     acc = evaluated_accuracy(model, val_inputs, val_tgt)
@@ -251,7 +258,7 @@ def test_forecaster_beats_the_seasonal_naive_baseline(backbone):
     x, y = seqkeras.data.forecast_windows(series, 48, 6, stride=2)
     n = int(0.8 * len(x))
     model = M.forecaster(48, 6, backbone=backbone, units=32, num_heads=2)
-    compile_model(model, learning_rate=3e-3)  # the task from the model
+    compile_model(model, **LEARN, learning_rate=3e-3)  # the task from the model
     model.fit(x[:n], y[:n], epochs=8, batch_size=32, verbose=0)
     mse = np.mean((model.predict(x[n:], verbose=0) - y[n:]) ** 2)
     loss = model.evaluate(x[n:], y[n:], verbose=0, return_dict=True)["loss"]
