@@ -220,7 +220,7 @@ def test_classifier_fine_tunes_and_round_trips_keras_file(bert_dir, tmp_path):
     labels = (ids == 7).any(1).astype("int32")
     ids[::2, 3] = 7
     labels = (ids == 7).any(1).astype("int32")
-    seqkeras.training.compile_model(model, learning_rate=1e-3, weight_decay=0.01)
+    seqkeras.training.compile_model(model, learning_rate=1e-3, weight_decay=0.01, jit_compile=False)
     before = model.evaluate(ids, labels, verbose=0)[0]
     model.fit(ids, labels, epochs=6, batch_size=16, verbose=0)
     after = model.evaluate(ids, labels, verbose=0)[0]
@@ -254,7 +254,7 @@ def test_crf_tagger_trains_on_word_positions_and_round_trips(bert_dir, tmp_path)
         "casing_ids": np.tile(np.array([3, 5, 5, 5, 0], "int32"), (n, 1)),
     }
     x["char_ids"][:, 4] = 0  # as BertWordFeatures gives a padding word
-    seqkeras.training.compile_model(model, learning_rate=2e-3)
+    seqkeras.training.compile_model(model, learning_rate=2e-3, jit_compile=False)
     history = model.fit(x, tags, epochs=8, batch_size=8, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     out = model.predict(x, verbose=0)
