@@ -1,7 +1,7 @@
 """Under `mixed_bfloat16` every builder family clears the same learning
 bars as in float32 (the tests of test_builders.py, run again under the
-policy, with `compile_model`'s own compile-mode choice); the compile-mode
-choice on this machine."""
+policy, as TensorFlow graphs as there: `compile_model`'s own choice for
+`mixed_bfloat16` on a CPU); the compile-mode choice on this machine."""
 
 import keras
 import pytest
