@@ -27,7 +27,7 @@ from seqkeras.export import (
 from tests.export.fault_injection import check_every_kill_point, digest, leftovers
 from tests.pretrained_checks import tiny_chat_directory
 
-SLOW_SECONDS = 123  # tests/run.py --slow: its slow tests beside another module
+SLOW_SECONDS = 75  # tests/run.py --slow: its slow tests beside another module
 SLOW_PEAK_MB = 2748  # (2 cores; the summed memory of its processes)
 
 pytestmark = pytest.mark.slow
