@@ -17,15 +17,16 @@ PACKAGE = os.path.dirname(os.path.abspath(seqkeras.__file__))
 ALLOWED = {
     "_atomic": set(),
     "_traced": set(),
+    "_gguf": set(),
     "plots": set(),
     "layers": set(),
     "distribute": set(),
     "decoding": {"layers"},
-    "data": {"layers", "_traced"},
+    "data": {"layers", "_traced", "_gguf"},
     "models": {"layers", "data", "decoding", "distribute", "_atomic", "_traced"},
     "metrics": {"layers", "data", "models"},
     "export": {"layers", "data", "decoding", "models", "distribute", "_atomic", "metrics"},
-    "pretrained": {"layers", "data", "decoding", "models", "distribute"},
+    "pretrained": {"layers", "data", "decoding", "models", "distribute", "_gguf"},
     "training": {"layers", "data", "decoding", "models", "distribute", "pretrained", "_atomic"},
 }
 

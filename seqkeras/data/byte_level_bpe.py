@@ -45,14 +45,12 @@ needs jinja2 (>= 3.1.6, as transformers).
 
 import functools
 import json
-import mmap
 import os
-import struct
 
 import numpy as np
 import tensorflow as tf
 
-from seqkeras import _traced
+from seqkeras import _gguf, _traced
 from seqkeras.data.subword import check_decoded_ids
 from seqkeras.data.tables import static_table
 
@@ -658,7 +656,7 @@ class ByteLevelBPETokenizer(tf.Module):
                 f"Received: {pre_tokenizer!r}"
             )
         path = os.fspath(path)
-        if os.path.isfile(path) and _is_gguf(path):
+        if os.path.isfile(path) and _gguf.is_gguf(path):
             settings = _from_gguf(path, where)
         elif os.path.isdir(path) and os.path.isfile(os.path.join(path, TOKENIZER_JSON)):
             settings = _from_hf(os.path.join(path, TOKENIZER_JSON), path, where)
@@ -865,76 +863,12 @@ def _compile_template(template):
 
 # -- GGUF ----------------------------------------------------------------
 
-_GGUF_SCALARS = {
-    0: "<B",
-    1: "<b",
-    2: "<H",
-    3: "<h",
-    4: "<I",
-    5: "<i",
-    6: "<f",
-    7: "<?",
-    10: "<Q",
-    11: "<q",
-    12: "<d",
-}
-_GGUF_NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?"}
-_GGUF_NUMPY.update({10: "<u8", 11: "<i8", 12: "<f8"})
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-
-
-def _is_gguf(path):
-    with open(path, "rb") as f:
-        return f.read(4) == b"GGUF"
-
 
 def read_gguf_metadata(path):
-    """The key-value metadata of a GGUF file (little-endian, version 2 or
-    3) as a dict: strings as str, numeric arrays as numpy arrays, string
-    arrays as lists. Reads the header only (not the tensors)."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        if data[:4] != b"GGUF":
-            raise ValueError(f"`read_gguf_metadata`: {path} is not a GGUF file")
-        version = struct.unpack_from("<I", data, 4)[0]
-        if version not in (2, 3):
-            raise ValueError(
-                f"`read_gguf_metadata` expects GGUF version 2 or 3 (little-endian). Received: "
-                f"{version} in {path}"
-            )
-        count = struct.unpack_from("<Q", data, 16)[0]
-        offset = 24
-
-        def string(offset):
-            length = struct.unpack_from("<Q", data, offset)[0]
-            start = offset + 8
-            return data[start : start + length].decode("utf-8"), start + length
-
-        def value(kind, offset):
-            if kind == _GGUF_STRING:
-                return string(offset)
-            if kind in _GGUF_SCALARS:
-                fmt = _GGUF_SCALARS[kind]
-                return struct.unpack_from(fmt, data, offset)[0], offset + struct.calcsize(fmt)
-            if kind == _GGUF_ARRAY:
-                item, n = struct.unpack_from("<IQ", data, offset)
-                offset += 12
-                if item in _GGUF_NUMPY:
-                    dtype = np.dtype(_GGUF_NUMPY[item])
-                    array = np.frombuffer(data, dtype, n, offset).copy()
-                    return array, offset + n * dtype.itemsize
-                items = []
-                for _ in range(n):
-                    v, offset = value(item, offset)
-                    items.append(v)
-                return items, offset
-            raise ValueError(f"`read_gguf_metadata`: unknown value type {kind} in {path}")
-
-        metadata = {}
-        for _ in range(count):
-            key, offset = string(offset)
-            kind = struct.unpack_from("<I", data, offset)[0]
-            metadata[key], offset = value(kind, offset + 4)
-        return metadata
+    """The key-value metadata of a GGUF file as a dict (strings as str,
+    arrays as lists), read with the `gguf` package (`seqkeras._gguf`, the
+    checkpoint reader's too)."""
+    return _gguf.metadata(_gguf.reader("read_gguf_metadata", path))
 
 
 def _from_gguf(path, where):

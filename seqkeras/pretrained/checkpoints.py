@@ -17,6 +17,7 @@ import zipfile
 
 import numpy as np
 
+from seqkeras import _gguf
 from seqkeras.pretrained import keras_hub_weights
 from seqkeras.pretrained import llama_checkpoints
 from seqkeras.pretrained.checkpoint_base import Checkpoint
@@ -238,7 +239,7 @@ def read_checkpoint(path):
             f"(a str or path). Received: {path!r}"
         )
     directory = os.fspath(path)
-    if os.path.isfile(directory) and _is_gguf(directory):
+    if os.path.isfile(directory) and _gguf.is_gguf(directory):
         return llama_checkpoints.read_gguf(directory)
     if not os.path.isdir(directory):
         if os.path.isfile(directory):
@@ -275,12 +276,6 @@ def read_checkpoint(path):
     _unsupported(
         path, "model_type", model_type, ["bert", "gpt2", *llama_checkpoints.LLAMA_MODEL_TYPES]
     )
-
-
-def _is_gguf(path):
-    """A file whose first four bytes are GGUF's magic `GGUF`."""
-    with open(path, "rb") as f:
-        return f.read(4) == b"GGUF"
 
 
 def extract_minilm(destination):

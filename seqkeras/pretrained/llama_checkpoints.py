@@ -16,7 +16,6 @@ import importlib.util
 import json
 import os
 import re
-import struct
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from seqkeras.pretrained.checkpoint_base import _config_dict
 from seqkeras.pretrained.checkpoint_base import _positive_int
 from seqkeras.pretrained.checkpoint_base import _unsupported
 from seqkeras.pretrained.checkpoint_base import sha256
+from seqkeras import _gguf
 from seqkeras.layers import validation
 
 #: The Hugging Face model types `llama_architecture` reads.
@@ -257,51 +257,24 @@ def llama_architecture(config, path="config.json"):
 # Hugging Face directories
 
 
-def _bfloat16_to_float32(raw):
-    return (raw.astype(np.uint32) << 16).view(np.float32)
-
-
-_SAFETENSORS_DTYPES = {
-    "F64": "<f8",
-    "F32": "<f4",
-    "F16": "<f2",
-    "BF16": "<u2",
-    "I64": "<i8",
-    "I32": "<i4",
-    "I16": "<i2",
-    "I8": "i1",
-    "U8": "u1",
-    "BOOL": "?",
-}
-
-
 def _read_safetensors(path):
-    """`{name: array}` of one `.safetensors` file, floats as float32. The
-    file format (a little-endian u64 header length, a JSON header of
-    dtype/shape/offsets, the raw data) is read directly, because NumPy
-    has no bfloat16, the dtype most Llama-family checkpoints ship in."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-        start = 8 + length
+    """`{name: array}` of one `.safetensors` file, floats as float32, read
+    with the `safetensors` package. Its TensorFlow view is used because
+    NumPy has no bfloat16, the dtype most Llama-family checkpoints ship in
+    (`safetensors.numpy` refuses such files)."""
+    import tensorflow as tf
+    from safetensors import SafetensorError, safe_open
+
     tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = info["dtype"]
-        if dtype not in _SAFETENSORS_DTYPES:
-            raise ValueError(f"checkpoint {path}: tensor {name!r} has dtype {dtype}, not read")
-        begin, end = info["data_offsets"]
-        count = int(np.prod(info["shape"], dtype=np.int64))
-        raw = np.fromfile(path, dtype=_SAFETENSORS_DTYPES[dtype], count=count, offset=start + begin)
-        if raw.nbytes != end - begin:
-            raise ValueError(f"checkpoint {path}: tensor {name!r} is truncated")
-        raw = raw.reshape(info["shape"])
-        if dtype == "BF16":
-            raw = _bfloat16_to_float32(raw)
-        elif raw.dtype.kind == "f":
-            raw = raw.astype(np.float32)
-        tensors[name] = raw
+    try:
+        with safe_open(path, framework="tf") as f:
+            for name in f.keys():
+                value = f.get_tensor(name)
+                if value.dtype.is_floating:
+                    value = tf.cast(value, tf.float32)
+                tensors[name] = value.numpy()
+    except SafetensorError as error:
+        raise ValueError(f"checkpoint {path}: not a readable safetensors file ({error})") from None
     return tensors
 
 
@@ -373,44 +346,6 @@ def read_llama_directory(directory, config=None):
 # GGUF files
 
 
-def _gguf():
-    """The `gguf` package (llama.cpp's reader), with an error that says how
-    to install it."""
-    try:
-        import gguf
-    except ImportError as error:
-        raise ImportError(
-            "reading GGUF files needs the gguf package: pip install 'gguf>=0.10' "
-            "(or seqkeras[checkpoints])"
-        ) from error
-    return gguf
-
-
-def _field_value(field):
-    """The Python value of a `gguf.ReaderField` (str, int, float, bool or a
-    list of them)."""
-    gguf = _gguf()
-
-    def one(part, kind):
-        if kind == gguf.GGUFValueType.STRING:
-            return bytes(part).decode("utf-8")
-        value = part[0].item() if hasattr(part[0], "item") else part[0]
-        if kind == gguf.GGUFValueType.FLOAT32:
-            # the shortest decimal that is this float32 (1e-05, not
-            # 9.999999747378752e-06), as in the config it was written from
-            return float(str(np.float32(value)))
-        if kind == gguf.GGUFValueType.BOOL:
-            return bool(value)
-        return value
-
-    if not field.types:
-        return None
-    if field.types[0] == gguf.GGUFValueType.ARRAY:
-        kind = field.types[-1]
-        return [one(field.parts[i], kind) for i in field.data]
-    return one(field.parts[field.data[0]], field.types[0])
-
-
 _TOKENIZER_ARRAYS = (
     "tokenizer.ggml.tokens",
     "tokenizer.ggml.merges",
@@ -433,7 +368,7 @@ def gguf_metadata(path, skip=_TOKENIZER_ARRAYS):
         raise TypeError(
             f"`gguf_metadata` expects `skip` to be a list of metadata keys. Received: {skip!r}"
         )
-    return _metadata(_gguf_reader("gguf_metadata", path), skip)
+    return _gguf.metadata(_gguf.reader("gguf_metadata", path), skip)
 
 
 def _iterable(value):
@@ -451,28 +386,6 @@ def _gguf_path(where, path):
             f"`{where}` expects `path` to be a .gguf file. Received: {path!r} (no such file)"
         )
     return path
-
-
-def _gguf_reader(where, path):
-    """The `GGUFReader` of `path`; a ValueError naming `where` when the
-    file is not GGUF."""
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic != b"GGUF":
-        raise ValueError(
-            f"`{where}` expects `path` to be a GGUF file. Received: {path!r} (a file that "
-            f"is not GGUF: it starts with {magic!r})"
-        )
-    return _gguf().GGUFReader(path)
-
-
-def _metadata(reader, skip=()):
-    out = {}
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF."):
-            continue
-        out[key] = len(field.data) if key in skip else _field_value(field)
-    return out
 
 
 def _llama3_from_rope_freqs(factors, base, head_dim, path):
@@ -720,7 +633,7 @@ def unpermute_rope_rows(weights, n_head):
 
 
 def _dequantize(tensor, path):
-    gguf = _gguf()
+    gguf = _gguf.package()
 
     try:
         values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
@@ -752,8 +665,8 @@ def read_gguf(path):
             gguf cannot dequantize.
     """
     path = _gguf_path("read_gguf", path)
-    reader = _gguf_reader("read_gguf", path)
-    metadata = _metadata(reader, skip=_TOKENIZER_ARRAYS)
+    reader = _gguf.reader("read_gguf", path)
+    metadata = _gguf.metadata(reader, skip=_TOKENIZER_ARRAYS)
     names = [t.name for t in reader.tensors]
     by_name = {t.name: t for t in reader.tensors}
     rope_freqs = by_name.get("rope_freqs.weight")
