@@ -1,7 +1,8 @@
 """Reading Llama-family checkpoints: Hugging Face directories of model
 type "llama", "qwen2" or "mistral" (`config.json` + `model.safetensors`
-or its shards, read as NumPy: no torch) and llama.cpp GGUF files (read
-and dequantized through the `gguf` package).
+or its shards, read as NumPy arrays through the `safetensors` package: no
+torch) and llama.cpp GGUF files (read and dequantized through the `gguf`
+package, `seqkeras._gguf`).
 
 Either becomes a `seqkeras.pretrained.Checkpoint` of model type `"llama"`:
 an architecture dict (the builder arguments, the same keys for every
