@@ -1,7 +1,9 @@
 """Pretrained checkpoints: BERT-family encoders and GPT-2, from Hugging Face
 directories (`config.json` + `model.safetensors`, no torch) or keras-hub
 presets, and Llama-family decoders (Llama, Qwen2, Mistral) from Hugging
-Face directories or llama.cpp GGUF files (`read_checkpoint`), as seqkeras
+Face directories or llama.cpp GGUF files (`read_checkpoint`), and Mamba,
+Mamba-2, RecurrentGemma, xLSTM, Qwen3-Next and LFM2 language models from
+Hugging Face directories (`read_state_space_directory`), as seqkeras
 models that fine-tune with `fit`, save as `.keras` and export like any
 other (`seqkeras.export`).
 
