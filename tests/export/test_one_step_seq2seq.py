@@ -16,7 +16,7 @@ from tests.export.test_one_step_state_space import SLOW_NAMES
 
 #: the builders of `one_step_checks.BUILDERS` whose one-step check is
 #: elsewhere (see the modules' docstrings)
-ELSEWHERE = ("transformer_language_model", "transformer_seq2seq_post_ln")
+ELSEWHERE = ("transformer_language_model", "transformer_seq2seq_post_ln", "min_gru_language_model")
 
 # many models exported and checked in fresh processes: a group of its own
 # (tests/run.py)

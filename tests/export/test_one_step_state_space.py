@@ -1,9 +1,13 @@
 """One decoding step for every runtime, for the language models that
-generate with a fixed-size state (minGRU, Mamba, Mamba-2, Griffin, the
-gated DeltaNet / mLSTM / sLSTM hybrid, RWKV-7): identical ids in Keras
-(graph and XLA), the served graph (and its XLA option for Mamba-2),
-greedy, beam and seeded sampling, prompts of different lengths (see
-`one_step_checks`)."""
+generate with a fixed-size state (Mamba, Mamba-2, Griffin, the gated
+DeltaNet / mLSTM / sLSTM hybrid, RWKV-7): identical ids in Keras (graph
+and XLA), the served graph (and its XLA option for Mamba-2), greedy,
+beam and seeded sampling, prompts of different lengths (see
+`one_step_checks`). The minGRU language model decodes through the same
+`Recurrent` step as the GRU one (`test_one_step_language_models.py`);
+its cell's step equals its parallel pass
+(`tests/layers/test_linear_recurrences.py`) and its exports and TFLite
+step are `test_state_space_export.py`'s and `test_one_step_tflite.py`'s."""
 
 import pytest
 
@@ -19,7 +23,6 @@ SLOW_SECONDS = 130
 SLOW_PEAK_MB = 4104
 
 NAMES = [
-    "min_gru_language_model",
     "mamba_language_model",
     "mamba2_language_model",
     "griffin_language_model",
