@@ -39,6 +39,7 @@ from seqkeras.data.subword import check_strings
 from seqkeras.data.subword import check_decoded_ids
 from seqkeras.data.subword import ids_before_eos
 from seqkeras.data.subword import with_bos_eos
+from seqkeras.data.tokenizer_files import read_tokenizer_json
 from seqkeras.data.tokens import BOS, EOS, PAD, RESERVED, save_vocabulary
 from seqkeras.data.word_features import WordFeatures
 from seqkeras.data.word_features import casing
@@ -326,14 +327,7 @@ def _from_hf_tokenizer(path):
     """`(vocabulary, options)` of a Hugging Face `tokenizer.json` with a
     WordPiece model and a `BertNormalizer` (ValueError otherwise, naming
     the field)."""
-    with open(path, encoding="utf-8") as f:
-        spec = json.load(f)
-    model = spec.get("model") or {}
-    if model.get("type") != "WordPiece":
-        raise ValueError(
-            f"`BertTokenizer.load`: {path} model.type must be 'WordPiece'. "
-            f"Received: {model.get('type')!r}"
-        )
+    spec, model = read_tokenizer_json(path, "WordPiece", "`BertTokenizer.load`")
     if model.get("continuing_subword_prefix", "##") != "##":
         raise ValueError(
             f"`BertTokenizer.load`: {path} model.continuing_subword_prefix must be '##'. "

@@ -142,16 +142,24 @@ def _token_content(value):
     return value
 
 
-def _from_hf(path, directory, where):
-    """The constructor's arguments from a `tokenizer.json` (and the
-    `tokenizer_config.json` / `chat_template.jinja` beside it)."""
+def read_tokenizer_json(path, model_type, where):
+    """`(spec, model)`: a Hugging Face `tokenizer.json` and its `model`
+    entry, which must be of `model_type` ("BPE", "WordPiece"); a
+    ValueError naming `where` otherwise."""
     with open(path, encoding="utf-8") as f:
         spec = json.load(f)
     model = spec.get("model") or {}
-    if model.get("type") != "BPE":
+    if model.get("type") != model_type:
         raise ValueError(
-            f"{where}: {path} model.type must be 'BPE'. Received: {model.get('type')!r}"
+            f"{where}: {path} model.type must be {model_type!r}. Received: {model.get('type')!r}"
         )
+    return spec, model
+
+
+def _from_hf(path, directory, where):
+    """The constructor's arguments from a `tokenizer.json` (and the
+    `tokenizer_config.json` / `chat_template.jinja` beside it)."""
+    spec, model = read_tokenizer_json(path, "BPE", where)
     for field, default in (
         ("dropout", None),
         ("continuing_subword_prefix", ""),
