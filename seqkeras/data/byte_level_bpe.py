@@ -50,7 +50,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from seqkeras import _gguf, _traced
+from seqkeras import _traced
 from seqkeras.data.chat_templates import _compile_template, _plain
 
 # bytes_to_unicode and read_gguf_metadata stay importable from here
@@ -59,11 +59,10 @@ from seqkeras.data.tokenizer_files import (  # noqa: F401
     _CHAR_BYTES,
     TOKENIZER_CONFIG,
     TOKENIZER_JSON,
-    _from_gguf,
-    _from_hf,
     _hf_tokenizer_json,
     bytes_to_unicode,
     read_gguf_metadata,
+    read_settings,
 )
 from seqkeras.data.subword import check_decoded_ids
 from seqkeras.data.tables import static_table
@@ -637,18 +636,7 @@ class ByteLevelBPETokenizer(tf.Module):
                 f"{where} expects `pre_tokenizer` None or among {list(PRE_TOKENIZERS)}. "
                 f"Received: {pre_tokenizer!r}"
             )
-        path = os.fspath(path)
-        if os.path.isfile(path) and _gguf.is_gguf(path):
-            settings = _from_gguf(path, where)
-        elif os.path.isdir(path) and os.path.isfile(os.path.join(path, TOKENIZER_JSON)):
-            settings = _from_hf(os.path.join(path, TOKENIZER_JSON), path, where)
-        elif os.path.isfile(path) and path.endswith(".json"):
-            settings = _from_hf(path, os.path.dirname(path), where)
-        else:
-            raise ValueError(
-                f"{where} expects a GGUF file or a directory with {TOKENIZER_JSON}. "
-                f"Received: {path}"
-            )
+        settings = read_settings(path, where)
         if pre_tokenizer is not None:
             settings["pre_tokenizer"] = pre_tokenizer
         return cls(**settings)

@@ -142,6 +142,22 @@ def _token_content(value):
     return value
 
 
+def read_settings(path, where):
+    """`ByteLevelBPETokenizer`'s constructor arguments from `path`: a GGUF
+    file, a directory holding a `tokenizer.json`, or a `tokenizer.json`
+    itself; a ValueError naming `where` for anything else."""
+    path = os.fspath(path)
+    if os.path.isfile(path) and _gguf.is_gguf(path):
+        return _from_gguf(path, where)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, TOKENIZER_JSON)):
+        return _from_hf(os.path.join(path, TOKENIZER_JSON), path, where)
+    if os.path.isfile(path) and path.endswith(".json"):
+        return _from_hf(path, os.path.dirname(path), where)
+    raise ValueError(
+        f"{where} expects a GGUF file or a directory with {TOKENIZER_JSON}. Received: {path}"
+    )
+
+
 def read_tokenizer_json(path, model_type, where):
     """`(spec, model)`: a Hugging Face `tokenizer.json` and its `model`
     entry, which must be of `model_type` ("BPE", "WordPiece"); a

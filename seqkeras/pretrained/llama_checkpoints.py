@@ -20,12 +20,12 @@ import re
 
 import numpy as np
 
+from seqkeras import _gguf
 from seqkeras.pretrained.checkpoint_base import Checkpoint
 from seqkeras.pretrained.checkpoint_base import _config_dict
 from seqkeras.pretrained.checkpoint_base import _positive_int
 from seqkeras.pretrained.checkpoint_base import _unsupported
 from seqkeras.pretrained.checkpoint_base import sha256
-from seqkeras import _gguf
 from seqkeras.layers import validation
 
 #: The Hugging Face model types `llama_architecture` reads.
@@ -258,6 +258,10 @@ def llama_architecture(config, path="config.json"):
 # Hugging Face directories
 
 
+#: the safetensors dtypes read (floats widened to float32); others refused
+_SAFETENSORS_DTYPES = ("F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL")
+
+
 def _read_safetensors(path):
     """`{name: array}` of one `.safetensors` file, floats as float32, read
     with the `safetensors` package. Its TensorFlow view is used because
@@ -270,6 +274,11 @@ def _read_safetensors(path):
     try:
         with safe_open(path, framework="tf") as f:
             for name in f.keys():
+                dtype = f.get_slice(name).get_dtype()
+                if dtype not in _SAFETENSORS_DTYPES:
+                    raise ValueError(
+                        f"checkpoint {path}: tensor {name!r} has dtype {dtype}, not read"
+                    )
                 value = f.get_tensor(name)
                 if value.dtype.is_floating:
                     value = tf.cast(value, tf.float32)

@@ -97,6 +97,14 @@ def leftovers(path):
     return sorted(n for n in os.listdir(parent) if n.startswith((f".tmp-{base}-", f".old-{base}-")))
 
 
+def _copy(source, target):
+    """A copy of the file or directory `source` at `target`."""
+    if os.path.isdir(source):
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)
+
+
 def check_every_kill_point(monkeypatch, path, write_old, write_new, recover):
     """For each kill point of `write_new` (an overwrite of `path` that
     `write_old` wrote first): the target holds the old version or the new
@@ -108,10 +116,7 @@ def check_every_kill_point(monkeypatch, path, write_old, write_new, recover):
     # it (what `write_old` wrote, byte for byte) instead of exporting it
     # again, which was half of the slow module's time
     saved = f"{os.path.dirname(path)}{os.sep}saved-old-{os.path.basename(path)}"
-    if os.path.isdir(path):
-        shutil.copytree(path, saved)
-    else:
-        shutil.copy2(path, saved)
+    _copy(path, saved)
     with Faults(monkeypatch) as clean:
         write_new()
     assert clean.moved.get(os.path.abspath(path)) not in (None, old), "no new version moved in"
@@ -119,11 +124,9 @@ def check_every_kill_point(monkeypatch, path, write_old, write_new, recover):
     for k in range(points + 1):
         if os.path.isdir(path):
             shutil.rmtree(path)
-            shutil.copytree(saved, path)
-        else:
-            if os.path.exists(path):
-                os.remove(path)
-            shutil.copy2(saved, path)
+        elif os.path.exists(path):
+            os.remove(path)
+        _copy(saved, path)
         assert digest(path) == old
         with Faults(monkeypatch, k) as faults:
             write_new()
