@@ -116,7 +116,7 @@ def saved_model(
     tmp = files.temporary_dir(path)
     try:
         module = tf.Module()
-        module.model = model  # tracks the variables
+        module.state = tracked_state(model)
         with export_mode(target):
             check = target == "serving"  # TFLite has no Assert op
             functions, resources = {}, []
@@ -136,18 +136,32 @@ def saved_model(
                         for name, fn in built.items()
                     }
                 functions.update(built)
-            module.functions = functions
+            # the functions reach the SavedModel as its signatures only
+            # (attached to `module`, saving traced each a second time)
             module.resources = resources  # lookup tables, tokenizers
             concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
-            # inside export_mode too: saving traces the Keras model's own
-            # functions (its default signature), which must not carry
-            # training-graph (XLA-only) ops either
             tf.saved_model.save(module, tmp, signatures=concrete)
         files.replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def tracked_state(model):
+    """What a SavedModel of `model`'s functions must hold: its variables
+    and its other TensorFlow resources (the lookup tables of text layers
+    such as `keras.layers.TextVectorization`), found by TensorFlow's
+    checkpoint traversal. Saved instead of the model itself: saving a
+    Keras model traverses its layers and traces its own default
+    signature, which no served signature needs (with the signature
+    functions attached too, an export took 2.2x as long)."""
+    resources = [
+        obj
+        for obj in tf.train.TrackableView(model).descendants()
+        if isinstance(obj, tf.saved_model.experimental.TrackableResource)
+    ]
+    return list(model.variables) + resources
 
 
 #: TF Serving's defaults for a 2-core CPU server of a decoding signature:

@@ -44,6 +44,7 @@ import tensorflow as tf
 from keras import ops, tree
 
 from seqkeras.export.files import check_target, place_file, temporary_dir
+from seqkeras.export.saved_model import tracked_state
 from seqkeras.export.signatures import call_model
 from seqkeras.export.tflite import convert_builtin, convert_functions, tflite_runner
 from seqkeras.layers import validation
@@ -266,8 +267,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
                     signatures["encode"] = encode.get_concrete_function()
                 signatures["serving_default"] = serve.get_concrete_function()
                 module = tf.Module()
-                module.model = model
-                # saving traces the model's functions (in the export mode)
+                module.state = tracked_state(model)  # not the model
                 tf.saved_model.save(module, os.path.join(tmp, "saved"), signatures=signatures)
                 flatbuffer = convert_builtin(
                     os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
