@@ -22,21 +22,21 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import keras  # noqa: E402
-import seqkeras  # noqa: E402
-from seqkeras.data import CharVocabulary, language_model_windows, random_windows_dataset  # noqa
-from seqkeras.data import read_text as read_utf8  # noqa: E402
-from seqkeras.metrics import BitsPerCharacter, bits_per_character, windows_nll  # noqa: E402
-from seqkeras.models import generate  # noqa: E402
-from seqkeras.plots import plot_runs_against_time  # noqa: E402
-from seqkeras.training import cosine_schedule  # noqa: E402
+import keras
+import seqkeras
+from seqkeras.data import CharVocabulary, language_model_windows, random_windows_dataset
+from seqkeras.data import read_text as read_utf8
+from seqkeras.metrics import BitsPerCharacter, bits_per_character, windows_nll
+from seqkeras.models import generate
+from seqkeras.plots import plot_runs_against_time
+from seqkeras.training import cosine_schedule
 
-import common  # noqa: E402
-from common import AppError  # noqa: E402
+import common
+from common import AppError
 
 PROG = "charlm.py"
 KILL_ENV = "CHARLM_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
@@ -154,13 +154,16 @@ def sample(args):
     unknown = "".join(sorted(set(prompt) - set(vocabulary.characters)))
     if unknown:
         raise AppError(f"--prompt has characters the model does not know: {unknown!r}")
-    length, limit = len(prompt) + args.length, model.max_generation_length
+    length = len(prompt) + args.length
+    limit = model.max_generation_length
     if limit is not None and length > limit:
         more = f"more than the Transformer's context of {limit} characters"
         raise AppError(f"--length {args.length} after a {len(prompt)}-character prompt is {more}")
-    strategy, options = "greedy", {}
+    strategy = "greedy"
+    options = {}
     if args.strategy != "greedy":
-        strategy, options = "sample", {"temperature": args.temperature, "seed": args.seed}
+        strategy = "sample"
+        options = {"temperature": args.temperature, "seed": args.seed}
         options.update({k: getattr(args, k) for k in ("top_k", "top_p") if k == args.strategy})
     ids = np.repeat(vocabulary.encode_text(prompt)[None], args.samples, 0)
     options.update(prompt=ids, max_length=length, strategy=strategy, eos_id=None)
@@ -175,11 +178,13 @@ def export(args):
     from seqkeras.export import signatures as S
 
     model, vocabulary, config = load(args.model)
-    val_text, training = None, config["training"]  # the training run's validation text
+    val_text = None  # the training run's validation text
+    training = config["training"]
     if training.get("validation") or training.get("text") and os.path.isfile(training["text"]):
         text = read_text(training.get("validation") or training["text"])
         val_text = text if training.get("validation") else text[int(0.9 * len(text)) :]
-    length, known = min(config["block"], args.length), set(vocabulary.characters)
+    length = min(config["block"], args.length)
+    known = set(vocabulary.characters)
     prompts = [p for p in ("ROMEO:", "First Citizen:\n", "The ") if set(p) <= known]
     prompts = prompts or [vocabulary.characters[0]]
 
@@ -189,8 +194,11 @@ def export(args):
         return vocabulary.decode(ids[:, len(prompt) :])[0]
 
     def check(path):
-        matches = lambda out: [got == continuation(p) for p, got in zip(prompts, out["text"])]  # noqa
-        name, note = "generate_text", " (greedy)"
+        def matches(out):  # the served continuations against Keras'
+            return [got == continuation(p) for p, got in zip(prompts, out["text"])]
+
+        name = "generate_text"
+        note = " (greedy)"
         same, _ = common.served(path, name, name, "continuations", matches, note, text=prompts)
         return {"generate_text_equal": same}
 
@@ -210,7 +218,8 @@ def export(args):
     signatures = [S.ServeText(vocabulary=vocabulary), *S.generation(length, vocabulary=vocabulary)]
     verify = dict(tolerance=1e-3, quantize=("dynamic_int8", "float16"))
     verify.update(metric=metric if val_text else None)
-    beside, samples = [os.path.join(args.model, VOCABULARY)], [sample_ids[:, :16], sample_ids]
+    beside = [os.path.join(args.model, VOCABULARY)]
+    samples = [sample_ids[:, :16], sample_ids]
     common.export(model, args, "charlm", signatures, check, samples, beside, step_models, **verify)
 
 

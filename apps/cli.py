@@ -149,7 +149,8 @@ def export(model, args, name, signatures, check, samples, beside=(), more=None, 
 
     from seqkeras.export import assert_servable, export_and_verify, next_version, saved_model
 
-    xla, batching = verify.pop("xla", None), verify.pop("batching", False)
+    xla = verify.pop("xla", None)
+    batching = verify.pop("batching", False)
     out = args.out or os.path.join(args.model, "export")
     version = next_version(os.path.join(out, name))
     path = saved_model(model, os.path.join(out, name, str(version)), signatures=signatures)

@@ -242,7 +242,8 @@ def fit_and_report(model, args, data, kill_env, curves, validation=None, *best, 
     """Fits `model` on `data` for `--epochs` with
     `seqkeras.training.training_callbacks` (the best epoch by `monitor`,
     `mode`: positional after `validation`, or keywords; the weights of
-    `target` if given; the `extra_callbacks` run after
+    `target` if given, or the given `checkpoint` callback (e.g.
+    `LoraCheckpoint`) instead; the `extra_callbacks` run after
     `BackupAndRestore` and before the checkpoint, so the metrics they log
     are checkpointed and written; with the environment variable `kill_env`
     set to N, a SIGKILL after epoch N), times it and plots `curves` (the
@@ -251,10 +252,13 @@ def fit_and_report(model, args, data, kill_env, curves, validation=None, *best, 
     from seqkeras.plots import plot_curves
     from seqkeras.training import training_callbacks
 
-    out, (monitor, mode) = args.out, best or ("val_loss", "min")
-    monitor, mode = fit_options.pop("monitor", monitor), fit_options.pop("mode", mode)
+    out = args.out
+    monitor, mode = best or ("val_loss", "min")
+    monitor = fit_options.pop("monitor", monitor)
+    mode = fit_options.pop("mode", mode)
     target = fit_options.pop("target", None)
-    callbacks, checkpoint = training_callbacks(out, monitor, mode, target)
+    given = fit_options.pop("checkpoint", None)
+    callbacks, checkpoint = training_callbacks(out, monitor, mode, target, given)
     callbacks[1:1] = list(fit_options.pop("extra_callbacks", ()))
     if os.environ.get(kill_env):
         callbacks.append(KillAfter(int(os.environ[kill_env])))

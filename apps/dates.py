@@ -23,18 +23,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # when loaded by path
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-import seqkeras  # noqa: E402
-from seqkeras.data import EOS, CharVocabulary, dates, teacher_forcing  # noqa: E402
-from seqkeras.plots import plot_curves  # noqa: E402
-from seqkeras.training import build_from_config, cosine_schedule, write_model_config  # noqa
-from seqkeras.training import training_callbacks  # noqa: E402
+import seqkeras
+from seqkeras.data import EOS, CharVocabulary, dates, teacher_forcing
+from seqkeras.plots import plot_curves
+from seqkeras.training import build_from_config, cosine_schedule, write_model_config
+from seqkeras.training import training_callbacks
 
-from cli import write_report  # noqa: E402
+from cli import write_report
 
 TARGET_LENGTH = 11  # "YYYY-MM-DD" + EOS
 

@@ -47,12 +47,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import common  # noqa: E402
-from common import AppError  # noqa: E402
+import common
+from common import AppError
 
 PROG = "forecast.py"
 KILL_ENV = "FORECAST_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
@@ -116,7 +116,8 @@ def train(args):
     dates, values = read(args.csv)
     season = season_of(dates, args.season)
     window, horizon = WINDOWS.get(season, (2 * season, season))
-    window, horizon = args.window or window, args.horizon or horizon
+    window = args.window or window
+    horizon = args.horizon or horizon
     quantiles = [float(q) for q in args.quantiles.split(",")] if args.quantiles else None
     end = held_back_start(len(values))
     split = end - max(2 * horizon, int(round(args.validation * end)))
@@ -128,10 +129,16 @@ def train(args):
     overrides = {k: getattr(args, k) for k in ("units", "num_layers", "dropout", "num_heads")}
     if args.model != "transformer":
         overrides.pop("num_heads")
-    fit_x, val_x, trainer = x, vx, None
+    fit_x = x
+    val_x = vx
+    trainer = None
     if args.model == "seq2seq":  # teacher-forced: the true future feeds the decoder
-        fit_x, val_x = {"series": x, "future": y}, {"series": vx, "future": vy}
-        trainer = lambda model: model.teacher_forcing_model()  # noqa: E731
+        fit_x = {"series": x, "future": y}
+        val_x = {"series": vx, "future": vy}
+
+        def trainer(model):  # the model with the true future as the decoder's input
+            return model.teacher_forcing_model()
+
     loss = seqkeras.training.PinballLoss(quantiles) if quantiles else "mae"
 
     def sizes(builder, arguments):
@@ -174,7 +181,8 @@ def evaluate(args):
 
     model, config = load(args.model)
     dates, values = read(args.csv)
-    window, horizon = config["window"], config["horizon"]
+    window = config["window"]
+    horizon = config["horizon"]
     season = args.season or config["season"]
     end = held_back_start(len(values))
     if end < max(window, season):
@@ -228,7 +236,8 @@ def export(args):
 
     model, config = load(args.model)
     out = args.out or os.path.join(args.model, "export")
-    values, csv_path = None, config["training"].get("csv")
+    values = None
+    csv_path = config["training"].get("csv")
     if csv_path and os.path.isfile(csv_path):
         values = read(csv_path)[1]
     if values is None or len(values) < config["window"] + 8:

@@ -35,9 +35,8 @@ from seqkeras.data import read_labeled_tsv
 from seqkeras.models import adapter_size, load_lora, merge_lora, with_lora
 from seqkeras.models.instruction import InstructionBatches, answer_ids, answer_model
 from seqkeras.models.instruction import generate_answers, instruction_data, render_prompts
-from seqkeras.plots import plot_curves
 from seqkeras.pretrained import load_llama
-from seqkeras.training import LoraCheckpoint, cosine_schedule, training_callbacks
+from seqkeras.training import LoraCheckpoint, cosine_schedule
 from seqkeras.training import read_model_config, write_model_config
 
 import common
@@ -48,6 +47,7 @@ PROMPT = (
 )
 LABELS = ("negative", "positive")
 ADAPTERS = "adapters.npz"
+KILL_ENV = "INSTRUCT_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 
 
 def sst2(name):
@@ -58,10 +58,12 @@ def read(path, limit=None, seed=0):
     """(sentences, labels) of an SST-2 style TSV; `limit`: a seeded random subset."""
     given = dict(num_classes=len(LABELS), name="instruct.py")
     texts, labels = common.read_data(read_labeled_tsv, path, **given)
-    texts, labels = list(texts), np.asarray(labels)
+    texts = list(texts)
+    labels = np.asarray(labels)
     if limit is not None and limit < len(texts):
         keep = np.sort(np.random.default_rng(seed).permutation(len(texts))[:limit])
-        texts, labels = [texts[i] for i in keep], labels[keep]
+        texts = [texts[i] for i in keep]
+        labels = labels[keep]
     return texts, labels
 
 
@@ -103,23 +105,16 @@ def train(args):
         "training": {k: getattr(args, k) for k in ("epochs", "batch_size", "learning_rate")},
     }
     write_model_config(out, config)
-    callbacks, checkpoint = training_callbacks(out)
-    if os.environ.get("INSTRUCT_KILL_AFTER_EPOCH"):  # the resume test's SIGKILL
-        callbacks.append(common.KillAfter(int(os.environ["INSTRUCT_KILL_AFTER_EPOCH"])))
     # the best checkpoint is the adapters alone (10 MB), not the model's weights (570 MB)
     history = os.path.join(out, "history.csv")
     saver = LoraCheckpoint(lm, os.path.join(out, ADAPTERS), history=history)
-    callbacks = [saver if c is checkpoint else c for c in callbacks]
     print(
         f"{len(texts)} examples, {len(batches)} batches an epoch; adapters "
         f"{adapter_size(lm) / 1e6:.2f} MB"
     )
-    start = time.perf_counter()
-    fit = dict(epochs=args.epochs, callbacks=callbacks, verbose=args.verbose)
-    model.fit(batches, validation_data=dev_batches, **fit)
-    print(f"trained in {time.perf_counter() - start:.0f} s; best val_loss {saver.best:.4f}")
     curves = ("LoRA instruction fine-tuning", "loss on the answer tokens", "accuracy")
-    plot_curves(history, os.path.join(out, "curves.png"), *curves, "answer-token accuracy")
+    curves += ("answer-token accuracy",)
+    common.fit_and_report(model, args, batches, KILL_ENV, curves, dev_batches, checkpoint=saver)
 
 
 def load(args):

@@ -18,17 +18,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # when loaded by path
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-import seqkeras  # noqa: E402
-from seqkeras.data import adding_problem  # noqa: E402
-from seqkeras.export import export_and_verify  # noqa: E402
-from seqkeras.training import compile_model  # noqa: E402
+import seqkeras
+from seqkeras.data import adding_problem
+from seqkeras.export import export_and_verify
+from seqkeras.training import compile_model
 
-from cli import write_report  # noqa: E402
+from cli import write_report
 
 L = seqkeras.layers
 CELLS = {

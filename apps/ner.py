@@ -23,12 +23,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import common  # noqa: E402
-from common import AppError  # noqa: E402
+import common
+from common import AppError
 
 MODELS = sorted(common.presets("ner")["models"])  # presets.json
 KILL_ENV = "NER_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
@@ -57,7 +57,8 @@ def load(directory):
 
     model, config = common.load(directory)
     try:
-        elmo, init = config["model"] == "elmo", config.get("init")
+        elmo = config["model"] == "elmo"
+        init = config.get("init")
         casing = config["arguments"].get("casing", True)
         features = saved_features(directory, elmo, init, config["max_chars"], casing)
         return model, features, read_tags(directory), config
@@ -215,7 +216,8 @@ def export(args):
         served, seconds = fresh_signature(path, "tag", text=[" ".join(s) for s in sentences])
         tags = spans = 0
         for i, (words, want) in enumerate(zip(sentences, expected)):
-            got, n = served["tags"][i], len(words)  # the Viterbi tags, padded with ""
+            got = served["tags"][i]  # the Viterbi tags, padded with ""
+            n = len(words)
             tags += got[:n] == want and all(t == "" for t in got[n:])
             found = zip(*(served[k][i] for k in ("entity_types", "entity_starts", "entity_ends")))
             spans += [(k, a, b) for k, a, b in found if a >= 0] == entity_spans(want)

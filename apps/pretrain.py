@@ -36,10 +36,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import common  # noqa: E402
-from common import AppError  # noqa: E402
+import common
+from common import AppError
 
 PROG = "pretrain.py"
 KILL_ENV = "PRETRAIN_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
@@ -218,7 +218,9 @@ def evaluate(args):
         lines = [x for x in text_lines(args.text) if x.strip()]
     else:  # the run's own held-out lines
         lines = corpus(argparse.Namespace(**config["training"]))[1]
-    args.batch, args.seed, args.max_length = 64, 0, config["max_length"]
+    args.batch = 64
+    args.seed = 0
+    args.max_length = config["max_length"]
     _, data = datasets(config["objective"], tokenizer, lines[:1], lines, args)
     evaluate_model(model, config["objective"], data)
 

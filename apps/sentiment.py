@@ -25,11 +25,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import common  # noqa: E402
+import common
 
 LABELS = ("negative", "positive")
 PREFIX = "sst2 sentence: "  # T5's task prefix (text-to-text models)
@@ -91,11 +91,13 @@ def train(args):
     from seqkeras.data.pretraining import text_to_text_dataset
     from seqkeras.training import cosine_schedule
 
-    (texts, labels), (val_texts, val_labels) = read(args.train), read(args.validation)
+    texts, labels = read(args.train)
+    val_texts, val_labels = read(args.validation)
     init = common.read_init(args)  # with --init: the BERT recipe's learning rate, weight decay
     common.init_options(args, init, "bilstm", lr=(2e-3, 1e-4), weight_decay=(0.0, 0.01))
     out = common.begin_training(args)
-    vocabulary, what = os.path.join(out, "vocabulary.txt"), f"--init {args.init}"
+    vocabulary = os.path.join(out, "vocabulary.txt")
+    what = f"--init {args.init}"
     if init is not None:  # the checkpoint's own WordPiece tokenizer
         tokenizer = common.read_data(BertTokenizer.load, args.init, args.max_length, what=what)
     elif os.path.isfile(os.path.join(out, common.CONFIG)) and os.path.isfile(vocabulary):
@@ -136,10 +138,8 @@ def train(args):
     model = common.new_model(
         args, "sentiment", with_length, lambda model: options, None, overrides, **extra
     )[0]
-    words, run = (
-        f"{tokenizer.vocabulary_size:,} words",
-        f"precision {args.precision}, jit {args.jit}",
-    )
+    words = f"{tokenizer.vocabulary_size:,} words"
+    run = f"precision {args.precision}, jit {args.jit}"
     sentences = f"{len(texts):,} training sentences, {steps} batches per epoch"
     print(f"{args.model}: {model.count_params():,} parameters, {words}, {sentences}, {run}")
     curves = (f"{args.model} on SST-2", "cross-entropy (nats)", "accuracy", "accuracy")
@@ -156,7 +156,8 @@ def evaluate(args):
     """Accuracy of one model, or of several (their probabilities averaged)."""
     models = [load(directory) for directory in args.model]
     texts, labels = read(args.data, models[0][2]["sizes"].get("num_classes", len(LABELS)))
-    probs, seconds = 0.0, 0.0
+    probs = 0.0
+    seconds = 0.0
     for model, tokenizer, config in models:
         probabilities(model, tokenizer, config, texts[:8])  # compiles
         start = time.perf_counter()
@@ -202,14 +203,17 @@ def export(args):
             diff.append(float(np.max(np.abs(served - expected))))
             return (served.argmax(-1) == expected.argmax(-1)) & (diff[0] <= 1e-4)
 
-        name, note = "serve_text", ", probabilities within 1e-4"
+        name = "serve_text"
+        note = ", probabilities within 1e-4"
         same, seconds = common.served(path, name, name, "labels", matches, note, text=texts)
         print(f"probabilities max abs diff {diff[0]:.2g}")
         keys = ("equal", "max_abs_diff", "fresh_process_s")
         return {f"serve_text_{k}": v for k, v in zip(keys, (same, diff[0], seconds))}
 
     def accuracy(predict):  # of Keras or a TFLite file on every sentence of --data
-        ids = lambda x: predict({"token_ids": x})  # noqa: E731
+        def ids(x):
+            return predict({"token_ids": x})
+
         probs = class_probabilities(ids, tokenizer, every, config["max_length"], 32)
         return 100.0 * float(np.mean(probs.argmax(-1) == np.asarray(labels)))
 
@@ -217,7 +221,8 @@ def export(args):
     verify = {"tolerance": 1e-4}
     if config.get("init"):  # the float32 and int8 TFLite files' accuracy on --data
         verify.update(quantize=("dynamic_int8",), metric=accuracy)
-    signatures, beside = [ServeText(tokenizer=tokenizer)], [vocabulary_file(args.model, config)]
+    signatures = [ServeText(tokenizer=tokenizer)]
+    beside = [vocabulary_file(args.model, config)]
     common.export(model, args, "sentiment", signatures, check, [ids[:1], ids], beside, **verify)
 
 
@@ -233,13 +238,15 @@ def plot(args):
     texts, labels = read(args.data)
     bins = length_bins([len(t.split()) for t in texts], LENGTH_BINS)
     os.makedirs(args.out, exist_ok=True)
-    table, drawn = {}, False
+    table = {}
+    drawn = False
     for directory in args.models:
         model, tokenizer, config = load(directory)
         right = probabilities(model, tokenizer, config, texts).argmax(-1) == np.asarray(labels)
         table[config["model"]] = [100 * float(np.mean(right[idx])) for idx in bins]
         if not drawn and config["arguments"].get("pooling") == "attention":
-            text, drawn = texts[args.sentence], True
+            text = texts[args.sentence]
+            drawn = True
             ids = tokenizer.encode([text]).to_tensor(0).numpy()[0]
             weights, p = pooling_weights(model, ids)
             title = f"{config['model']}: attention pooling weights ({LABELS[int(p.argmax())]}, "

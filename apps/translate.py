@@ -25,25 +25,27 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import quiet  # noqa: E402, F401  (first: TensorFlow without its start-up lines)
+import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import seqkeras  # noqa: E402
-from seqkeras.data import EOS, BertSubwordTokenizer, read_parallel, teacher_forcing  # noqa: E402
-from seqkeras.data import load_translation_tokenizers, save_translation_tokenizers  # noqa: E402
-from seqkeras.data import translation_dataset, translation_tokenizers  # noqa: E402
-from seqkeras.metrics import corpus_bleu  # noqa: E402
-from seqkeras.models import attention_weights  # noqa: E402
-from seqkeras.plots import length_bins, plot_attention  # noqa: E402
-from seqkeras.training import cosine_schedule  # noqa: E402
+import seqkeras
+from seqkeras.data import EOS, BertSubwordTokenizer, read_parallel, teacher_forcing
+from seqkeras.data import load_translation_tokenizers, save_translation_tokenizers
+from seqkeras.data import translation_dataset, translation_tokenizers
+from seqkeras.metrics import corpus_bleu
+from seqkeras.models import attention_weights
+from seqkeras.plots import length_bins, plot_attention
+from seqkeras.training import cosine_schedule
 
-import common  # noqa: E402
-from common import AppError  # noqa: E402
+import common
+from common import AppError
 
 MODELS = sorted(common.presets("translate")["models"])  # presets.json
 KILL_ENV = "TRANSLATE_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 SIDES = ("source", "target")
+XLA_LABEL = "translate signature (XLA-compiled)"
+BEAM_HELP = dict(beam="1: greedy", alpha="beam length penalty exponent")
 
 
 def load(directory):
@@ -62,7 +64,8 @@ def read_pair(source, reference):
 
 def translate_texts(model, src, tgt, config, texts, beam=1, alpha=0.0):
     """English strings for German `texts` (`seqkeras.models.translate_texts`)."""
-    lengths, options = (config["target_length"], config["max_length"]), dict(batch_size=64)
+    lengths = (config["target_length"], config["max_length"])
+    options = dict(batch_size=64)
     options.update(beam_width=beam, length_penalty_alpha=alpha)
     out, cut = seqkeras.models.translate_texts(model, texts, src, tgt, *lengths, **options)
     if cut:
@@ -74,7 +77,8 @@ def translate_texts(model, src, tgt, config, texts, beam=1, alpha=0.0):
 def _tokenizers(args, sources, targets, init=None):
     if args.tokenizers:
         return tokenizers(args.tokenizers, f"--tokenizers {args.tokenizers}")
-    start, pretrained = time.perf_counter(), None
+    start = time.perf_counter()
+    pretrained = None
     if init is not None:  # the pretrained encoder's vocabulary on the source side
         pretrained = common.read_data(BertSubwordTokenizer.load, init.directory, what="--init")
     src, tgt = translation_tokenizers(sources, targets, args.vocabulary_size, pretrained)
@@ -108,7 +112,8 @@ def train(args):
     save_translation_tokenizers((src, tgt), out)
     # bucket widths: a few batch shapes, so a few XLA programs
     shared = dict(batch_size=args.batch, max_length=args.max_length, pad_to_bucket=True)
-    fit, held = dict(seed=args.seed, drop_remainder=True), dict(shuffle=False, verbose=False)
+    fit = dict(seed=args.seed, drop_remainder=True)
+    held = dict(shuffle=False, verbose=False)
     data, kept = translation_dataset(sources, targets, src, tgt, **fit, **shared)
     val, _ = translation_dataset(val_sources, val_targets, src, tgt, **held, **shared)
     data, steps = common.counted(data)
@@ -135,7 +140,8 @@ def train(args):
     curves = (f"{args.model} on Multi30k de-en", "masked cross-entropy (nats/token)")
     curves += ("accuracy", "token accuracy (teacher forcing)")
     common.fit_and_report(model, args, data, KILL_ENV, curves, val, shuffle=False)
-    results, trained = {}, load(out) if args.evaluate_beams else None
+    results = {}
+    trained = load(out) if args.evaluate_beams else None
     for beam in args.evaluate_beams:  # validation BLEU of the best weights
         score, speed, _ = _evaluate(*trained, val_sources, val_targets, beam)
         results[f"beam{beam}"] = {"bleu": score, "sentences_per_s": speed}
@@ -154,7 +160,8 @@ def _evaluate(model, src, tgt, config, sources, references, beam, alpha=0.0):
     scores = corpus_bleu(hypotheses, references)
     for name, (score, metric) in scores.items():
         print(f"{name}: {score}  [{metric.get_signature()}]")
-    speed, how = len(sources) / seconds, (f"beam {beam}" if beam > 1 else "greedy") + ", batch 64"
+    speed = len(sources) / seconds
+    how = (f"beam {beam}" if beam > 1 else "greedy") + ", batch 64"
     print(f"decoding: {len(sources)} sentences in {seconds:.1f} s, {speed:.1f} sentences/s ({how})")
     return scores["BLEU"][0].score, speed, hypotheses
 
@@ -181,11 +188,16 @@ def export(args):
 
     model, src, tgt, config = load(args.model)
     sources, references = read_pair(args.source, args.reference)
-    texts, beam, length = sources[: args.check], dict(beam_width=args.beam), config["target_length"]
+    texts = sources[: args.check]
+    beam = dict(beam_width=args.beam)
+    length = config["target_length"]
     expected = translate_texts(model, src, tgt, config, texts, args.beam, args.alpha)
 
+    def matches(out):  # the served strings against Keras'
+        return [got == want for got, want in zip(out["text"], expected)]
+
     def check(path, label="translate signature", key="translate"):
-        matches, note = lambda out: map(str.__eq__, out["text"], expected), f" (beam {args.beam})"
+        note = f" (beam {args.beam})"
         same, seconds = common.served(
             path, "translate", label, "strings", matches, note, text=texts
         )
@@ -207,8 +219,14 @@ def export(args):
     common.export(model, args, "translate", signatures, check, samples, beside, **verify)
 
 
-XLA_LABEL = "translate signature (XLA-compiled)"
 LENGTH_BINS = ((1, 8), (9, 12), (13, 16), (17, 20), (21, 25), (26, 99))
+
+
+def bin_bleu(sacrebleu, hyps, references, idx):
+    """Corpus BLEU of the sentences `idx` (NaN for an empty bin)."""
+    if not len(idx):
+        return np.nan
+    return sacrebleu.corpus_bleu([hyps[i] for i in idx], [[references[i] for i in idx]]).score
 
 
 def plot(args):
@@ -222,9 +240,7 @@ def plot(args):
     for directory in args.models:
         model, src, tgt, config = load(directory)
         hyps = translate_texts(model, src, tgt, config, sources, args.beam)
-        pick = lambda items, idx: [items[i] for i in idx]  # noqa: E731
-        bleu = lambda idx: sacrebleu.corpus_bleu(pick(hyps, idx), [pick(references, idx)])  # noqa
-        table[config["model"]] = [bleu(idx).score if len(idx) else np.nan for idx in bins]
+        table[config["model"]] = [bin_bleu(sacrebleu, hyps, references, idx) for idx in bins]
         if config["arguments"].get("attention"):  # the decoder's weights, greedy decoding
             text = sources[args.sentence]
             ids = src.encode([text], add_eos=True).numpy()[0]
@@ -276,9 +292,6 @@ def parser():
     where = dict(out="a directory for the PNGs", sentence="the heatmap's source line (0-based)")
     common.options(g, "out! beam=1 sentence=1", **where)
     return p
-
-
-BEAM_HELP = dict(beam="1: greedy", alpha="beam length penalty exponent")
 
 
 def _data_options(parser, *splits):

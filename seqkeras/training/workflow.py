@@ -250,21 +250,26 @@ class _Checkpoint(keras.callbacks.ModelCheckpoint):
         super().set_model(model if self.target is None else self.target)
 
 
-def training_callbacks(directory, monitor="val_loss", mode="min", target=None):
+def training_callbacks(directory, monitor="val_loss", mode="min", target=None, checkpoint=None):
     """`(callbacks, checkpoint)` for `fit` writing a model directory:
     `BackupAndRestore` under `directory/backup` (a killed run resumes
     where it stopped), the best weights by `monitor` in
     `directory/best.weights.h5` (of `target` when given, else of the
-    fitted model; a resumed run keeps the best of its history), the
-    history CSV, TensorBoard logs under `directory/logs` and each epoch's
-    wall time (`EpochTimer`). On a multi-worker run, a worker other than
-    the chief writes to a temporary directory.
+    fitted model; a resumed run keeps the best of its history) or the
+    given `checkpoint` callback, the history CSV, TensorBoard logs under
+    `directory/logs` and each epoch's wall time (`EpochTimer`). On a
+    multi-worker run, a worker other than the chief writes to a
+    temporary directory.
 
     Args:
         directory: the model directory.
         monitor: the logged value that picks the best epoch.
         mode: "min" or "max".
         target: the model whose weights are saved, or None.
+        checkpoint: None, or the callback that keeps the best epoch
+            instead (with a `best` attribute, e.g. `LoraCheckpoint`: the
+            adapters alone); it runs where the default would, after
+            `BackupAndRestore` and before the history CSV.
 
     Examples:
         >>> import tempfile
@@ -288,20 +293,28 @@ def training_callbacks(directory, monitor="val_loss", mode="min", target=None):
             "`training_callbacks` expects `target` to be a keras.Model or None. Received: "
             f"{type(target).__name__} {target!r}"
         )
+    if checkpoint is not None and not (
+        isinstance(checkpoint, keras.callbacks.Callback) and hasattr(checkpoint, "best")
+    ):
+        raise TypeError(
+            "`training_callbacks` expects `checkpoint` to be None or a keras callback with a "
+            f"`best` attribute (e.g. LoraCheckpoint). Received: {type(checkpoint).__name__}"
+        )
     out = worker_path(directory)  # the chief's own; another worker's: a temp dir
     os.makedirs(out, exist_ok=True)
     history = os.path.join(out, "history.csv")
-    checkpoint = _Checkpoint(
-        os.path.join(out, WEIGHTS_FILE),
-        monitor=monitor,
-        mode=mode,
-        save_best_only=True,
-        save_weights_only=True,
-        target=target,
-    )
-    best = best_so_far(history, monitor, mode)
-    if best is not None:
-        checkpoint.best = best
+    if checkpoint is None:
+        checkpoint = _Checkpoint(
+            os.path.join(out, WEIGHTS_FILE),
+            monitor=monitor,
+            mode=mode,
+            save_best_only=True,
+            save_weights_only=True,
+            target=target,
+        )
+        best = best_so_far(history, monitor, mode)
+        if best is not None:
+            checkpoint.best = best
     return [
         keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
         checkpoint,

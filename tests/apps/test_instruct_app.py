@@ -1,8 +1,9 @@
 """apps/instruct.py end to end over a tiny chat checkpoint made in the
-test (tests/pretrained_checks.py): train (LoRA, loss on the answer tokens),
-evaluate (ends with `accuracy = N%`), export (the phone bundle, checked
-against Keras), serve (the chat SavedModel, servable and equal to Keras in
-a process without seqkeras) and predict."""
+test (tests/pretrained_checks.py): train (LoRA, loss on the answer tokens;
+killed after an epoch, it resumes), evaluate (ends with `accuracy = N%`),
+export (the phone bundle, checked against Keras), serve (the chat
+SavedModel, servable and equal to Keras in a process without seqkeras)
+and predict."""
 
 import json
 import os
@@ -11,11 +12,13 @@ import sys
 
 import pytest
 
+from tests.apps.app_checks import assert_resumes
 from tests.models.test_instruction import TEXT, WORDS, keyword_task
 from tests.pretrained_checks import tiny_chat_directory
 
 SLOW_SECONDS = 78  # tests/run.py --slow: its slow tests beside another module
 SLOW_PEAK_MB = 2074  # (2 cores; the summed memory of its processes)
+KILL_ENV = "INSTRUCT_APP_KILL_AFTER_EPOCH"  # apps/instruct.py's
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -48,25 +51,12 @@ def test_app_trains_evaluates_and_predicts(directory, tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stdout
 
-    run(
-        "train",
-        "--init",
-        directory,
-        "--lora",
-        "4",
-        "--out",
-        str(out),
-        "--train",
-        str(tsv),
-        "--validation",
-        str(tsv),
-        "--epochs",
-        "2",
-        "--examples",
-        "32",
-        "--verbose",
-        "0",
-    )
+    # train: SIGKILLed after epoch 1 and run again, it resumes at epoch 2
+    # (the shared workflow's BackupAndRestore, the adapters as its best
+    # checkpoint)
+    argv = ["train", "--init", directory, "--lora", "4", "--out", str(out)]
+    argv += ["--train", str(tsv), "--validation", str(tsv), "--epochs", "2"]
+    assert_resumes("instruct", argv + ["--examples", "32", "--verbose", "2"], KILL_ENV, out, 2)
     config = json.loads((out / "config.json").read_text())
     assert config["rank"] == 4 and (out / "adapters.npz").is_file()
     assert os.path.getsize(out / "adapters.npz") < 2 * config["adapter_bytes"]

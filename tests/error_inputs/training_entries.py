@@ -158,6 +158,7 @@ TC = "training_callbacks"
 _add(TC, "directory", lambda: _training().training_callbacks(None))
 _add(TC, "mode", lambda: _training().training_callbacks(_directory(), mode="minimum"))
 _add(TC, "monitor", lambda: _training().training_callbacks(_directory(), monitor=None))
+_add(TC, "checkpoint", lambda: _training().training_callbacks(_directory(), checkpoint="best"))
 _add(TC, "target", lambda: _training().training_callbacks(_directory(), target="encoder"))
 
 LC = "LoraCheckpoint"

@@ -7,6 +7,7 @@ import csv
 import math
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -59,6 +60,32 @@ def test_a_resumed_run_keeps_the_best_value_of_its_history(tmp_path):
     assert checkpoint.best == pytest.approx(0.25)
     _, checkpoint = training.training_callbacks(str(d), monitor="val_loss", mode="max")
     assert checkpoint.best == pytest.approx(0.9)
+
+
+def test_a_given_checkpoint_keeps_the_best_epoch_instead(tmp_path):
+    # e.g. LoraCheckpoint (the adapters alone): in the default's place, no
+    # best.weights.h5 written, the history and the backup as always
+    saved = []
+
+    class Best(keras.callbacks.Callback):
+        best = float("inf")
+
+        def on_epoch_end(self, epoch, logs=None):
+            if logs["val_loss"] < self.best:
+                self.best = logs["val_loss"]
+                saved.append(epoch)
+
+    given = Best()
+    d = str(tmp_path / "run")
+    training.write_model_config(d, dict(CONFIG, model="tiny"))
+    _, checkpoint, _ = _fit(d, epochs=3, checkpoint=given)
+    assert checkpoint is given
+    _, rows, _ = training.read_training_history(d)
+    losses = [float(r["val_loss"]) for r in rows]
+    assert given.best == pytest.approx(min(losses)) and saved[0] == 0
+    assert not os.path.exists(os.path.join(d, "best.weights.h5"))
+    callbacks, _ = training.training_callbacks(d, checkpoint=given)
+    assert callbacks[1] is given
 
 
 def test_model_directory_errors_name_the_function_and_argument(tmp_path):
