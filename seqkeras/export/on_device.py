@@ -241,14 +241,7 @@ def litert_lm_tflite(
     validation.positive_int(name, "max_length", max_length)
     if prefill_lengths is None:
         prefill_lengths = [t for t in (32, 128) if t <= max_length] or [max_length]
-    lengths = list(prefill_lengths) if isinstance(prefill_lengths, (list, tuple)) else None
-    if not lengths or any(
-        not isinstance(t, int) or isinstance(t, bool) or not 0 < t <= max_length for t in lengths
-    ):
-        raise ValueError(
-            f"`{name}` expects `prefill_lengths` as a list of integers in [1, max_length="
-            f"{max_length}]. Received: prefill_lengths={prefill_lengths!r}"
-        )
+    lengths = validation.int_list(name, "prefill_lengths", prefill_lengths, 1, max_length)
     if quantize not in QUANTIZATIONS:
         raise ValueError(
             f"`{name}` expects `quantize` among {QUANTIZATIONS}. Received: quantize={quantize!r}"

@@ -198,8 +198,6 @@ def batching_parameters(path, **options):
         >>> text.splitlines()[0]
         'max_batch_size { value: 32 }'
     """
-    import numbers
-
     path = validation.path("batching_parameters", "path", path, "a file path")
     unknown = sorted(set(options) - set(BATCHING_DEFAULTS))
     if unknown:
@@ -209,15 +207,7 @@ def batching_parameters(path, **options):
         )
     given = {**BATCHING_DEFAULTS, **options}
     allowed = given.pop("allowed_batch_sizes")
-    if isinstance(allowed, (str, bytes)) or not all(
-        isinstance(b, numbers.Integral) and not isinstance(b, bool) and b > 0
-        for b in (allowed if hasattr(allowed, "__iter__") else [None])
-    ):
-        raise ValueError(
-            "`batching_parameters` expects `allowed_batch_sizes` to be a list of positive "
-            f"integers. Received: allowed_batch_sizes={allowed!r}"
-        )
-    allowed = [int(b) for b in allowed]
+    allowed = validation.int_list("batching_parameters", "allowed_batch_sizes", allowed)
     for name, value in given.items():
         validation.positive_int("batching_parameters", name, value)
     if not allowed or allowed != sorted(set(allowed)) or allowed[-1] != given["max_batch_size"]:

@@ -41,6 +41,23 @@ def positive_int(layer, arg, value):
     return int(value)
 
 
+def int_list(layer, arg, values, low=1, high=None):
+    """`values` (a non-empty list, tuple or 1-D array of integers, each in
+    [`low`, `high`]; `high` None: no upper bound) as a list of ints;
+    otherwise a TypeError (not a list of integers) or ValueError (out of
+    range) naming `layer` and `arg`."""
+    expected = f"a non-empty list of integers in [{low}, {'inf' if high is None else high}]"
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)) or not values:
+        raise _invalid(layer, arg, expected, values, TypeError)
+    if not all(is_integer(v) for v in values):
+        raise _invalid(layer, arg, expected, values, TypeError)
+    if any(v < low or (high is not None and v > high) for v in values):
+        raise _invalid(layer, arg, expected, values)
+    return [int(v) for v in values]
+
+
 def non_negative_int(layer, arg, value):
     if not is_integer(value):
         raise _invalid(layer, arg, "an integer >= 0", value, TypeError)
