@@ -74,15 +74,20 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
             `serving_default`).
         quantize: None, `"dynamic_int8"` (weights stored as int8, dequantised
             or used by hybrid kernels at run time) or `"float16"` (weights
-            stored as float16).
+            stored as float16); or a list of these, each converted from the
+            one frozen graph (frozen once: a second conversion of the same
+            SavedModel costs the converter's time only).
 
     Returns:
-        The flatbuffer, bytes.
+        The flatbuffer, bytes; a list of them, in order, for a list of
+        `quantize` modes.
     """
-    if quantize not in QUANTIZATIONS:
+    several = isinstance(quantize, (list, tuple))
+    modes = list(quantize) if several else [quantize]
+    if not modes or any(mode not in QUANTIZATIONS for mode in modes):
         raise ValueError(
             "`convert_builtin` received an invalid value for `quantize`: "
-            f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
+            f"expected one of {QUANTIZATIONS} or a list of them. Received: quantize={quantize!r}"
         )
     keys = (
         None
@@ -99,15 +104,17 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
             signatures=signatures,
             options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
         )
-        return _convert(tf.lite.TFLiteConverter.from_saved_model(tmp), quantize)
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+        flatbuffers = [_convert(converter, mode) for mode in modes]
+    return flatbuffers if several else flatbuffers[0]
 
 
 def _convert(converter, quantize):
+    """`converter.convert()` with builtin ops only and `quantize`'s
+    options (every option set, so one converter serves several modes)."""
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    if quantize:
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if quantize == "float16":
-        converter.target_spec.supported_types = [tf.float16]
+    converter.optimizations = [tf.lite.Optimize.DEFAULT] if quantize else []
+    converter.target_spec.supported_types = [tf.float16] if quantize == "float16" else []
     return converter.convert()
 
 

@@ -14,7 +14,8 @@ from seqkeras.export.files import next_version
 from seqkeras.export.saved_model import saved_model
 from seqkeras.export.signatures import call_model
 from seqkeras.export.streaming import streaming_tflite, verify_streaming
-from seqkeras.export.tflite import convert_builtin, op_names, run_tflite_signature, tflite_runner
+from seqkeras.export.tflite import QUANTIZATIONS, convert_builtin, op_names, run_tflite_signature
+from seqkeras.export.tflite import tflite_runner
 
 FORMATS = ("savedmodel", "tflite", "onnx")
 
@@ -219,6 +220,11 @@ def export_and_verify(
             "`export_and_verify` received an invalid value for `formats`: "
             f"expected a subset of {FORMATS}. Received: {sorted(unknown)}"
         )
+    if not isinstance(quantize, (list, tuple)) or not all(q in QUANTIZATIONS[1:] for q in quantize):
+        raise ValueError(
+            "`export_and_verify` received an invalid value for `quantize`: expected a list of "
+            f"{QUANTIZATIONS[1:]}. Received: quantize={quantize!r}"
+        )
     if not isinstance(samples, (list, tuple)) or not samples:
         raise ValueError(
             "`export_and_verify` expects `samples` to be a non-empty list of "
@@ -278,7 +284,10 @@ def _export_and_verify(
     if "tflite" in formats:
         # the TFLite converter's graph (loop writes as DynamicUpdateSlice)
         tflite_graph = saved_model(model, os.path.join(scratch, "tflite"), target="tflite")
-        flatbuffer = convert_builtin(tflite_graph)
+        # the float file and the quantized ones from one frozen graph
+        modes = [None, *quantize]
+        flatbuffers = dict(zip(modes, convert_builtin(tflite_graph, quantize=modes)))
+        flatbuffer = flatbuffers[None]
         ops = op_names(flatbuffer)
         bad = [op for op in ops if not op.isupper()]
         if bad:
@@ -319,7 +328,7 @@ def _export_and_verify(
                 metric(lambda inputs: np.asarray(_main_output(model, call_model(model, inputs))))
             )
         for mode in quantize:
-            small = convert_builtin(tflite_graph, quantize=mode)
+            small = flatbuffers[mode]
             q_path = os.path.join(os.path.dirname(report["tflite"]), f"model-{mode}.tflite")
             with open(q_path, "wb") as f:
                 f.write(small)

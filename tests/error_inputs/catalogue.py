@@ -565,6 +565,11 @@ def _export_cases():
     unbuilt = lambda: keras.Sequential([L.Scale(2.0)])  # noqa: E731
     case("saved_model", "inputs", lambda: E.saved_model(unbuilt(), "/tmp/never/1"))
     case("tflite", "inputs", lambda: E.tflite(unbuilt(), "/tmp/never.tflite"))
+    case(
+        "export_and_verify",
+        "quantize",
+        lambda: E.export_and_verify(tagger(), "t", [IDS], quantize="float16"),
+    )
     case("export_and_verify", "samples", lambda: E.export_and_verify(tagger(), "t", []))
     case(
         "export_and_verify",

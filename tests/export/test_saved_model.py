@@ -128,15 +128,19 @@ def test_quantized_tflite_is_smaller_builtin_and_close(tmp_path):
     full = convert_builtin(path)
     expected = np.asarray(model(sample))
     real = TGT != 0  # padded steps' logits are not predictions
-    for quantize in ("dynamic_int8", "float16"):
-        small = convert_builtin(path, quantize=quantize)
+    # a list of modes: the same files from one frozen graph, in order
+    together = convert_builtin(path, quantize=[None, "dynamic_int8", "float16"])
+    assert len(together) == 3 and together[0] == full
+    for quantize, small in zip(("dynamic_int8", "float16"), together[1:]):
+        assert small == convert_builtin(path, quantize=quantize), quantize
         assert_builtin_only(small)
         assert len(small) < 0.6 * len(full), quantize
         got = run_tflite_signature(small, **sample)["logits"]
         np.testing.assert_allclose(got, expected, atol=0.05, err_msg=quantize)
         assert np.mean((np.argmax(got, -1) == np.argmax(expected, -1))[real]) >= 0.9, quantize
-    with pytest.raises(ValueError, match="quantize"):
-        convert_builtin(path, quantize="int4")
+    for bad in ("int4", [], ["float16", "int4"]):
+        with pytest.raises(ValueError, match="convert_builtin.*quantize"):
+            convert_builtin(path, quantize=bad)
 
 
 def test_saved_model_runs_where_seqkeras_is_not_importable(tmp_path):
