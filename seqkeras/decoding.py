@@ -119,6 +119,11 @@ def check_prompt(name, prompt, max_length):
     not whole numbers)."""
     validation.numeric(name, "prompt", prompt)
     validation.whole_numbers(name, "prompt", prompt)
+    values = validation.concrete_values(prompt)
+    if values is not None and values.size and values.min() < 0:
+        raise ValueError(
+            f"`{name}` expects token ids >= 0 in `prompt`. Received: the id {values.min()}"
+        )
     shape = tuple(prompt.shape)
     if len(shape) != 2:
         raise ValueError(
@@ -138,6 +143,16 @@ def check_prompt(name, prompt, max_length):
         raise ValueError(f"`{name}` needs at least one prompt token (e.g. BOS)")
     if shape[0] is not None and shape[0] == 0:
         raise ValueError(f"`{name}` needs at least one prompt row. Received: prompt.shape={shape}")
+
+
+def check_special_ids(name, eos_id, pad_id):
+    """Raises a clear error unless `eos_id` is None or an id and `pad_id`
+    an id (an integer >= 0, or a scalar integer tensor of a served
+    graph)."""
+    for arg, value in (("eos_id", eos_id), ("pad_id", pad_id)):
+        if (arg == "eos_id" and value is None) or _is_integer_scalar(value):
+            continue
+        validation.non_negative_int(name, arg, value)
 
 
 def check_prompt_lengths(name, prompt_lengths, prompt):
@@ -286,6 +301,7 @@ def _decode(
     prompt): the loop begins by feeding `prompt[:, start]`."""
     prompt = ops.convert_to_tensor(prompt)
     check_prompt(name, prompt, max_length)
+    check_special_ids(name, eos_id, pad_id)
     width = prompt.shape[1]
     # a graph-time start is the caller's
     if validation.is_integer(start) or not hasattr(start, "shape"):
@@ -687,6 +703,8 @@ def length_penalty(length, alpha):
             "`length_penalty` received an invalid value for `alpha`: expected a "
             f"finite number >= 0. Received: alpha={alpha!r}"
         )
+    if length is None:
+        raise TypeError("`length_penalty` expects numeric `length`. Received: length=None")
     validation.numeric("length_penalty", "length", length)
     values = validation.concrete_values(length)
     if values is not None and values.size and np.issubdtype(values.dtype, np.number):
@@ -818,6 +836,7 @@ def beam_search(
     check_beam(beam_width, length_penalty_alpha)
     prompt = ops.convert_to_tensor(prompt)
     check_prompt("beam_search", prompt, max_length)
+    check_special_ids("beam_search", eos_id, pad_id)
     runtime = _runtime("beam_search", runtime)
     k = beam_width
     batch = ops.shape(prompt)[0]

@@ -38,6 +38,8 @@ def _read_bytes(path, name, arg="path"):
         raise TypeError(
             f"`{name}` expects `{arg}` to be a file path (str). Received: {arg}={path!r}"
         )
+    if not os.fspath(path):
+        raise ValueError(f"`{name}` expects `{arg}` to be a file path. Received: {arg}=''")
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -268,6 +270,7 @@ def random_windows_dataset(ids, block, batch_size, seed=0):
     """
     block = validation.positive_int("random_windows_dataset", "block", block)
     batch_size = validation.positive_int("random_windows_dataset", "batch_size", batch_size)
+    seed = validation.seed("random_windows_dataset", "seed", seed)
     ids = np.asarray(ids)
     if ids.size and ids.dtype.kind not in "iu":
         raise TypeError(

@@ -30,7 +30,7 @@ def adding_problem(n, steps, seed=None):
         raise ValueError(
             f"`adding_problem` needs n > 0 and steps >= 2. Received: n={n}, steps={steps}"
         )
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validation.seed("adding_problem", "seed", seed))
     values = rng.uniform(size=(n, steps)).astype("float32")
     half = steps // 2
     first = rng.integers(0, half, size=n)
@@ -75,6 +75,7 @@ def copy_task(n, min_length, max_length, num_symbols=10, reverse=False, seed=Non
     for arg, value in (("n", n), ("min_length", min_length), ("max_length", max_length)):
         validation.positive_int("copy_task", arg, value)
     validation.positive_int("copy_task", "num_symbols", num_symbols)
+    seed = validation.seed("copy_task", "seed", seed)
     if n <= 0 or not 1 <= min_length <= max_length or num_symbols <= 0:
         raise ValueError(
             "`copy_task` needs n > 0, 1 <= min_length <= max_length and "
@@ -163,9 +164,13 @@ def dates(n, seed=None, first_year=1950, last_year=2049):
     """
     import datetime
 
-    if n <= 0 or first_year > last_year or first_year < 1:
+    n = validation.positive_int("dates", "n", n)
+    first_year = validation.positive_int("dates", "first_year", first_year)
+    last_year = validation.positive_int("dates", "last_year", last_year)
+    seed = validation.seed("dates", "seed", seed)
+    if first_year > last_year or last_year > 9999:
         raise ValueError(
-            "`dates` needs n > 0 and 1 <= first_year <= last_year. "
+            "`dates` needs 1 <= first_year <= last_year <= 9999. "
             f"Received: n={n}, first_year={first_year}, "
             f"last_year={last_year}"
         )
@@ -205,7 +210,12 @@ def multi_seasonal_series(
         >>> multi_seasonal_series(500, seed=0).shape
         (500,)
     """
-    if length <= 0 or len(periods) != len(amplitudes) or not periods:
+    name = "multi_seasonal_series"
+    length = validation.positive_int(name, "length", length)
+    trend = validation.finite_number(name, "trend", trend)
+    noise = validation.finite_number(name, "noise", noise, low=0)
+    seed = validation.seed(name, "seed", seed)
+    if len(periods) != len(amplitudes) or not periods:
         raise ValueError(
             "`multi_seasonal_series` needs length > 0 and one amplitude per "
             f"period. Received: length={length}, periods={periods}, "

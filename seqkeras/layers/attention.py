@@ -115,7 +115,7 @@ class Attention(keras.layers.Layer):
         self.units = None if units is None else validation.positive_int("Attention", "units", units)
         self.dropout = validation.rate("Attention", "dropout", dropout)
         self.temperature = validation.greater_than("Attention", "temperature", temperature, 0)
-        self.seed = seed
+        self.seed = validation.seed("Attention", "seed", seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 
@@ -414,7 +414,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = (
             None if output_dim is None else validation.positive_int(name, "output_dim", output_dim)
         )
-        self.seed = seed
+        self.seed = validation.seed(name, "seed", seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         self.num_key_value_heads = key_value_heads(name, self.num_heads, num_key_value_heads)

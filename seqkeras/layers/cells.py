@@ -76,7 +76,7 @@ class RecurrentCell(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
+        self.seed = validation.seed(name, "seed", seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 

@@ -72,7 +72,7 @@ class LinearRecurrentCell(keras.layers.Layer):
         self.use_bias = validation.boolean(name, "use_bias", use_bias)
         self.candidate = validation.choice(name, "candidate", candidate, _CANDIDATES)
         self.dropout = validation.rate(name, "dropout", dropout)
-        self.seed = seed
+        self.seed = validation.seed(name, "seed", seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)

@@ -43,7 +43,7 @@ class TokenDropout(keras.layers.Layer):
         self.rate = validation.rate("TokenDropout", "rate", rate)
         self.unk_id = validation.non_negative_int("TokenDropout", "unk_id", unk_id)
         self.first_id = validation.non_negative_int("TokenDropout", "first_id", first_id)
-        self.seed = seed
+        self.seed = validation.seed("TokenDropout", "seed", seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
 

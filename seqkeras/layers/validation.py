@@ -58,6 +58,26 @@ def int_list(layer, arg, values, low=1, high=None):
     return [int(v) for v in values]
 
 
+def seed(layer, arg, value):
+    """A random seed: None or an integer >= 0 (NumPy's `default_rng`
+    takes no other); a TypeError or ValueError naming `layer` and `arg`."""
+    if value is None:
+        return None
+    return non_negative_int(layer, arg, value)
+
+
+def finite_number(layer, arg, value, low=None):
+    """A finite Python or NumPy number (not a bool, NaN or inf), at least
+    `low` when given, as a float; a TypeError or ValueError naming
+    `layer` and `arg`."""
+    expected = "a finite number" + ("" if low is None else f" >= {low}")
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        raise _invalid(layer, arg, expected, value, TypeError)
+    if not is_finite_number(value) or (low is not None and value < low):
+        raise _invalid(layer, arg, expected, value)
+    return float(value)
+
+
 def non_negative_int(layer, arg, value):
     if not is_integer(value):
         raise _invalid(layer, arg, "an integer >= 0", value, TypeError)
@@ -161,7 +181,13 @@ def static_shape(x):
 
 def numeric(layer, arg, x):
     """Raises a TypeError naming `layer` and `arg` for string or other
-    non-numeric tensors (before a backend cast fails obscurely)."""
+    non-numeric tensors (before a backend cast fails obscurely), and for
+    a plain string or bytes."""
+    if isinstance(x, (str, bytes)):
+        raise TypeError(
+            f"`{layer}` expects numeric `{arg}`. Received: {arg}={x!r:.40}; encode text to ids "
+            "(and embed them) first"
+        )
     dtype = str(getattr(x, "dtype", ""))  # "string" (TF), "<U3", "|S3"
     if "str" in dtype or dtype == "object" or dtype.startswith(("<U", "|S")):
         raise TypeError(
