@@ -13,6 +13,8 @@ The hand-written entries (`catalogue.py`, `<namespace>_entries.py`) stay
 for the mistakes only one function can receive.
 """
 
+import importlib
+
 import numpy as np
 
 from tests.error_inputs import entry
@@ -69,158 +71,99 @@ def declare(name, call, **kinds):
             entry(name, argument, lambda a=argument, b=bad: call(**{a: b}))
 
 
-def _data():
-    import seqkeras.data
+def _function(namespace, name, valid=None, **kinds):
+    """`declare` for `seqkeras.<namespace>.<name>`, called with the
+    keyword values `valid` (a dict) and one mistake at a time."""
 
-    return seqkeras.data
+    def call(**overrides):
+        module = importlib.import_module(f"seqkeras.{namespace}")
+        return getattr(module, name)(**{**(valid or {}), **overrides})
 
-
-def _decoding():
-    from seqkeras import decoding
-
-    return decoding
+    declare(f"seqkeras.{namespace}.{name}", call, **kinds)
 
 
 def _step(tokens, cache, index):  # a decoding step over 6 tokens
     return np.zeros((tokens.shape[0], 6), "float32"), cache
 
 
-D = "seqkeras.data."
-declare(
-    D + "copy_task",
-    lambda **o: _data().copy_task(**{"n": 3, "min_length": 2, "max_length": 4, **o}),
+IDS = np.arange(3, 40)
+_function(
+    "data",
+    "copy_task",
+    dict(n=3, min_length=2, max_length=4),
     n="size",
     min_length="size",
     max_length="size",
     num_symbols="size",
     seed="seed",
 )
-declare(
-    D + "dates",
-    lambda **o: _data().dates(**{"n": 3, **o}),
-    n="size",
-    seed="seed",
-    first_year="size",
-    last_year="size",
-)
-declare(
-    D + "adding_problem",
-    lambda **o: _data().adding_problem(**{"n": 3, "steps": 10, **o}),
-    n="size",
-    steps="size",
-    seed="seed",
-)
-declare(
-    D + "multi_seasonal_series",
-    lambda **o: _data().multi_seasonal_series(**{"length": 50, **o}),
+_function("data", "dates", dict(n=3), n="size", seed="seed", first_year="size", last_year="size")
+_function("data", "adding_problem", dict(n=3, steps=10), n="size", steps="size", seed="seed")
+_function(
+    "data",
+    "multi_seasonal_series",
+    dict(length=50),
     length="size",
     trend="number",
     noise="non-negative",
     seed="seed",
 )
-declare(
-    D + "forecast_windows",
-    lambda **o: _data().forecast_windows(
-        **{"series": np.arange(40, dtype="float32"), "input_steps": 4, "horizon": 2, **o}
-    ),
+_function(
+    "data",
+    "forecast_windows",
+    dict(series=np.arange(40, dtype="float32"), input_steps=4, horizon=2),
     input_steps="size",
     horizon="size",
     stride="size",
 )
-declare(
-    D + "language_model_windows",
-    lambda **o: _data().language_model_windows(**{"ids": np.arange(3, 40), "block": 8, **o}),
-    block="size",
+_function("data", "language_model_windows", dict(ids=IDS, block=8), block="size")
+_function(
+    "data", "tbptt_windows", dict(ids=IDS, batch_size=2, window=4), batch_size="size", window="size"
 )
-declare(
-    D + "tbptt_windows",
-    lambda **o: _data().tbptt_windows(
-        **{"ids": np.arange(3, 40), "batch_size": 2, "window": 4, **o}
-    ),
-    batch_size="size",
-    window="size",
-)
-declare(
-    D + "random_windows_dataset",
-    lambda **o: _data().random_windows_dataset(
-        **{"ids": np.arange(3, 40), "block": 8, "batch_size": 2, **o}
-    ),
+_function(
+    "data",
+    "random_windows_dataset",
+    dict(ids=IDS, block=8, batch_size=2),
     block="size",
     batch_size="size",
     seed="seed",
 )
-declare(
-    D + "length_batches",
-    lambda **o: _data().length_batches(**{"rows": [[4, 5], [6]], "batch_size": 2, **o}),
+_function(
+    "data",
+    "length_batches",
+    dict(rows=[[4, 5], [6]], batch_size=2),
     batch_size="size",
     max_width="optional size",
 )
-declare(
-    D + "teacher_forcing",
-    lambda **o: _data().teacher_forcing(**{"targets": np.array([[5, 6, 2]], "int32"), **o}),
+_function(
+    "data",
+    "teacher_forcing",
+    dict(targets=np.array([[5, 6, 2]], "int32")),
     targets="ids",
     bos_id="count",
     eos_id="count",
     pad_id="count",
 )
 for reader in ("read_text", "read_lines", "read_series_csv", "read_conll", "read_labeled_tsv"):
-    declare(
-        D + reader,
-        lambda r=reader, **o: getattr(_data(), r)(**{"path": "/nonexistent", **o}),
-        path="path",
-    )
+    _function("data", reader, dict(path="/nonexistent"), path="path")
 
-C = "seqkeras.decoding."
-P = np.array([[1]], "int32")
+STEP = dict(step_fn=_step, prompt=np.array([[1]], "int32"), cache=(), max_length=4)
 for strategy in ("greedy", "sample", "beam_search"):
-    declare(
-        C + strategy,
-        lambda s=strategy, **o: getattr(_decoding(), s)(
-            **{"step_fn": _step, "prompt": P, "cache": (), "max_length": 4, **o}
-        ),
-        prompt="ids",
-        max_length="size",
-        pad_id="count",
-        eos_id="count",
+    _function(
+        "decoding", strategy, STEP, prompt="ids", max_length="size", pad_id="count", eos_id="count"
     )
-declare(
-    C + "sample",
-    lambda **o: _decoding().sample(
-        **{"step_fn": _step, "prompt": P, "cache": (), "max_length": 4, **o}
-    ),
-    temperature="non-negative",
-    top_k="optional size",
-    seed="seed",
+_function(
+    "decoding", "sample", STEP, temperature="non-negative", top_k="optional size", seed="seed"
 )
-declare(
-    C + "beam_search",
-    lambda **o: _decoding().beam_search(
-        **{"step_fn": _step, "prompt": P, "cache": (), "max_length": 4, **o}
-    ),
-    beam_width="size",
-)
-declare(
-    C + "length_penalty",
-    lambda **o: _decoding().length_penalty(**{"length": 3, "alpha": 0.6, **o}),
-    length="lengths",
-    alpha="non-negative",
+_function("decoding", "beam_search", STEP, beam_width="size")
+_function(
+    "decoding", "length_penalty", dict(length=3, alpha=0.6), length="lengths", alpha="non-negative"
 )
 
 
-def _layers():
-    import seqkeras.layers
-
-    return seqkeras.layers
-
-
-def _layer(name, required=(), **kinds):
-    """`declare` for the constructor of `seqkeras.layers.<name>` (its
-    `required` arguments: a dict of valid values)."""
-    declare(
-        "seqkeras.layers." + name,
-        lambda **o: getattr(_layers(), name)(**{**dict(required), **o}),
-        **kinds,
-    )
+def _layer(name, required=None, **kinds):
+    """`_function` for the constructor of `seqkeras.layers.<name>`."""
+    _function("layers", name, required, **kinds)
 
 
 #: a positive float where an epsilon goes
@@ -341,10 +284,17 @@ _layer(
     window="size",
     norm_epsilon="epsilon",
 )
+
+
+def _stacked(**overrides):
+    from seqkeras import layers
+
+    gru = layers.Recurrent(layers.GRUCell(4), return_sequences=True)
+    return layers.StackedRecurrent(**{"layers": [gru], **overrides})
+
+
 declare(
     "seqkeras.layers.StackedRecurrent",
-    lambda **o: _layers().StackedRecurrent(
-        **{"layers": [_layers().Recurrent(_layers().GRUCell(4), return_sequences=True)], **o}
-    ),
+    lambda **o: _stacked(**o),
     dropout="rate",
 )
