@@ -119,11 +119,7 @@ def check_prompt(name, prompt, max_length):
     not whole numbers)."""
     validation.numeric(name, "prompt", prompt)
     validation.whole_numbers(name, "prompt", prompt)
-    values = validation.concrete_values(prompt)
-    if values is not None and values.size and values.min() < 0:
-        raise ValueError(
-            f"`{name}` expects token ids >= 0 in `prompt`. Received: the id {values.min()}"
-        )
+    validation.ids_in_range(name, "prompt", prompt)
     shape = tuple(prompt.shape)
     if len(shape) != 2:
         raise ValueError(

@@ -39,11 +39,7 @@ def teacher_forcing(targets, bos_id=BOS, eos_id=EOS, pad_id=PAD):
             "`teacher_forcing` expects `targets` of shape "
             f"(batch, time). Received: shape={targets.shape}"
         )
-    if targets.size and targets.min() < 0:
-        raise ValueError(
-            "`teacher_forcing` expects token ids >= 0 in `targets`. Received: the id "
-            f"{targets.min()}"
-        )
+    validation.ids_in_range("teacher_forcing", "targets", targets)
     for arg, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
         validation.non_negative_int("teacher_forcing", arg, value)
     inputs = np.full(targets.shape, pad_id, "int32")

@@ -210,7 +210,7 @@ def batching_parameters(path, **options):
     allowed = validation.int_list("batching_parameters", "allowed_batch_sizes", allowed)
     for name, value in given.items():
         validation.positive_int("batching_parameters", name, value)
-    if not allowed or allowed != sorted(set(allowed)) or allowed[-1] != given["max_batch_size"]:
+    if allowed != sorted(set(allowed)) or allowed[-1] != given["max_batch_size"]:
         raise ValueError(
             "`batching_parameters` expects `allowed_batch_sizes` increasing and ending at "
             f"max_batch_size={given['max_batch_size']}. Received: {allowed}"

@@ -240,14 +240,17 @@ def concrete_values(x):
         return None
 
 
-def ids_in_range(layer, arg, x, size):
+def ids_in_range(layer, arg, x, size=None):
     """Raises a ValueError naming `layer` and `arg` when concrete `x` has
-    an id outside [0, size) (symbolic or traced `x` pass unchecked)."""
+    an id outside [0, size) (`size` None: a negative id; symbolic or
+    traced `x` pass unchecked)."""
     values = concrete_values(x)
     if values is None or not values.size:
         return
     low, high = int(values.min()), int(values.max())
-    if low < 0 or high >= size:
+    if size is None and low < 0:
+        raise ValueError(f"`{layer}` received `{arg}` with the id {low}; token ids are >= 0")
+    if size is not None and (low < 0 or high >= size):
         bad = low if low < 0 else high
         raise ValueError(
             f"`{layer}` received `{arg}` with the id {bad}, outside "

@@ -39,6 +39,8 @@ KINDS = {
     "optional size": [("zero", 0), ("negative", -2), ("float", 1.5), ("string", "3")],
     # a probability-like number in [0, 1)
     "rate": [("one", 1.0), ("negative", -0.1), ("NaN", NAN), ("string", "0.1")],
+    # a finite number > 0 (an epsilon, a base, a cap)
+    "epsilon": [("zero", 0.0), ("negative", -1e-5), ("NaN", NAN), ("string", "1e-5")],
     # a finite number >= 0
     "non-negative": [("negative", -1.0), ("NaN", NAN), ("string", "1.0"), ("None", None)],
     # lengths (numbers >= 0, any shape)
@@ -165,9 +167,6 @@ def _layer(name, required=None, **kinds):
     """`_function` for the constructor of `seqkeras.layers.<name>`."""
     _function("layers", name, required, **kinds)
 
-
-#: a positive float where an epsilon goes
-KINDS["epsilon"] = [("zero", 0.0), ("negative", -1e-5), ("NaN", NAN), ("string", "1e-5")]
 
 _layer("Attention", dropout="rate", seed="seed", units="optional size")
 _layer(
