@@ -88,7 +88,9 @@ def train(args):
     model.compile(
         optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.0),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        weighted_metrics=["accuracy"],
+        # a metric object, not "accuracy": a string's metric is made inside
+        # the first trace, and TensorFlow traces a step twice then
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=common.jit_option(args),
     )
     tokenizer.save(out)

@@ -260,7 +260,8 @@ def answer_model(model):
         model: a `DecoderLanguageModel`.
 
     Returns:
-        A functional `keras.Model` of the two inputs.
+        A `SequenceModel` (a functional `keras.Model`) of the two inputs,
+        whose `token_ids` are checked against the vocabulary.
 
     Examples:
         >>> import numpy as np, seqkeras
@@ -271,6 +272,7 @@ def answer_model(model):
         >>> bool(np.allclose(part[:, 0], lm(ids)[:, 2], atol=1e-5))
         True
     """
+    from seqkeras.models.base import SequenceModel
     from seqkeras.models.decoder_lm import DecoderLanguageModel
 
     if not isinstance(model, DecoderLanguageModel):
@@ -288,7 +290,11 @@ def answer_model(model):
     dense = model.part("logits")
     x = model.part("embedding")(x, reverse=True) if dense is None else dense(x)
     logits = keras.layers.Activation("linear", dtype="float32", name="answer_logits")(x)
-    return keras.Model({"token_ids": token_ids, "answer_positions": positions}, logits)
+    return SequenceModel(
+        {"token_ids": token_ids, "answer_positions": positions},
+        logits,
+        vocabulary_sizes={"token_ids": model.vocabulary_sizes[model.prompt_input]},
+    )
 
 
 #: The chat templates' end-of-turn tokens (ChatML, Llama 3, Phi).

@@ -375,7 +375,7 @@ def compile_model(
     elif getattr(model, "quantiles", None):
         loss, metrics = PinballLoss(model.quantiles), []
     else:
-        loss, metrics = "mse", ["mae"]
+        loss, metrics = "mse", [keras.metrics.MeanAbsoluteError(name="mae")]
     kwargs.setdefault("loss", loss)
     kwargs.setdefault("metrics", metrics)
     model.compile(optimizer=optimizer, jit_compile=jit_compile, **kwargs)

@@ -172,3 +172,34 @@ def test_lora_checkpoint_saves_only_improvements_and_resumes_its_best(tmp_path):
     assert resumed.best == 0.5
     resumed.on_epoch_end(2, {"val_loss": 0.6})
     assert path.stat().st_mtime_ns == first  # 0.6 does not beat the history's 0.5
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="the TensorFlow trainer's tracing"
+)
+@pytest.mark.parametrize("task", ["classes", "regression"])
+def test_the_first_fit_traces_the_train_step_once(task):
+    """`SequenceModel.fit` builds the optimizer before Keras traces the
+    train step (TensorFlow traces a step again when its first trace makes
+    variables) and `compile_model` passes metric objects (a string's
+    metric is made inside the trace): one trace of the step per `fit`."""
+    x = np.random.default_rng(0).integers(1, 12, (16, 5))
+    if task == "classes":
+        model = seqkeras.models.classifier(12, 2, units=4, embedding_dim=4)
+        y = (x[:, 0] > 6).astype("int32")
+    else:
+        model = seqkeras.models.forecaster(5, 1, units=4)
+        x = x[..., None].astype("float32")
+        y = x[:, :1]
+    training.compile_model(model, jit_compile=False)
+    traces = []
+    step = model.train_step
+
+    def counted(data):
+        traces.append(1)
+        return step(data)
+
+    model.train_step = counted
+    model.fit(x, y, validation_data=(x, y), epochs=2, batch_size=8, verbose=0)
+    assert len(traces) == 1
+    assert model.optimizer.built and len(model.optimizer.variables) > 1
