@@ -134,6 +134,9 @@ def run_layer_test(
 
     if fit:
         model.compile(optimizer="adam", loss="mse", jit_compile=True)
+        # built here, not in the train step's first trace (which TensorFlow
+        # then traces twice: SequenceModel.fit does the same)
+        model.optimizer.build(model.trainable_variables)
         targets = [np.zeros_like(a) for a in before]
         history = model.fit(feed, targets if len(targets) > 1 else targets[0], epochs=2, verbose=0)
         assert np.all(np.isfinite(history.history["loss"]))

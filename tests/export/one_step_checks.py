@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import numpy as np
+import tensorflow as tf
 
 import seqkeras
 from seqkeras.export import assert_servable, saved_model
@@ -281,7 +282,13 @@ def check(names, tmp_path):
             model = _model(name, seed, scale)
             input_name, x = _inputs(model)
             start = x.shape[1] if input_name == "prompt_ids" else 1
-            eos = _ending_token(_keras(model, x, None, ["generate"])["generate"], start)
+            # the search decodes eagerly: a trace per candidate model cost
+            # about a quarter of these tests' time
+            tf.config.run_functions_eagerly(True)
+            try:
+                eos = _ending_token(_keras(model, x, None, ["generate"])["generate"], start)
+            finally:
+                tf.config.run_functions_eagerly(False)
             if eos is not None:
                 break
         assert eos is not None, name
