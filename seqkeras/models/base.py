@@ -297,7 +297,10 @@ def _build_optimizer(model):
     the trace (`compile_model` passes metric objects)."""
     optimizer = getattr(model, "optimizer", None)
     if keras.backend.backend() == "tensorflow" and optimizer is not None and not optimizer.built:
-        optimizer.build(model.trainable_variables)
+        # in the model's distribution strategy's scope, as Keras builds it
+        # there (mirrored slots for mirrored weights)
+        with model.distribute_strategy.scope():
+            optimizer.build(model.trainable_variables)
 
 
 class _pipeline_errors:
