@@ -43,7 +43,8 @@ def build(kind, units):
     inp = keras.Input((None, 2), name="sequence")
     h = L.Recurrent(CELLS[kind](units), name=kind.lower())(inp)
     out = keras.layers.Dense(1, name="sum")(h)
-    return keras.Model(inp, out, name=f"adding_{kind.lower()}")
+    # a SequenceModel: its fit builds the optimizer before the first trace
+    return seqkeras.models.SequenceModel(inp, out, name=f"adding_{kind.lower()}")
 
 
 def train(kind, args, data):
