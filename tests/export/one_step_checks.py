@@ -284,11 +284,12 @@ def check(names, tmp_path):
             start = x.shape[1] if input_name == "prompt_ids" else 1
             # the search decodes eagerly: a trace per candidate model cost
             # about a quarter of these tests' time
+            eagerly = tf.config.functions_run_eagerly()
             tf.config.run_functions_eagerly(True)
             try:
                 eos = _ending_token(_keras(model, x, None, ["generate"])["generate"], start)
             finally:
-                tf.config.run_functions_eagerly(False)
+                tf.config.run_functions_eagerly(eagerly)
             if eos is not None:
                 break
         assert eos is not None, name

@@ -50,9 +50,13 @@ def test_recurrent_gradient_matches_finite_differences(cell):
     layer(x, mask=mask)
     probe = RNG.normal(size=(3, 6, 5)).astype("float32")
     k0 = np.asarray(layer.cell.recurrent_kernel.value)
-    grads = jax.jit(jax.grad(lambda x, k: _pure(layer, x, k, mask, probe), argnums=(0, 1)))(x, k0)
+
+    def loss(x, k):
+        return _pure(layer, x, k, mask, probe)
+
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, k0)
     # one compiled function for the 32 evaluations (op by op they took 17 s)
-    pure = jax.jit(lambda x, k: _pure(layer, x, k, mask, probe))
+    pure = jax.jit(loss)
     for value, grad, which in ((x, grads[0], 0), (k0, grads[1], 1)):
 
         def f(v, which=which):
