@@ -115,9 +115,10 @@ def test_tflite_step_decodes_as_keras_generate(name, tmp_path):
         )
         expected = np.asarray(expected[0] if strategy == "beam" else expected)
         # an interpreter per strategy, as an app makes one for the batch it
-        # serves: on an AVX2 CPU (CI), the additive-attention step resized
-        # from the greedy batch (3) to the beams' (9) gave other beams,
-        # which an AVX-512 CPU does not reproduce (noted in issue 51)
+        # serves: on CI's AVX2 CPU, one interpreter resized from the greedy
+        # batch (3) to the beams' (9) gave other beams for the additive-
+        # attention step (the resize as the cause is not proven; an AVX-512
+        # CPU passes either way: docs/development.md)
         start, step = _host_step(flatbuffer, model)
         states = start(conditioning, prompt_now.shape[0] if conditioning is None else batch)
         loop = dict(eos_id=2, pad_id=0)
