@@ -27,9 +27,19 @@ PRIVATE = [
         "get_registered_kernels_for_op",
     ),
     ("seqkeras/export/audit.py", "tensorflow.core.protobuf", "saved_model_pb2", "SavedModel"),
+    (
+        "seqkeras/export/standard_ops.py",
+        "tensorflow.core.protobuf",
+        "saved_model_pb2",
+        "SavedModel",
+    ),
 ]
 #: `tf.compat.v1` names used (public but frozen TF1 API): file -> names
-COMPAT_V1 = {"seqkeras/data/tables.py": ["GraphKeys.TABLE_INITIALIZERS", "get_default_graph"]}
+COMPAT_V1 = {
+    "seqkeras/data/tables.py": ["GraphKeys.TABLE_INITIALIZERS", "get_default_graph"],
+    # a SavedModel's nodes rewritten (no TF2 API makes a NodeDef)
+    "seqkeras/export/standard_ops.py": ["AttrValue", "NodeDef"],
+}
 
 _PRIVATE_IMPORT = re.compile(
     r"^\s*from (tensorflow\.(?:python|core)[\w.]*) import \(?\s*(\w+)"

@@ -105,8 +105,13 @@ def xla_compiled_functions(path):
     """Names of the SavedModel's library functions that XLA compiles whole
     (`tf.function(jit_compile=True)`: attribute `_XlaMustCompile`) and of
     every function they call: the XLA clusters."""
+    return compiled_function_names(_graphs(path))
+
+
+def compiled_function_names(graphs):
+    """`xla_compiled_functions` of parsed `graphs` (GraphDefs)."""
     found = set()
-    for graph in _graphs(path):
+    for graph in graphs:
         library = {f.signature.name: f for f in graph.library.function}
         todo = [
             name

@@ -234,7 +234,6 @@ def litert_lm_tflite(
         (['input_pos', 'kv_cache_k_0', 'kv_cache_v_0'], [1, 1, 30])
     """
     from seqkeras.export.tflite import QUANTIZATIONS, convert_functions
-    from seqkeras.layers.export_mode import export_mode
 
     name = "litert_lm_tflite"
     _check_prefills(name, model)
@@ -249,9 +248,8 @@ def litert_lm_tflite(
     path = check_target(name, path, overwrite)
     work = temporary_dir(path)
     try:
-        with export_mode("tflite"):
-            functions = _litert_lm_functions(model, max_length, sorted(set(lengths)))
-            flatbuffer = convert_functions(functions, model.weights, quantize)
+        functions = _litert_lm_functions(model, max_length, sorted(set(lengths)))
+        flatbuffer = convert_functions(functions, model.weights, quantize)
         with open(os.path.join(work, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
         place_file(os.path.join(work, "model.tflite"), path)

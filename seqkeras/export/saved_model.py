@@ -4,8 +4,9 @@ The signatures are objects from `seqkeras.export.signatures` (`Forward`,
 `Generate`, `GenerateBeam`, `GenerateText`, `ServeText`, `Tag`,
 `Translate`); `serving_default` (`Forward`) is always written. The
 decoding signatures get the target's decoding runtime as an argument
-(`seqkeras.export.loops.runtime_for`); full-sequence loops are lowered
-for the target (`seqkeras.layers.export_mode`). The files go to a
+(`seqkeras.export.loops.runtime_for`); for TF Serving the loops' slice
+updates are rewritten into standard ops after saving
+(`seqkeras.export.standard_ops`). The files go to a
 temporary directory that is moved into place only when complete
 (`seqkeras.export.files`).
 """
@@ -19,7 +20,7 @@ from seqkeras.export import request_checks as requests
 from seqkeras.export.refusals import refuse_stateful, refuse_unbuilt
 from seqkeras.layers import validation
 from seqkeras.export.signatures import Forward, Signature
-from seqkeras.layers.export_mode import export_mode
+from seqkeras.export.standard_ops import lower_slice_updates
 
 
 def _signature_objects(signatures):
@@ -80,9 +81,11 @@ def saved_model(
     (`seqkeras.export.request_checks`).
 
     Decoding signatures run `generate` with the target's runtime (TF
-    Serving: growing caches, a loop whose state may change shape), and
-    full-sequence loops are lowered for it
-    (`seqkeras.layers.export_mode(target)`). The files
+    Serving: growing caches, a loop whose state may change shape). For
+    `"serving"` the slice updates with which full-sequence loops write
+    their outputs (XLA-only `XlaDynamicUpdateSlice` on TensorFlow) are
+    rewritten into standard ops once saved, outside XLA clusters
+    (`seqkeras.export.standard_ops`). The files
     go to a temporary directory next to `path` first; `path` appears only
     when the write succeeded. An existing `path` raises unless `overwrite`;
     with `overwrite` the previous version is renamed aside, the new one
@@ -117,30 +120,34 @@ def saved_model(
     try:
         module = tf.Module()
         module.state = tracked_state(model)
-        with export_mode(target):
-            check = target == "serving"  # TFLite has no Assert op
-            functions, resources = {}, []
-            for signature in signatures:
-                built = signature(model, check=check, jit_compile=jit_compile, target=target)
-                repeated = sorted(set(built) & set(functions))
-                if repeated:
-                    raise ValueError(
-                        f"`saved_model`: two signatures are named "
-                        f"{repeated}; give each signature once. Received: "
-                        f"{signatures}"
-                    )
-                resources += built.resources
-                if max_batch_size is not None:
-                    built = {
-                        name: requests.bounded_batch(name, fn, max_batch_size)
-                        for name, fn in built.items()
-                    }
-                functions.update(built)
-            # the functions reach the SavedModel as its signatures only
-            # (attached to `module`, saving traced each a second time)
-            module.resources = resources  # lookup tables, tokenizers
-            concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
-            tf.saved_model.save(module, tmp, signatures=concrete)
+        check = target == "serving"  # TFLite has no Assert op
+        functions, resources = {}, []
+        for signature in signatures:
+            built = signature(model, check=check, jit_compile=jit_compile, target=target)
+            repeated = sorted(set(built) & set(functions))
+            if repeated:
+                raise ValueError(
+                    f"`saved_model`: two signatures are named "
+                    f"{repeated}; give each signature once. Received: "
+                    f"{signatures}"
+                )
+            resources += built.resources
+            if max_batch_size is not None:
+                built = {
+                    name: requests.bounded_batch(name, fn, max_batch_size)
+                    for name, fn in built.items()
+                }
+            functions.update(built)
+        # the functions reach the SavedModel as its signatures only
+        # (attached to `module`, saving traced each a second time)
+        module.resources = resources  # lookup tables, tokenizers
+        concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
+        # no gradient functions: a server never differentiates, and the
+        # loops' custom gradients would be traced and saved for nothing
+        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+        tf.saved_model.save(module, tmp, signatures=concrete, options=options)
+        if target == "serving":
+            lower_slice_updates(tmp)
         files.replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -223,12 +223,9 @@ def _decoder(model, max_length, eos_id, jit_compile=False, target="serving"):
         if key not in compiled:  # one XLA cluster per strategy
 
             def loop(inputs, *values):
-                from seqkeras.layers.export_mode import export_mode
-
                 options = dict(zip(sorted(kwargs), values))
-                # fixed caches XLA writes in place; an encoder's time loop too
-                with export_mode("xla"):
-                    return run(inputs, strategy, decoding.DEFAULT_RUNTIME, **options)
+                # fixed caches, which XLA writes in place
+                return run(inputs, strategy, decoding.DEFAULT_RUNTIME, **options)
 
             compiled[key] = tf.function(loop, jit_compile=True, autograph=False)
         return compiled[key](inputs, *[kwargs[k] for k in sorted(kwargs)])

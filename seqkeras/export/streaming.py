@@ -48,7 +48,6 @@ from seqkeras.export.saved_model import tracked_state
 from seqkeras.export.signatures import call_model
 from seqkeras.export.tflite import convert_builtin, convert_functions, tflite_runner
 from seqkeras.layers import validation
-from seqkeras.layers.export_mode import export_mode
 
 
 def _check_streamable(model):
@@ -251,27 +250,31 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
             )
     tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename
     try:
-        with export_mode("tflite"):
-            if prefill:  # a loop-free step: the converter folds the weights (less memory)
-                prefill_fn, serve, shapes = _functions(model, True, max_length)
+        if prefill:  # a loop-free step: the converter folds the weights (less memory)
+            prefill_fn, serve, shapes = _functions(model, True, max_length)
 
-                @tf.function(autograph=False, input_signature=serve.input_signature)
-                def decode(inputs):  # the signature key is the function's name
-                    return serve.python_function(inputs)
+            @tf.function(autograph=False, input_signature=serve.input_signature)
+            def decode(inputs):  # the signature key is the function's name
+                return serve.python_function(inputs)
 
-                flatbuffer = convert_functions([prefill_fn, decode], model.weights, quantize)
-            else:
-                encode, serve, shapes = _functions(model, max_length=max_length)
-                signatures = {}
-                if encode is not None:
-                    signatures["encode"] = encode.get_concrete_function()
-                signatures["serving_default"] = serve.get_concrete_function()
-                module = tf.Module()
-                module.state = tracked_state(model)  # not the model
-                tf.saved_model.save(module, os.path.join(tmp, "saved"), signatures=signatures)
-                flatbuffer = convert_builtin(
-                    os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
-                )
+            flatbuffer = convert_functions([prefill_fn, decode], model.weights, quantize)
+        else:
+            encode, serve, shapes = _functions(model, max_length=max_length)
+            signatures = {}
+            if encode is not None:
+                signatures["encode"] = encode.get_concrete_function()
+            signatures["serving_default"] = serve.get_concrete_function()
+            module = tf.Module()
+            module.state = tracked_state(model)  # not the model
+            tf.saved_model.save(
+                module,
+                os.path.join(tmp, "saved"),
+                signatures=signatures,
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+            )
+            flatbuffer = convert_builtin(
+                os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
+            )
         with open(os.path.join(tmp, "model.tflite"), "wb") as f:
             f.write(flatbuffer)
         place_file(os.path.join(tmp, "model.tflite"), path)

@@ -322,7 +322,9 @@ class AttentionDecoder(keras.layers.Layer):
             return out, new_states
 
         width = out_dim + (ops.shape(memory)[1] if return_attention_scores else 0)
-        outputs, final = time_loop.scan(step, proj, states, width, self.compute_dtype)
+        outputs, final = time_loop.scan(
+            step, proj, states, width, self.compute_dtype, training=bool(training)
+        )
         outputs = ops.transpose(outputs, (1, 0, 2))
         result = [outputs[..., :out_dim]]
         if return_attention_scores:

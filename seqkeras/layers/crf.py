@@ -10,7 +10,7 @@ For emission scores `e_t(y)` (batch, time, tags) and tags `y_1..y_n`:
 Viterbi (max-product with back-pointers), per-token marginals from
 forward-backward. Every loop is `seqkeras.layers.time_loop.scan`: it
 compiles under XLA, differentiates on TensorFlow and JAX, and in
-`export_mode` becomes the plain loop that SavedModel, builtin-only TFLite
+inference (Viterbi) is the plain loop that SavedModel, builtin-only TFLite
 and ONNX accept. Masks are right padding (each row's valid steps first);
 padded steps carry the state through unchanged, so padding changes
 nothing. The layer computes in float32 whatever the global policy (its
@@ -239,9 +239,7 @@ class CRF(keras.layers.Layer):
             pointers = ops.where(m_t, best, identity)  # padded: stay
             return (ops.cast(pointers, "float32"), [ops.where(m_t, new, delta)])
 
-        pointers, (last,) = time_loop.scan(
-            forward, steps, [first], k, "float32", differentiable=False
-        )
+        pointers, (last,) = time_loop.scan(forward, steps, [first], k, "float32", training=False)
         final = last + end
         tag = _argmax(final, 1)
         scores = ops.max(final, axis=-1)
@@ -256,7 +254,7 @@ class CRF(keras.layers.Layer):
         # walk the pointers from the last step back: the outputs are the
         # tags of steps time-1 .. 1, the final state the tag of step 0
         reversed_tags, (tag0,) = time_loop.scan(
-            backward, ops.flip(pointers, axis=0), [tag], 1, "float32", differentiable=False
+            backward, ops.flip(pointers, axis=0), [tag], 1, "float32", training=False
         )
         rest = ops.flip(ops.cast(reversed_tags[..., 0], "int32"), axis=0)
         tags = ops.concatenate([ops.expand_dims(tag0, 1), self._time_major(rest)], axis=1)

@@ -155,9 +155,7 @@ def chunk_recurrence(advance, initial, inputs):
             every runtime has). A number of chunks known when tracing
             unrolls the loop (a training graph);
             otherwise it is a loop writing a buffer (a graph of any
-            length), with `scatter_update` (it has a gradient) or, while
-            tracing an export, the target's writes
-            (`export_mode.write_step`).
+            length) with `state.write_step_differentiable`.
 
     Returns:
         `(entering, final)`: the entering states' leaves stacked on a new
@@ -165,8 +163,6 @@ def chunk_recurrence(advance, initial, inputs):
         the state after the last chunk.
     """
     import keras
-
-    from seqkeras.layers import export_mode
 
     inputs = tuple(ops.transpose(t, (2, 0, 1) + tuple(range(3, len(t.shape)))) for t in inputs)
     count = inputs[0].shape[0]
@@ -183,13 +179,10 @@ def chunk_recurrence(advance, initial, inputs):
 
     from seqkeras.layers import state
 
-    def write(buffer, i, value):  # outside an export: differentiable writes
-        if export_mode.active():
-            return export_mode.write_step(buffer, i, value)
-        return state.write_step(buffer, i, value, "scatter")
-
     def body(i, s, buffers):
-        written = keras.tree.map_structure(lambda b, t: write(b, i, t), buffers, s)
+        written = keras.tree.map_structure(
+            lambda b, t: state.write_step_differentiable(b, i, t), buffers, s
+        )
         return i + 1, advance(s, tuple(x[i] for x in inputs)), written
 
     # the bound lets XLA compile the loop's gradient (its accumulators)

@@ -47,6 +47,7 @@ Examples:
 
 import collections
 
+from keras import backend
 from keras import ops
 
 #: The key/value cache layouts (see the module docstring).
@@ -144,6 +145,31 @@ def write_step(buffer, t, value, layout="fixed"):
     if layout != "scatter":
         return ops.slice_update(buffer, (t,) + (0,) * (len(buffer.shape) - 1), value)
     return ops.scatter_update(buffer, ops.reshape(ops.cast(t, "int32"), (1, 1)), value)
+
+
+def write_step_differentiable(buffer, t, value):
+    """`write_step(buffer, t, value)` (one slice update) with a gradient
+    on every backend: TensorFlow defines none for its DynamicUpdateSlice,
+    so on TensorFlow the write brings its own (the buffer's cotangent with
+    row `t` zeroed; `value`'s: row `t`). The loops of inference graphs
+    write with it: XLA writes in place, the TFLite converter makes it the
+    DYNAMIC_UPDATE_SLICE builtin, and `seqkeras.export.saved_model`
+    rewrites it into standard ops for TF Serving."""
+    if backend.backend() != "tensorflow":
+        return write_step(buffer, t, value)
+    zeros = (0,) * (len(buffer.shape) - 1)
+
+    @ops.custom_gradient
+    def write(buffer, value):
+        def grad(*upstream, **unused_kwargs):
+            (d_out,) = upstream[0] if isinstance(upstream[0], (list, tuple)) else upstream
+            row = ops.take(d_out, t, axis=0)
+            cleared = ops.slice_update(d_out, (t,) + zeros, ops.zeros_like(row)[None])
+            return cleared, row
+
+        return write_step(buffer, t, value), grad
+
+    return write(buffer, value)
 
 
 def check_step(where, cache, cache_index):

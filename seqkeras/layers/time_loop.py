@@ -27,11 +27,11 @@ inference graphs (and exported models) carry no residual buffers.
 from keras import backend
 from keras import ops
 
-from seqkeras.layers import export_mode
+from seqkeras.layers import state
 
 
 def _write(buffer, t, value):
-    return export_mode.write_step(buffer, t, value)
+    return state.write_step(buffer, t, value)
 
 
 def _step(cell, p, bias, states, consts, m, rmask):
@@ -69,16 +69,15 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs):
     steps = ops.shape(proj)[0]
     batch = ops.shape(proj)[1]
     dtype = proj.dtype
-    export = export_mode.active()
     buffers = [ops.zeros((steps, batch, cell.units), dtype)] * write_outputs
 
     def body(t, states, buffers):
-        # Exported, a gather (TFLite GATHER, which XNNPACK runs with the
-        # rest of the loop body) rather than a strided slice at a
-        # loop-carried index (which it does not, splitting the body): 1.4x
-        # faster in LiteRT (benchmarks/tflite_latency.py). Training keeps
-        # XLA's dynamic slice.
-        p = ops.take(proj, t, axis=0) if export else proj[t]
+        # A gather (TFLite GATHER, which XNNPACK runs with the rest of the
+        # loop body) rather than a strided slice at a loop-carried index
+        # (which it does not, splitting the body): 1.4x faster in LiteRT
+        # (benchmarks/tflite_latency.py). Training's loop keeps XLA's
+        # dynamic slice.
+        p = ops.take(proj, t, axis=0)
         h, new_states, _ = _step(
             cell, p, bias, states, consts, None if mask is None else mask[t], rmask
         )
@@ -196,7 +195,8 @@ def run(
     """Runs `cell` over `proj` = `cell.project_inputs(x)`, time-major.
 
     The cell's input bias (`cell.loop_input_bias()`) is added inside the
-    loop (in `export_mode`, to `proj` before it).
+    training loop, and to all of `proj` before the inference loop (one op
+    less per step in a TFLite WHILE).
 
     Args:
         cell: a `seqkeras.layers.cells.RecurrentCell`.
@@ -215,20 +215,6 @@ def run(
     """
     weights = cell.recurrent_weights()
     n_w, n_s = len(weights), len(initial_states)
-    if export_mode.active():
-        # An inference graph: no gradient, and the bias added once to all
-        # steps outside the loop (one op less per step in a TFLite WHILE).
-        outputs, final = _forward(
-            cell,
-            proj + cell.loop_input_bias(),
-            None,
-            list(initial_states),
-            cell.loop_constants(weights),
-            mask,
-            rmask,
-            return_sequences,
-        )
-        return outputs, list(final)
 
     def impl(proj, bias, *flat):
         weights, states = list(flat[:n_w]), list(flat[n_w:])
@@ -242,9 +228,9 @@ def run(
             outputs, final, residuals = _forward_scan(
                 cell, proj, bias, states, consts, mask, rmask, return_sequences, True
             )
-        else:
+        else:  # inference and export: the bias added to all steps at once
             outputs, final = _forward(
-                cell, proj, bias, states, consts, mask, rmask, return_sequences
+                cell, proj + bias, None, states, consts, mask, rmask, return_sequences
             )
 
         def grad(*upstream, **unused_kwargs):
@@ -273,7 +259,7 @@ def run(
     return outputs, result
 
 
-def scan(step, inputs, states, width, dtype, differentiable=True):
+def scan(step, inputs, states, width, dtype, training=True):
     """Runs any step function over time: `step(x_t, states) -> (y_t,
     new_states)` for each `x_t` of the time-major `inputs` (time, batch,
     features); returns `(outputs (time, batch, width), final_states)`.
@@ -283,21 +269,23 @@ def scan(step, inputs, states, width, dtype, differentiable=True):
     gradient comes from the backend's autodiff through the loop:
 
     - JAX: `ops.scan` (`lax.scan`, reverse-differentiable).
-    - TensorFlow: `ops.while_loop` with `maximum_iterations` (its gradient
-      compiles under XLA, which needs that bound; Keras' TensorFlow `scan`
-      sets none) writing each step's output with `scatter_update`
-      (TensorScatterUpdate has a gradient; DynamicUpdateSlice has none).
-    - `export_mode()` or `differentiable=False` (e.g. Viterbi, which
-      plain `model.export()` graphs carry): a plain loop writing a
-      preallocated buffer (`export_mode.write_step`), builtin-only in
-      TFLite and standard ops in SavedModels.
+    - TensorFlow, `training` (the layer's own `training` argument): a
+      `while_loop` with `maximum_iterations` (its gradient compiles under
+      XLA, which needs that bound; Keras' TensorFlow `scan` sets none)
+      writing each step's output with `scatter_update` (outside XLA,
+      TensorScatterUpdate writes a row in place where a slice update
+      copies the buffer).
+    - TensorFlow, inference (`training=False`: what exports trace, and
+      Viterbi): the same loop writing a preallocated buffer with
+      `state.write_step_differentiable` (still differentiable), the
+      DYNAMIC_UPDATE_SLICE builtin in TFLite and standard ops in served
+      SavedModels (`seqkeras.export.saved_model` rewrites it).
     """
     steps = ops.shape(inputs)[0]
     batch = ops.shape(inputs)[1]
     states = list(states)
     n_s = len(states)
-    exporting = export_mode.active()
-    if not exporting and differentiable and backend.backend() == "jax":
+    if backend.backend() == "jax":
 
         def body(carry, x):
             y, new = step(x, carry[:n_s])
@@ -306,7 +294,7 @@ def scan(step, inputs, states, width, dtype, differentiable=True):
         final, stacked = _scan(body, states + [ops.zeros((batch, width), dtype)], inputs)
         return stacked[n_s], final[:n_s]
     buffer = ops.zeros((steps, batch, width), dtype)
-    write = _scatter_write if differentiable and not exporting else _write
+    write = _scatter_write if training else state.write_step_differentiable
 
     def loop(t, states, buffer):
         y, new = step(inputs[t], states)

@@ -417,7 +417,9 @@ class SLSTMLayer(keras.layers.Layer):
         norm_epsilon: the per-head LayerNorm's.
         kernel_initializer: of the input gates' weights.
 
-    Call arguments: as `MLSTMLayer`'s (`cache` an `SLSTMState`).
+    Call arguments: as `MLSTMLayer`'s (`cache` an `SLSTMState`), and `training`
+        (the loop over a sequence writes its outputs as training does, or as
+        inference and exports do: `seqkeras.layers.time_loop.scan`).
 
     Examples:
         >>> import numpy as np, seqkeras
@@ -497,7 +499,9 @@ class SLSTMLayer(keras.layers.Layer):
         y = ops.einsum("bthd,hdo->btho", heads, ops.cast(kernel, x.dtype))
         return ops.reshape(y, (batch, steps, self.units))
 
-    def call(self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None):
+    def call(
+        self, inputs, padding_mask=None, cache=None, cache_index=None, mask=None, training=None
+    ):
         from seqkeras.layers import time_loop
 
         validation.numeric("SLSTMLayer", "inputs", inputs)
@@ -553,7 +557,12 @@ class SLSTMLayer(keras.layers.Layer):
             h = ops.expand_dims(h, 1)
         else:
             hs, final = time_loop.scan(
-                step, ops.transpose(gates, (1, 0, 2)), list(previous), self.units, "float32"
+                step,
+                ops.transpose(gates, (1, 0, 2)),
+                list(previous),
+                self.units,
+                "float32",
+                training=bool(training),
             )
             h = ops.transpose(hs, (1, 0, 2))
         heads = ops.reshape(

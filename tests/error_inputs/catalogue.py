@@ -576,7 +576,6 @@ def _export_cases():
         "formats",
         lambda: E.export_and_verify(tagger(), "t", [IDS], formats=("tflite", "coreml")),
     )
-    case("export_mode", "target", lambda: _enter_export_mode("gpu"))
     case(
         "streaming_tflite",
         "model",
@@ -584,13 +583,6 @@ def _export_cases():
             M.tagger(10, 3, units=4, embedding_dim=4, bidirectional=True), "/tmp/never.tflite"
         ),
     )
-
-
-def _enter_export_mode(target):
-    from seqkeras.layers.export_mode import export_mode
-
-    with export_mode(target):
-        pass
 
 
 _export_cases()

@@ -11,7 +11,6 @@ import seqkeras
 from seqkeras.export import signatures as S
 from seqkeras.export import convert_builtin, run_tflite_signature, saved_model
 from seqkeras.export import loops
-from seqkeras.layers.export_mode import export_mode
 from tests.export.export_checks import assert_builtin_only
 
 SRC = np.array([[4, 5, 6, 0, 0], [7, 8, 9, 10, 11]], "int32")
@@ -39,16 +38,24 @@ def test_seq2seq_exports_named_and_builtin_only(attention, style, tmp_path):
         np.testing.assert_allclose(got, np.asarray(model(sample)), atol=1e-5)
 
 
-def test_export_mode_graph_equals_training_graph():
+def test_inference_loop_equals_training_loop_with_its_gradient():
+    """The inference loop (slice updates with their own gradient: what
+    exports trace) computes what training's (scatter writes) does, and
+    differentiates alike."""
     layer = seqkeras.layers.AttentionDecoder(seqkeras.layers.LSTMCell(8), score="additive")
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(2, 5, 3)).astype("float32")
-    memory = rng.normal(size=(2, 4, 6)).astype("float32")
-    plain = layer(x, memory, return_attention_scores=True)
-    with export_mode():
-        exported = layer(x, memory, return_attention_scores=True)
-    for a, b in zip(plain, exported):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+    x = tf.constant(rng.normal(size=(2, 5, 3)).astype("float32"))
+    memory = tf.constant(rng.normal(size=(2, 4, 6)).astype("float32"))
+    results = []
+    for training in (True, False):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out = layer(x, memory, return_attention_scores=True, training=training)
+            weights = tf.range(1.0, out[0].shape[-1] + 1.0)
+            loss = tf.reduce_sum(out[0] * weights) + tf.reduce_sum(out[1] * out[1])
+        results.append(list(out) + tape.gradient(loss, [x] + layer.trainable_weights))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
 
 
 def test_existing_version_and_file_paths_fail_clearly(tmp_path):
@@ -103,9 +110,8 @@ def test_the_decoding_loop_traces_into_a_saved_model(strategy, kwargs, tmp_path)
         )
         return {"ids": out[0] if strategy == "beam" else out}
 
-    with export_mode():
-        module.generate = generate
-        concrete = generate.get_concrete_function()
+    module.generate = generate
+    concrete = generate.get_concrete_function()
     tf.saved_model.save(module, str(tmp_path / "g"), signatures={"generate": concrete})
     reloaded = tf.saved_model.load(str(tmp_path / "g"))
     got = reloaded.signatures["generate"](source_ids=tf.constant(SRC))["ids"]
