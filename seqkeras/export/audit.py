@@ -55,11 +55,11 @@ TF_SERVING_TF_TEXT_OPS = frozenset(
 )
 
 
-def saved_model_dir(name, path):
+def saved_model_dir(name, path, arg="path"):
     """`path` as a str when it is a SavedModel directory (one holding
     `saved_model.pb`); otherwise a clear error naming the function
-    `name` and its `path`."""
-    path = validation.path(name, "path", path, "a SavedModel directory")
+    `name` and its argument `arg`."""
+    path = validation.path(name, arg, path, "a SavedModel directory")
     if not os.path.isfile(os.path.join(path, "saved_model.pb")):
         what = (
             "does not exist"
@@ -69,8 +69,8 @@ def saved_model_dir(name, path):
             else "has no saved_model.pb"
         )
         raise ValueError(
-            f"`{name}` expects `path` to be a SavedModel directory (holding saved_model.pb, "
-            f"as `saved_model` writes). Received: path={path!r}, which {what}"
+            f"`{name}` expects `{arg}` to be a SavedModel directory (holding saved_model.pb, "
+            f"as `saved_model` writes). Received: {arg}={path!r}, which {what}"
         )
     return path
 

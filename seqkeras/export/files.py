@@ -8,6 +8,7 @@ import os
 
 from seqkeras._atomic import place_file  # noqa: F401  (the exporters' imports)
 from seqkeras._atomic import recover
+from seqkeras.layers import validation
 from seqkeras._atomic import replace_dir  # noqa: F401
 from seqkeras._atomic import temporary_dir  # noqa: F401
 from seqkeras._atomic import write_bytes  # noqa: F401
@@ -51,14 +52,9 @@ def next_version(base):
 
     Raises:
         TypeError: a `base` that is not a path.
-        ValueError: a `base` that is a file.
+        ValueError: an empty `base`, or one that is a file.
     """
-    if isinstance(base, bytes) or not isinstance(base, (str, os.PathLike)):
-        raise TypeError(
-            "`next_version` expects `base` to be a directory path (a str or os.PathLike). "
-            f"Received: base={base!r} ({type(base).__name__})"
-        )
-    base = os.fspath(base)
+    base = validation.path("next_version", "base", base, "a directory path")
     if os.path.exists(base) and not os.path.isdir(base):
         raise ValueError(
             f"`next_version` expects `base` to be a directory of versions. Received: "

@@ -20,7 +20,7 @@ from tf2onnx.graph_builder import GraphBuilder
 from tf2onnx.handler import tf_op
 
 from seqkeras.export.files import check_target, place_file, temporary_dir
-from seqkeras.export.refusals import refuse_text_layers
+from seqkeras.export.refusals import refuse_text_layers, refuse_unbuilt
 from seqkeras.export.saved_model import saved_model
 from seqkeras.layers import validation
 
@@ -141,6 +141,7 @@ def onnx(model, path, opset=OPSET, overwrite=False):
             "`onnx` received an invalid value for `opset`: expected an "
             f"integer from {MIN_OPSET} to {newest}. Received: opset={opset!r}"
         )
+    refuse_unbuilt("onnx", model)
     refuse_text_layers("onnx", model)
     path = check_target("onnx", path, overwrite)
     tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename

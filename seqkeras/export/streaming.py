@@ -46,7 +46,7 @@ from keras import ops, tree
 from seqkeras.export.files import check_target, place_file, temporary_dir
 from seqkeras.export.saved_model import tracked_state
 from seqkeras.export.signatures import call_model
-from seqkeras.export.tflite import convert_builtin, convert_functions, tflite_runner
+from seqkeras.export.tflite import convert_builtin, convert_functions, quantize_modes, tflite_runner
 from seqkeras.layers import validation
 
 
@@ -235,6 +235,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
         3.0
     """
     path = check_target("streaming_tflite", path, overwrite)
+    quantize_modes("streaming_tflite", quantize)
     if prefill and not getattr(model, "prefills", False):
         raise ValueError(
             "`streaming_tflite` with `prefill=True` needs a model whose step takes several "

@@ -61,6 +61,19 @@ def _serve_frozen(fn):
 QUANTIZATIONS = (None, "dynamic_int8", "float16")
 
 
+def quantize_modes(name, quantize):
+    """`(several, modes)`: whether `quantize` is a list, and its modes as
+    one; a ValueError naming the function `name` for an unknown mode."""
+    several = isinstance(quantize, (list, tuple))
+    modes = list(quantize) if several else [quantize]
+    if not modes or any(mode not in QUANTIZATIONS for mode in modes):
+        raise ValueError(
+            f"`{name}` received an invalid value for `quantize`: "
+            f"expected one of {QUANTIZATIONS} or a list of them. Received: quantize={quantize!r}"
+        )
+    return several, modes
+
+
 def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
     """Converts a SavedModel to a TFLite flatbuffer with builtin ops only.
 
@@ -82,13 +95,10 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
         The flatbuffer, bytes; a list of them, in order, for a list of
         `quantize` modes.
     """
-    several = isinstance(quantize, (list, tuple))
-    modes = list(quantize) if several else [quantize]
-    if not modes or any(mode not in QUANTIZATIONS for mode in modes):
-        raise ValueError(
-            "`convert_builtin` received an invalid value for `quantize`: "
-            f"expected one of {QUANTIZATIONS} or a list of them. Received: quantize={quantize!r}"
-        )
+    from seqkeras.export.audit import saved_model_dir as checked_dir
+
+    several, modes = quantize_modes("convert_builtin", quantize)
+    saved_model_dir = checked_dir("convert_builtin", saved_model_dir, "saved_model_dir")
     keys = (
         None
         if signature_key is None

@@ -16,6 +16,8 @@ from seqkeras.export.signatures import call_model
 from seqkeras.export.streaming import streaming_tflite, verify_streaming
 from seqkeras.export.tflite import QUANTIZATIONS, convert_builtin, op_names, run_tflite_signature
 from seqkeras.export.tflite import tflite_runner
+from seqkeras.export.refusals import refuse_unbuilt
+from seqkeras.layers import validation
 
 FORMATS = ("savedmodel", "tflite", "onnx")
 
@@ -214,6 +216,9 @@ def export_and_verify(
         texts. Raises RuntimeError when a check fails, ValueError for an
         unknown format.
     """
+    refuse_unbuilt("export_and_verify", model)
+    out_dir = validation.path("export_and_verify", "out_dir", out_dir, "a directory")
+    validation.finite_number("export_and_verify", "tolerance", tolerance, low=0.0)
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(

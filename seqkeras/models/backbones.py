@@ -22,12 +22,20 @@ POSITIONAL = ("learned", "sinusoidal")
 
 
 def check(builder, arg, value, kind, choices=None):
+    """`value` checked as `kind` ("choice" among `choices`, "int" a positive
+    integer, "optional int" None or one, "rate" in [0, 1), "positive" a
+    number > 0 (or > `choices`, a bound), "bool"); errors name `builder`
+    and `arg` (not a layer the builder makes)."""
     if kind == "choice":
         return validation.choice(builder, arg, value, choices)
     if kind == "int":
         return validation.positive_int(builder, arg, value)
+    if kind == "optional int":
+        return None if value is None else validation.positive_int(builder, arg, value)
     if kind == "rate":
         return validation.rate(builder, arg, value)
+    if kind == "positive":
+        return validation.greater_than(builder, arg, value, choices or 0.0)
     return validation.boolean(builder, arg, value)
 
 

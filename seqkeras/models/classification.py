@@ -85,6 +85,11 @@ def _encode(
     num_layers = bb.check(builder, "num_layers", num_layers, "int")
     dropout = bb.check(builder, "dropout", dropout, "rate")
     word_dropout = bb.check(builder, "word_dropout", word_dropout, "rate")
+    # the transformer backbone's arguments, checked whatever the backbone
+    # (a mistake should not wait for the day the backbone changes)
+    num_heads = bb.check(builder, "num_heads", num_heads, "int")
+    intermediate_dim = bb.check(builder, "intermediate_dim", intermediate_dim, "optional int")
+    max_length = bb.check(builder, "max_length", max_length, "int")
     ids = token_ids
     if word_dropout:
         ids = sk.TokenDropout(word_dropout, name="word_dropout")(ids)
@@ -348,6 +353,9 @@ def tagger(
     name = "tagger"
     num_tags = bb.check(name, "num_tags", num_tags, "int")
     casing = bb.check(name, "casing", casing, "bool")
+    char_vocab_size = bb.check(name, "char_vocab_size", char_vocab_size, "optional int")
+    char_embedding_dim = bb.check(name, "char_embedding_dim", char_embedding_dim, "int")
+    char_filters = bb.check(name, "char_filters", char_filters, "int")
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     inputs, sizes = {"token_ids": token_ids}, {"token_ids": vocab_size}
     features = word_features(

@@ -152,6 +152,12 @@ def decoder_language_model(
     intermediate_dim = bb.check(where, "intermediate_dim", intermediate_dim, "int")
     max_length = bb.check(where, "max_length", max_length, "int")
     dropout = bb.check(where, "dropout", dropout, "rate")
+    num_key_value_heads = bb.check(
+        where, "num_key_value_heads", num_key_value_heads, "optional int"
+    )
+    head_dim = bb.check(where, "head_dim", head_dim, "optional int")
+    norm_epsilon = bb.check(where, "norm_epsilon", norm_epsilon, "positive")
+    rope_base = bb.check(where, "rope_base", rope_base, "positive", 1.0)
     tie_weights = validation.renamed(
         where, "tie_weights", tie_weights, "tie_embeddings", tie_embeddings, True
     )

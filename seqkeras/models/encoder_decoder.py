@@ -11,6 +11,7 @@ from seqkeras import layers as sk
 from seqkeras.data.tokens import PAD
 from seqkeras.layers.attention_decoder import STYLES
 from seqkeras.layers.scoring import SCORES
+from seqkeras.layers.transformer import ACTIVATIONS
 from seqkeras.models import backbones as bb
 from seqkeras import _traced
 from seqkeras.models import steps
@@ -241,6 +242,7 @@ def conditioned_decoder(
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
     units = bb.check(name, "units", units, "int")
     cell = bb.check(name, "cell", cell, "choice", bb.DECODER_CELLS)
+    dropout = bb.check(name, "dropout", dropout, "rate")
     features = keras.Input((feature_dim,), name="features")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
     n_states = 2 if cell == "lstm" else 1
@@ -334,7 +336,8 @@ def recurrent_seq2seq(
     if attention is not None:
         attention = bb.check(name, "attention", attention, "choice", SCORES)
     style = bb.check(name, "style", style, "choice", STYLES)
-    encoder_units = bb.check(name, "encoder_units", encoder_units or units, "int")
+    encoder_units = bb.check(name, "encoder_units", encoder_units, "optional int") or units
+    attention_units = bb.check(name, "attention_units", attention_units, "optional int")
     encoder_layers = bb.check(name, "encoder_layers", encoder_layers, "int")
     dropout = bb.check(name, "dropout", dropout, "rate")
     directions = 2 if bidirectional else 1
@@ -486,6 +489,9 @@ def transformer_seq2seq(
     num_heads = bb.check(name, "num_heads", num_heads, "int")
     hidden_dim = bb.check(name, "hidden_dim", hidden_dim, "int")
     positional = bb.check(name, "positional", positional, "choice", bb.POSITIONAL)
+    intermediate_dim = bb.check(name, "intermediate_dim", intermediate_dim, "optional int")
+    dropout = bb.check(name, "dropout", dropout, "rate")
+    activation = bb.check(name, "activation", activation, "choice", ACTIVATIONS)
     if hidden_dim % num_heads:
         raise ValueError(
             f"`{name}` needs hidden_dim divisible by num_heads. Received: "

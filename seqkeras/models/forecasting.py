@@ -95,7 +95,7 @@ def _check_sizes(
             ("input_steps", input_steps),
             ("horizon", horizon),
             ("features", features),
-            ("targets", targets or features),
+            ("targets", features if targets is None else targets),
             ("units", units),
             ("num_layers", num_layers),
         )
@@ -184,6 +184,9 @@ def forecaster(
         name, input_steps, horizon, features, targets, units, num_layers, scaling
     )
     backbone = bb.check(name, "backbone", backbone, "choice", bb.BACKBONES)
+    dropout = bb.check(name, "dropout", dropout, "rate")
+    num_heads = bb.check(name, "num_heads", num_heads, "int")
+    intermediate_dim = bb.check(name, "intermediate_dim", intermediate_dim, "optional int")
     series = keras.Input((input_steps, features), name="series")
     x = series
     if scaling:

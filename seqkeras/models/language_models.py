@@ -188,7 +188,7 @@ def recurrent_language_model(
     name = "recurrent_language_model"
     vocab_size = bb.check(name, "vocab_size", vocab_size, "int")
     embedding_dim = bb.check(name, "embedding_dim", embedding_dim, "int")
-    units = bb.check(name, "units", units or embedding_dim, "int")
+    units = bb.check(name, "units", units, "optional int") or embedding_dim
     cell = bb.check(name, "cell", cell, "choice", bb.RECURRENT)
     num_layers = bb.check(name, "num_layers", num_layers, "int")
     dropout = bb.check(name, "dropout", dropout, "rate")
@@ -290,6 +290,7 @@ def transformer_language_model(
     hidden_dim = bb.check(name, "hidden_dim", hidden_dim, "int")
     positional = bb.check(name, "positional", positional, "choice", bb.POSITIONAL)
     dropout = bb.check(name, "dropout", dropout, "rate")
+    intermediate_dim = bb.check(name, "intermediate_dim", intermediate_dim, "optional int")
     if hidden_dim % num_heads:
         raise ValueError(
             f"`{name}` needs hidden_dim divisible by num_heads. Received: "
@@ -310,8 +311,13 @@ def transformer_language_model(
         positional=positional,
         norm_first=norm_first,
         activation=activation,
-        layer_norm_epsilon=validation.renamed(
-            name, "norm_epsilon", norm_epsilon, "layer_norm_epsilon", layer_norm_epsilon, 1e-5
+        layer_norm_epsilon=bb.check(
+            name,
+            "norm_epsilon",
+            validation.renamed(
+                name, "norm_epsilon", norm_epsilon, "layer_norm_epsilon", layer_norm_epsilon, 1e-5
+            ),
+            "positive",
         ),
         mask_padding=bb.check(name, "mask_padding", mask_padding, "bool"),
     )

@@ -257,6 +257,10 @@ def mamba_language_model(
     hidden_dim = bb.check(where, "hidden_dim", hidden_dim, "int")
     num_layers = bb.check(where, "num_layers", num_layers, "int")
     version = bb.check(where, "version", version, "choice", ("mamba", "mamba2"))
+    # Mamba-2's arguments, checked whatever the version
+    head_dim = bb.check(where, "head_dim", head_dim, "int")
+    num_groups = bb.check(where, "num_groups", num_groups, "int")
+    chunk_size = bb.check(where, "chunk_size", chunk_size, "int")
     mixer = dict(
         state_size=state_size,
         expand=expand,
@@ -483,6 +487,8 @@ def hybrid_language_model(
     num_layers = bb.check(where, "num_layers", num_layers, "int")
     num_heads = bb.check(where, "num_heads", num_heads, "int")
     kinds = _block_kinds(where, block_types, HYBRID_KINDS, num_layers)
+    intermediate_dim = bb.check(where, "intermediate_dim", intermediate_dim, "optional int")
+    max_length = bb.check(where, "max_length", max_length, "optional int")
     if intermediate_dim is None:
         intermediate_dim = -(-3 * hidden_dim // 8) * 8
     options = {} if block_options is None else block_options

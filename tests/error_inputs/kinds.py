@@ -13,7 +13,11 @@ The hand-written entries (`catalogue.py`, `<namespace>_entries.py`) stay
 for the mistakes only one function can receive.
 """
 
+import functools
 import importlib
+import os
+import tempfile
+import types
 
 import numpy as np
 
@@ -297,3 +301,298 @@ declare(
     lambda **o: _stacked(**o),
     dropout="rate",
 )
+
+
+def _model(name, valid=None, **kinds):
+    """`_function` for the builder `seqkeras.models.<name>` (`valid`: the
+    smallest arguments that build). The arguments of a backbone the call
+    does not use are checked too: a mistake should not wait for the day
+    the backbone changes."""
+    _function("models", name, valid, **kinds)
+
+
+_model(
+    "classifier",
+    dict(vocab_size=10, num_classes=2, units=4, embedding_dim=4),
+    vocab_size="size",
+    num_classes="size",
+    embedding_dim="size",
+    units="size",
+    num_layers="size",
+    dropout="rate",
+    num_heads="size",
+    intermediate_dim="optional size",
+    max_length="size",
+    word_dropout="rate",
+    backbone="option",
+    pooling="option",
+)
+_model(
+    "tagger",
+    dict(vocab_size=10, num_tags=3, units=4, embedding_dim=4),
+    vocab_size="size",
+    num_tags="size",
+    embedding_dim="size",
+    units="size",
+    num_layers="size",
+    dropout="rate",
+    num_heads="size",
+    intermediate_dim="optional size",
+    max_length="size",
+    word_dropout="rate",
+    backbone="option",
+    char_vocab_size="optional size",
+)
+_model(
+    "recurrent_language_model",
+    dict(vocab_size=10, embedding_dim=4),
+    vocab_size="size",
+    embedding_dim="size",
+    units="optional size",
+    num_layers="size",
+    dropout="rate",
+    cell="option",
+)
+_model(
+    "bi_language_model",
+    dict(vocab_size=10, embedding_dim=4, units=4),
+    vocab_size="size",
+    embedding_dim="size",
+    units="size",
+    num_layers="size",
+    dropout="rate",
+)
+_model(
+    "conditioned_decoder",
+    dict(feature_dim=3, vocab_size=10, embedding_dim=4, units=4),
+    feature_dim="size",
+    vocab_size="size",
+    embedding_dim="size",
+    units="size",
+    dropout="rate",
+    cell="option",
+)
+_model(
+    "forecaster",
+    dict(input_steps=8, horizon=2, units=4),
+    input_steps="size",
+    horizon="size",
+    features="size",
+    units="size",
+    num_layers="size",
+    dropout="rate",
+    num_heads="size",
+    intermediate_dim="optional size",
+    backbone="option",
+)
+_model(
+    "seq2seq_forecaster",
+    dict(input_steps=8, horizon=2, units=4),
+    input_steps="size",
+    horizon="size",
+    features="size",
+    units="size",
+    num_layers="size",
+    dropout="rate",
+    cell="option",
+)
+_model(
+    "recurrent_seq2seq",
+    dict(source_vocab_size=10, target_vocab_size=10, embedding_dim=4, units=4),
+    source_vocab_size="size",
+    target_vocab_size="size",
+    embedding_dim="size",
+    units="size",
+    encoder_layers="size",
+    attention_units="optional size",
+    encoder_units="optional size",
+    cell="option",
+    style="option",
+)
+_model(
+    "transformer_seq2seq",
+    dict(
+        source_vocab_size=10,
+        target_vocab_size=10,
+        max_length=8,
+        hidden_dim=8,
+        num_heads=2,
+        num_layers=1,
+    ),
+    source_vocab_size="size",
+    target_vocab_size="size",
+    max_length="size",
+    num_layers="size",
+    num_heads="size",
+    hidden_dim="size",
+    intermediate_dim="optional size",
+    dropout="rate",
+    positional="option",
+    activation="option",
+)
+_model(
+    "transformer_language_model",
+    dict(vocab_size=10, max_length=8, hidden_dim=8, num_heads=2, num_layers=1),
+    vocab_size="size",
+    max_length="size",
+    num_layers="size",
+    num_heads="size",
+    hidden_dim="size",
+    intermediate_dim="optional size",
+    dropout="rate",
+    positional="option",
+    norm_epsilon="epsilon",
+)
+_model(
+    "decoder_language_model",
+    dict(vocab_size=10, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=8, max_length=8),
+    vocab_size="size",
+    hidden_dim="size",
+    num_layers="size",
+    num_heads="size",
+    intermediate_dim="size",
+    num_key_value_heads="optional size",
+    head_dim="optional size",
+    max_length="size",
+    norm_epsilon="epsilon",
+    rope_base="epsilon",
+)
+_model(
+    "griffin_language_model",
+    dict(vocab_size=10, hidden_dim=8, num_layers=1, num_heads=2),
+    vocab_size="size",
+    hidden_dim="size",
+    num_layers="size",
+    num_heads="size",
+    intermediate_dim="optional size",
+    conv_kernel="size",
+    window="size",
+)
+_model(
+    "hybrid_language_model",
+    dict(vocab_size=10, hidden_dim=8, num_layers=1, num_heads=2),
+    vocab_size="size",
+    hidden_dim="size",
+    num_layers="size",
+    num_heads="size",
+    intermediate_dim="optional size",
+    norm_epsilon="epsilon",
+    max_length="optional size",
+)
+_model(
+    "mamba_language_model",
+    dict(vocab_size=10, hidden_dim=8, num_layers=1),
+    vocab_size="size",
+    hidden_dim="size",
+    num_layers="size",
+    version="option",
+    state_size="size",
+    conv_kernel="size",
+    time_step_rank="optional size",
+    head_dim="size",
+    num_groups="size",
+    chunk_size="size",
+    norm_epsilon="epsilon",
+)
+_model(
+    "rwkv7_language_model",
+    dict(
+        vocab_size=10,
+        hidden_dim=8,
+        num_layers=1,
+        head_size=4,
+        decay_lora=4,
+        aaa_lora=4,
+        mv_lora=4,
+        gate_lora=4,
+    ),
+    vocab_size="size",
+    hidden_dim="size",
+    num_layers="size",
+    intermediate_dim="optional size",
+    head_size="size",
+    decay_lora="size",
+    aaa_lora="size",
+    mv_lora="size",
+    gate_lora="size",
+    chunk_size="size",
+    norm_epsilon="epsilon",
+)
+
+
+def _unbuilt():
+    import keras
+
+    return keras.Sequential([keras.layers.Dense(2)])
+
+
+#: a model argument: not a model, or one without defined inputs
+KINDS["model"] = [("string", "model"), ("None", None), ("unbuilt Sequential", _unbuilt)]
+
+
+@functools.cache
+def _small(kind):
+    from seqkeras import models
+
+    if kind == "tagger":
+        return models.tagger(10, 3, units=4, embedding_dim=4)
+    return models.recurrent_language_model(10, embedding_dim=4)
+
+
+def _export(name, valid, **kinds):
+    """`declare` for `seqkeras.export.<name>`, called with `valid`; a
+    `model` value that is a plain function is called at the call for the
+    model (the small models are made once, when first needed)."""
+
+    def call(**overrides):
+        from seqkeras import export
+
+        arguments = {**valid, **overrides}
+        if isinstance(arguments.get("model"), types.FunctionType):
+            arguments["model"] = arguments["model"]()
+        return getattr(export, name)(**arguments)
+
+    declare(f"seqkeras.export.{name}", call, **kinds)
+
+
+def _tagger():
+    return _small("tagger")
+
+
+NEVER = os.path.join(tempfile.gettempdir(), "seqkeras-error-inputs-never-written")
+_export(
+    "saved_model",
+    dict(model=_tagger, path=NEVER + "/m/1"),
+    model="model",
+    path="path",
+    max_batch_size="optional size",
+    target="option",
+)
+_export(
+    "tflite",
+    dict(model=_tagger, path=NEVER + "/m.tflite"),
+    model="model",
+    path="path",
+    quantize="option",
+)
+_export("onnx", dict(model=_tagger, path=NEVER + "/m.onnx"), model="model", path="path")
+_export(
+    "export_and_verify",
+    dict(model=_tagger, name="t", samples=[np.array([[1, 2]], "int32")], out_dir=NEVER),
+    model="model",
+    out_dir="path",
+    tolerance="non-negative",
+)
+_export("serving_function", dict(model=_tagger), model="model")
+_export(
+    "streaming_tflite",
+    dict(model=lambda: _small("lm"), path=NEVER + "/lm.tflite"),
+    model="model",
+    path="path",
+    quantize="option",
+    max_length="optional size",
+)
+_function("export", "convert_builtin", dict(saved_model_dir=NEVER), saved_model_dir="path")
+_function("export", "next_version", dict(base=NEVER), base="path")
+for _name in ("assert_servable", "audit_serving"):
+    _function("export", _name, dict(path=NEVER), path="path")
