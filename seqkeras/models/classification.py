@@ -248,12 +248,18 @@ def classifier_head(
     return bb.output_logits(x, num_classes), pooling_layer
 
 
-def word_features(inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing):
+def word_features(
+    inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing, where="tagger"
+):
     """The per-word feature inputs of a tagger, added to `inputs` and
     `sizes` (dicts by input name): `char_ids` (batch, time, chars) through
     a `CharacterEncoder` when `char_vocab_size` is given, `casing_ids`
     (batch, time) embedded in 8 dimensions when `casing`. Returns their
-    encoded tensors, to concatenate beside the word representation."""
+    encoded tensors, to concatenate beside the word representation.
+    Errors name `where` (the builder)."""
+    char_vocab_size = bb.check(where, "char_vocab_size", char_vocab_size, "optional int")
+    char_embedding_dim = bb.check(where, "char_embedding_dim", char_embedding_dim, "int")
+    char_filters = bb.check(where, "char_filters", char_filters, "int")
     features = []
     if char_vocab_size is not None:
         inputs["char_ids"] = keras.Input((None, None), dtype="int32", name="char_ids")
@@ -353,13 +359,10 @@ def tagger(
     name = "tagger"
     num_tags = bb.check(name, "num_tags", num_tags, "int")
     casing = bb.check(name, "casing", casing, "bool")
-    char_vocab_size = bb.check(name, "char_vocab_size", char_vocab_size, "optional int")
-    char_embedding_dim = bb.check(name, "char_embedding_dim", char_embedding_dim, "int")
-    char_filters = bb.check(name, "char_filters", char_filters, "int")
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     inputs, sizes = {"token_ids": token_ids}, {"token_ids": vocab_size}
     features = word_features(
-        inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
+        inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing, name
     )
     if elmo_vocab_size is not None:
         features.append(elmo_word_vectors(inputs, sizes, elmo_vocab_size, elmo_arguments))

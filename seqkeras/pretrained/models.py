@@ -338,7 +338,7 @@ def _word_tagger(
     casing = bb.check(name, "casing", casing, "bool")
     sizes = {"token_ids": arch["vocab_size"]}
     features = [words] + word_features(
-        inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing
+        inputs, sizes, char_vocab_size, char_embedding_dim, char_filters, casing, name
     )
     x = (
         features[0]

@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from seqkeras import layers as sk
+from seqkeras.layers import validation
 from seqkeras.models.state_space import griffin_language_model
 from seqkeras.models.state_space import hybrid_language_model
 from seqkeras.models.state_space import mamba_language_model
@@ -559,6 +560,9 @@ def read_state_space_directory(directory, **overrides):
         ValueError: a directory without `config.json` (or as
             `load_state_space_weights`).
     """
+    directory = validation.path(
+        "read_state_space_directory", "directory", directory, "a checkpoint directory"
+    )
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
         raise ValueError(

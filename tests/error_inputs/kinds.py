@@ -9,8 +9,10 @@ argument, `overrides` replacing some), and gets the standard mistakes
 of each kind as registry entries: a float or a string where a size goes,
 zero and negative sizes, a rate of 1, NaN, an unknown option, floats
 where token ids go, ids of the wrong rank, a path of the wrong type...
-The hand-written entries (`catalogue.py`, `<namespace>_entries.py`) stay
-for the mistakes only one function can receive.
+Declared here: the data, decoding, layers, models, export and pretrained
+namespaces. The hand-written entries (`catalogue.py`,
+`<namespace>_entries.py`) stay for the mistakes only one function can
+receive.
 """
 
 import functools
@@ -596,3 +598,62 @@ _function("export", "convert_builtin", dict(saved_model_dir=NEVER), saved_model_
 _function("export", "next_version", dict(base=NEVER), base="path")
 for _name in ("assert_servable", "audit_serving"):
     _function("export", _name, dict(path=NEVER), path="path")
+
+
+@functools.cache
+def _architecture(kind):
+    from seqkeras import pretrained
+    from tests.error_inputs import pretrained_entries as tiny
+
+    config = {"bert": tiny.BERT_CONFIG, "gpt2": tiny.GPT2_CONFIG, "llama": tiny.LLAMA_CONFIG}
+    return getattr(pretrained, f"{kind}_architecture")(config[kind])
+
+
+def _pretrained(name, architecture=None, valid=None, **kinds):
+    """`declare` for `seqkeras.pretrained.<name>`, called with `valid` and,
+    given its kind, a tiny `architecture` (made at the first call)."""
+
+    def call(**overrides):
+        from seqkeras import pretrained
+
+        arguments = dict(valid or {})
+        if architecture is not None:
+            arguments["architecture"] = _architecture(architecture)
+        return getattr(pretrained, name)(**{**arguments, **overrides})
+
+    declare(f"seqkeras.pretrained.{name}", call, **kinds)
+
+
+TAGGER_KINDS = dict(
+    num_tags="size",
+    dropout="rate",
+    char_vocab_size="optional size",
+    char_embedding_dim="size",
+    char_filters="size",
+    units="optional size",
+)
+_pretrained(
+    "bert_classifier",
+    "bert",
+    dict(num_classes=2),
+    num_classes="size",
+    dropout="rate",
+    pooling="option",
+)
+_pretrained("bert_tagger", "bert", dict(num_tags=3), **TAGGER_KINDS)
+_pretrained("bert_masked_lm", "bert", dropout="rate")
+_pretrained(
+    "gpt2_classifier",
+    "gpt2",
+    dict(num_classes=2),
+    num_classes="size",
+    dropout="rate",
+    pad_id="count",
+)
+_pretrained("gpt2_tagger", "gpt2", dict(num_tags=3), pad_id="count", **TAGGER_KINDS)
+_pretrained("gpt2_language_model", "gpt2", dropout="rate")
+_pretrained("llama_language_model", "llama", dropout="rate")
+for _name in ("read_checkpoint", "read_gguf", "gguf_metadata", "load_llama"):
+    _pretrained(_name, valid=dict(path=NEVER), path="path")
+for _name in ("read_llama_directory", "read_state_space_directory"):
+    _pretrained(_name, valid=dict(directory=NEVER), directory="path")
