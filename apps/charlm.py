@@ -267,36 +267,45 @@ def parser():
     t.add_argument("--model", default="lstm", choices=MODELS)
     shakespeare = common.shared_file("tinyshakespeare", "input.txt")
     t.add_argument("--text", default=shakespeare, help="first 90%% train, last 10%% validation")
-    common.options(
+    common.add_out(t)
+    t.add_argument("--validation", help="a separate validation text")
+    common.add_overrides(
         t,
-        "out! validation=str embedding-dim=int units=int hidden-dim=int num-layers=int "
-        "num-heads=int dropout=float block=256 batch=32 epochs=40 steps-per-epoch=200 "
-        "steps-per-execution=20 minutes=float lr=2e-3 warmup=200 weight-decay=0.1",
-        out="the model directory",
-        validation="a separate validation text",
-        block="characters per training window",
-        minutes="train this much wall time, the cosine over it; --epochs is then a cap",
+        embedding_dim=int,
+        units=int,
+        hidden_dim=int,
+        num_layers=int,
+        num_heads=int,
+        dropout=float,
     )
+    t.add_argument("--block", type=int, default=256, help="characters per training window")
+    common.add_fit_options(t, epochs=40, batch=32, lr=2e-3, warmup=200)
+    t.add_argument("--steps-per-epoch", type=int, default=200)
+    t.add_argument("--steps-per-execution", type=int, default=20)
+    minutes = "train this much wall time, the cosine over it; --epochs is then a cap"
+    t.add_argument("--minutes", type=float, help=minutes)
+    t.add_argument("--weight-decay", type=float, default=0.1)
     common.add_training_options(t)
     e = common.subcommand(sub, "evaluate", "nats per character of a text", evaluate)
     tail = "score only this last share of the file (0.1: tiny-shakespeare's validation split)"
-    common.options(e, "text! tail=float", tail=tail)
+    e.add_argument("--text", required=True)
+    e.add_argument("--tail", type=float, help=tail)
     s = common.subcommand(sub, "sample", "continue a prompt", sample)
     s.add_argument("--escapes", action="store_true", help="read backslash escapes in --prompt")
     s.add_argument("--strategy", default="top_p", choices=STRATEGIES)
-    spec = "prompt='ROMEO:' length=200 temperature=0.8 top-k=10 top-p=0.9 samples=1 seed=0"
-    common.options(s, spec, length="characters to add")
+    s.add_argument("--prompt", default="ROMEO:")
+    s.add_argument("--length", type=int, default=200, help="characters to add")
+    s.add_argument("--temperature", type=float, default=0.8)
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--top-p", type=float, default=0.9)
+    s.add_argument("--samples", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
     x = common.subcommand(sub, "export", "SavedModel, TFLite (step model), ONNX, verified", export)
-    common.options(
-        x,
-        "out=str length=128 check=2000",
-        out="default: MODEL/export",
-        length="generate signatures: characters in all",
-        check="validation characters the step models score",
-    )
+    common.add_export_options(x, 2000, "validation characters the step models score")
+    x.add_argument("--length", type=int, default=128, help="generate signatures: characters in all")
     c = common.subcommand(sub, "compare", "loss against wall time of runs", compare, False)
     c.add_argument("runs", nargs="+", help="trained model directories")
-    common.options(c, "out!", out="the PNG file")
+    common.add_out(c, "the PNG file")
     return p
 
 

@@ -1,7 +1,10 @@
-"""The command line every app in `apps/` shares: options from a compact
-spec, subcommands, the `train` options, the one-line error and `main`'s
-error handling, stdin lines, and the export step with its report."""
+"""The command line every app in `apps/` shares: the argparse options
+several apps take (`--out`, the fit and export options, preset
+overrides), subcommands, the `train` options, the one-line error and
+`main`'s error handling, stdin lines, and the export step with its
+report."""
 
+import argparse
 import json
 import os
 import sys
@@ -28,26 +31,49 @@ def read_data(reader, *args, what=None, **kwargs):
         raise AppError(f"{what}: {error}" if what else str(error)) from None
 
 
-def options(parser, spec, **help):
-    """Adds an option per word of `spec`: `name=default` (e.g. `"epochs=10
-    lr=1e-3"`: `--epochs`, `--lr`), its type that of the default (a Python
-    literal); `name=int`, `name=float` or `name=str`: that type, default
-    None; `name!`: a required string. `help` by option name
-    (underscores)."""
-    import ast
+def add_out(parser, help="the model directory"):
+    """A required `--out`."""
+    parser.add_argument("--out", required=True, help=help)
 
-    for word in spec.split():
-        name, _, value = word.partition("=")
-        key = name.rstrip("!").replace("-", "_")
-        given = dict(help=help.get(key))
-        if name.endswith("!"):
-            given.update(required=True)
-        elif value in ("int", "float", "str"):
-            given.update(type={"int": int, "float": float, "str": str}[value], default=None)
-        else:
-            default = ast.literal_eval(value)
-            given.update(type=type(default), default=default)
-        parser.add_argument(f"--{name.rstrip('!')}", **given)
+
+def add_export_options(parser, check, help="validation examples the exports are checked on"):
+    """`export`'s `--out` (default MODEL/export) and `--check` (how many
+    examples, default `check`)."""
+    parser.add_argument("--out", help="default: MODEL/export")
+    parser.add_argument("--check", type=int, default=check, help=help)
+
+
+def add_fit_options(parser, epochs, batch, lr, warmup=None, lr_help=None, warmup_help=None):
+    """`train`'s `--epochs`, `--batch`, `--lr` (None: the preset's) and,
+    unless `warmup` is None, `--warmup` (steps for an int default, a
+    fraction of the steps for a float one)."""
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--batch", type=int, default=batch, help="examples per batch")
+    parser.add_argument("--lr", type=float, default=lr, help=lr_help or "peak learning rate")
+    if warmup is not None:
+        parser.add_argument("--warmup", type=type(warmup), default=warmup, help=warmup_help)
+
+
+def positive_int(text):
+    """argparse's `type` for a count of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def add_beam_options(parser, beam=1, alpha=True):
+    """Decoding's `--beam` (1: greedy) and, with `alpha`, `--alpha`."""
+    parser.add_argument("--beam", type=positive_int, default=beam, help="1: greedy")
+    if alpha:
+        parser.add_argument("--alpha", type=float, default=0.0, help="length penalty exponent")
+
+
+def add_overrides(parser, help="default: the preset's", **types):
+    """One option per keyword, `--name` of `type` (e.g. `units=int`),
+    default None: the model preset's value unless given."""
+    for name, kind in types.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=help)
 
 
 def subcommand(sub, name, summary, func, model=True, **model_options):

@@ -15,9 +15,13 @@ import keras
 
 from cli import (  # noqa: F401  (the apps reach these through common)
     AppError,
+    add_beam_options,
+    add_export_options,
+    add_fit_options,
+    add_out,
+    add_overrides,
     add_training_options,
     jit_option,
-    options,
     read_data,
     run,
     shared_file,
@@ -33,10 +37,14 @@ WEIGHTS = "best.weights.h5"  # seqkeras.training.WEIGHTS_FILE
 
 
 def counted(data):
-    """`(data, steps)`: `seqkeras.training.with_cardinality`."""
+    """`(data, steps)`: `seqkeras.training.with_cardinality`; an AppError
+    for data without a batch (too few examples for `--batch`)."""
     from seqkeras.training import with_cardinality
 
-    return with_cardinality(data)
+    data, steps = with_cardinality(data)
+    if not steps:
+        raise AppError("no full batch of examples: too little data for --batch")
+    return data, steps
 
 
 def training_runs(directories):

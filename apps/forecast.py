@@ -269,20 +269,19 @@ def parser():
     t.add_argument("--csv", default=series_file("airline-passengers.csv"))
     t.add_argument("--model", default="lstm", choices=MODELS)
     t.add_argument("--quantiles", default="0.1,0.5,0.9", help="levels ('' for one value, MAE)")
-    common.options(
-        t,
-        "season=int window=int horizon=int validation=0.15 units=int num-layers=int "
-        "dropout=float num-heads=int epochs=100 batch=32 lr=3e-3",
-        validation="share of the training rows for validation",
-        units="default: the preset's (32)",
-    )
+    common.add_overrides(t, "default: from the dates' season", season=int, window=int, horizon=int)
+    share = "share of the training rows for validation"
+    t.add_argument("--validation", type=float, default=0.15, help=share)
+    common.add_overrides(t, units=int, num_layers=int, dropout=float, num_heads=int)
+    common.add_fit_options(t, epochs=100, batch=32, lr=3e-3)
     common.add_training_options(t)
     e = common.subcommand(sub, "evaluate", "MAE, RMSE, MASE on the last 20%%", evaluate)
     e.add_argument("--csv", required=True)
     e.add_argument("--season", type=int, help="default: the model's (its training data's)")
     e.add_argument("--baseline", default="sarima", choices=("sarima", "none"))
     e.add_argument("--plot", help="write the forecast plot (PNG) here")
-    common.options(e, "history=96", history="steps of history before the held-back part")
+    held_back = "steps of history before the held-back part"
+    e.add_argument("--history", type=int, default=96, help=held_back)
     x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--out", help="default: MODEL/export")
     return p

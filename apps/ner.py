@@ -253,24 +253,32 @@ def parser():
     t.add_argument("--model", choices=MODELS, help="the preset (default bilstm-crf)")
     t.add_argument("--train", default=conll("train.txt"))
     t.add_argument("--validation", default=conll("valid.txt"))
-    common.options(
+    common.add_out(t)
+    init = (
+        "fine-tune a pretrained checkpoint (a Hugging Face or keras-hub directory, or an "
+        "apps/pretrain.py bilm run: ELMo); sets --model"
+    )
+    t.add_argument("--init", help=init)
+    t.add_argument("--min-count", type=int, default=1)
+    t.add_argument("--max-chars", type=int, default=20)
+    common.add_fit_options(
         t,
-        "out! init=str min-count=1 max-chars=20 epochs=20 batch=32 lr=float clipnorm=5.0 "
-        "warmup=0.1 max-length=128",
-        out="the model directory",
-        init="fine-tune a pretrained checkpoint (a Hugging Face or keras-hub directory, or an "
-        "apps/pretrain.py bilm run: ELMo); sets --model",
-        lr="peak learning rate (default 2e-3; with --init 1e-4)",
-        warmup="with --init: the fraction of steps that warm the learning rate up",
+        epochs=20,
+        batch=32,
+        lr=None,
+        warmup=0.1,
+        lr_help="peak learning rate (default 2e-3; with --init 1e-4)",
+        warmup_help="with --init: the fraction of steps that warm the learning rate up",
     )
+    t.add_argument("--clipnorm", type=float, default=5.0)
+    t.add_argument("--max-length", type=int, default=128)
     common.add_training_options(t)
-    common.options(
-        common.subcommand(sub, "evaluate", "entity F1 on a CoNLL file", evaluate), "data!"
-    )
+    e = common.subcommand(sub, "evaluate", "entity F1 on a CoNLL file", evaluate)
+    e.add_argument("--data", required=True)
     common.subcommand(sub, "tag", "stdin sentences -> entities", tag)
     x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--data", default=conll("valid.txt"), help="sentences the export is checked on")
-    common.options(x, "out=str check=128", out="default: MODEL/export")
+    common.add_export_options(x, 128)
     return p
 
 

@@ -235,11 +235,11 @@ def main(argv=None):
     p.add_argument("--validation", help="held-out text (default: every 100th line)")
     p.add_argument("--vocabulary", help="reuse the vocab.txt of this directory")
     p.add_argument("--init", help="continue pretraining this BERT (mlm) or GPT-2 (causal)")
-    common.options(
-        p,
-        "vocab-size=16000 max-length=128 batch=64 epochs=10 lr=5e-4 warmup=1000 minutes=float",
-        minutes="train this much wall time (cosine over it); --epochs is then a cap",
-    )
+    p.add_argument("--vocab-size", type=int, default=16000)
+    p.add_argument("--max-length", type=int, default=128)
+    common.add_fit_options(p, epochs=10, batch=64, lr=5e-4, warmup=1000)
+    minutes = "train this much wall time (cosine over it); --epochs is then a cap"
+    p.add_argument("--minutes", type=float, help=minutes)
     common.add_training_options(p)
     p = common.subcommand(sub, "evaluate", "validation perplexity", evaluate)
     p.add_argument("--text", help="UTF-8 text, one sentence per line (default: held-out lines)")

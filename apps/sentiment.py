@@ -268,32 +268,39 @@ def parser():
     t.add_argument("--random-init", action="store_true", help="with --init: random weights")
     t.add_argument("--train", default=sst2("train.tsv"))
     t.add_argument("--validation", default=sst2("dev.tsv"))
-    preset = "override the preset's"
-    common.options(
-        t,
-        "out! init=str embedding-dim=int units=int dropout=float word-dropout=float min-count=1 "
-        "epochs=4 batch=64 lr=float weight-decay=float warmup=0.1 max-length=64",
-        out="the model directory",
-        init="fine-tune a pretrained model: a BERT-family or GPT-2 checkpoint (Hugging Face or "
-        "keras-hub directory), or an apps/pretrain.py bilm (ELMo) or span (T5) run; sets --model",
-        **dict.fromkeys(("embedding_dim", "units", "dropout", "word_dropout"), preset),
-        min_count="words seen fewer times are UNK",
-        lr="peak learning rate (default 2e-3; with --init 1e-4)",
-        weight_decay="AdamW's (default 0; with --init 0.01)",
-        warmup="with --init: the fraction of steps that warm the learning rate up",
+    common.add_out(t)
+    init = (
+        "fine-tune a pretrained model: a BERT-family or GPT-2 checkpoint (Hugging Face or "
+        "keras-hub directory), or an apps/pretrain.py bilm (ELMo) or span (T5) run; sets --model"
     )
+    t.add_argument("--init", help=init)
+    common.add_overrides(t, embedding_dim=int, units=int, dropout=float, word_dropout=float)
+    t.add_argument("--min-count", type=int, default=1, help="words seen fewer times are UNK")
+    common.add_fit_options(
+        t,
+        epochs=4,
+        batch=64,
+        lr=None,
+        warmup=0.1,
+        lr_help="peak learning rate (default 2e-3; with --init 1e-4)",
+        warmup_help="with --init: the fraction of steps that warm the learning rate up",
+    )
+    t.add_argument("--weight-decay", type=float, help="AdamW's (default 0; with --init 0.01)")
+    t.add_argument("--max-length", type=int, default=64)
     common.add_training_options(t)
     ensemble = dict(nargs="+", help="a model directory, or several: an ensemble")
     e = common.subcommand(sub, "evaluate", "accuracy on a TSV file", evaluate, **ensemble)
-    common.options(e, "data!")
+    e.add_argument("--data", required=True)
     common.subcommand(sub, "predict", "stdin sentences -> label, p", predict)
     x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--data", default=sst2("dev.tsv"), help="sentences the export is checked on")
-    common.options(x, "out=str check=256", out="default: MODEL/export")
+    common.add_export_options(x, 256)
     g = common.subcommand(sub, "plot", "accuracy by length, attention", plot, False)
     g.add_argument("--models", nargs="+", required=True)
     g.add_argument("--data", default=sst2("dev.tsv"))
-    common.options(g, "out! sentence=0", sentence="which sentence the heatmap shows (0-based)")
+    common.add_out(g, "a directory for the PNGs")
+    shown = "which sentence the heatmap shows (0-based)"
+    g.add_argument("--sentence", type=int, default=0, help=shown)
     return p
 
 

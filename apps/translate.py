@@ -27,12 +27,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import quiet  # noqa: F401  (first: TensorFlow without its start-up lines)
 
-import numpy as np
-
 import seqkeras
-from seqkeras.data import EOS, BertSubwordTokenizer, read_parallel, teacher_forcing
-from seqkeras.data import load_translation_tokenizers, save_translation_tokenizers
-from seqkeras.data import translation_dataset, translation_tokenizers
+from seqkeras.data import (
+    EOS,
+    BertSubwordTokenizer,
+    load_translation_tokenizers,
+    read_parallel,
+    save_translation_tokenizers,
+    teacher_forcing,
+    translation_dataset,
+    translation_tokenizers,
+)
 from seqkeras.metrics import corpus_bleu
 from seqkeras.models import attention_weights
 from seqkeras.plots import length_bins, plot_attention
@@ -44,8 +49,6 @@ from common import AppError
 MODELS = sorted(common.presets("translate")["models"])  # presets.json
 KILL_ENV = "TRANSLATE_APP_KILL_AFTER_EPOCH"  # tests: SIGKILL after epoch N
 SIDES = ("source", "target")
-XLA_LABEL = "translate signature (XLA-compiled)"
-BEAM_HELP = dict(beam="1: greedy", alpha="beam length penalty exponent")
 
 
 def load(directory):
@@ -64,12 +67,18 @@ def read_pair(source, reference):
 
 def translate_texts(model, src, tgt, config, texts, beam=1, alpha=0.0):
     """English strings for German `texts` (`seqkeras.models.translate_texts`)."""
-    lengths = (config["target_length"], config["max_length"])
-    options = dict(batch_size=64)
-    options.update(beam_width=beam, length_penalty_alpha=alpha)
-    out, cut = seqkeras.models.translate_texts(model, texts, src, tgt, *lengths, **options)
+    limit = config["max_length"]
+    out, cut = seqkeras.models.translate_texts(
+        model,
+        texts,
+        src,
+        tgt,
+        config["target_length"],
+        limit,
+        beam_width=beam,
+        length_penalty_alpha=alpha,
+    )  # batches of 64 sentences (its default)
     if cut:
-        limit = config["max_length"]
         print(f"note: {cut} source sentences longer than {limit} tokens were cut", file=sys.stderr)
     return out
 
@@ -117,8 +126,6 @@ def train(args):
     data, kept = translation_dataset(sources, targets, src, tgt, **fit, **shared)
     val, _ = translation_dataset(val_sources, val_targets, src, tgt, **held, **shared)
     data, steps = common.counted(data)
-    if not steps:
-        raise AppError(f"no full batch of {args.batch} pairs: too little training data for --batch")
     total = steps * args.epochs
     schedule = cosine_schedule(args.lr, total, min(args.warmup, total // 4), alpha=0.02)
     options = {"learning_rate": schedule, "label_smoothing": args.label_smoothing}
@@ -151,8 +158,6 @@ def train(args):
 
 
 def _evaluate(model, src, tgt, config, sources, references, beam, alpha=0.0):
-    if beam < 1:
-        raise AppError(f"--beam must be 1 (greedy) or more. Received: {beam}")
     translate_texts(model, src, tgt, config, sources[:8], beam, alpha)  # compiles once
     start = time.perf_counter()
     hypotheses = translate_texts(model, src, tgt, config, sources, beam, alpha)
@@ -211,9 +216,10 @@ def export(args):
     signatures = [Translate(src, tgt, length, **options)]
     signatures += generation(length, eos_id=EOS, **options)
     beside = [(os.path.join(args.model, s, "vocabulary.txt"), f"{s}_vocabulary.txt") for s in SIDES]
-    xla = None if args.no_xla else lambda path: check(path, XLA_LABEL, "translate_xla")
-    verify = dict(tolerance=1e-4, generate=dict(max_length=length, eos_id=EOS, **beam), xla=xla)
-    verify.update(batching=True)
+    label = "translate signature (XLA-compiled)"
+    xla = None if args.no_xla else lambda path: check(path, label, "translate_xla")
+    generate = dict(max_length=length, eos_id=EOS, **beam)
+    verify = dict(tolerance=1e-4, generate=generate, xla=xla, batching=True)
     if hasattr(model, "stream_max_length"):  # the Transformer's TFLite step pair
         verify.update(stream_max_length=length)
     common.export(model, args, "translate", signatures, check, samples, beside, **verify)
@@ -225,7 +231,7 @@ LENGTH_BINS = ((1, 8), (9, 12), (13, 16), (17, 20), (21, 25), (26, 99))
 def bin_bleu(sacrebleu, hyps, references, idx):
     """Corpus BLEU of the sentences `idx` (NaN for an empty bin)."""
     if not len(idx):
-        return np.nan
+        return float("nan")
     return sacrebleu.corpus_bleu([hyps[i] for i in idx], [[references[i] for i in idx]]).score
 
 
@@ -262,35 +268,39 @@ def parser():
     sub = p.add_subparsers(dest="command", required=True)
     t = common.subcommand(sub, "train", "train a model", train, choices=MODELS)
     _data_options(t, "train", "val")
-    common.options(
-        t,
-        "out! tokenizers=str init=str vocabulary-size=8000 epochs=10 batch=64 lr=1e-3 warmup=0 "
-        "label-smoothing=0.0 max-length=64",
-        out="the model directory",
-        tokenizers="reuse this model directory's vocabularies",
-        init="an apps/pretrain.py span run: its encoder and vocabulary on the source side",
-        warmup="linear warm-up steps before the cosine decay",
-    )
+    common.add_out(t)
+    t.add_argument("--tokenizers", help="reuse this model directory's vocabularies")
+    span = "an apps/pretrain.py span run: its encoder and vocabulary on the source side"
+    t.add_argument("--init", help=span)
+    t.add_argument("--vocabulary-size", type=int, default=8000)
+    warmup = "linear warm-up steps before the cosine decay"
+    common.add_fit_options(t, epochs=10, batch=64, lr=1e-3, warmup=0, warmup_help=warmup)
+    t.add_argument("--label-smoothing", type=float, default=0.0)
+    t.add_argument("--max-length", type=int, default=64)
     common.add_training_options(t)
     t.add_argument("--evaluate-beams", type=int, nargs="*", default=[], help="val BLEU after")
     v = common.subcommand(sub, "vocabulary", "learn the vocabularies once", vocabulary, False)
     _data_options(v, "train")
-    common.options(v, "out! vocabulary-size=8000")
+    common.add_out(v)
+    v.add_argument("--vocabulary-size", type=int, default=8000)
     e = common.subcommand(sub, "evaluate", "BLEU on a line-aligned file pair", evaluate)
-    output = dict(BEAM_HELP, output="also write the translations here")
-    common.options(e, "source! reference! beam=1 alpha=0.0 output=str", **output)
+    e.add_argument("--source", required=True)
+    e.add_argument("--reference", required=True)
+    common.add_beam_options(e)
+    e.add_argument("--output", help="also write the translations here")
     s = common.subcommand(sub, "translate", "stdin (German) -> stdout", translate)
-    common.options(s, "beam=1 alpha=0.0", **BEAM_HELP)
+    common.add_beam_options(s)
     x = common.subcommand(sub, "export", "SavedModel, TFLite, ONNX, verified", export)
     x.add_argument("--no-xla", action="store_true", help="skip the XLA-compiled SavedModel")
     _data_options(x, "")
-    checked = dict(BEAM_HELP, out="default: MODEL/export", check="sentences checked")
-    common.options(x, "out=str check=64 beam=4 alpha=0.0", **checked)
+    common.add_export_options(x, 64, "sentences checked")
+    common.add_beam_options(x, beam=4)
     g = common.subcommand(sub, "plot", "BLEU by length, attention heatmaps", plot, False)
     g.add_argument("--models", nargs="+", required=True)
     _data_options(g, "")
-    where = dict(out="a directory for the PNGs", sentence="the heatmap's source line (0-based)")
-    common.options(g, "out! beam=1 sentence=1", **where)
+    common.add_out(g, "a directory for the PNGs")
+    common.add_beam_options(g, alpha=False)
+    g.add_argument("--sentence", type=int, default=1, help="the heatmap's source line (0-based)")
     return p
 
 
@@ -298,7 +308,7 @@ def _data_options(parser, *splits):
     """--train-source ... (Multi30k); split "": --source, --reference (val)."""
     for split in splits:
         for side, language in (("source", "de"), ("target", "en")):
-            name = f"{split}-{side}" if split else {"source": "source"}.get(side, "reference")
+            name = f"{split}-{side}" if split else side if side == "source" else "reference"
             default = common.shared_file("multi30k", f"{split or 'val'}.{language}")
             parser.add_argument(f"--{name}", default=default)
 

@@ -20,7 +20,7 @@ from seqkeras.export import request_checks as requests
 from seqkeras.export.refusals import refuse_stateful, refuse_unbuilt
 from seqkeras.layers import validation
 from seqkeras.export.signatures import Forward, Signature
-from seqkeras.export.standard_ops import lower_slice_updates
+from seqkeras.export.standard_ops import finish_saved_model
 
 
 def _signature_objects(signatures):
@@ -146,8 +146,7 @@ def saved_model(
         # loops' custom gradients would be traced and saved for nothing
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
         tf.saved_model.save(module, tmp, signatures=concrete, options=options)
-        if target == "serving":
-            lower_slice_updates(tmp)
+        finish_saved_model(tmp, lower_slice_updates=target == "serving")
         files.replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

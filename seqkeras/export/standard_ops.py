@@ -10,7 +10,7 @@ for is the exporter's business, not the layers': no layer reads a mode
 while it is traced. So `saved_model(..., target="serving")` saves the
 graph as traced, then rewrites each `XlaDynamicUpdateSlice` outside the
 XLA clusters (`audit.xla_compiled_functions`) into standard ops with CPU
-kernels:
+kernels (`finish_saved_model`):
 
     start   = max(min(indices, shape(operand) - shape(update)), 0)
     where   = Where(Fill(shape(update), True))     # (n, rank) int64
@@ -19,7 +19,8 @@ kernels:
 the same result as the slice update for any rank (its start clamped as
 XLA clamps it), written in O(size of the update): the row a loop step
 writes, not the whole buffer. tf2onnx maps these ops to ONNX (`NonZero`,
-`ScatterND`).
+`ScatterND`). The same pass drops the references to the custom gradients
+a SavedModel is written without (`finish_saved_model`).
 
 The rewrite edits `saved_model.pb` (TensorFlow's generated protocol
 buffers: no public API edits a saved graph; tests/test_private_apis.py
@@ -119,13 +120,27 @@ def _rewrite(nodes, in_function):
     return len(found)
 
 
-def lower_slice_updates(path):
-    """Rewrites the `XlaDynamicUpdateSlice` ops of the SavedModel at `path`
-    that run outside XLA clusters into standard ops (module docstring);
-    returns how many were rewritten (0: the files are left as they are).
+def finish_saved_model(path, lower_slice_updates=True):
+    """Edits the SavedModel at `path`, written without its custom
+    gradients (`SaveOptions(experimental_custom_gradients=False)`: a
+    server never differentiates, and saving them traced each one):
+
+    - the references to those gradients are dropped (the
+      `_gradient_op_type` of `tf.custom_gradient`'s IdentityN nodes), so
+      loading logs no warning and a gradient, if one is asked for, is
+      TensorFlow's own through the saved ops (exact: the custom gradients
+      of seqkeras' loops compute the same; an op without a gradient
+      raises, as `XlaDynamicUpdateSlice` does in a TFLite-bound graph);
+    - with `lower_slice_updates`, the `XlaDynamicUpdateSlice` ops outside
+      XLA clusters are rewritten into standard ops (module docstring).
 
     Args:
         path: a SavedModel directory.
+        lower_slice_updates: rewrite the slice updates (TF Serving's
+            graphs) or keep them (graphs for the TFLite converter).
+
+    Returns:
+        How many slice updates were rewritten.
     """
     # TensorFlow's generated protocol buffers: no public API reads and
     # writes a SavedModel's graphs without loading it
@@ -133,20 +148,27 @@ def lower_slice_updates(path):
 
     from seqkeras.export import audit
 
-    path = audit.saved_model_dir("lower_slice_updates", path)
+    path = audit.saved_model_dir("finish_saved_model", path)
     file = os.path.join(path, "saved_model.pb")
     saved = saved_model_pb2.SavedModel()
     with open(file, "rb") as f:
         saved.ParseFromString(f.read())
     clusters = audit.compiled_function_names([m.graph_def for m in saved.meta_graphs])
-    count = 0
+    count, dropped = 0, 0
     for meta_graph in saved.meta_graphs:
         graph = meta_graph.graph_def
+        for nodes in [graph.node] + [f.node_def for f in graph.library.function]:
+            for node in nodes:
+                if "_gradient_op_type" in node.attr:
+                    del node.attr["_gradient_op_type"]
+                    dropped += 1
+        if not lower_slice_updates:
+            continue
         count += _rewrite(graph.node, in_function=False)
         for function in graph.library.function:
             if function.signature.name not in clusters:
                 count += _rewrite(function.node_def, in_function=True)
-    if count:
+    if count or dropped:
         with open(file, "wb") as f:
             f.write(saved.SerializeToString())
         fingerprint = os.path.join(path, "fingerprint.pb")

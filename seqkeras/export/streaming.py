@@ -45,6 +45,7 @@ from keras import ops, tree
 
 from seqkeras.export.files import check_target, place_file, temporary_dir
 from seqkeras.export.saved_model import tracked_state
+from seqkeras.export.standard_ops import finish_saved_model
 from seqkeras.export.signatures import call_model
 from seqkeras.export.tflite import convert_builtin, convert_functions, quantize_modes, tflite_runner
 from seqkeras.layers import validation
@@ -273,6 +274,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
                 signatures=signatures,
                 options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
             )
+            finish_saved_model(os.path.join(tmp, "saved"), lower_slice_updates=False)
             flatbuffer = convert_builtin(
                 os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
             )

@@ -9,7 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from seqkeras.export.audit import audit_serving, serving_ops
-from seqkeras.export.standard_ops import lower_slice_updates
+from seqkeras.export.standard_ops import finish_saved_model
 
 
 def _reference(operand, update, starts):
@@ -39,7 +39,7 @@ def test_lowered_slice_updates_equal_numpy_at_every_start(index_dtype, tmp_path)
 
     path = _save(write, specs, str(tmp_path / "m"))
     assert "XlaDynamicUpdateSlice" in serving_ops(path)
-    assert lower_slice_updates(path) == 1
+    assert finish_saved_model(path) == 1
     assert "XlaDynamicUpdateSlice" not in serving_ops(path)
     report = audit_serving(path)
     assert report["xla"] == [] and report["no_kernel"] == []
@@ -78,7 +78,7 @@ def test_a_loop_buffer_written_in_a_while_body_is_lowered(tmp_path):
         return {"out": buffer}
 
     path = _save(fill, [tf.TensorSpec((None, 4), tf.float32, name="x")], str(tmp_path / "m"))
-    assert lower_slice_updates(path) == 1
+    assert finish_saved_model(path) == 1
     assert audit_serving(path)["xla"] == []
     x = np.arange(24, dtype="float32").reshape(6, 4)
     got = tf.saved_model.load(path).signatures["serving_default"](x=tf.constant(x))["out"]
@@ -92,10 +92,38 @@ def test_xla_clusters_keep_their_slice_updates(tmp_path):
     specs = [tf.TensorSpec((4, 2), tf.float32), tf.TensorSpec((1, 2), tf.float32)]
     path = _save(write, specs, str(tmp_path / "m"), jit_compile=True)
     before = open(os.path.join(path, "saved_model.pb"), "rb").read()
-    assert lower_slice_updates(path) == 0
+    assert finish_saved_model(path) == 0
     assert open(os.path.join(path, "saved_model.pb"), "rb").read() == before
 
 
 def test_not_a_saved_model_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="lower_slice_updates.*path.*has no saved_model.pb"):
-        lower_slice_updates(str(tmp_path))
+    with pytest.raises(ValueError, match="finish_saved_model.*path.*has no saved_model.pb"):
+        finish_saved_model(str(tmp_path))
+
+
+def test_an_exported_recurrent_model_loads_quietly_and_differentiates(tmp_path, caplog):
+    """Written without its loops' custom gradients, a served model loads
+    without the unsaved-gradient warning and TensorFlow differentiates
+    its saved ops: the gradient equals Keras' (the custom gradient)."""
+    import keras
+
+    import seqkeras
+    from seqkeras.export import saved_model
+
+    inputs = keras.Input((None, 3), name="x")
+    lstm = seqkeras.layers.Recurrent(seqkeras.layers.LSTMCell(4), return_sequences=True)
+    model = keras.Model(inputs, lstm(inputs))
+    path = saved_model(model, tmp_path / "m" / "1")
+    with caplog.at_level("WARNING"):
+        loaded = tf.saved_model.load(str(path))  # kept: the signature reads its variables
+    served = loaded.signatures["serving_default"]
+    assert "custom gradients" not in caplog.text
+    x = tf.constant(np.random.default_rng(0).normal(size=(2, 5, 3)).astype("float32"))
+    weights = tf.range(1.0, 5.0)
+    grads = []
+    for call in (lambda x: served(x=x)[model.output_names[0]], lambda x: model(x)):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(call(x) * weights)
+        grads.append(tape.gradient(loss, x).numpy())
+    np.testing.assert_allclose(grads[0], grads[1], atol=1e-5)
