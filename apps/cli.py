@@ -43,13 +43,19 @@ def add_export_options(parser, check, help="validation examples the exports are 
     parser.add_argument("--check", type=int, default=check, help=help)
 
 
-def add_fit_options(parser, epochs, batch, lr, warmup=None, lr_help=None, warmup_help=None):
-    """`train`'s `--epochs`, `--batch`, `--lr` (None: the preset's) and,
-    unless `warmup` is None, `--warmup` (steps for an int default, a
-    fraction of the steps for a float one)."""
+def add_fit_options(parser, epochs, batch, lr=None, warmup=None, warmup_help=None):
+    """`train`'s `--epochs`, `--batch`, `--lr` and, unless `warmup` is
+    None, `--warmup` (steps for an int default, a fraction of the steps
+    for a float one). `lr` None: an app that fine-tunes with `--init`
+    (its default learning rate 2e-3, 1e-4 with `--init`, warmed up over
+    the fraction `warmup` of the steps with `--init`)."""
     parser.add_argument("--epochs", type=int, default=epochs)
     parser.add_argument("--batch", type=int, default=batch, help="examples per batch")
-    parser.add_argument("--lr", type=float, default=lr, help=lr_help or "peak learning rate")
+    lr_help = "peak learning rate"
+    if lr is None:  # the defaults depend on --init
+        lr_help = "peak learning rate (default 2e-3; with --init 1e-4)"
+        warmup_help = "with --init: the fraction of steps that warm the learning rate up"
+    parser.add_argument("--lr", type=float, default=lr, help=lr_help)
     if warmup is not None:
         parser.add_argument("--warmup", type=type(warmup), default=warmup, help=warmup_help)
 

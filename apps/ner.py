@@ -261,15 +261,7 @@ def parser():
     t.add_argument("--init", help=init)
     t.add_argument("--min-count", type=int, default=1)
     t.add_argument("--max-chars", type=int, default=20)
-    common.add_fit_options(
-        t,
-        epochs=20,
-        batch=32,
-        lr=None,
-        warmup=0.1,
-        lr_help="peak learning rate (default 2e-3; with --init 1e-4)",
-        warmup_help="with --init: the fraction of steps that warm the learning rate up",
-    )
+    common.add_fit_options(t, epochs=20, batch=32, warmup=0.1)  # --lr: with --init
     t.add_argument("--clipnorm", type=float, default=5.0)
     t.add_argument("--max-length", type=int, default=128)
     common.add_training_options(t)

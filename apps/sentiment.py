@@ -276,15 +276,7 @@ def parser():
     t.add_argument("--init", help=init)
     common.add_overrides(t, embedding_dim=int, units=int, dropout=float, word_dropout=float)
     t.add_argument("--min-count", type=int, default=1, help="words seen fewer times are UNK")
-    common.add_fit_options(
-        t,
-        epochs=4,
-        batch=64,
-        lr=None,
-        warmup=0.1,
-        lr_help="peak learning rate (default 2e-3; with --init 1e-4)",
-        warmup_help="with --init: the fraction of steps that warm the learning rate up",
-    )
+    common.add_fit_options(t, epochs=4, batch=64, warmup=0.1)  # --lr: with --init
     t.add_argument("--weight-decay", type=float, help="AdamW's (default 0; with --init 0.01)")
     t.add_argument("--max-length", type=int, default=64)
     common.add_training_options(t)

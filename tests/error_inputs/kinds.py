@@ -305,6 +305,33 @@ declare(
 )
 
 
+#: the arguments of `classifier` and `tagger`'s shared backbone
+BACKBONE = dict(
+    vocab_size="size",
+    embedding_dim="size",
+    units="size",
+    num_layers="size",
+    dropout="rate",
+    num_heads="size",
+    intermediate_dim="optional size",
+    max_length="size",
+    word_dropout="rate",
+    backbone="option",
+)
+#: the forecasters' shared arguments
+FORECASTER = dict(
+    input_steps="size",
+    horizon="size",
+    features="size",
+    units="size",
+    num_layers="size",
+    dropout="rate",
+)
+#: a language model's three sizes, and the smallest values that build
+LM_SIZES = dict(vocab_size="size", hidden_dim="size", num_layers="size")
+TINY_LM = dict(vocab_size=10, hidden_dim=8, num_layers=1)
+
+
 def _model(name, valid=None, **kinds):
     """`_function` for the builder `seqkeras.models.<name>` (`valid`: the
     smallest arguments that build). The arguments of a backbone the call
@@ -316,34 +343,16 @@ def _model(name, valid=None, **kinds):
 _model(
     "classifier",
     dict(vocab_size=10, num_classes=2, units=4, embedding_dim=4),
-    vocab_size="size",
     num_classes="size",
-    embedding_dim="size",
-    units="size",
-    num_layers="size",
-    dropout="rate",
-    num_heads="size",
-    intermediate_dim="optional size",
-    max_length="size",
-    word_dropout="rate",
-    backbone="option",
     pooling="option",
+    **BACKBONE,
 )
 _model(
     "tagger",
     dict(vocab_size=10, num_tags=3, units=4, embedding_dim=4),
-    vocab_size="size",
     num_tags="size",
-    embedding_dim="size",
-    units="size",
-    num_layers="size",
-    dropout="rate",
-    num_heads="size",
-    intermediate_dim="optional size",
-    max_length="size",
-    word_dropout="rate",
-    backbone="option",
     char_vocab_size="optional size",
+    **BACKBONE,
 )
 _model(
     "recurrent_language_model",
@@ -377,12 +386,7 @@ _model(
 _model(
     "forecaster",
     dict(input_steps=8, horizon=2, units=4),
-    input_steps="size",
-    horizon="size",
-    features="size",
-    units="size",
-    num_layers="size",
-    dropout="rate",
+    **FORECASTER,
     num_heads="size",
     intermediate_dim="optional size",
     backbone="option",
@@ -390,12 +394,7 @@ _model(
 _model(
     "seq2seq_forecaster",
     dict(input_steps=8, horizon=2, units=4),
-    input_steps="size",
-    horizon="size",
-    features="size",
-    units="size",
-    num_layers="size",
-    dropout="rate",
+    **FORECASTER,
     cell="option",
 )
 _model(
@@ -447,10 +446,8 @@ _model(
 )
 _model(
     "decoder_language_model",
-    dict(vocab_size=10, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=8, max_length=8),
-    vocab_size="size",
-    hidden_dim="size",
-    num_layers="size",
+    dict(TINY_LM, num_heads=2, intermediate_dim=8, max_length=8),
+    **LM_SIZES,
     num_heads="size",
     intermediate_dim="size",
     num_key_value_heads="optional size",
@@ -461,10 +458,8 @@ _model(
 )
 _model(
     "griffin_language_model",
-    dict(vocab_size=10, hidden_dim=8, num_layers=1, num_heads=2),
-    vocab_size="size",
-    hidden_dim="size",
-    num_layers="size",
+    dict(TINY_LM, num_heads=2),
+    **LM_SIZES,
     num_heads="size",
     intermediate_dim="optional size",
     conv_kernel="size",
@@ -472,10 +467,8 @@ _model(
 )
 _model(
     "hybrid_language_model",
-    dict(vocab_size=10, hidden_dim=8, num_layers=1, num_heads=2),
-    vocab_size="size",
-    hidden_dim="size",
-    num_layers="size",
+    dict(TINY_LM, num_heads=2),
+    **LM_SIZES,
     num_heads="size",
     intermediate_dim="optional size",
     norm_epsilon="epsilon",
@@ -483,10 +476,8 @@ _model(
 )
 _model(
     "mamba_language_model",
-    dict(vocab_size=10, hidden_dim=8, num_layers=1),
-    vocab_size="size",
-    hidden_dim="size",
-    num_layers="size",
+    dict(TINY_LM),
+    **LM_SIZES,
     version="option",
     state_size="size",
     conv_kernel="size",
@@ -508,9 +499,7 @@ _model(
         mv_lora=4,
         gate_lora=4,
     ),
-    vocab_size="size",
-    hidden_dim="size",
-    num_layers="size",
+    **LM_SIZES,
     intermediate_dim="optional size",
     head_size="size",
     decay_lora="size",
