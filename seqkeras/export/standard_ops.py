@@ -13,13 +13,15 @@ XLA clusters (`audit.xla_compiled_functions`) into standard ops with CPU
 kernels (`finish_saved_model`):
 
     start   = max(min(indices, shape(operand) - shape(update)), 0)
-    where   = Where(Fill(shape(update), True))     # (n, rank) int64
-    output  = TensorScatterUpdate(operand, where + start, reshape(update, [-1]))
+    rows    = operand[start[0] : start[0] + shape(update)[0]]
+    rows    = where(pad(ones(update), ...), pad(update, ...), rows)  # update in place
+    output  = TensorScatterUpdate(operand, range(start[0], ...)[:, None], rows)
 
 the same result as the slice update for any rank (its start clamped as
-XLA clamps it), written in O(size of the update): the row a loop step
-writes, not the whole buffer. tf2onnx maps these ops to ONNX (`NonZero`,
-`ScatterND`). The same pass drops the references to the custom gradients
+XLA clamps it), written in O(size of the rows it touches): a loop step's
+row, not the whole buffer, with one scatter index per row (an index per
+element made a served LSTM 1.4x slower). tf2onnx maps these ops to ONNX
+(`Slice`, `Pad`, `Where`, `ScatterND`). The same pass drops the references to the custom gradients
 a SavedModel is written without (`finish_saved_model`).
 
 The rewrite edits `saved_model.pb` (TensorFlow's generated protocol
@@ -65,41 +67,89 @@ def _lowered(node, in_function):
         tensor = tf.make_tensor_proto(np.asarray(value, tf.dtypes.as_dtype(kind).as_numpy_dtype))
         return add(name, "Const", [], "output", value=_attr(tensor=tensor), dtype=_attr(type=kind))
 
-    t, ti, i64 = _attr(type=dtype), _attr(type=index_type), _attr(type=tf.int64.as_datatype_enum)
-    operand_shape = add("operand_shape", "Shape", [operand], "output", T=t, out_type=ti)
-    update_shape = add("update_shape", "Shape", [update], "output", T=t, out_type=ti)
-    room = add("room", "Sub", [operand_shape, update_shape], "z", T=ti)
-    start = add("clamp_high", "Minimum", [starts, room], "z", T=ti)
-    start = add("clamp_low", "Maximum", [start, const("zero", 0, index_type)], "z", T=ti)
-    start = add(
-        "start",
-        "Cast",
-        [start],
-        "y",
-        SrcT=ti,
-        DstT=i64,
-        Truncate=_attr(b=False),
+    t, ti = _attr(type=dtype), _attr(type=index_type)
+    i64, i32 = _attr(type=tf.int64.as_datatype_enum), _attr(type=tf.int32.as_datatype_enum)
+    boolean = _attr(type=tf.bool.as_datatype_enum)
+
+    def vector(name, value):  # an int64 constant
+        return const(name, value, tf.int64.as_datatype_enum)
+
+    def part(name, x, begin, end, end_mask=0, shrink=0):  # x[begin:end] of a vector
+        masks = dict(begin_mask=0, ellipsis_mask=0, new_axis_mask=0)
+        return add(
+            name,
+            "StridedSlice",
+            [
+                x,
+                vector(name + "/begin", [begin]),
+                vector(name + "/end", [end]),
+                vector(name + "/step", [1]),
+            ],
+            "output",
+            T=i64,
+            Index=i64,
+            end_mask=_attr(i=end_mask),
+            shrink_axis_mask=_attr(i=shrink),
+            **{k: _attr(i=v) for k, v in masks.items()},
+        )
+
+    def concat(name, parts):
+        axis = const(name + "/axis", 0, tf.int32.as_datatype_enum)
+        return add(
+            name, "ConcatV2", parts + [axis], "output", T=i64, N=_attr(i=len(parts)), Tidx=i32
+        )
+
+    # the start clamped as XLA clamps it (int64 from here on)
+    starts = add("starts", "Cast", [starts], "y", SrcT=ti, DstT=i64, Truncate=_attr(b=False))
+    operand_shape = add("operand_shape", "Shape", [operand], "output", T=t, out_type=i64)
+    update_shape = add("update_shape", "Shape", [update], "output", T=t, out_type=i64)
+    room = add("room", "Sub", [operand_shape, update_shape], "z", T=i64)
+    start = add("clamp_high", "Minimum", [starts, room], "z", T=i64)
+    start = add("clamp_low", "Maximum", [start, vector("zero", 0)], "z", T=i64)
+    # the rows the update touches: operand[start[0] : start[0] + update rows]
+    first = part("first", start, 0, 1)
+    rest = part("rest", start, 1, 0, end_mask=1)
+    origin = add("origin", "ZerosLike", [rest], "y", T=i64)
+    width = part("trailing", operand_shape, 1, 0, end_mask=1)  # the whole rows
+    height = part("height", update_shape, 0, 1)
+    rows = add(
+        "rows",
+        "Slice",
+        [operand, concat("rows_begin", [first, origin]), concat("rows_size", [height, width])],
+        "output",
+        T=t,
+        Index=i64,
     )
-    true = const("true", True, tf.bool.as_datatype_enum)
+    # those rows with the update in place: padded to them, chosen by a mask
+    before = concat("before", [vector("no_rows", [0]), rest])
+    rows_shape = add("rows_shape", "Shape", [rows], "output", T=t, out_type=i64)
+    after = add(
+        "after",
+        "Sub",
+        [add("spare", "Sub", [rows_shape, update_shape], "z", T=i64), before],
+        "z",
+        T=i64,
+    )
+    paddings = add(
+        "paddings", "Pack", [before, after], "output", T=i64, N=_attr(i=2), axis=_attr(i=1)
+    )
+    padded = add("padded", "Pad", [update, paddings], "output", T=t, Tpaddings=i64)
     every = add(
         "every",
         "Fill",
-        [update_shape, true],
+        [update_shape, const("true", True, tf.bool.as_datatype_enum)],
         "output",
-        T=_attr(type=tf.bool.as_datatype_enum),
-        index_type=ti,
+        T=boolean,
+        index_type=i64,
     )
-    where = add("where", "Where", [every], "index", T=_attr(type=tf.bool.as_datatype_enum))
-    indices = add("indices", "AddV2", [where, start], "z", T=i64)
-    flat = const("flat", [-1], tf.int32.as_datatype_enum)
-    values = add(
-        "values",
-        "Reshape",
-        [update, flat],
-        "output",
-        T=t,
-        Tshape=_attr(type=tf.int32.as_datatype_enum),
-    )
+    mask = add("mask", "Pad", [every, paddings], "output", T=boolean, Tpaddings=i64)
+    values = add("values", "SelectV2", [mask, padded, rows], "output", T=t)
+    # written back as whole rows: one index per row, as a loop's step writes
+    low = part("low", start, 0, 1, shrink=1)
+    high = add("high", "AddV2", [low, part("count", update_shape, 0, 1, shrink=1)], "z", T=i64)
+    span = add("span", "Range", [low, high, vector("one", 1)], "output", Tidx=i64)
+    column = const("column", -1, tf.int32.as_datatype_enum)
+    indices = add("indices", "ExpandDims", [span, column], "output", T=i64, Tdim=i32)
     node.op = "TensorScatterUpdate"
     del node.input[:]
     node.input.extend([operand, indices, values] + controls)
