@@ -27,12 +27,6 @@ PRIVATE = [
         "get_registered_kernels_for_op",
     ),
     ("seqkeras/export/audit.py", "tensorflow.core.protobuf", "saved_model_pb2", "SavedModel"),
-    (
-        "seqkeras/export/standard_ops.py",
-        "tensorflow.core.protobuf",
-        "saved_model_pb2",
-        "SavedModel",
-    ),
 ]
 #: `tf.compat.v1` names used (public but frozen TF1 API): file -> names
 COMPAT_V1 = {

@@ -75,7 +75,8 @@ def saved_model_dir(name, path, arg="path"):
     return path
 
 
-def _graphs(path):
+def read_saved_model(path):
+    """The `SavedModel` protocol buffer of `path`'s saved_model.pb."""
     # TensorFlow's generated protocol buffers (tests/test_private_apis.py
     # fails loudly if they move): no public API parses saved_model.pb into
     # its graphs without loading (and running the initialisers of) the model
@@ -84,7 +85,11 @@ def _graphs(path):
     saved = saved_model_pb2.SavedModel()
     with open(os.path.join(str(path), "saved_model.pb"), "rb") as f:
         saved.ParseFromString(f.read())
-    return [graph.graph_def for graph in saved.meta_graphs]
+    return saved
+
+
+def _graphs(path):
+    return [graph.graph_def for graph in read_saved_model(path).meta_graphs]
 
 
 def _called(function, library):

@@ -20,7 +20,7 @@ from seqkeras.export import request_checks as requests
 from seqkeras.export.refusals import refuse_stateful, refuse_unbuilt
 from seqkeras.layers import validation
 from seqkeras.export.signatures import Forward, Signature
-from seqkeras.export.standard_ops import finish_saved_model
+from seqkeras.export import standard_ops
 
 
 def _signature_objects(signatures):
@@ -142,11 +142,7 @@ def saved_model(
         # (attached to `module`, saving traced each a second time)
         module.resources = resources  # lookup tables, tokenizers
         concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
-        # no gradient functions: a server never differentiates, and the
-        # loops' custom gradients would be traced and saved for nothing
-        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
-        tf.saved_model.save(module, tmp, signatures=concrete, options=options)
-        finish_saved_model(tmp, lower_slice_updates=target == "serving")
+        standard_ops.save(module, tmp, concrete, lower_slice_updates=target == "serving")
         files.replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -24,12 +24,12 @@ element made a served LSTM 1.4x slower). tf2onnx maps these ops to ONNX
 (`Slice`, `Pad`, `Where`, `ScatterND`). The same pass drops the references to the custom gradients
 a SavedModel is written without (`finish_saved_model`).
 
-The rewrite edits `saved_model.pb` (TensorFlow's generated protocol
-buffers: no public API edits a saved graph; tests/test_private_apis.py
-fails loudly if they move; nodes are made with `tf.compat.v1`'s
-`NodeDef` and `AttrValue`) and removes `fingerprint.pb`, whose checksums
-describe the graph before the rewrite (loaders treat a missing
-fingerprint as absent, not as an error).
+The rewrite edits `saved_model.pb` (read as TensorFlow's generated
+protocol buffer by `audit.read_saved_model`: no public API edits a saved
+graph; nodes are made with `tf.compat.v1`'s `NodeDef` and `AttrValue`)
+and removes `fingerprint.pb`, whose checksums describe the graph before
+the rewrite (loaders treat a missing fingerprint as absent, not as an
+error).
 """
 
 import os
@@ -170,6 +170,18 @@ def _rewrite(nodes, in_function):
     return len(found)
 
 
+def save(module, path, signatures, lower_slice_updates=True):
+    """`tf.saved_model.save(module, path, signatures=signatures)` without
+    the custom gradients (a server never differentiates, and saving them
+    traced each one), then `finish_saved_model(path,
+    lower_slice_updates)`; returns what that returns."""
+    import tensorflow as tf
+
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+    tf.saved_model.save(module, path, signatures=signatures, options=options)
+    return finish_saved_model(path, lower_slice_updates)
+
+
 def finish_saved_model(path, lower_slice_updates=True):
     """Edits the SavedModel at `path`, written without its custom
     gradients (`SaveOptions(experimental_custom_gradients=False)`: a
@@ -192,17 +204,10 @@ def finish_saved_model(path, lower_slice_updates=True):
     Returns:
         How many slice updates were rewritten.
     """
-    # TensorFlow's generated protocol buffers: no public API reads and
-    # writes a SavedModel's graphs without loading it
-    from tensorflow.core.protobuf import saved_model_pb2
-
     from seqkeras.export import audit
 
     path = audit.saved_model_dir("finish_saved_model", path)
-    file = os.path.join(path, "saved_model.pb")
-    saved = saved_model_pb2.SavedModel()
-    with open(file, "rb") as f:
-        saved.ParseFromString(f.read())
+    saved = audit.read_saved_model(path)
     clusters = audit.compiled_function_names([m.graph_def for m in saved.meta_graphs])
     count, dropped = 0, 0
     for meta_graph in saved.meta_graphs:
@@ -219,7 +224,7 @@ def finish_saved_model(path, lower_slice_updates=True):
             if function.signature.name not in clusters:
                 count += _rewrite(function.node_def, in_function=True)
     if count or dropped:
-        with open(file, "wb") as f:
+        with open(os.path.join(path, "saved_model.pb"), "wb") as f:
             f.write(saved.SerializeToString())
         fingerprint = os.path.join(path, "fingerprint.pb")
         if os.path.exists(fingerprint):

@@ -45,7 +45,7 @@ from keras import ops, tree
 
 from seqkeras.export.files import check_target, place_file, temporary_dir
 from seqkeras.export.saved_model import tracked_state
-from seqkeras.export.standard_ops import finish_saved_model
+from seqkeras.export import standard_ops
 from seqkeras.export.signatures import call_model
 from seqkeras.export.tflite import convert_builtin, convert_functions, quantize_modes, tflite_runner
 from seqkeras.layers import validation
@@ -268,13 +268,9 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
             signatures["serving_default"] = serve.get_concrete_function()
             module = tf.Module()
             module.state = tracked_state(model)  # not the model
-            tf.saved_model.save(
-                module,
-                os.path.join(tmp, "saved"),
-                signatures=signatures,
-                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+            standard_ops.save(
+                module, os.path.join(tmp, "saved"), signatures, lower_slice_updates=False
             )
-            finish_saved_model(os.path.join(tmp, "saved"), lower_slice_updates=False)
             flatbuffer = convert_builtin(
                 os.path.join(tmp, "saved"), signature_key=list(signatures), quantize=quantize
             )

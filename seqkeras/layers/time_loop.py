@@ -30,10 +30,6 @@ from keras import ops
 from seqkeras.layers import state
 
 
-def _write(buffer, t, value):
-    return state.write_step(buffer, t, value)
-
-
 def _step(cell, p, bias, states, consts, m, rmask):
     """One forward step of both loops: `(h, new_states, residuals)`; a row
     masked by `m` keeps its states and outputs zeros."""
@@ -81,7 +77,7 @@ def _forward(cell, proj, bias, states, consts, mask, rmask, write_outputs):
         h, new_states, _ = _step(
             cell, p, bias, states, consts, None if mask is None else mask[t], rmask
         )
-        return t + 1, list(new_states), [_write(b, t, h) for b in buffers]
+        return t + 1, list(new_states), [state.write_step(b, t, h) for b in buffers]
 
     _, states, buffers = ops.while_loop(lambda t, *_: t < steps, body, (0, list(states), buffers))
     return (buffers[0] if write_outputs else None), states
@@ -294,20 +290,17 @@ def scan(step, inputs, states, width, dtype, training=True):
         final, stacked = _scan(body, states + [ops.zeros((batch, width), dtype)], inputs)
         return stacked[n_s], final[:n_s]
     buffer = ops.zeros((steps, batch, width), dtype)
-    write = _scatter_write if training else state.write_step_differentiable
 
     def loop(t, states, buffer):
         y, new = step(inputs[t], states)
-        return t + 1, list(new), write(buffer, t, y)
+        if training:
+            return t + 1, list(new), state.write_step(buffer, t, y, "scatter")
+        return t + 1, list(new), state.write_step_differentiable(buffer, t, y)
 
     _, final, buffer = ops.while_loop(
         lambda t, *_: t < steps, loop, (0, states, buffer), maximum_iterations=steps
     )
     return buffer, list(final)
-
-
-def _scatter_write(buffer, t, value):
-    return ops.scatter_update(buffer, ops.reshape(t, (1, 1)), ops.expand_dims(value, 0))
 
 
 def _cotangents(upstream):

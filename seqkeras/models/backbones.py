@@ -24,7 +24,7 @@ POSITIONAL = ("learned", "sinusoidal")
 def check(builder, arg, value, kind, choices=None):
     """`value` checked as `kind` ("choice" among `choices`, "int" a positive
     integer, "optional int" None or one, "rate" in [0, 1), "positive" a
-    number > 0 (or > `choices`, a bound), "bool"); errors name `builder`
+    number > 0, "bool"); errors name `builder`
     and `arg` (not a layer the builder makes)."""
     if kind == "choice":
         return validation.choice(builder, arg, value, choices)
@@ -35,7 +35,7 @@ def check(builder, arg, value, kind, choices=None):
     if kind == "rate":
         return validation.rate(builder, arg, value)
     if kind == "positive":
-        return validation.greater_than(builder, arg, value, choices or 0.0)
+        return validation.greater_than(builder, arg, value, 0.0)
     return validation.boolean(builder, arg, value)
 
 

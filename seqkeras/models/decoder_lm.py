@@ -157,7 +157,7 @@ def decoder_language_model(
     )
     head_dim = bb.check(where, "head_dim", head_dim, "optional int")
     norm_epsilon = bb.check(where, "norm_epsilon", norm_epsilon, "positive")
-    rope_base = bb.check(where, "rope_base", rope_base, "positive", 1.0)
+    rope_base = validation.greater_than(where, "rope_base", rope_base, 1.0)
     tie_weights = validation.renamed(
         where, "tie_weights", tie_weights, "tie_embeddings", tie_embeddings, True
     )
