@@ -230,6 +230,28 @@ def build_and_compile(args, config, compiling=None, trainer=None):
     return model, fitted
 
 
+def distribution_scope(kind, model):
+    """The scope `--distribute` names: None, nothing; on JAX,
+    `keras.distribution` (`"data"`, or `"model"` with `model`'s weights
+    split over the devices); on TensorFlow, `"data"` is MirroredStrategy
+    and `"model"` an AppError."""
+    import contextlib
+
+    import seqkeras.distribute as dist
+
+    if kind is None:
+        return contextlib.nullcontext()
+    print(f"--distribute {kind}: {len(keras.distribution.list_devices())} devices")
+    if keras.backend.backend() == "jax":
+        return dist.get_distribution(kind, model).scope()
+    if kind == "model":
+        raise AppError(
+            "--distribute model splits the weights with keras.distribution, which runs on "
+            "JAX here: set KERAS_BACKEND=jax (on TensorFlow, --distribute data)"
+        )
+    return dist.get_strategy("mirrored").scope()
+
+
 class KillAfter(keras.callbacks.Callback):
     """SIGKILL this process once epoch `n` (1-based) is backed up: what the
     resume tests do to a training run (`kill_env` set to N)."""

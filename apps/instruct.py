@@ -74,8 +74,14 @@ def prompts(texts, template=PROMPT):
 def train(args):
     out = common.begin_training(args)
     base, tokenizer, path = common.read_data(load_llama, args.init, what="--init")
-    lm = with_lora(base, args.lora, alpha=args.alpha)
-    del base
+    with common.distribution_scope(args.distribute, base):  # the copy laid out over devices
+        lm = with_lora(base, args.lora, alpha=args.alpha)
+        del base
+        fine_tune(args, out, lm, tokenizer, path)
+
+
+def fine_tune(args, out, lm, tokenizer, path):
+    """Fits `lm`'s adapters on `--train` (in the scope of `--distribute`)."""
     texts, labels = read(args.train, args.examples, args.seed)
     dev_texts, dev_labels = read(args.validation, args.validation_examples, args.seed)
     data = instruction_data(tokenizer, prompts(texts), [LABELS[y] for y in labels])
@@ -104,7 +110,9 @@ def train(args):
         "adapters": ADAPTERS,
         "adapter_bytes": adapter_size(lm),
         "examples": len(texts),
-        "training": {k: getattr(args, k) for k in ("epochs", "batch_size", "learning_rate")},
+        "training": {
+            k: getattr(args, k) for k in ("epochs", "batch_size", "learning_rate", "distribute")
+        },
     }
     write_model_config(out, config)
     # the best checkpoint is the adapters alone (10 MB), not the model's weights (570 MB)
@@ -253,6 +261,13 @@ def parser():
     t.add_argument("--epochs", type=int, default=1)
     t.add_argument("--batch-size", type=int, default=16)
     t.add_argument("--learning-rate", type=float, default=1e-3)
+    t.add_argument(
+        "--distribute",
+        choices=("data", "model"),
+        default=None,
+        help="across devices: data (a replica per device) or model (the weights split; "
+        "KERAS_BACKEND=jax)",
+    )
     common.add_training_options(t)
     commands = (
         ("evaluate", evaluate, "accuracy of the decoded answers on a TSV"),

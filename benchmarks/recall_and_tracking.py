@@ -72,12 +72,13 @@ def mqar_batch(rng, size, length, pairs, vocab):
     return x, y, w
 
 
-def model(kind, width, vocab, classes):
+def model(kind, width, vocab, classes, heads=4, state_width=None):
     """Embedding, two residual blocks of `kind`, a norm, logits at every
-    position (any length)."""
+    position (any length). `state_width`: the recurrent width of minGRU
+    (then projected back to `width`) and of Hawk's RG-LRU, to give the
+    vector-state families a state as large as the matrix memories'."""
     ids = keras.Input((None,), dtype="int32")
     x = keras.layers.Embedding(vocab, width)(ids)
-    heads = 4
     if kind == "rwkv7":
         x = L.RWKV7Blocks(
             2,
@@ -92,7 +93,9 @@ def model(kind, width, vocab, classes):
         if kind == "mamba":
             x = L.MambaBlock("mamba", state_size=16, expand=2)(x)
         elif kind == "hawk":
-            x = L.GriffinBlock("recurrent", num_heads=heads, intermediate_dim=2 * width)(x)
+            x = L.GriffinBlock(
+                "recurrent", num_heads=heads, intermediate_dim=2 * width, width=state_width
+            )(x)
         elif kind == "transformer":
             x = L.LlamaDecoderBlock(heads, 2 * width)(x)
         elif kind == "deltanet":
@@ -105,19 +108,38 @@ def model(kind, width, vocab, classes):
         elif kind in ("mlstm", "slstm"):
             x = L.MixerBlock(kind, intermediate_dim=2 * width, num_heads=heads)(x)
         else:
-            cell = L.MinGRUCell(width) if kind == "mingru" else L.LSTMCell(width)
-            h = keras.layers.RMSNormalization()(x)
-            x = x + L.Recurrent(cell, return_sequences=True)(h)
+            units = state_width or width if kind == "mingru" else width
+            cell = L.MinGRUCell(units) if kind == "mingru" else L.LSTMCell(width)
+            h = L.Recurrent(cell, return_sequences=True)(keras.layers.RMSNormalization()(x))
+            x = x + (h if units == width else keras.layers.Dense(width)(h))
             x = x + keras.layers.Dense(width)(keras.layers.Dense(2 * width, activation="gelu")(x))
     x = keras.layers.RMSNormalization()(x)
     return keras.Model(ids, keras.layers.Dense(classes, dtype="float32")(x))
+
+
+def state_floats(net, length):
+    """Numbers a decoding step carries per sequence (batch 1), summed over
+    the blocks: the recurrent states (matrix memories, vector states,
+    convolution windows) or, for attention, the key/value cache of
+    `length` positions."""
+    total = 0
+    for layer in net.layers:
+        if hasattr(layer, "init_cache"):
+            parts = keras.tree.flatten(layer.init_cache(1, length))
+        elif hasattr(layer, "cell"):
+            sizes = layer.cell.state_size
+            parts = [np.zeros(s) for s in (sizes if isinstance(sizes, (list, tuple)) else [sizes])]
+        else:
+            continue
+        total += sum(int(np.prod(keras.ops.shape(p))) for p in parts)
+    return total
 
 
 def run(kind, args):
     rng = np.random.default_rng(0)
     keras.utils.set_random_seed(0)
     vocab, classes = (3, 2) if args.task == "parity" else (args.vocab, args.vocab)
-    net = model(kind, args.width, vocab, classes)
+    net = model(kind, args.width, vocab, classes, args.heads, args.state_width)
     net.compile(
         optimizer=keras.optimizers.Adam(args.lr),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -151,12 +173,14 @@ def run(kind, args):
         task=args.task,
         model=kind,
         parameters=net.count_params(),
+        state=state_floats(net, args.length if args.task == "mqar" else args.test_length),
         steps=args.steps,
         seconds=round(seconds, 1),
         accuracy=accuracy,
     )
     print(
-        f"{args.task:<7}{kind:<12}{row['parameters']:>9,} params {args.steps:>6} steps "
+        f"{args.task:<7}{kind:<12}{row['parameters']:>9,} params {row['state']:>8,} state "
+        f"{args.steps:>6} steps "
         f"{seconds:>8.1f} s  accuracy {accuracy:.4f}",
         flush=True,
     )
@@ -168,6 +192,12 @@ def main(argv=None):
     p.add_argument("--task", choices=["parity", "mqar"], default="parity")
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--width", type=int, default=64)
+    p.add_argument(
+        "--heads", type=int, default=4, help="heads of the matrix memories and attention"
+    )
+    p.add_argument(
+        "--state-width", type=int, default=None, help="minGRU's and Hawk's recurrent width"
+    )
     p.add_argument("--train-length", type=int, default=40)
     p.add_argument("--test-length", type=int, default=256)
     p.add_argument("--length", type=int, default=256, help="MQAR's sequence length")

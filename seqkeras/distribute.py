@@ -1,5 +1,17 @@
-"""Training on more than one device or machine with `tf.distribute`
-(TensorFlow-specific, like `seqkeras.export`; imported on demand).
+"""Training on more than one device or machine: `tf.distribute` on
+TensorFlow, `keras.distribution` on JAX (imported on demand).
+
+On JAX, `get_distribution("data")` replicates the model on every device
+and splits each batch; `get_distribution("model", model)` also splits the
+weights of attention, feed-forward, embedding, recurrent and output
+layers over a `"model"` axis of the device mesh (`layout_map`). Build the
+model (e.g. `with_lora`'s copy), compile and fit inside its scope:
+
+    distribution = seqkeras.distribute.get_distribution("model", base)
+    with distribution.scope():
+        lm = seqkeras.models.with_lora(base, 8)   # its weights laid out
+        lm.compile(...)
+        lm.fit(...)
 
 Build and compile the model inside the strategy's scope; `model.fit` does
 the rest (Keras splits each global batch across the replicas and sums the
@@ -33,10 +45,23 @@ import json
 import os
 import tempfile
 
-__all__ = ["STRATEGIES", "cluster_spec", "distributes", "get_strategy", "is_chief", "worker_path"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "STRATEGIES",
+    "cluster_spec",
+    "distributes",
+    "get_distribution",
+    "get_strategy",
+    "is_chief",
+    "layout_map",
+    "worker_path",
+]
 
 #: The names `get_strategy` takes.
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
+
+#: The names `get_distribution` takes.
+DISTRIBUTIONS = ("data", "model")
 
 
 def _tf():
@@ -247,4 +272,169 @@ def distributes(strategy=None):
     strategy = strategy or tf.distribute.get_strategy()
     return strategy.num_replicas_in_sync > 1 or isinstance(
         strategy, tf.distribute.MultiWorkerMirroredStrategy
+    )
+
+
+# -- keras.distribution (JAX) --------------------------------------------------
+
+#: `(pattern, axis)`: a weight whose path matches `pattern` (its layer's
+#: and its own name) is split along `axis` over the mesh's model axis:
+#: attention heads (query/key/value kernels and biases, the output
+#: projection's input), the feed-forward's hidden units (Megatron's split:
+#: the first projections by their outputs, the last by its inputs), the
+#: vocabulary of embeddings and output layers, the gates of recurrent cells.
+_SPLITS = (
+    (r".*/(query|key|value)_kernel", 1),  # (d, heads, head_dim); 2-D: (d, units)
+    (r".*/(query|key|value)_bias", 0),
+    (r".*/output_kernel", 0),  # (heads, head_dim, d)
+    (r".*/(gate|up)_kernel", 1),
+    (r".*/down_kernel", 0),
+    (r".*feedforward_intermediate_dense/kernel", 1),
+    (r".*feedforward_intermediate_dense/bias", 0),
+    (r".*feedforward_output_dense/kernel", 0),
+    (r".*/embeddings", 0),
+    (r".*cell[^/]*/(kernel|recurrent_kernel)", -1),
+    (r".*cell[^/]*/bias", 0),
+    (r".*logits[^/]*/kernel", 1),
+    (r".*logits[^/]*/bias", 0),
+)
+
+
+def _keras_model(where, model):
+    import keras
+
+    if not isinstance(model, keras.Model) or not model.weights:
+        raise TypeError(
+            f"`{where}` expects `model` to be a built keras.Model (its weights' shapes "
+            f"choose the layout). Received: {type(model).__name__}"
+            + (" without weights" if isinstance(model, keras.Model) else "")
+        )
+    return model
+
+
+def layout_map(model, device_mesh, axis="model"):
+    """A `keras.distribution.LayoutMap` that splits `model`'s large weights
+    over the mesh axis `axis` (tensor parallelism, as Megatron-LM and
+    keras-hub's `get_layout_map` do): attention heads, feed-forward hidden
+    units, embedding and output vocabularies, recurrent gates. A weight is
+    split only where its dimension divides by the axis size; the others,
+    LoRA adapters and norms are replicated.
+
+    Args:
+        model: a built model of `seqkeras.models` or `seqkeras.pretrained`
+            (the map names its weights' paths; `with_lora`'s copy keeps
+            them).
+        device_mesh: a `keras.distribution.DeviceMesh` with an axis named
+            `axis`.
+        axis: the mesh axis the weights are split over.
+
+    Returns:
+        The `LayoutMap`, for `keras.distribution.ModelParallel`.
+
+    Raises:
+        TypeError: a `model` that is not a built keras.Model, or a
+            `device_mesh` that is not a `DeviceMesh`.
+        ValueError: an `axis` the mesh does not have.
+
+    Examples:
+        >>> import keras, seqkeras
+        >>> lm = seqkeras.models.decoder_language_model(
+        ...     vocab_size=40, hidden_dim=16, num_layers=1, num_heads=2,
+        ...     intermediate_dim=32)
+        >>> mesh = keras.distribution.DeviceMesh(
+        ...     (1, 1), ("batch", "model"), keras.distribution.list_devices()[:1])
+        >>> layouts = seqkeras.distribute.layout_map(lm, mesh)
+        >>> layouts["decoder_block_0/attention/query_kernel"].axes
+        (None, 'model', None)
+    """
+    import re
+
+    import keras
+
+    _keras_model("layout_map", model)
+    if not isinstance(device_mesh, keras.distribution.DeviceMesh):
+        raise TypeError(
+            "`layout_map` expects `device_mesh` to be a keras.distribution.DeviceMesh. "
+            f"Received: {type(device_mesh).__name__}"
+        )
+    names = list(device_mesh.axis_names)
+    if axis not in names:
+        raise ValueError(
+            f"`layout_map` expects `axis` to be one of the mesh's axes {names}. "
+            f"Received: axis={axis!r}"
+        )
+    size = device_mesh.shape[names.index(axis)]
+    layouts, done = keras.distribution.LayoutMap(device_mesh), set()
+    for variable in model.weights:
+        shape = tuple(variable.shape)
+        for pattern, along in _SPLITS:
+            if shape and re.fullmatch(pattern, variable.path):
+                along %= len(shape)
+                if shape[along] % size == 0 and variable.path not in done:
+                    done.add(variable.path)  # (a tied weight is listed twice)
+                    layouts[variable.path] = tuple(
+                        axis if i == along else None for i in range(len(shape))
+                    )
+                break
+    return layouts
+
+
+def get_distribution(name, model=None, devices=None, model_devices=None):
+    """A `keras.distribution.Distribution` by name (JAX): build, compile and
+    fit the model inside its `scope()`.
+
+    Args:
+        name: `"data"` (`DataParallel`: the model on every device, each
+            batch split) or `"model"` (`ModelParallel`: the weights split
+            over a `"model"` mesh axis by `layout_map(model, ...)`, each
+            batch split over the `"batch"` axis).
+        model: for `"model"`, the built model whose weights' paths and
+            shapes choose the layouts (a model rebuilt from it, such as
+            `with_lora`'s, keeps the paths).
+        devices: the devices (default `keras.distribution.list_devices()`).
+        model_devices: for `"model"`, the size of the model axis, dividing
+            the number of devices (default: all of them; the batch axis
+            takes the rest).
+
+    Returns:
+        The distribution.
+
+    Raises:
+        ValueError: an unknown `name`, a backend other than JAX, or a
+            `model_devices` that does not divide the devices.
+        TypeError: `"model"` without a built `model`.
+
+    Examples:
+        >>> import seqkeras.distribute
+        >>> seqkeras.distribute.DISTRIBUTIONS
+        ('data', 'model')
+    """
+    import keras
+
+    if name not in DISTRIBUTIONS:
+        raise ValueError(
+            "`get_distribution` received an invalid value for `name`: expected one of "
+            f"{DISTRIBUTIONS}. Received: name={name!r}"
+        )
+    if name == "model":
+        _keras_model("get_distribution", model)
+    devices = list(devices) if devices is not None else keras.distribution.list_devices()
+    count = len(devices)
+    size = count if model_devices is None else model_devices
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1 or count % size:
+        raise ValueError(
+            f"`get_distribution` expects `model_devices` to be a positive int dividing the "
+            f"{count} devices. Received: model_devices={model_devices!r}"
+        )
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            "`get_distribution` (keras.distribution) needs the JAX backend; with "
+            'TensorFlow use `get_strategy("mirrored")` for data parallelism. Received: '
+            f"backend={keras.backend.backend()!r}"
+        )
+    if name == "data":
+        return keras.distribution.DataParallel(devices=devices)
+    mesh = keras.distribution.DeviceMesh((count // size, size), ("batch", "model"), devices)
+    return keras.distribution.ModelParallel(
+        layout_map=layout_map(model, mesh), batch_dim_name="batch"
     )

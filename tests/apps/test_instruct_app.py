@@ -74,3 +74,33 @@ def test_app_trains_evaluates_and_predicts(directory, tmp_path):
         "a good film",
         "a bad film",
     ]
+
+
+@pytest.mark.slow  # two app processes on JAX
+def test_train_distributed_over_devices_matches_one_device(directory, tmp_path):
+    """`train --distribute model` on 8 virtual JAX devices (the weights
+    split by `seqkeras.distribute.layout_map`) and `--distribute data`
+    reach one device's losses."""
+    pytest.importorskip("jax")
+    app = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
+    rows = ["sentence\tlabel"]
+    for prompt, label in zip(*keyword_task(32, 2)):
+        rows.append(f"{prompt.split('Review: ')[-1]}\t{int(label == 'positive')}")
+    tsv = tmp_path / "data.tsv"
+    tsv.write_text("\n".join(rows) + "\n")
+    xla = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax", "XLA_FLAGS": xla}
+    losses = {}
+    for how in (None, "data", "model"):
+        out = tmp_path / f"model-{how}"
+        argv = [sys.executable, app, "train", "--init", directory, "--lora", "4", "--out", str(out)]
+        argv += ["--train", str(tsv), "--validation", str(tsv), "--examples", "32"]
+        argv += ["--batch-size", "8", "--verbose", "0"] + (["--distribute", how] if how else [])
+        result = subprocess.run(argv, capture_output=True, text=True, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        history = (out / "history.csv").read_text().strip().splitlines()
+        header, last = history[0].split(","), history[-1].split(",")
+        losses[how] = float(last[header.index("loss")])
+        assert json.loads((out / "config.json").read_text())["training"]["distribute"] == how
+    assert losses["data"] == pytest.approx(losses[None], rel=1e-4)
+    assert losses["model"] == pytest.approx(losses[None], rel=1e-4)
