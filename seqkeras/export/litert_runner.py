@@ -10,7 +10,9 @@ The directory holds `model.tflite` (signatures `prefill`: the prompt's
 ids and the states in, the last token's logits and the new states out;
 `decode`: one token), `tokenizer.json` (Hugging Face `tokenizers`) and
 `chat.json` (the chat template's text before and after one user turn,
-the ids that end a turn, the states' shapes).
+the ids that end a turn, the states' shapes). The states stay in LiteRT
+tensor buffers between calls (`ai_edge_litert`'s `CompiledModel`): no
+cache is copied in or out per token.
 """
 
 import argparse
@@ -22,42 +24,84 @@ import time
 import numpy as np
 
 
+class _BoundModel:
+    """A LiteRT compiled model whose states stay in two sets of tensor
+    buffers: each call reads one set and writes the other, so the caches
+    never pass through NumPy (no copy in or out per token). (One buffer
+    bound to both a state's input and its output gave wrong tokens on
+    SmolLM2's file: the step model is not written to update in place.)"""
+
+    def __init__(self, path, chat, threads):
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.options import CpuOptions, Options
+
+        options = Options(cpu_options=CpuOptions(num_threads=threads))
+        self.model = CompiledModel.from_file(path, options=options)
+        self.zeros = {k: np.zeros([1] + s, np.float32) for k, s in chat["states"].items()}
+        self.sets = [
+            {k: self.model.create_input_buffer_by_name("decode", k) for k in self.zeros}
+            for _ in range(2)
+        ]
+        details = self.model.get_output_tensor_details("decode")["logits"]
+        self.vocab = int(np.prod(details["shape"]))
+        self.logits = self.model.create_output_buffer_by_name("decode", "logits")
+        self.token = self.model.create_input_buffer_by_name("decode", "token_ids")
+        self.current = 0
+
+    def _run(self, signature, tokens):
+        source, target = self.sets[self.current], self.sets[1 - self.current]
+        outputs = {"logits": self.logits, **{"new_" + k: b for k, b in target.items()}}
+        self.model.run_by_name(signature, {"token_ids": tokens, **source}, outputs)
+        self.current = 1 - self.current
+        return self.logits.read(self.vocab, np.float32)
+
+    def prefill(self, token_ids):
+        """The logits after the prompt `token_ids` (1, T), from zero states."""
+        ids = np.asarray(token_ids, np.int32).reshape(1, -1)
+        self.model.resize_input_tensor_by_name("prefill", "token_ids", list(ids.shape))
+        tokens = self.model.create_input_buffer_by_name("prefill", "token_ids")
+        tokens.write(ids)
+        self.current = 0
+        for name, buffer in self.sets[0].items():
+            buffer.write(self.zeros[name])
+        return self._run("prefill", tokens)
+
+    def decode(self, token_id):
+        """The logits after one more token."""
+        self.token.write(np.array([token_id], np.int32))
+        return self._run("decode", self.token)
+
+
 def load(directory, model="model.tflite", threads=2):
-    """`(prefill, decode, tokenizer, chat)` of a bundle directory."""
-    from ai_edge_litert.interpreter import Interpreter
+    """`(prefill, decode, tokenizer, chat)` of a bundle directory:
+    `prefill(ids)` (a list of prompt ids) and `decode(id)` return the next
+    token's logits, the states kept between calls."""
     from tokenizers import Tokenizer
 
-    interpreter = Interpreter(model_path=os.path.join(directory, model), num_threads=threads)
     tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
     with open(os.path.join(directory, "chat.json"), encoding="utf-8") as f:
         chat = json.load(f)
-    return (
-        interpreter.get_signature_runner("prefill"),
-        interpreter.get_signature_runner("decode"),
-        tokenizer,
-        chat,
-    )
+    bound = _BoundModel(os.path.join(directory, model), chat, threads)
+    return bound.prefill, bound.decode, tokenizer, chat
 
 
 def generate(prefill, decode, chat, ids, max_new_tokens, on_token=None):
     """Greedy ids after the prompt `ids` (a list), ending at an
     end-of-turn id (not included) or after `max_new_tokens`; returns
     `(new ids, prefill seconds, decode seconds)`."""
-    states = {name: np.zeros([1] + shape, np.float32) for name, shape in chat["states"].items()}
     start = time.perf_counter()
-    out = prefill(token_ids=np.array([ids], np.int32), **states)
+    logits = prefill(ids)
     prefilled = time.perf_counter()
     new = []
     room = chat["max_length"] - len(ids)
     while len(new) < min(max_new_tokens, room):
-        token = int(np.argmax(out["logits"][0]))
+        token = int(np.argmax(logits))
         if token in chat["end_ids"]:
             break
         new.append(token)
         if on_token is not None:
             on_token(new)
-        states = {k[len("new_") :]: v for k, v in out.items() if k.startswith("new_")}
-        out = decode(token_ids=np.array([token], np.int32), **states)
+        logits = decode(token)
     return new, prefilled - start, time.perf_counter() - prefilled
 
 
