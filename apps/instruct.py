@@ -208,7 +208,7 @@ def export(args):
     print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
     prompts = CHECK_PROMPTS[: args.check]
     expected = answer_ids(model, tokenizer, prompts, max_new_tokens=args.tokens, batch_size=16)
-    for name in ("model.tflite", "model_int8.tflite"):
+    for name in ("model.tflite", "model_int8.tflite") + ("litert_lm_int8.tflite",) * args.litert_lm:
         same, prefill, decode = litert_runner.check(path, name, prompts, expected, args.tokens)
         size = os.path.getsize(os.path.join(path, name)) / 1e6
         print(

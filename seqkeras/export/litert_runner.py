@@ -5,6 +5,7 @@ and NumPy: this file is copied beside the model and runs without seqkeras.
     python runner.py "What is the capital of France?"
     python runner.py "Hello" --model model_int8.tflite --max-new-tokens 64 --threads 2
     python runner.py "Hello" --bench   # prefill and decode tokens/s on stderr
+    python runner.py "Hello" --model litert_lm_int8.tflite   # LiteRT-LM's layout
 
 The directory holds `model.tflite` (signatures `prefill`: the prompt's
 ids and the states in, the last token's logits and the new states out;
@@ -12,7 +13,9 @@ ids and the states in, the last token's logits and the new states out;
 `chat.json` (the chat template's text before and after one user turn,
 the ids that end a turn, the states' shapes). The states stay in LiteRT
 tensor buffers between calls (`ai_edge_litert`'s `CompiledModel`): no
-cache is copied in or out per token.
+cache is copied in or out per token. A file in LiteRT-LM's layout
+(`export --litert-lm`: `litert_lm_int8.tflite`) runs with each cache
+bound to one buffer and written in place, as LiteRT-LM's runtime runs it.
 """
 
 import argparse
@@ -72,16 +75,98 @@ class _BoundModel:
         return self._run("decode", self.token)
 
 
+class _InPlaceModel:
+    """A file in LiteRT-LM's layout (`litert_lm_tflite`: `prefill_<T>`
+    signatures of T tokens and their positions, `decode` of one; each
+    block's `kv_cache_k_<i>` / `kv_cache_v_<i>` in and out under one
+    name), each cache bound to one buffer as both input and output, as
+    LiteRT-LM's runtime binds them: a step writes its positions in place
+    and copies nothing else."""
+
+    def __init__(self, path, threads):
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.options import CpuOptions, Options
+
+        options = Options(cpu_options=CpuOptions(num_threads=threads))
+        self.model = CompiledModel.from_file(path, options=options)
+        signatures = self.model.get_signature_list()
+        self.lengths = sorted(
+            int(k[len("prefill_") :]) for k in signatures if k.startswith("prefill_")
+        )
+        details = self.model.get_input_tensor_details("decode")
+        names = [n for n in signatures["decode"]["inputs"] if n.startswith("kv_cache_")]
+        self.zeros = {n: np.zeros(details[n]["shape"], np.float32) for n in names}
+        self.caches = {n: self.model.create_input_buffer_by_name("decode", n) for n in names}
+        self.max_length = int(details[names[0]]["shape"][2])
+        self.inputs = {
+            key: (
+                self.model.create_input_buffer_by_name(key, "tokens"),
+                self.model.create_input_buffer_by_name(key, "input_pos"),
+            )
+            for key in ["decode"] + [f"prefill_{t}" for t in self.lengths]
+        }
+        details = self.model.get_output_tensor_details("decode")["logits"]
+        self.vocab = int(np.prod(details["shape"]))
+        self.logits = self.model.create_output_buffer_by_name("decode", "logits")
+        self.position = 0
+
+    def _run(self, key, ids, outputs):
+        tokens, positions = self.inputs[key]
+        tokens.write(np.array([ids], np.int32))
+        positions.write(np.arange(self.position, self.position + len(ids), dtype=np.int32))
+        self.model.run_by_name(
+            key, {"tokens": tokens, "input_pos": positions, **self.caches}, outputs
+        )
+
+    def prefill(self, token_ids):
+        """The logits after the prompt `token_ids`, from empty caches: all
+        but its last token through the prefill signatures (the last chunk
+        padded with 0 to the signature's length, the padding's slots
+        overwritten later before any query sees them), the last one through
+        `decode`."""
+        ids = [int(i) for i in np.asarray(token_ids).reshape(-1)]
+        for name, buffer in self.caches.items():
+            buffer.write(self.zeros[name])
+        self.position = 0
+        while len(ids) - 1 - self.position > 0:
+            rest = len(ids) - 1 - self.position
+            room = [t for t in self.lengths if self.position + t <= self.max_length]
+            if not room:
+                break
+            # whole chunks of the longest length that fits, then the
+            # shortest that holds the rest
+            length = max([t for t in room if t <= rest] or [min(room)])
+            chunk = ids[self.position : self.position + min(rest, length)]
+            self._run(f"prefill_{length}", chunk + [0] * (length - len(chunk)), dict(self.caches))
+            self.position += len(chunk)
+        for token in ids[self.position : -1]:  # what no prefill signature fitted
+            self.decode(token)
+        return self.decode(ids[-1])
+
+    def decode(self, token_id):
+        """The logits after one more token."""
+        self._run("decode", [int(token_id)], {"logits": self.logits, **self.caches})
+        self.position += 1
+        return self.logits.read(self.vocab, np.float32)
+
+
 def load(directory, model="model.tflite", threads=2):
     """`(prefill, decode, tokenizer, chat)` of a bundle directory:
     `prefill(ids)` (a list of prompt ids) and `decode(id)` return the next
-    token's logits, the states kept between calls."""
+    token's logits, the states kept between calls. `model`: `model.tflite`
+    and `model_<quantization>.tflite` (prefill/decode with the states in
+    and out), or `litert_lm_*.tflite` (LiteRT-LM's layout, the caches
+    written in place)."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
     with open(os.path.join(directory, "chat.json"), encoding="utf-8") as f:
         chat = json.load(f)
-    bound = _BoundModel(os.path.join(directory, model), chat, threads)
+    path = os.path.join(directory, model)
+    if model.startswith("litert_lm"):
+        bound = _InPlaceModel(path, threads)
+    else:
+        bound = _BoundModel(path, chat, threads)
     return bound.prefill, bound.decode, tokenizer, chat
 
 

@@ -179,6 +179,27 @@ def test_phone_bundle_runs_without_seqkeras_and_equals_keras(loaded, tmp_path):
     assert result.stdout.strip() == expected[0]
 
 
+def test_runner_writes_the_caches_of_litert_lm_files_in_place(loaded, tmp_path):
+    # the runner on a file in LiteRT-LM's layout (each cache one buffer,
+    # in and out; the prompt in chunks of the prefill lengths, the last
+    # padded) gives Keras' greedy ids (float32), here with prompts longer
+    # than every prefill signature
+    from seqkeras.export import chat_bundle, litert_lm_tflite, litert_runner
+
+    model, tokenizer = loaded
+    path = chat_bundle(model, tokenizer, str(tmp_path / "phone"), max_length=64, quantize=())
+    litert_lm_tflite(model, os.path.join(path, "litert_lm.tflite"), 64, prefill_lengths=(4, 8))
+    prefill, decode, hf, chat = litert_runner.load(path, "litert_lm.tflite")
+    padded = []
+    for text in ["a good film", "what is the capital of France ?"]:
+        ids = litert_runner.prompt_ids(hf, chat, text)
+        assert len(ids) > 9  # several chunks
+        padded.append((len(ids) - 1) % 4 > 0)
+        new, _, _ = litert_runner.generate(prefill, decode, chat, ids, 8)
+        assert new == instruction.answer_ids(model, tokenizer, [text], max_new_tokens=8)[0]
+    assert any(padded)  # a last chunk padded
+
+
 def test_served_chat_signature_in_a_process_without_seqkeras(loaded, tmp_path):
     # `chat`: template text, tokenizer, decoding loop and detokenizer in the
     # graph; the reply equals Keras' greedy answer ids decoded; the export
