@@ -33,20 +33,28 @@ def directory(tmp_path_factory):
     return tiny_chat_directory(path, corpus * 20, vocab_size=400)
 
 
-@pytest.mark.slow  # end to end: five app processes (train, evaluate, export, serve, predict)
-def test_app_trains_evaluates_and_predicts(directory, tmp_path):
-    app = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
+APP = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
+
+
+def keyword_tsv(tmp_path, n):
+    """An SST-2-style TSV of `n` rows of the keyword task."""
     rows = ["sentence\tlabel"]
-    for prompt, label in zip(*keyword_task(48, 2)):
+    for prompt, label in zip(*keyword_task(n, 2)):
         rows.append(f"{prompt.split('Review: ')[-1]}\t{int(label == 'positive')}")
     tsv = tmp_path / "data.tsv"
     tsv.write_text("\n".join(rows) + "\n")
+    return tsv
+
+
+@pytest.mark.slow  # end to end: five app processes (train, evaluate, export, serve, predict)
+def test_app_trains_evaluates_and_predicts(directory, tmp_path):
+    tsv = keyword_tsv(tmp_path, 48)
     out = tmp_path / "model"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
     def run(*args, stdin=None):
         result = subprocess.run(
-            [sys.executable, app, *args], capture_output=True, text=True, env=env, input=stdin
+            [sys.executable, APP, *args], capture_output=True, text=True, env=env, input=stdin
         )
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stdout
@@ -82,18 +90,13 @@ def test_train_distributed_over_devices_matches_one_device(directory, tmp_path):
     split by `seqkeras.distribute.layout_map`) and `--distribute data`
     reach one device's losses."""
     pytest.importorskip("jax")
-    app = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
-    rows = ["sentence\tlabel"]
-    for prompt, label in zip(*keyword_task(32, 2)):
-        rows.append(f"{prompt.split('Review: ')[-1]}\t{int(label == 'positive')}")
-    tsv = tmp_path / "data.tsv"
-    tsv.write_text("\n".join(rows) + "\n")
+    tsv = keyword_tsv(tmp_path, 32)
     xla = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax", "XLA_FLAGS": xla}
     losses = {}
     for how in (None, "data", "model"):
         out = tmp_path / f"model-{how}"
-        argv = [sys.executable, app, "train", "--init", directory, "--lora", "4", "--out", str(out)]
+        argv = [sys.executable, APP, "train", "--init", directory, "--lora", "4", "--out", str(out)]
         argv += ["--train", str(tsv), "--validation", str(tsv), "--examples", "32"]
         argv += ["--batch-size", "8", "--verbose", "0"] + (["--distribute", how] if how else [])
         result = subprocess.run(argv, capture_output=True, text=True, env=env)
