@@ -108,7 +108,7 @@ def model(kind, width, vocab, classes, heads=4, state_width=None):
         elif kind in ("mlstm", "slstm"):
             x = L.MixerBlock(kind, intermediate_dim=2 * width, num_heads=heads)(x)
         else:
-            units = state_width or width if kind == "mingru" else width
+            units = (state_width or width) if kind == "mingru" else width
             cell = L.MinGRUCell(units) if kind == "mingru" else L.LSTMCell(width)
             h = L.Recurrent(cell, return_sequences=True)(keras.layers.RMSNormalization()(x))
             x = x + (h if units == width else keras.layers.Dense(width)(h))
@@ -126,12 +126,9 @@ def state_floats(net, length):
     for layer in net.layers:
         if hasattr(layer, "init_cache"):
             parts = keras.tree.flatten(layer.init_cache(1, length))
+            total += sum(int(np.prod(keras.ops.shape(p))) for p in parts)
         elif hasattr(layer, "cell"):
-            sizes = layer.cell.state_size
-            parts = [np.zeros(s) for s in (sizes if isinstance(sizes, (list, tuple)) else [sizes])]
-        else:
-            continue
-        total += sum(int(np.prod(keras.ops.shape(p))) for p in parts)
+            total += int(np.sum(layer.cell.state_size))  # an int or one per state
     return total
 
 

@@ -46,9 +46,10 @@ def data():
     return x, (3 * x + 1) % ARCH["vocab_size"]
 
 
-def run(scope):
-    """`([evaluation loss before, after], {path: layout axes or None})` of one run whose
-    adapted copy is built, compiled and fitted inside `scope`."""
+def run(scope_of):
+    """`([evaluation loss before, after], {path: layout axes or None})` of one
+    run whose adapted copy is built, compiled and fitted inside
+    `scope_of(base)`, the base model's scope."""
     import seqkeras.pretrained as sp
     from seqkeras.models import with_lora
 
@@ -56,7 +57,7 @@ def run(scope):
     base = sp.llama_language_model(ARCH)
     base(np.zeros((1, LENGTH), "int32"))
     x, y = data()
-    with scope:
+    with scope_of(base):
         lm = with_lora(base, 2)
         # the adapters' A alike in every run and process (B starts at 0)
         for v in lm.trainable_weights:
@@ -122,14 +123,11 @@ def main(out):
 
         import seqkeras.distribute as dist
 
-        results["one"] = run(contextlib.nullcontext())
-        results["data"] = run(dist.get_distribution("data").scope())
-        import seqkeras.pretrained as sp
-
-        keras.utils.set_random_seed(0)
-        shapes = sp.llama_language_model(ARCH)
-        shapes(np.zeros((1, LENGTH), "int32"))
-        results["model"] = run(dist.get_distribution("model", shapes, model_devices=4).scope())
+        results["one"] = run(lambda base: contextlib.nullcontext())
+        results["data"] = run(lambda base: dist.get_distribution("data").scope())
+        results["model"] = run(
+            lambda base: dist.get_distribution("model", base, model_devices=4).scope()
+        )
         results["devices"] = len(keras.distribution.list_devices())
         for name, build, x, y in builders():
             keras.utils.set_random_seed(0)
@@ -144,9 +142,9 @@ def main(out):
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2
         )
-        results["one"] = run(tf.distribute.get_strategy().scope())
+        results["one"] = run(lambda base: tf.distribute.get_strategy().scope())
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-        results["mirrored"] = run(strategy.scope())
+        results["mirrored"] = run(lambda base: strategy.scope())
         results["devices"] = strategy.num_replicas_in_sync
     with open(out, "w") as f:
         json.dump(results, f)

@@ -27,28 +27,35 @@ import time
 import numpy as np
 
 
-class _BoundModel:
+class _Compiled:
+    """A LiteRT `CompiledModel` and the buffer its `decode` writes the
+    next token's logits to."""
+
+    def __init__(self, model):
+        self.model = model
+        details = model.get_output_tensor_details("decode")["logits"]
+        self.vocab = int(np.prod(details["shape"]))
+        self.logits = model.create_output_buffer_by_name("decode", "logits")
+
+    def read_logits(self):
+        return self.logits.read(self.vocab, np.float32)
+
+
+class _BoundModel(_Compiled):
     """A LiteRT compiled model whose states stay in two sets of tensor
     buffers: each call reads one set and writes the other, so the caches
     never pass through NumPy (no copy in or out per token). (One buffer
     bound to both a state's input and its output gave wrong tokens on
     SmolLM2's file: the step model is not written to update in place.)"""
 
-    def __init__(self, path, chat, threads):
-        from ai_edge_litert.compiled_model import CompiledModel
-        from ai_edge_litert.options import CpuOptions, Options
-
-        options = Options(cpu_options=CpuOptions(num_threads=threads))
-        self.model = CompiledModel.from_file(path, options=options)
+    def __init__(self, model, chat):
+        super().__init__(model)
         self.zeros = {k: np.zeros([1] + s, np.float32) for k, s in chat["states"].items()}
         self.sets = [
-            {k: self.model.create_input_buffer_by_name("decode", k) for k in self.zeros}
+            {k: model.create_input_buffer_by_name("decode", k) for k in self.zeros}
             for _ in range(2)
         ]
-        details = self.model.get_output_tensor_details("decode")["logits"]
-        self.vocab = int(np.prod(details["shape"]))
-        self.logits = self.model.create_output_buffer_by_name("decode", "logits")
-        self.token = self.model.create_input_buffer_by_name("decode", "token_ids")
+        self.token = model.create_input_buffer_by_name("decode", "token_ids")
         self.current = 0
 
     def _run(self, signature, tokens):
@@ -56,7 +63,7 @@ class _BoundModel:
         outputs = {"logits": self.logits, **{"new_" + k: b for k, b in target.items()}}
         self.model.run_by_name(signature, {"token_ids": tokens, **source}, outputs)
         self.current = 1 - self.current
-        return self.logits.read(self.vocab, np.float32)
+        return self.read_logits()
 
     def prefill(self, token_ids):
         """The logits after the prompt `token_ids` (1, T), from zero states."""
@@ -75,7 +82,7 @@ class _BoundModel:
         return self._run("decode", self.token)
 
 
-class _InPlaceModel:
+class _InPlaceModel(_Compiled):
     """A file in LiteRT-LM's layout (`litert_lm_tflite`: `prefill_<T>`
     signatures of T tokens and their positions, `decode` of one; each
     block's `kv_cache_k_<i>` / `kv_cache_v_<i>` in and out under one
@@ -83,13 +90,9 @@ class _InPlaceModel:
     LiteRT-LM's runtime binds them: a step writes its positions in place
     and copies nothing else."""
 
-    def __init__(self, path, threads):
-        from ai_edge_litert.compiled_model import CompiledModel
-        from ai_edge_litert.options import CpuOptions, Options
-
-        options = Options(cpu_options=CpuOptions(num_threads=threads))
-        self.model = CompiledModel.from_file(path, options=options)
-        signatures = self.model.get_signature_list()
+    def __init__(self, model):
+        super().__init__(model)
+        signatures = model.get_signature_list()
         self.lengths = sorted(
             int(k[len("prefill_") :]) for k in signatures if k.startswith("prefill_")
         )
@@ -105,9 +108,6 @@ class _InPlaceModel:
             )
             for key in ["decode"] + [f"prefill_{t}" for t in self.lengths]
         }
-        details = self.model.get_output_tensor_details("decode")["logits"]
-        self.vocab = int(np.prod(details["shape"]))
-        self.logits = self.model.create_output_buffer_by_name("decode", "logits")
         self.position = 0
 
     def _run(self, key, ids, outputs):
@@ -147,7 +147,7 @@ class _InPlaceModel:
         """The logits after one more token."""
         self._run("decode", [int(token_id)], {"logits": self.logits, **self.caches})
         self.position += 1
-        return self.logits.read(self.vocab, np.float32)
+        return self.read_logits()
 
 
 def load(directory, model="model.tflite", threads=2):
@@ -155,18 +155,22 @@ def load(directory, model="model.tflite", threads=2):
     `prefill(ids)` (a list of prompt ids) and `decode(id)` return the next
     token's logits, the states kept between calls. `model`: `model.tflite`
     and `model_<quantization>.tflite` (prefill/decode with the states in
-    and out), or `litert_lm_*.tflite` (LiteRT-LM's layout, the caches
-    written in place)."""
+    and out), or a file in LiteRT-LM's layout (its `decode` takes
+    `input_pos`: `litert_lm_*.tflite`; the caches written in place)."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
     with open(os.path.join(directory, "chat.json"), encoding="utf-8") as f:
         chat = json.load(f)
-    path = os.path.join(directory, model)
-    if model.startswith("litert_lm"):
-        bound = _InPlaceModel(path, threads)
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.options import CpuOptions, Options
+
+    options = Options(cpu_options=CpuOptions(num_threads=threads))
+    compiled = CompiledModel.from_file(os.path.join(directory, model), options=options)
+    if "input_pos" in compiled.get_signature_list()["decode"]["inputs"]:  # LiteRT-LM's
+        bound = _InPlaceModel(compiled)
     else:
-        bound = _BoundModel(path, chat, threads)
+        bound = _BoundModel(compiled, chat)
     return bound.prefill, bound.decode, tokenizer, chat
 
 
