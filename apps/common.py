@@ -252,6 +252,19 @@ def distribution_scope(kind, model):
     return dist.get_strategy("mirrored").scope()
 
 
+def in_new_process(function, *args):
+    """`function(*args)` (a module-level function of the app) in a new
+    Python process, which ends when it returns: what it loaded (a model)
+    is given back to the system before the caller goes on. Its exceptions
+    are raised here."""
+    import concurrent.futures
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # nothing of this process copied
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(function, *args).result()
+
+
 class KillAfter(keras.callbacks.Callback):
     """SIGKILL this process once epoch `n` (1-based) is backed up: what the
     resume tests do to a training run (`kill_env` set to N)."""

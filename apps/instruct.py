@@ -23,6 +23,7 @@ weights); details: docs/guides/apps.md, "Command-line reference".
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -194,20 +195,26 @@ CHECK_PROMPTS = [
 
 
 def export(args):
-    """The phone bundle (`chat_bundle`: float32 and int8 LiteRT files with
-    prefill/decode signatures, tokenizer.json, runner.py), each file's
-    greedy tokens checked against Keras' on `CHECK_PROMPTS`."""
-    from seqkeras.export import chat_bundle, litert_runner
+    """The phone bundle (float32 and int8 LiteRT files with prefill/decode
+    signatures, tokenizer.json, runner.py), each file's greedy tokens
+    checked against Keras' on `CHECK_PROMPTS`. A new process loads the
+    model, writes the bundle's source (`chat_bundle_source`) and Keras'
+    tokens, and ends; this one then converts each file in a process of
+    its own (`convert_chat_bundle`) with the model's memory gone."""
+    from seqkeras.export import convert_chat_bundle, litert_runner
 
-    model, tokenizer, _ = load(args)
-    out = args.out or os.path.join(args.model or "saved_models/instruct/base", "export", "phone")
-    start = time.perf_counter()
-    path = chat_bundle(
-        model, tokenizer, out, max_length=args.max_length, overwrite=True, litert_lm=args.litert_lm
+    out = os.path.abspath(
+        args.out or os.path.join(args.model or "saved_models/instruct/base", "export", "phone")
     )
-    print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
+    source = os.path.join(os.path.dirname(out), f".source-{os.path.basename(out)}")
     prompts = CHECK_PROMPTS[: args.check]
-    expected = answer_ids(model, tokenizer, prompts, max_new_tokens=args.tokens, batch_size=16)
+    start = time.perf_counter()
+    try:
+        expected = common.in_new_process(export_source, args, source, prompts)
+        path = convert_chat_bundle(source, out, overwrite=True)
+    finally:
+        shutil.rmtree(source, ignore_errors=True)
+    print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
     for name in ("model.tflite", "model_int8.tflite") + ("litert_lm_int8.tflite",) * args.litert_lm:
         same, prefill, decode = litert_runner.check(path, name, prompts, expected, args.tokens)
         size = os.path.getsize(os.path.join(path, name)) / 1e6
@@ -216,6 +223,19 @@ def export(args):
             f"prompts ({args.tokens} tokens); median prefill {prefill:.0f} tokens/s, "
             f"decode {decode:.1f} tokens/s (2 threads)"
         )
+
+
+def export_source(args, source, prompts):
+    """`export`'s first process: the model loaded, the bundle's source
+    written to `source`; returns Keras' greedy ids on `prompts`."""
+    from seqkeras.export import chat_bundle_source
+
+    model, tokenizer, _ = load(args)
+    chat_bundle_source(
+        model, tokenizer, source, args.max_length, overwrite=True, litert_lm=args.litert_lm
+    )
+    ids = answer_ids(model, tokenizer, prompts, max_new_tokens=args.tokens, batch_size=16)
+    return [list(map(int, row)) for row in ids]
 
 
 def serve(args):

@@ -58,6 +58,13 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the TF Text ops)
 
 
+def growth_after(memory, seconds):
+    """Resident memory's relative growth from the first sample at or after
+    `seconds` to the largest after it (None when the run is shorter)."""
+    later = [m for t, m in memory if t >= seconds]
+    return (max(later) - later[0]) / later[0] if len(later) > 1 else None
+
+
 def rss_mb():
     with open("/proc/self/status") as f:
         for line in f:
@@ -339,6 +346,8 @@ def main(argv=None):
             "rss_mb_end": memory[-1][1],
             "rss_mb_max": max(m for _, m in memory[1:] or memory),
             "rss_mb_before_load_test": memory[0][1],
+            "memory_samples_s_mb": memory,
+            "rss_growth_after_120s": growth_after(memory, 120.0),
         }
     )
     print(
@@ -357,6 +366,8 @@ def main(argv=None):
         f"{result['rss_mb_end']:.0f} MB at the end, "
         f"{result['rss_mb_max']:.0f} MB at most"
     )
+    if result["rss_growth_after_120s"] is not None:
+        print(f"growth after the first 120 s: {100 * result['rss_growth_after_120s']:.2f}%")
     print("memory samples (s, MB): " + ", ".join(f"({t:.0f}, {m:.0f})" for t, m in memory))
     for e in errors[:3]:
         print("error:", e)

@@ -95,3 +95,37 @@ def test_no_private_tensorflow_import_is_unlisted_or_unexplained():
         if re.search(r"^[^#\n]*tf\.compat\.v1\.", text, re.M):  # in code, not a comment
             assert where in COMPAT_V1, f"{where} uses tf.compat.v1: list it in COMPAT_V1"
     assert found == listed, f"unlisted: {sorted(found - listed)}; gone: {sorted(listed - found)}"
+
+
+#: private attributes the library sets on public TensorFlow objects: (file,
+#: the object, the attribute). Setting an attribute a class no longer has
+#: fails silently, so each is checked on a real object here.
+PRIVATE_ATTRIBUTES = [
+    # `convert_in_new_process`: the weights after the flatbuffer, without
+    # the converter's Python-side rebuild of the model (1 GB for SmolLM2)
+    ("seqkeras/export/tflite.py", "tf.lite.TFLiteConverter", "_experimental_use_buffer_offset"),
+]
+_PRIVATE_ATTRIBUTE = re.compile(r"\w\.(_experimental_\w+) = ")
+
+
+def test_each_private_converter_attribute_is_still_read(tmp_path):
+    import inspect
+
+    module = tf.Module()
+    module.f = tf.function(lambda x: {"y": x * 2.0}, input_signature=[tf.TensorSpec([2])])
+    tf.saved_model.save(module, str(tmp_path), signatures={"f": module.f.get_concrete_function()})
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path))
+    source = inspect.getsource(inspect.getmodule(type(converter)))
+    for where, _, attribute in PRIVATE_ATTRIBUTES:
+        assert hasattr(converter, attribute), f"{where}: the converter has no {attribute} now"
+        assert f"self.{attribute}" in source, f"{where}: the converter no longer reads {attribute}"
+
+
+def test_no_private_attribute_is_unlisted():
+    listed = {(where, attribute) for where, _, attribute in PRIVATE_ATTRIBUTES}
+    found = {
+        (where, match.group(1))
+        for where, text in _sources()
+        for match in _PRIVATE_ATTRIBUTE.finditer(text)
+    }
+    assert found == listed, f"unlisted: {sorted(found - listed)}; gone: {sorted(listed - found)}"

@@ -28,7 +28,8 @@ from seqkeras.export.audit import NotServableError
 from seqkeras.export.audit import assert_servable
 from seqkeras.export.audit import audit_serving
 from seqkeras.export.audit import fresh_signature
-from seqkeras.export.on_device import chat_bundle, litert_lm_metadata, litert_lm_tflite
+from seqkeras.export.on_device import chat_bundle, chat_bundle_source, convert_chat_bundle
+from seqkeras.export.on_device import litert_lm_metadata, litert_lm_tflite
 from seqkeras.export.onnx import onnx
 from seqkeras.export.onnx import run_onnx
 from seqkeras.export.files import next_version
@@ -50,6 +51,8 @@ __all__ = [
     "assert_servable",
     "batching_parameters",
     "chat_bundle",
+    "chat_bundle_source",
+    "convert_chat_bundle",
     "litert_lm_metadata",
     "litert_lm_tflite",
     "audit_serving",

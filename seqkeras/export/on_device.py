@@ -12,7 +12,6 @@ import os
 import shutil
 
 from seqkeras.export.files import check_target, place_file, replace_dir, temporary_dir
-from seqkeras.export.streaming import streaming_tflite
 from seqkeras.models.instruction import end_of_turn_ids
 from seqkeras.layers import validation
 
@@ -28,7 +27,10 @@ def chat_bundle(
     litert_lm=False,
 ):
     """Writes the phone bundle of a decoder language model (see the module
-    docstring) to `directory`; returns it.
+    docstring) to `directory`; returns it. `chat_bundle_source` then
+    `convert_chat_bundle`: each file is converted in a new Python process
+    (the caller's memory plus one conversion's; see `convert_chat_bundle`
+    for a caller that frees the model first).
 
     Args:
         model: a `decoder_language_model` / `llama_language_model` (LoRA
@@ -46,46 +48,112 @@ def chat_bundle(
         litert_lm: also write `litert_lm_int8.tflite` (`litert_lm_tflite`,
             int8 weights) and `litert_lm.pbtxt` (`litert_lm_metadata`), the
             inputs of `litert-lm-builder` for a `.litertlm` file.
-    """
 
-    names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
-    if isinstance(quantize, str):
-        raise ValueError(
-            f"`chat_bundle` expects `quantize` to be a list among {sorted(names)} (e.g. "
-            f"({quantize!r},)). Received: quantize={quantize!r}"
-        )
-    unknown = [q for q in quantize or () if q not in names]
-    if unknown:
-        raise ValueError(
-            f"`chat_bundle` expects `quantize` among {sorted(names)}. Received: {unknown}"
-        )
-    validation.positive_int("chat_bundle", "max_length", max_length)
-    _check_prefills("chat_bundle", model)
-    prefix, suffix = _chat_text("chat_bundle", tokenizer, system)
+    Returns:
+        `directory`, absolute.
+
+    Raises:
+        ValueError: a model without a several-token step, an unknown
+            `quantize`, a `max_length` that is not a positive int, an
+            existing `directory` without `overwrite`.
+        TypeError: a `tokenizer` without a chat template.
+
+    """
+    _bundle_arguments("chat_bundle", model, tokenizer, quantize, max_length, system)
     directory = check_target("chat_bundle", directory, overwrite, want="dir", argument="directory")
-    end_ids = end_of_turn_ids(tokenizer)
-    work = temporary_dir(directory)
+    # beside the bundle (the same disk), not named as its temporary paths
+    # (`check_target` deletes those); a killed call's is replaced next time
+    source = os.path.join(os.path.dirname(directory), f".source-{os.path.basename(directory)}")
     try:
-        _, shapes = streaming_tflite(
-            model, os.path.join(work, "model.tflite"), max_length=max_length, prefill=True
+        _write_source(
+            "chat_bundle", model, tokenizer, source, max_length, quantize, system, True, litert_lm
         )
-        for q in quantize or ():
-            streaming_tflite(
-                model,
-                os.path.join(work, names[q]),
-                max_length=max_length,
-                quantize=q,
-                prefill=True,
-            )
+        return convert_chat_bundle(source, directory, overwrite=overwrite)
+    finally:
+        shutil.rmtree(source, ignore_errors=True)
+
+
+_PLAN = "conversions.json"  # a bundle source's list of files to convert
+
+
+def chat_bundle_source(
+    model,
+    tokenizer,
+    source,
+    max_length=512,
+    quantize=("dynamic_int8",),
+    system=None,
+    overwrite=False,
+    litert_lm=False,
+):
+    """Writes what `convert_chat_bundle` makes a phone bundle from, to the
+    directory `source`: the bundle's text files (tokenizer, `chat.json`,
+    `runner.py`, `litert_lm.pbtxt`), the model's steps as SavedModels and
+    the list of files to convert. Needs the model; the conversions do not,
+    so a program can write the source in one process, end it, and convert
+    in another with the model's memory gone (`apps/instruct.py export`).
+
+    Args:
+        model: a `decoder_language_model` / `llama_language_model` (LoRA
+            adapters merged).
+        tokenizer: its `seqkeras.data.ByteLevelBPETokenizer` (with a chat
+            template).
+        source: the directory to write.
+        max_length: the caches' positions: prompt and reply together.
+        quantize: the extra files' quantizations (as `chat_bundle`'s).
+        system: a system message for every conversation (default: the
+            template's).
+        overwrite: replace an existing `source`.
+        litert_lm: also LiteRT-LM's layout (as `chat_bundle`'s).
+
+    Returns:
+        `source`, absolute.
+
+    Raises:
+        ValueError: a model without a several-token step, an unknown
+            `quantize`, a `max_length` that is not a positive int, an
+            existing `source` without `overwrite`.
+        TypeError: a `tokenizer` without a chat template.
+    """
+    return _write_source(
+        "chat_bundle_source",
+        model,
+        tokenizer,
+        source,
+        max_length,
+        quantize,
+        system,
+        overwrite,
+        litert_lm,
+    )
+
+
+def _write_source(
+    name, model, tokenizer, source, max_length, quantize, system, overwrite, litert_lm
+):
+    """`chat_bundle_source`, its errors naming the function `name`."""
+    from seqkeras.export.streaming import prefill_decode_functions
+    from seqkeras.export.tflite import save_functions
+
+    names, prefix, suffix = _bundle_arguments(name, model, tokenizer, quantize, max_length, system)
+    source = check_target(name, source, overwrite, want="dir", argument="source")
+    end_ids = end_of_turn_ids(tokenizer)
+    work = temporary_dir(source)
+    try:
+        functions, shapes = prefill_decode_functions(model, max_length)
+        save_functions(functions, model.weights, os.path.join(work, "steps"))
+        keys = [fn.name for fn in functions]
+        plan = [["model.tflite", "steps", keys, None]]
+        plan += [[names[q], "steps", keys, q] for q in quantize or ()]
         if litert_lm:
-            litert_lm_tflite(
-                model,
-                os.path.join(work, "litert_lm_int8.tflite"),
-                max_length=max_length,
-                quantize="dynamic_int8",
-            )
+            functions = _litert_lm_functions(model, max_length, _prefill_lengths(max_length))
+            save_functions(functions, model.weights, os.path.join(work, "litert_lm_steps"))
+            keys = [fn.name for fn in functions]
+            plan.append(["litert_lm_int8.tflite", "litert_lm_steps", keys, "dynamic_int8"])
             with open(os.path.join(work, "litert_lm.pbtxt"), "w", encoding="utf-8") as f:
                 f.write(litert_lm_metadata(tokenizer, max_length))
+        with open(os.path.join(work, _PLAN), "w", encoding="utf-8") as f:
+            json.dump(plan, f, indent=1)
         tokenizer.save(work)
         os.remove(os.path.join(work, "tokenizer_config.json"))  # the template is in chat.json
         chat = {
@@ -99,11 +167,88 @@ def chat_bundle(
             json.dump(chat, f, ensure_ascii=False, indent=1)
         here = os.path.dirname(os.path.abspath(__file__))
         shutil.copy(os.path.join(here, "litert_runner.py"), os.path.join(work, "runner.py"))
+        replace_dir(work, source)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return source
+
+
+def convert_chat_bundle(source, directory, overwrite=False):
+    """Makes the phone bundle at `directory` from a `chat_bundle_source`
+    directory, without the model: each LiteRT file is converted from the
+    source's SavedModels in a new Python process that imports TensorFlow
+    alone (`seqkeras.export.tflite.convert_in_new_process`), one at a
+    time, so the memory of the whole export is the largest of one
+    conversion (SmolLM2-135M: 4.7 GB) and the caller's. `source` is left
+    as it was.
+
+    Args:
+        source: a directory written by `chat_bundle_source`.
+        directory: the bundle directory (written whole, then moved into
+            place).
+        overwrite: replace an existing `directory`.
+
+    Returns:
+        `directory`, absolute.
+
+    Raises:
+        ValueError: a `source` that `chat_bundle_source` did not write, an
+            existing `directory` without `overwrite`.
+        RuntimeError: a conversion failed (its last error lines).
+
+    """
+    from seqkeras.export.tflite import convert_in_new_process
+
+    name = "convert_chat_bundle"
+    if isinstance(source, bytes) or not isinstance(source, (str, os.PathLike)):
+        raise TypeError(
+            f"`{name}` expects `source` to be a str or os.PathLike (a directory written by "
+            f"`chat_bundle_source`). Received: source={source!r} ({type(source).__name__})"
+        )
+    source = os.path.abspath(os.fspath(source))
+    plan_path = os.path.join(source, _PLAN)
+    if not os.path.isfile(plan_path):
+        raise ValueError(
+            f"`{name}` expects `source` to be a directory written by `chat_bundle_source` "
+            f"(with {_PLAN}). Received: source={source!r}"
+        )
+    with open(plan_path, encoding="utf-8") as f:
+        plan = json.load(f)
+    saved = {entry[1] for entry in plan}
+    directory = check_target(name, directory, overwrite, want="dir", argument="directory")
+    work = temporary_dir(directory)
+    try:
+        for entry in sorted(os.listdir(source)):
+            if entry != _PLAN and entry not in saved:
+                shutil.copy(os.path.join(source, entry), os.path.join(work, entry))
+        for file, steps, keys, quantize in plan:
+            convert_in_new_process(
+                os.path.join(source, steps), keys, os.path.join(work, file), quantize
+            )
         replace_dir(work, directory)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return directory
+
+
+def _bundle_arguments(name, model, tokenizer, quantize, max_length, system):
+    """`(file names by quantization, chat prefix, chat suffix)` after
+    checking a bundle's arguments (the errors name the function `name`)."""
+    names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
+    if isinstance(quantize, str):
+        raise ValueError(
+            f"`{name}` expects `quantize` to be a list among {sorted(names)} (e.g. "
+            f"({quantize!r},)). Received: quantize={quantize!r}"
+        )
+    unknown = [q for q in quantize or () if q not in names]
+    if unknown:
+        raise ValueError(f"`{name}` expects `quantize` among {sorted(names)}. Received: {unknown}")
+    validation.positive_int(name, "max_length", max_length)
+    _check_prefills(name, model)
+    prefix, suffix = _chat_text(name, tokenizer, system)
+    return names, prefix, suffix
 
 
 def _check_prefills(name, model):
@@ -132,6 +277,12 @@ def _chat_text(name, tokenizer, system=None):
 
 
 # -- LiteRT-LM ---------------------------------------------------------------
+
+
+def _prefill_lengths(max_length):
+    """LiteRT-LM files' default prefill lengths: 32 and 128 tokens, those up
+    to `max_length` (or `max_length` alone)."""
+    return [t for t in (32, 128) if t <= max_length] or [max_length]
 
 
 def _litert_lm_functions(model, max_length, prefill_lengths):
@@ -239,7 +390,7 @@ def litert_lm_tflite(
     _check_prefills(name, model)
     validation.positive_int(name, "max_length", max_length)
     if prefill_lengths is None:
-        prefill_lengths = [t for t in (32, 128) if t <= max_length] or [max_length]
+        prefill_lengths = _prefill_lengths(max_length)
     lengths = validation.int_list(name, "prefill_lengths", prefill_lengths, 1, max_length)
     if quantize not in QUANTIZATIONS:
         raise ValueError(

@@ -190,6 +190,19 @@ def step_function(model):
     return serve, shapes
 
 
+def prefill_decode_functions(model, max_length=None):
+    """`([prefill, decode], state_shapes)`: the `tf.function`s of
+    `streaming_tflite(..., prefill=True)`'s two signatures (the signature
+    keys are their names) and the states' shapes without the batch axis."""
+    prefill_fn, serve, shapes = _functions(model, True, max_length)
+
+    @tf.function(autograph=False, input_signature=serve.input_signature)
+    def decode(inputs):  # the signature key is the function's name
+        return serve.python_function(inputs)
+
+    return [prefill_fn, decode], shapes
+
+
 def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=None, prefill=False):
     """Writes the step model as a builtin-ops TFLite file at `path`
     (signature `serving_default`; decoders also `encode`); returns
@@ -253,13 +266,8 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
     tmp = temporary_dir(path)  # beside `path`: the file moves into place in one rename
     try:
         if prefill:  # a loop-free step: the converter folds the weights (less memory)
-            prefill_fn, serve, shapes = _functions(model, True, max_length)
-
-            @tf.function(autograph=False, input_signature=serve.input_signature)
-            def decode(inputs):  # the signature key is the function's name
-                return serve.python_function(inputs)
-
-            flatbuffer = convert_functions([prefill_fn, decode], model.weights, quantize)
+            functions, shapes = prefill_decode_functions(model, max_length)
+            flatbuffer = convert_functions(functions, model.weights, quantize)
         else:
             encode, serve, shapes = _functions(model, max_length=max_length)
             signatures = {}

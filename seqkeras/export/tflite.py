@@ -1,5 +1,9 @@
 """TFLite conversion with builtin ops only, and running in LiteRT."""
 
+import json
+import os
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -154,6 +158,70 @@ def convert_functions(functions, variables, quantize=None):
     )
     converter.exclude_conversion_metadata = True  # one rebuild of the flatbuffer fewer
     return _convert(converter, quantize)
+
+
+def save_functions(functions, variables, directory):
+    """Writes `tf.function`s (each with an `input_signature`) and the
+    `variables` they read as a SavedModel at `directory` whose signature
+    keys are the functions' names: what `convert_in_new_process` reads, so
+    that a conversion needs neither the model nor its process. Returns
+    `directory`."""
+    holder = tf.Module()
+    holder.weights = [getattr(v, "value", v) for v in variables]  # Keras 3: the tf.Variable
+    signatures = {fn.name: fn.get_concrete_function() for fn in functions}
+    tf.saved_model.save(holder, str(directory), signatures=signatures)
+    return directory
+
+
+# The conversion of `convert_in_new_process`: TensorFlow alone (no seqkeras,
+# no Keras), the options of `_convert`. It sets one private converter
+# attribute (tests/test_private_apis.py fails loudly if TensorFlow drops
+# it): `_experimental_use_buffer_offset` writes the weights after the
+# flatbuffer (a format LiteRT reads) and skips the converter's Python-side
+# rebuild of the whole model to merge equal buffers, which held SmolLM2's
+# weights once more (a fresh conversion peaked at 5.7 GB against 4.7 GB)
+# and merged nothing: the converter already shares the signatures' weights.
+_CONVERT = r"""
+import json, sys
+import tensorflow as tf
+saved, keys, quantize, path = json.loads(sys.argv[1])
+converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=keys)
+converter.exclude_conversion_metadata = True
+converter._experimental_use_buffer_offset = True
+converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+converter.optimizations = [tf.lite.Optimize.DEFAULT] if quantize else []
+converter.target_spec.supported_types = [tf.float16] if quantize == "float16" else []
+flatbuffer = converter.convert()
+with open(path, "wb") as f:
+    f.write(flatbuffer)
+"""
+
+
+def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None):
+    """Converts the signatures `signature_keys` of a `save_functions`
+    SavedModel to a builtin-ops TFLite file at `path` in a new Python
+    process that imports TensorFlow alone: the conversion's memory (about
+    six copies of the weights at its peak) is not added to the caller's,
+    and returns to the system when the process ends. Returns `path`."""
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(
+            "`convert_in_new_process` received an invalid value for `quantize`: "
+            f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
+        )
+    job = json.dumps([str(saved_model_dir), list(signature_keys), quantize, str(path)])
+    result = subprocess.run(
+        [sys.executable, "-c", _CONVERT, job],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    if result.returncode:
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        raise RuntimeError(
+            f"`convert_in_new_process`: converting {list(signature_keys)} of {saved_model_dir} "
+            f"failed in the new process (exit status {result.returncode}): {lines[-5:]}"
+        )
+    return path
 
 
 def check_flatbuffer(name, flatbuffer):

@@ -298,6 +298,21 @@ entry(X + CB, "model", lambda: _e().chat_bundle(_tagger(), _tokenizer(), NEVER))
 entry(X + CB, "tokenizer", lambda: _e().chat_bundle(_lm(), None, NEVER))
 entry(X + CB, "directory", lambda: _e().chat_bundle(_lm(), _tokenizer(), _a_file()))
 
+CS = "chat_bundle_source"
+entry(
+    X + CS, "quantize", lambda: _e().chat_bundle_source(_lm(), _tokenizer(), NEVER, quantize="int4")
+)
+entry(
+    X + CS, "max_length", lambda: _e().chat_bundle_source(_lm(), _tokenizer(), NEVER, max_length=0)
+)
+entry(X + CS, "model", lambda: _e().chat_bundle_source(_tagger(), _tokenizer(), NEVER))
+entry(X + CS, "tokenizer", lambda: _e().chat_bundle_source(_lm(), None, NEVER))
+entry(X + CS, "source", lambda: _e().chat_bundle_source(_lm(), _tokenizer(), _a_file()))
+
+CC = "convert_chat_bundle"
+entry(X + CC, "source", lambda: _e().convert_chat_bundle(None, NEVER))
+entry(X + CC, "source", lambda: _e().convert_chat_bundle(tempfile.mkdtemp(), NEVER))
+
 SM = "saved_model"
 entry(X + SM, "max_batch_size", lambda: _e().saved_model(_tagger(), NEVER, max_batch_size=0))
 entry(X + SM, "max_batch_size", lambda: _e().saved_model(_tagger(), NEVER, max_batch_size="32"))

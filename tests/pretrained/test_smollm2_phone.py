@@ -1,51 +1,52 @@
-"""The real SmolLM2-135M-Instruct's phone bundle (slow). The app's
-`export` checks the whole model's bundle itself (16 prompts token by
-token against Keras; BENCHMARKS.md): converting the whole model peaks at
-6.4 GB, over CI's 6 GB budget, so here the bundle of SmolLM2's first 4
-blocks (real weights, tokenizer and template) is checked token by
-token."""
+"""The real SmolLM2-135M-Instruct's phone bundle (slow), as
+`apps/instruct.py export --init smollm2 --litert-lm` makes it: a new
+process loads the model and writes the bundle's source, then each LiteRT
+file is converted in a process of its own with the model's memory gone
+(the whole command peaked at 5.3 GB summed over its processes, against
+7.2 GB converting in one process: BENCHMARKS.md). The float32 file gives
+Keras' greedy tokens on every checked prompt, token by token, in LiteRT;
+the int8 files run; `runner.py` answers in a process without seqkeras."""
 
 import os
+import re
+import subprocess
+import sys
 
 from tests.pretrained_checks import needs_smollm2
 
-SLOW_SECONDS = 52  # tests/run.py --slow: its slow tests beside another module
-SLOW_PEAK_MB = 3445  # (2 cores; the summed memory of its processes)
+SLOW_SECONDS = 240  # tests/run.py --slow: its slow tests beside another module
+SLOW_PEAK_MB = 5300  # (2 cores; the summed memory of its processes)
 
 pytestmark = needs_smollm2()
 
+APP = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "instruct.py")
 
-def test_phone_files_of_smollm2s_first_blocks_equal_keras_token_by_token(tmp_path):
-    # SmolLM2's real weights, tokenizer and chat template, its first 4 of
-    # 30 blocks (the whole model's conversion peaks at 6.4 GB, over CI's
-    # budget): the phone bundle's float32 prefill/decode file gives Keras'
-    # greedy tokens on 4 chat prompts, token by token, in LiteRT; its int8
-    # file runs; the LiteRT-LM layout's file and metadata are written (its
-    # logits are checked against Keras' in tests/models/test_instruction.py)
-    import seqkeras.pretrained as sp
-    from seqkeras.data import ByteLevelBPETokenizer
-    from seqkeras.export import chat_bundle, litert_runner
-    from seqkeras.models import instruction
 
-    path = sp.smollm2_path()
-    checkpoint = sp.read_checkpoint(path)
-    model = sp.llama_language_model(dict(checkpoint.architecture, num_layers=4))
-    unused = sp.load_pretrained(model, checkpoint)
-    assert unused and all(name.startswith("layers.") for name in unused)  # blocks 4-29
-    tokenizer = ByteLevelBPETokenizer.load(path)
-    bundle = chat_bundle(model, tokenizer, str(tmp_path / "phone"), max_length=96, litert_lm=True)
-    prompts = ["What is the capital of France?", "Name a colour.", "2 + 2 =", "Say hello."]
-    float32 = litert_runner.load(bundle, "model.tflite")
-    int8 = litert_runner.load(bundle, "model_int8.tflite")
-    for text in prompts:
-        ours = tokenizer.encode(instruction.render_prompts(tokenizer, [text])).to_list()[0]
-        expected = instruction.answer_ids(model, tokenizer, [text], max_new_tokens=12)[0]
-        prefill, decode, hf, chat = float32
-        ids = litert_runner.prompt_ids(hf, chat, text)
-        assert ids == ours
-        new, _, _ = litert_runner.generate(prefill, decode, chat, ids, 12)
-        assert new == expected, text
-        new, _, _ = litert_runner.generate(*int8[:2], int8[3], ids, 12)
-        assert 0 < len(new) <= 12
-    assert os.path.getsize(os.path.join(bundle, "litert_lm_int8.tflite")) > 0
-    assert "<|im_end|>" in open(os.path.join(bundle, "litert_lm.pbtxt")).read()
+def test_the_whole_models_phone_files_equal_keras_token_by_token(tmp_path):
+    out = tmp_path / "phone"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = ["export", "--init", "smollm2", "--out", str(out), "--litert-lm"]
+    args += ["--check", "4", "--tokens", "12", "--max-length", "128"]
+    result = subprocess.run([sys.executable, APP, *args], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    equal = dict(re.findall(r"(\S+\.tflite): .* on (\d+)/4 prompts", result.stdout))
+    assert set(equal) == {"model.tflite", "model_int8.tflite", "litert_lm_int8.tflite"}, result
+    assert equal["model.tflite"] == "4", result.stdout  # float32: Keras' tokens, every prompt
+    assert sorted(os.listdir(out)) == [
+        "chat.json",
+        "litert_lm.pbtxt",
+        "litert_lm_int8.tflite",
+        "model.tflite",
+        "model_int8.tflite",
+        "runner.py",
+        "tokenizer.json",
+    ]
+    assert not [p for p in os.listdir(tmp_path) if p != "phone"]  # no source left behind
+    code = (
+        "import sys, runpy; sys.modules['seqkeras'] = None; "
+        "sys.argv = ['runner.py', 'What is the capital of France?', '--max-new-tokens', '8']; "
+        f"runpy.run_path({str(out / 'runner.py')!r}, run_name='__main__')"
+    )
+    reply = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert reply.returncode == 0, reply.stderr[-2000:]
+    assert "Paris" in reply.stdout, reply.stdout
