@@ -218,6 +218,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--json", help="write the numbers here too")
+    p.add_argument("--plot", help="a PNG of resident memory over the load test")
     args = p.parse_args(argv)
     if args.peer and not args.model:
         p.error("--peer needs --model (the trained model directory the export came from)")
@@ -376,7 +377,31 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
+    if args.plot:
+        plot_memory(memory, args, result)
     return 0 if not errors and not mismatches else 1
+
+
+def plot_memory(memory, args, result):
+    """Resident memory against time, sampled each 10 s under the load."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seconds, mb = zip(*memory)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(np.array(seconds) / 60, mb, marker=".", markersize=3)
+    ax.set_xlabel("minutes of load")
+    ax.set_ylabel("resident memory (MB)")
+    ax.set_ylim(0, max(mb) * 1.1)
+    ax.set_title(
+        f"{args.signature}, {args.threads} threads: {result['requests']} requests, "
+        f"{result['errors']} errors"
+    )
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(args.plot, dpi=110)
 
 
 if __name__ == "__main__":

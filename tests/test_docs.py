@@ -6,6 +6,9 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -40,7 +43,9 @@ def _nav_pages():
 
 
 def _blocks(text):
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+    """The Python blocks of a page, dedented (a block in a list item is
+    indented as the item)."""
+    return [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", text, re.S)]
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -241,6 +246,17 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     namespace = {}
     _run(blocks, "README.md", namespace)
     assert os.path.exists("saved_models/reverser-tflite/1/model.tflite")
+    # the docker + curl block after them: the curl's request, answered by
+    # the signature it names in a new process (CI has no Docker)
+    script = os.path.join(ROOT, ".ci", "readme_shell.py")
+    bin_dir = os.path.dirname(sys.executable)
+    result = subprocess.run(
+        [sys.executable, script, os.path.join(ROOT, "README.md"), "serve-reverser", bin_dir, "."],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "(answered by generate of saved_models/reverser/1)" in result.stdout, result.stdout
 
 
 def test_site_python_examples_run(tmp_path, monkeypatch):

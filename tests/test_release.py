@@ -44,9 +44,11 @@ def run_wheel_check(*part, **logs):
 
 @pytest.mark.slow
 def test_the_wheel_installs_and_runs_the_main_job_quietly(tmp_path):
-    log, start = tmp_path / "main.log", tmp_path / "start.log"
-    result = run_wheel_check(WHEEL_CHECK_LOG=log, WHEEL_CHECK_START_LOG=start)
-    assert "main job and getting-started page ran" in result.stdout
+    log, start, readme = tmp_path / "main.log", tmp_path / "start.log", tmp_path / "readme.log"
+    result = run_wheel_check(
+        WHEEL_CHECK_LOG=log, WHEEL_CHECK_START_LOG=start, WHEEL_CHECK_README_LOG=readme
+    )
+    assert "main job, getting-started page and README examples ran" in result.stdout
     out = log.read_text()
     line = [x for x in out.splitlines() if "held-out exact match" in x][0]
     assert float(line.rsplit(" ", 1)[1].rstrip("%")) >= 99.0, line
@@ -76,3 +78,9 @@ def test_the_wheel_installs_and_runs_the_main_job_quietly(tmp_path):
     assert "['2021-03-03', '1999-03-09']" in page, page[-3000:]
     line = [x for x in page.splitlines() if x.startswith("largest difference from Keras")][0]
     assert float(line.rsplit(" ", 1)[1]) <= 1e-4, line
+    # its docker + curl block: the curl's request, answered by the served
+    # signature it names (in a new process: CI has no Docker)
+    assert "(answered by generate_text of saved_models/dates/1) {'text': ['2021-03-03']}" in page
+    # the README's examples after the main job's install (`.[apps]`), and
+    # its TF Serving request: the reverser's `generate` answers it
+    assert "(answered by generate of saved_models/reverser/1)" in readme.read_text()
