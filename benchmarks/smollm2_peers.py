@@ -29,6 +29,12 @@ Engines (`--engines`, default all):
   tflite-f32, tflite-int8  the bundle's `model.tflite` and
         `model_int8.tflite` (XNNPACK, 2 threads) run by its `runner.py`
         (no seqkeras or TensorFlow in that process).
+  runner-litert-lm-int8  the bundle's `litert_lm_int8.tflite` (LiteRT-LM's
+        layout) run by the bundle's `runner.py`, the caches written in place.
+  litert-torch-f32, litert-torch-int8  litert-torch's own conversion of the
+        same weights (`litert_torch_f32.tflite`, `litert_torch_q8.tflite` in
+        the bundle: `benchmarks/litert_torch_peer.py` writes them), run by
+        the bundle's `runner.py` like ours.
   litert-lm-int8  the bundle's `litert_lm_int8.tflite` (LiteRT-LM's layout:
         `apps/instruct.py export --litert-lm`) bundled by `litert-lm-builder`
         into `model.litertlm` and timed by LiteRT-LM's own `Benchmark`
@@ -74,6 +80,9 @@ ENGINES = (
     "ours-savedmodel",
     "tflite-f32",
     "tflite-int8",
+    "runner-litert-lm-int8",
+    "litert-torch-f32",
+    "litert-torch-int8",
     "litert-lm-int8",
 )
 LABELS = {
@@ -88,6 +97,9 @@ LABELS = {
     "ours-savedmodel": "ours, SavedModel generate (default graph)",
     "tflite-f32": "ours, LiteRT float32",
     "tflite-int8": "ours, LiteRT dynamic-range int8",
+    "runner-litert-lm-int8": "ours, int8 in LiteRT-LM's layout, our runner",
+    "litert-torch-f32": "litert-torch 0.10.0, float32, our runner",
+    "litert-torch-int8": "litert-torch 0.10.0, dynamic_int8, our runner",
     "litert-lm-int8": "ours, int8, LiteRT-LM runtime (.litertlm)",
 }
 
@@ -435,6 +447,9 @@ def model_file(engine, bundle, gguf):
         "ours-savedmodel": lambda: os.path.join(bundle, "savedmodel"),
         "tflite-f32": lambda: os.path.join(bundle, "model.tflite"),
         "tflite-int8": lambda: os.path.join(bundle, "model_int8.tflite"),
+        "runner-litert-lm-int8": lambda: os.path.join(bundle, "litert_lm_int8.tflite"),
+        "litert-torch-f32": lambda: os.path.join(bundle, "litert_torch_f32.tflite"),
+        "litert-torch-int8": lambda: os.path.join(bundle, "litert_torch_q8.tflite"),
     }.get(engine, lambda: gguf)()
 
 
@@ -543,7 +558,8 @@ def main(argv=None):
     reference = rows.get("llama.cpp-q4_1", {}).get("ids")
     for engine, r in rows.items():
         if r["ids"] is not None:
-            decoded = len(r["ids"]) - (0 if engine.startswith(("llama", "tflite")) else 1)
+            stepped = ("llama", "tflite", "runner", "litert-torch")  # step APIs: 128 decodes
+            decoded = len(r["ids"]) - (0 if engine.startswith(stepped) else 1)
             r["prefill_tokens_per_s"] = len(ids) / r["prefill_s"]
             r["decode_tokens_per_s"] = decoded / r["decode_s"]
         same = "-"
@@ -556,7 +572,17 @@ def main(argv=None):
             f"{LABELS[engine]:45s} {r['size'] / 1e6:6.0f} MB {r['peak'] / 1e6:6.0f} MB "
             f"{r['prefill_tokens_per_s']:10.1f} {r['decode_tokens_per_s']:9.1f}  {same}"
         )
-    for mine in ("tflite-int8", "litert-lm-int8"):
+    pairs = (("runner-litert-lm-int8", "litert-torch-int8"), ("tflite-f32", "litert-torch-f32"))
+    for mine, peer in pairs:
+        if mine in rows and peer in rows:
+            ours, theirs = rows[mine], rows[peer]
+            print(
+                f"{LABELS[mine]} / {LABELS[peer]}: prefill "
+                f"{ours['prefill_tokens_per_s'] / theirs['prefill_tokens_per_s']:.2f}x, decode "
+                f"{ours['decode_tokens_per_s'] / theirs['decode_tokens_per_s']:.2f}x, size "
+                f"{ours['size'] / theirs['size']:.2f}x"
+            )
+    for mine in ("tflite-int8", "runner-litert-lm-int8", "litert-lm-int8"):
         if mine in rows and "llama.cpp-q4_1" in rows:
             ours, theirs = rows[mine], rows["llama.cpp-q4_1"]
             print(

@@ -90,7 +90,7 @@ class _InPlaceModel(_Compiled):
     LiteRT-LM's runtime binds them: a step writes its positions in place
     and copies nothing else."""
 
-    def __init__(self, model):
+    def __init__(self, model, chat):
         super().__init__(model)
         signatures = model.get_signature_list()
         self.lengths = sorted(
@@ -100,7 +100,10 @@ class _InPlaceModel(_Compiled):
         names = [n for n in signatures["decode"]["inputs"] if n.startswith("kv_cache_")]
         self.zeros = {n: np.zeros(details[n]["shape"], np.float32) for n in names}
         self.caches = {n: self.model.create_input_buffer_by_name("decode", n) for n in names}
-        self.max_length = int(details[names[0]]["shape"][2])
+        # the positions' axis: 2 in our files (1, heads, positions, size),
+        # 1 in litert-torch's (1, positions, heads, size)
+        shape = [int(d) for d in details[names[0]]["shape"]]
+        self.max_length = chat["max_length"] if chat["max_length"] in shape[1:] else shape[2]
         self.inputs = {
             key: (
                 self.model.create_input_buffer_by_name(key, "tokens"),
@@ -168,7 +171,7 @@ def load(directory, model="model.tflite", threads=2):
     options = Options(cpu_options=CpuOptions(num_threads=threads))
     compiled = CompiledModel.from_file(os.path.join(directory, model), options=options)
     if "input_pos" in compiled.get_signature_list()["decode"]["inputs"]:  # LiteRT-LM's
-        bound = _InPlaceModel(compiled)
+        bound = _InPlaceModel(compiled, chat)
     else:
         bound = _BoundModel(compiled, chat)
     return bound.prefill, bound.decode, tokenizer, chat
