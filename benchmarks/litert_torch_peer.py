@@ -109,11 +109,11 @@ def convert(venv, checkpoint, out, quantize, max_length, work):
 
 
 def check_prompts():
-    text = open(os.path.join(ROOT, "apps", "instruct.py"), encoding="utf-8").read()
-    start = text.index("CHECK_PROMPTS = [")
-    names = {}
-    exec(text[start : text.index("]", start) + 1], names)
-    return names["CHECK_PROMPTS"]
+    """`apps/instruct.py export`'s check prompts."""
+    sys.path.insert(0, os.path.join(ROOT, "apps"))
+    from instruct import CHECK_PROMPTS
+
+    return CHECK_PROMPTS
 
 
 def time_files(bundle, files, tokens=32, threads=2):

@@ -141,14 +141,12 @@ def _write_source(
     work = temporary_dir(source)
     try:
         functions, shapes = prefill_decode_functions(model, max_length)
-        save_functions(functions, model.weights, os.path.join(work, "steps"))
-        keys = [fn.name for fn in functions]
+        keys = save_functions(functions, model.weights, os.path.join(work, "steps"))
         plan = [["model.tflite", "steps", keys, None]]
         plan += [[names[q], "steps", keys, q] for q in quantize or ()]
         if litert_lm:
             functions = _litert_lm_functions(model, max_length, _prefill_lengths(max_length))
-            save_functions(functions, model.weights, os.path.join(work, "litert_lm_steps"))
-            keys = [fn.name for fn in functions]
+            keys = save_functions(functions, model.weights, os.path.join(work, "litert_lm_steps"))
             plan.append(["litert_lm_int8.tflite", "litert_lm_steps", keys, "dynamic_int8"])
             with open(os.path.join(work, "litert_lm.pbtxt"), "w", encoding="utf-8") as f:
                 f.write(litert_lm_metadata(tokenizer, max_length))

@@ -164,34 +164,35 @@ def save_functions(functions, variables, directory):
     """Writes `tf.function`s (each with an `input_signature`) and the
     `variables` they read as a SavedModel at `directory` whose signature
     keys are the functions' names: what `convert_in_new_process` reads, so
-    that a conversion needs neither the model nor its process. Returns
-    `directory`."""
+    that a conversion needs neither the model nor its process. Returns the
+    signature keys, in order."""
     holder = tf.Module()
     holder.weights = [getattr(v, "value", v) for v in variables]  # Keras 3: the tf.Variable
     signatures = {fn.name: fn.get_concrete_function() for fn in functions}
     tf.saved_model.save(holder, str(directory), signatures=signatures)
-    return directory
+    return list(signatures)
 
 
 # The conversion of `convert_in_new_process`: TensorFlow alone (no seqkeras,
-# no Keras), the options of `_convert`. It sets one private converter
-# attribute (tests/test_private_apis.py fails loudly if TensorFlow drops
-# it): `_experimental_use_buffer_offset` writes the weights after the
-# flatbuffer (a format LiteRT reads) and skips the converter's Python-side
-# rebuild of the whole model to merge equal buffers, which held SmolLM2's
-# weights once more (a fresh conversion peaked at 5.7 GB against 4.7 GB)
-# and merged nothing: the converter already shares the signatures' weights.
+# no Keras; this file loaded by its path for `_convert`'s options). It sets
+# one private converter attribute (tests/test_private_apis.py fails loudly
+# if TensorFlow drops it): `_experimental_use_buffer_offset` writes the
+# weights after the flatbuffer (a format LiteRT reads) and skips the
+# converter's Python-side rebuild of the whole model to merge equal
+# buffers, which held SmolLM2's weights once more (a fresh conversion
+# peaked at 5.7 GB against 4.7 GB) and merged nothing: the converter
+# already shares the signatures' weights.
 _CONVERT = r"""
-import json, sys
+import importlib.util, json, sys
 import tensorflow as tf
-saved, keys, quantize, path = json.loads(sys.argv[1])
+here, saved, keys, quantize, path = json.loads(sys.argv[1])
+spec = importlib.util.spec_from_file_location("seqkeras_export_tflite", here)
+tflite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tflite)
 converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=keys)
 converter.exclude_conversion_metadata = True
 converter._experimental_use_buffer_offset = True
-converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-converter.optimizations = [tf.lite.Optimize.DEFAULT] if quantize else []
-converter.target_spec.supported_types = [tf.float16] if quantize == "float16" else []
-flatbuffer = converter.convert()
+flatbuffer = tflite._convert(converter, quantize)
 with open(path, "wb") as f:
     f.write(flatbuffer)
 """
@@ -208,7 +209,9 @@ def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None)
             "`convert_in_new_process` received an invalid value for `quantize`: "
             f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
         )
-    job = json.dumps([str(saved_model_dir), list(signature_keys), quantize, str(path)])
+    job = json.dumps(
+        [os.path.abspath(__file__), str(saved_model_dir), list(signature_keys), quantize, str(path)]
+    )
     result = subprocess.run(
         [sys.executable, "-c", _CONVERT, job],
         capture_output=True,
