@@ -125,11 +125,259 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
 
 def _convert(converter, quantize):
     """`converter.convert()` with builtin ops only and `quantize`'s
-    options (every option set, so one converter serves several modes)."""
+    options (every option set, so one converter serves several modes).
+    Dynamic-range int8 files then share their tied embedding tables
+    (`share_embedding_tables`)."""
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.optimizations = [tf.lite.Optimize.DEFAULT] if quantize else []
     converter.target_spec.supported_types = [tf.float16] if quantize == "float16" else []
-    return converter.convert()
+    flatbuffer = converter.convert()
+    return share_embedding_tables(flatbuffer) if quantize == "dynamic_int8" else flatbuffer
+
+
+def share_embedding_tables(flatbuffer):
+    """Makes a dynamic-range int8 flatbuffer's embedding lookups read the
+    per-channel int8 copy of their table that a tied output projection
+    already holds, and drops the lookups' own copy.
+
+    The converter quantizes a table that is both looked up (GATHER) and
+    multiplied (FULLY_CONNECTED, tied logits) twice: per channel for the
+    FULLY_CONNECTED and per tensor, one scale for the whole table, for the
+    GATHER, which it then DEQUANTIZEs. Here the GATHER reads the per-channel
+    copy and its rows are scaled by a gathered per-row scale instead
+    (GATHER, CAST, GATHER of the scales, MUL: builtin ops), so the file
+    holds the table once (SmolLM2: 28 MB less) and every looked-up row
+    has its own scale rather than the whole table's. A lookup is rewritten
+    only where a per-channel table of the same shape equals its table
+    within the two quantizations' rounding; every other op is left as the
+    converter wrote it.
+
+    Args:
+        flatbuffer: a TFLite model, bytes (buffers inside the flatbuffer or
+            after it, as `_experimental_use_buffer_offset` writes them).
+
+    Returns:
+        The model as bytes (`flatbuffer` itself where nothing is shared).
+
+    Raises:
+        TypeError: `flatbuffer` is not bytes.
+        ValueError: `flatbuffer` is not a TFLite model.
+    """
+    flatbuffer = check_flatbuffer("share_embedding_tables", flatbuffer)
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    ops = schema.BuiltinOperator
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+
+    def constant(index):
+        buffer = model.buffers[index]
+        if buffer.offset > 1:
+            return np.frombuffer(flatbuffer, np.int8, buffer.size, buffer.offset)
+        return None if buffer.data is None or not len(buffer.data) else buffer.data.view(np.int8)
+
+    def scales(tensor):
+        q = tensor.quantization
+        if q is None or q.scale is None or tensor.type != schema.TensorType.INT8:
+            return None
+        return (
+            np.asarray(q.scale, np.float32),
+            np.asarray(q.zeroPoint, np.float32),
+            q.quantizedDimension,
+        )
+
+    per_channel = {}  # buffer -> (shape, per-row scales): symmetric, along axis 0
+    for graph in model.subgraphs:
+        for tensor in graph.tensors:
+            q = scales(tensor)
+            if (
+                q is not None
+                and len(tensor.shape) == 2
+                and q[2] == 0
+                and len(q[0]) == tensor.shape[0] > 1
+                and not q[1].any()
+                and constant(tensor.buffer) is not None
+            ):
+                per_channel[tensor.buffer] = (tuple(tensor.shape), q[0])
+    matches = {}
+
+    def twin(table):
+        """The per-channel buffer equal to the per-tensor `table`, or None."""
+        if table.buffer not in matches:
+            matches[table.buffer] = None
+            values = constant(table.buffer)
+            scale, zero, _ = scales(table)
+            for index, (shape, row_scales) in per_channel.items():
+                if shape == tuple(table.shape) and _equal_quantized(
+                    values.reshape(shape),
+                    scale[0],
+                    zero[0],
+                    constant(index).reshape(shape),
+                    row_scales,
+                ):
+                    matches[table.buffer] = index
+                    break
+        return matches[table.buffer]
+
+    def code(builtin):
+        if builtin not in codes:
+            model.operatorCodes.append(schema.OperatorCodeT())
+            model.operatorCodes[-1].builtinCode = builtin
+            model.operatorCodes[-1].deprecatedBuiltinCode = min(builtin, 127)
+            model.operatorCodes[-1].version = 1
+            codes.append(builtin)
+        return codes.index(builtin)
+
+    def operator(builtin, inputs, outputs, options_type, options):
+        op = schema.OperatorT()
+        op.opcodeIndex, op.inputs, op.outputs = code(builtin), list(inputs), list(outputs)
+        op.builtinOptionsType, op.builtinOptions = options_type, options
+        return op
+
+    def new_tensor(graph, name, kind, like, extra=(), buffer=0):
+        tensor = schema.TensorT()
+        tensor.name, tensor.type, tensor.buffer = name, kind, buffer
+        tensor.shape = list(like.shape) + list(extra)
+        if like.shapeSignature is not None:
+            tensor.shapeSignature = list(like.shapeSignature) + list(extra)
+        graph.tensors.append(tensor)
+        return len(graph.tensors) - 1
+
+    scale_buffers = {}  # per-channel buffer -> the buffer of its scales as [rows, 1] float32
+    dropped = set()
+    for graph in model.subgraphs:
+        consumers = {}
+        for op in graph.operators:
+            for i in op.inputs:
+                consumers.setdefault(i, []).append(op)
+        rewritten = []
+        for op in graph.operators:
+            if codes[op.opcodeIndex] != ops.GATHER or len(op.inputs) != 2:
+                continue
+            table, ids, out = graph.tensors[op.inputs[0]], op.inputs[1], op.outputs[0]
+            options = op.builtinOptions
+            after = consumers.get(out, [])
+            q = scales(table)
+            if (
+                q is None
+                or len(q[0]) != 1
+                or len(table.shape) != 2
+                or constant(table.buffer) is None
+                or (options is not None and (options.axis or options.batchDims))
+                or len(after) != 1
+                or codes[after[0].opcodeIndex] != ops.DEQUANTIZE
+                or out in graph.outputs
+                or graph.tensors[ids].type != schema.TensorType.INT32
+            ):
+                continue
+            shared = twin(table)
+            if shared is None:
+                continue
+            if shared not in scale_buffers:
+                buffer = schema.BufferT()
+                buffer.data = per_channel[shared][1].reshape(-1, 1).view(np.uint8).reshape(-1)
+                model.buffers.append(buffer)
+                scale_buffers[shared] = len(model.buffers) - 1
+            dequantize, name = after[0], table.name or b"embedding"
+            int8, float32 = schema.TensorType.INT8, schema.TensorType.FLOAT32
+            rows = new_tensor(graph, name + b"/per_channel", int8, table, (), shared)
+            row_scales = new_tensor(graph, name + b"/row_scales", float32, table)
+            graph.tensors[row_scales].buffer = scale_buffers[shared]
+            graph.tensors[row_scales].shape = [table.shape[0], 1]
+            graph.tensors[row_scales].shapeSignature = None
+            graph.tensors[out].quantization = None
+            cast = new_tensor(graph, name + b"/rows", float32, graph.tensors[out])
+            gathered = new_tensor(graph, name + b"/scales", float32, graph.tensors[ids], (1,))
+            dropped.add(table.buffer)
+            op.inputs = [rows, ids]
+            cast_options = schema.CastOptionsT()
+            cast_options.inDataType, cast_options.outDataType = int8, float32
+            gather_options = schema.GatherOptionsT()
+            rewritten.append(
+                (
+                    dequantize,
+                    [
+                        operator(
+                            ops.CAST, [out], [cast], schema.BuiltinOptions.CastOptions, cast_options
+                        ),
+                        operator(
+                            ops.GATHER,
+                            [row_scales, ids],
+                            [gathered],
+                            schema.BuiltinOptions.GatherOptions,
+                            gather_options,
+                        ),
+                        operator(
+                            ops.MUL,
+                            [cast, gathered],
+                            list(dequantize.outputs),
+                            schema.BuiltinOptions.MulOptions,
+                            schema.MulOptionsT(),
+                        ),
+                    ],
+                )
+            )
+        for dequantize, replacement in rewritten:
+            at = graph.operators.index(dequantize)
+            graph.operators[at : at + 1] = replacement
+    if not dropped:
+        return flatbuffer
+    for graph in model.subgraphs:  # the lookups' own tables, now read by no op
+        read = {i for op in graph.operators for i in op.inputs}
+        for index, tensor in enumerate(graph.tensors):
+            if tensor.buffer in dropped and index not in read:
+                tensor.buffer = 0
+    still_read = {t.buffer for graph in model.subgraphs for t in graph.tensors}
+    for index in dropped - still_read:
+        model.buffers[index] = schema.BufferT()
+    return _pack(model, flatbuffer)
+
+
+def _equal_quantized(values, scale, zero, rows, row_scales, chunk=4096):
+    """Whether a per-tensor int8 table (`values`, `scale`, `zero`) and a
+    symmetric per-row one (`rows`, `row_scales`) hold the same table:
+    every entry within the two roundings (half a step of each), compared
+    `chunk` rows at a time."""
+    for start in range(0, len(values), chunk):
+        step = row_scales[start : start + chunk, None]
+        ours = (values[start : start + chunk] - zero) * scale
+        theirs = rows[start : start + chunk] * step
+        if np.any(np.abs(ours - theirs) > 0.5 * scale + 0.5 * step + 1e-6 * np.abs(ours)):
+            return False
+    return True
+
+
+def _pack(model, flatbuffer):
+    """`model` (a `schema.ModelT`) as TFLite bytes; buffers that
+    `flatbuffer` stored after the flatbuffer (offset and size) are
+    stored after it again, each at a 16-byte boundary."""
+    import flatbuffers
+
+    def packed():
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        return bytes(builder.Output())
+
+    outside = {}
+    for index, buffer in enumerate(model.buffers):
+        if buffer.offset > 1:
+            outside[index] = memoryview(flatbuffer)[buffer.offset : buffer.offset + buffer.size]
+            buffer.offset = 1  # a placeholder of the same width
+    if not outside:
+        return packed()
+    length = len(packed())
+    end = length
+    for index, data in outside.items():
+        end = -(-end // 16) * 16
+        model.buffers[index].offset, end = end, end + len(data)
+    head = packed()
+    if len(head) != length:
+        raise RuntimeError(
+            "`share_embedding_tables`: the flatbuffer's length changed between packings"
+        )
+    out = bytearray(end)
+    out[:length] = head
+    for index, data in outside.items():
+        out[model.buffers[index].offset : model.buffers[index].offset + len(data)] = data
+    return bytes(out)
 
 
 def convert_functions(functions, variables, quantize=None):

@@ -46,10 +46,14 @@ def masked_softmax(logits, mask=None, axis=-1):
     x = ops.cast(logits, compute)
     if mask is None:
         return ops.cast(ops.softmax(x, axis=axis), dtype)
-    mask = ops.cast(mask, "bool")
-    x = ops.where(mask, x, ops.full_like(x, _MASKED_LOGIT))
-    weights = ops.softmax(x, axis=axis)
-    weights = ops.where(mask, weights, ops.zeros_like(weights))
+    # The mask as 0/1 numbers, added and multiplied rather than selected:
+    # the same weights (exp(-1e9) is 0 in float32 and bfloat16; a row with
+    # no key left is multiplied to zeros), and ops that LiteRT's XNNPACK
+    # delegate runs (it has no SELECT: SmolLM2's prefill left the delegate
+    # twice per block for two selects over its (heads, queries, cache) logits).
+    keep = ops.cast(ops.cast(mask, "bool"), compute)
+    x = x + (1.0 - keep) * _MASKED_LOGIT
+    weights = ops.softmax(x, axis=axis) * keep
     return ops.cast(weights, dtype)
 
 
