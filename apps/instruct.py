@@ -196,7 +196,8 @@ CHECK_PROMPTS = [
 
 def export(args):
     """The phone bundle (float32 and int8 LiteRT files with prefill/decode
-    signatures, tokenizer.json, runner.py), each file's greedy tokens
+    signatures; with --litert-lm, int8 and int4 files in LiteRT-LM's
+    layout; tokenizer.json, runner.py), each file's greedy tokens
     checked against Keras' on `CHECK_PROMPTS`. A new process loads the
     model, writes the bundle's source (`chat_bundle_source`) and Keras'
     tokens, and ends; this one then converts each file in a process of
@@ -215,7 +216,8 @@ def export(args):
     finally:
         shutil.rmtree(source, ignore_errors=True)
     print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
-    for name in ("model.tflite", "model_int8.tflite") + ("litert_lm_int8.tflite",) * args.litert_lm:
+    lm_files = ("litert_lm_int8.tflite", "litert_lm_int4.tflite") if args.litert_lm else ()
+    for name in ("model.tflite", "model_int8.tflite") + lm_files:
         same, prefill, decode = litert_runner.check(path, name, prompts, expected, args.tokens)
         size = os.path.getsize(os.path.join(path, name)) / 1e6
         print(
@@ -313,7 +315,7 @@ def parser():
             s.add_argument(
                 "--litert-lm",
                 action="store_true",
-                help="also LiteRT-LM's layout (litert-lm-builder)",
+                help="also int8 and int4 files in LiteRT-LM's layout (litert-lm-builder)",
             )
         if name == "serve":
             s.add_argument("--out", help="default: MODEL/export/chat (versions 1, 2, ...)")

@@ -37,7 +37,12 @@ def test_the_readme_fine_tuning_commands_run_as_written(tmp_path):
     assert accuracy >= 80.0, out  # 84.2% when measured; zero-shot: 15.5%
     assert "(servable)" in out and "equal to Keras: True" in out, out
     equal = dict(re.findall(r"(\S+\.tflite): .* on (\d+)/16 prompts", out))
-    assert set(equal) == {"model.tflite", "model_int8.tflite", "litert_lm_int8.tflite"}, out
+    assert set(equal) == {
+        "model.tflite",
+        "model_int8.tflite",
+        "litert_lm_int8.tflite",
+        "litert_lm_int4.tflite",
+    }, out
     assert equal["model.tflite"] == "16", out  # float32: Keras' tokens on every prompt
     assert "Paris" in out.split("runner.py")[-1], out  # the phone runner's reply
     assert re.search(r"answered by chat of .*'reply': \['.+'\]", out), out

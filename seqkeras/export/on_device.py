@@ -1,7 +1,8 @@
 """A decoder language model for phones, as one directory: `model.tflite`
 (builtin ops only; signatures `prefill` and `decode`, the grouped
 key/value caches as states: `streaming_tflite(..., prefill=True)`),
-optionally `model_int8.tflite` (dynamic-range int8 weights), the
+optionally `model_int8.tflite` (dynamic-range int8 weights) and
+`model_int4.tflite` (int4 weights in blocks of 32), the
 tokenizer's `tokenizer.json`, `chat.json` (the chat template's text around
 one user turn, the ids that end a turn, the states' shapes) and
 `runner.py` (`seqkeras.export.litert_runner`), which generates text from a
@@ -41,12 +42,15 @@ def chat_bundle(
             place).
         max_length: the caches' positions: prompt and reply together.
         quantize: the extra files' quantizations (`"dynamic_int8"`:
-            `model_int8.tflite`; `"float16"`: `model_float16.tflite`).
+            `model_int8.tflite`; `"float16"`: `model_float16.tflite`;
+            `"int4"`: `model_int4.tflite`, see
+            `seqkeras.export.tflite.quantize_int4`).
         system: a system message for every conversation (default: the
             template's).
         overwrite: replace an existing `directory`.
-        litert_lm: also write `litert_lm_int8.tflite` (`litert_lm_tflite`,
-            int8 weights) and `litert_lm.pbtxt` (`litert_lm_metadata`), the
+        litert_lm: also write `litert_lm_int8.tflite` and
+            `litert_lm_int4.tflite` (`litert_lm_tflite`, int8 and int4
+            weights) and `litert_lm.pbtxt` (`litert_lm_metadata`), the
             inputs of `litert-lm-builder` for a `.litertlm` file.
 
     Returns:
@@ -148,6 +152,7 @@ def _write_source(
             functions = _litert_lm_functions(model, max_length, _prefill_lengths(max_length))
             keys = save_functions(functions, model.weights, os.path.join(work, "litert_lm_steps"))
             plan.append(["litert_lm_int8.tflite", "litert_lm_steps", keys, "dynamic_int8"])
+            plan.append(["litert_lm_int4.tflite", "litert_lm_steps", keys, "int4"])
             with open(os.path.join(work, "litert_lm.pbtxt"), "w", encoding="utf-8") as f:
                 f.write(litert_lm_metadata(tokenizer, max_length))
         with open(os.path.join(work, _PLAN), "w", encoding="utf-8") as f:
@@ -234,7 +239,11 @@ def convert_chat_bundle(source, directory, overwrite=False):
 def _bundle_arguments(name, model, tokenizer, quantize, max_length, system):
     """`(file names by quantization, chat prefix, chat suffix)` after
     checking a bundle's arguments (the errors name the function `name`)."""
-    names = {"dynamic_int8": "model_int8.tflite", "float16": "model_float16.tflite"}
+    names = {
+        "dynamic_int8": "model_int8.tflite",
+        "float16": "model_float16.tflite",
+        "int4": "model_int4.tflite",
+    }
     if isinstance(quantize, str):
         raise ValueError(
             f"`{name}` expects `quantize` to be a list among {sorted(names)} (e.g. "
@@ -366,7 +375,8 @@ def litert_lm_tflite(
         prefill_lengths: the prefill signatures' token counts (the
             runtime splits a prompt over them); default 32 and 128 (those
             up to `max_length`, or `max_length` alone).
-        quantize: None or `"dynamic_int8"` (int8 weights).
+        quantize: None, `"dynamic_int8"` (int8 weights) or `"int4"` (int4
+            weights in blocks of 32: `seqkeras.export.tflite.quantize_int4`).
         overwrite: replace an existing file.
 
     Examples:

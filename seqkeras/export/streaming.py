@@ -224,7 +224,7 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
             recurrent decoders).
         path: the `.tflite` file to write.
         overwrite: replace an existing file.
-        quantize: None, `"dynamic_int8"` or `"float16"` (see
+        quantize: None, `"dynamic_int8"`, `"float16"` or `"int4"` (see
             `convert_builtin`).
         max_length: a Transformer decoder's cache length (see above).
         prefill: add the `prefill` and `decode` signatures (see above).

@@ -560,7 +560,7 @@ def _export_cases():
     )
     case("onnx", "opset", lambda: E.onnx(tagger(), "/tmp/n.onnx", opset=3))
     case("onnx", "opset", lambda: E.onnx(tagger(), "/tmp/n.onnx", opset="17"))
-    case("convert_builtin", "quantize", lambda: E.convert_builtin("/tmp/never", quantize="int4"))
+    case("convert_builtin", "quantize", lambda: E.convert_builtin("/tmp/never", quantize="int3"))
     case("GenerateBeam", "length_penalty_alpha", lambda: E.signatures.GenerateBeam(8, 4, -0.5))
     unbuilt = lambda: keras.Sequential([L.Scale(2.0)])  # noqa: E731
     case("saved_model", "inputs", lambda: E.saved_model(unbuilt(), "/tmp/never/1"))

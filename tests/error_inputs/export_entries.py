@@ -193,7 +193,7 @@ entry(
 )
 entry(X + S, "flatbuffer", lambda: _e().run_tflite_signature(None, "serve", x=np.ones((1, 3))))
 
-entry(X + "tflite", "quantize", lambda: _e().tflite(_tagger(), NEVER + ".tflite", quantize="int4"))
+entry(X + "tflite", "quantize", lambda: _e().tflite(_tagger(), NEVER + ".tflite", quantize="int3"))
 entry(X + "tflite", "model", lambda: _e().tflite(None, NEVER + ".tflite"))
 entry(X + "tflite", "path", lambda: _e().tflite(_tagger(), _empty_dir()))
 entry(
@@ -284,7 +284,7 @@ entry(
     "prefill_lengths",
     lambda: _e().litert_lm_tflite(_lm(), NEVER + ".tflite", max_length=16, prefill_lengths=8),
 )
-entry(X + LM, "quantize", lambda: _e().litert_lm_tflite(_lm(), NEVER + ".tflite", quantize="int4"))
+entry(X + LM, "quantize", lambda: _e().litert_lm_tflite(_lm(), NEVER + ".tflite", quantize="int3"))
 
 entry(X + "litert_lm_metadata", "max_length", lambda: _e().litert_lm_metadata(_tokenizer(), 0))
 entry(X + "litert_lm_metadata", "tokenizer", lambda: _e().litert_lm_metadata(_tokenizer()))
@@ -292,7 +292,7 @@ entry(X + "litert_lm_metadata", "tokenizer", lambda: _e().litert_lm_metadata(Non
 
 CB = "chat_bundle"
 entry(X + CB, "quantize", lambda: _e().chat_bundle(_lm(), _tokenizer(), NEVER, quantize="float16"))
-entry(X + CB, "quantize", lambda: _e().chat_bundle(_lm(), _tokenizer(), NEVER, quantize=("int4",)))
+entry(X + CB, "quantize", lambda: _e().chat_bundle(_lm(), _tokenizer(), NEVER, quantize=("int3",)))
 entry(X + CB, "max_length", lambda: _e().chat_bundle(_lm(), _tokenizer(), NEVER, max_length=-1))
 entry(X + CB, "model", lambda: _e().chat_bundle(_tagger(), _tokenizer(), NEVER))
 entry(X + CB, "tokenizer", lambda: _e().chat_bundle(_lm(), None, NEVER))
@@ -300,7 +300,7 @@ entry(X + CB, "directory", lambda: _e().chat_bundle(_lm(), _tokenizer(), _a_file
 
 CS = "chat_bundle_source"
 entry(
-    X + CS, "quantize", lambda: _e().chat_bundle_source(_lm(), _tokenizer(), NEVER, quantize="int4")
+    X + CS, "quantize", lambda: _e().chat_bundle_source(_lm(), _tokenizer(), NEVER, quantize="int3")
 )
 entry(
     X + CS, "max_length", lambda: _e().chat_bundle_source(_lm(), _tokenizer(), NEVER, max_length=0)

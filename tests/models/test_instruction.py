@@ -6,6 +6,7 @@ positions (padding included), LoRA training on the answer tokens teaches
 a keyword task that `generate_answers` then decodes (accuracy from the
 decoded strings), and the app's train / evaluate / predict run."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -135,7 +136,7 @@ def test_bad_inputs_are_named(loaded):
     with pytest.raises(ValueError, match="chat_bundle` expects `quantize` among"):
         from seqkeras.export import chat_bundle
 
-        chat_bundle(None, tokenizer, "/nonexistent/bundle", quantize=("int4",))
+        chat_bundle(None, tokenizer, "/nonexistent/bundle", quantize=("int3",))
     with pytest.raises(ValueError, match="answer_ids.*max_new_tokens"):
         instruction.generate_answers(None, tokenizer, ["a"], max_new_tokens=0)
 
@@ -198,6 +199,12 @@ def test_runner_writes_the_caches_of_litert_lm_files_in_place(loaded, tmp_path):
         new, _, _ = litert_runner.generate(prefill, decode, chat, ids, 8)
         assert new == instruction.answer_ids(model, tokenizer, [text], max_new_tokens=8)[0]
     assert any(padded)  # a last chunk padded
+    if importlib.util.find_spec("litert_quantizer"):  # the int4 file runs in the same layout
+        name = "litert_lm_int4.tflite"
+        litert_lm_tflite(model, os.path.join(path, name), 64, (4, 8), quantize="int4")
+        prefill, decode, hf, chat = litert_runner.load(path, name)
+        new, _, _ = litert_runner.generate(prefill, decode, chat, ids, 8)
+        assert 0 < len(new) <= 8 and max(new) < tokenizer.vocabulary_size
 
 
 def test_served_chat_signature_in_a_process_without_seqkeras(loaded, tmp_path):

@@ -1,7 +1,10 @@
-"""Dynamic-range int8 files hold a tied embedding table once: the lookup
-reads the output projection's per-channel int8 copy, each row with its own
-scale (`seqkeras.export.tflite.share_embedding_tables`), checked against a
-NumPy per-row quantization of the table."""
+"""Quantized files hold a tied embedding table once. Dynamic-range int8:
+the lookup reads the output projection's per-channel int8 copy, each row
+with its own scale (`seqkeras.export.tflite.share_embedding_tables`),
+checked against a NumPy per-row quantization of the table. int4
+(`quantize_int4`): the lookup becomes EMBEDDING_LOOKUP (the same values in
+float32) and the table is stored once in int4 blocks of 32, checked
+against a NumPy bound of half a block's step."""
 
 import keras
 import numpy as np
@@ -9,8 +12,10 @@ import pytest
 import tensorflow as tf
 
 from seqkeras.export.tflite import (
+    _embedding_lookups,
     convert_builtin,
     convert_in_new_process,
+    quantize_int4,
     run_tflite_signature,
     save_functions,
     share_embedding_tables,
@@ -42,10 +47,10 @@ def _functions(table, tied=True):
     return [lookup], [weight]
 
 
-def _converted(path, table, tied=True):
-    """The lookup's dynamic-range int8 file, converted in this process."""
+def _converted(path, table, tied=True, quantize="dynamic_int8"):
+    """The lookup's file, converted in this process."""
     keys = save_functions(*_functions(table, tied), path)
-    return convert_builtin(str(path), keys[0], quantize="dynamic_int8")
+    return convert_builtin(str(path), keys[0], quantize=quantize)
 
 
 def _int8_tables(flatbuffer):
@@ -117,3 +122,60 @@ def test_tables_stored_after_the_flatbuffer(tmp_path):
 def test_bad_flatbuffer_is_refused(bad):
     with pytest.raises((ValueError, TypeError), match="share_embedding_tables"):
         share_embedding_tables(bad)
+
+
+def _op_names(flatbuffer):
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    return [
+        names[
+            max(
+                model.operatorCodes[op.opcodeIndex].builtinCode,
+                model.operatorCodes[op.opcodeIndex].deprecatedBuiltinCode,
+            )
+        ]
+        for graph in model.subgraphs
+        for op in graph.operators
+    ]
+
+
+def test_lookups_become_embedding_lookups_with_the_same_values(tmp_path):
+    table = _table()
+    flatbuffer = _converted(tmp_path, table, quantize=None)
+    assert "GATHER" in _op_names(flatbuffer)
+    looked_up = _embedding_lookups(flatbuffer)
+    assert "EMBEDDING_LOOKUP" in _op_names(looked_up) and "GATHER" not in _op_names(looked_up)
+    for ids in (np.array([[0, 5, 95]], "int32"), np.array([[7]], "int32")):  # dynamic length
+        want = run_tflite_signature(flatbuffer, "lookup", ids=ids)
+        got = run_tflite_signature(looked_up, "lookup", ids=ids)
+        np.testing.assert_array_equal(got["rows"], want["rows"])
+        np.testing.assert_array_equal(got["logits"], want["logits"])
+
+
+def test_int4_stores_the_tied_table_once_in_blocks_of_32(tmp_path):
+    pytest.importorskip("litert_quantizer")
+    table = _table()
+    flatbuffer = _converted(tmp_path, table, quantize="int4")
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    int4 = {
+        t.buffer
+        for graph in model.subgraphs
+        for t in graph.tensors
+        if t.type == schema.TensorType.INT4 and list(t.shape) == [V, D]
+    }
+    assert len(int4) == 1, int4  # the lookup's and the logits' table, once
+    assert "EMBEDDING_LOOKUP" in _op_names(flatbuffer)
+    ids = np.array([[0, 5, 17, 40, 95, 3]], "int32")
+    out = run_tflite_signature(flatbuffer, "lookup", ids=ids)
+    blocks = np.abs(table[ids[0]]).reshape(len(ids[0]), D // 32, 32).max(-1)
+    step = np.repeat(blocks / 7.0, 32, axis=-1)  # symmetric int4, a scale per 32 (NumPy)
+    error = np.abs(out["rows"][0] - table[ids[0]])
+    assert np.all(error <= 0.5 * step * 1.01 + 1e-7), (error / step).max()
+    assert np.abs(out["rows"][0] - table[ids[0]]).max() > 0  # it is quantized
+    want = table[ids[0]] @ table.T
+    np.testing.assert_allclose(out["logits"], want, atol=0.1 * np.abs(want).max())
+
+
+def test_int4_refuses_what_is_not_a_model():
+    with pytest.raises(ValueError, match="quantize_int4"):
+        quantize_int4(b"not a model")
