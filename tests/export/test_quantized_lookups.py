@@ -104,14 +104,21 @@ def test_untied_table_is_left_as_converted(tmp_path):
     assert np.abs(rows - table[ids[0]]).max() <= 0.5 * whole + 1e-7
 
 
-def test_tables_stored_after_the_flatbuffer(tmp_path):
+@pytest.mark.parametrize("quantize", ["dynamic_int8", "int4"])
+def test_tables_stored_after_the_flatbuffer(tmp_path, quantize):
     """The new-process conversion writes buffers after the flatbuffer
-    (offset and size): they are laid out again after the rewrite."""
+    (offset and size), then rewrites the file in a second process: they
+    are laid out again after the rewrite."""
+    if quantize == "int4":
+        pytest.importorskip("litert_quantizer")
     table = _table()
     functions, variables = _functions(table)
     keys = save_functions(functions, variables, tmp_path / "saved")
-    path = convert_in_new_process(tmp_path / "saved", keys, tmp_path / "m.tflite", "dynamic_int8")
+    path = convert_in_new_process(tmp_path / "saved", keys, tmp_path / "m.tflite", quantize)
     flatbuffer = path.read_bytes()
+    if quantize == "int4":
+        _check_int4(flatbuffer, table)
+        return
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
     assert any(b.offset > 1 for b in model.buffers)  # the format under test
     assert len(_int8_tables(flatbuffer)) == 1
@@ -155,7 +162,10 @@ def test_lookups_become_embedding_lookups_with_the_same_values(tmp_path):
 def test_int4_stores_the_tied_table_once_in_blocks_of_32(tmp_path):
     pytest.importorskip("litert_quantizer")
     table = _table()
-    flatbuffer = _converted(tmp_path, table, quantize="int4")
+    _check_int4(_converted(tmp_path, table, quantize="int4"), table)
+
+
+def _check_int4(flatbuffer, table):
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
     int4 = {
         t.buffer
