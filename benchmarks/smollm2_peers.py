@@ -29,7 +29,8 @@ Engines (`--engines`, default all):
   tflite-f32, tflite-int8  the bundle's `model.tflite` and
         `model_int8.tflite` (XNNPACK, 2 threads) run by its `runner.py`
         (no seqkeras or TensorFlow in that process).
-  runner-litert-lm-int8  the bundle's `litert_lm_int8.tflite` (LiteRT-LM's
+  runner-litert-lm-int8, runner-litert-lm-int4  the bundle's
+        `litert_lm_int8.tflite` / `litert_lm_int4.tflite` (LiteRT-LM's
         layout) run by the bundle's `runner.py`, the caches written in place.
   litert-torch-f32, litert-torch-int8  litert-torch's own conversion of the
         same weights (`litert_torch_f32.tflite`, `litert_torch_q8.tflite` in
@@ -81,6 +82,7 @@ ENGINES = (
     "tflite-f32",
     "tflite-int8",
     "runner-litert-lm-int8",
+    "runner-litert-lm-int4",
     "litert-torch-f32",
     "litert-torch-int8",
     "litert-lm-int8",
@@ -98,6 +100,7 @@ LABELS = {
     "tflite-f32": "ours, LiteRT float32",
     "tflite-int8": "ours, LiteRT dynamic-range int8",
     "runner-litert-lm-int8": "ours, int8 in LiteRT-LM's layout, our runner",
+    "runner-litert-lm-int4": "ours, int4 in LiteRT-LM's layout, our runner",
     "litert-torch-f32": "litert-torch 0.10.0, float32, our runner",
     "litert-torch-int8": "litert-torch 0.10.0, dynamic_int8, our runner",
     "litert-lm-int8": "ours, int8, LiteRT-LM runtime (.litertlm)",
@@ -448,6 +451,7 @@ def model_file(engine, bundle, gguf):
         "tflite-f32": lambda: os.path.join(bundle, "model.tflite"),
         "tflite-int8": lambda: os.path.join(bundle, "model_int8.tflite"),
         "runner-litert-lm-int8": lambda: os.path.join(bundle, "litert_lm_int8.tflite"),
+        "runner-litert-lm-int4": lambda: os.path.join(bundle, "litert_lm_int4.tflite"),
         "litert-torch-f32": lambda: os.path.join(bundle, "litert_torch_f32.tflite"),
         "litert-torch-int8": lambda: os.path.join(bundle, "litert_torch_q8.tflite"),
     }.get(engine, lambda: gguf)()
@@ -582,7 +586,7 @@ def main(argv=None):
                 f"{ours['decode_tokens_per_s'] / theirs['decode_tokens_per_s']:.2f}x, size "
                 f"{ours['size'] / theirs['size']:.2f}x"
             )
-    for mine in ("tflite-int8", "runner-litert-lm-int8", "litert-lm-int8"):
+    for mine in ("tflite-int8", "runner-litert-lm-int8", "runner-litert-lm-int4", "litert-lm-int8"):
         if mine in rows and "llama.cpp-q4_1" in rows:
             ours, theirs = rows[mine], rows["llama.cpp-q4_1"]
             print(

@@ -144,7 +144,7 @@ def test_quantized_tflite_is_smaller_builtin_and_close(tmp_path):
         got = run_tflite_signature(small, **sample)["logits"]
         np.testing.assert_allclose(got, expected, atol=0.05, err_msg=quantize)
         assert np.mean((np.argmax(got, -1) == np.argmax(expected, -1))[real]) >= 0.9, quantize
-    for bad in ("int4", [], ["float16", "int4"]):
+    for bad in ("int3", [], ["float16", "int3"]):
         with pytest.raises(ValueError, match="convert_builtin.*quantize"):
             convert_builtin(path, quantize=bad)
 
