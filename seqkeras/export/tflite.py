@@ -204,13 +204,7 @@ def _embedding_lookups(flatbuffer):
     codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
 
     def code(builtin):
-        if builtin not in codes:
-            model.operatorCodes.append(schema.OperatorCodeT())
-            model.operatorCodes[-1].builtinCode = builtin
-            model.operatorCodes[-1].deprecatedBuiltinCode = min(builtin, 127)
-            model.operatorCodes[-1].version = 1
-            codes.append(builtin)
-        return codes.index(builtin)
+        return _opcode(model, codes, builtin)
 
     def constant(values):
         buffer = schema.BufferT()
@@ -389,13 +383,7 @@ def share_embedding_tables(flatbuffer):
         return matches[table.buffer]
 
     def code(builtin):
-        if builtin not in codes:
-            model.operatorCodes.append(schema.OperatorCodeT())
-            model.operatorCodes[-1].builtinCode = builtin
-            model.operatorCodes[-1].deprecatedBuiltinCode = min(builtin, 127)
-            model.operatorCodes[-1].version = 1
-            codes.append(builtin)
-        return codes.index(builtin)
+        return _opcode(model, codes, builtin)
 
     def operator(builtin, inputs, outputs, options_type, options):
         op = schema.OperatorT()
@@ -500,6 +488,18 @@ def share_embedding_tables(flatbuffer):
     for index in dropped - still_read:
         model.buffers[index] = schema.BufferT()
     return _pack(model, flatbuffer)
+
+
+def _opcode(model, codes, builtin):
+    """The index of `builtin`'s operator code in `model` (a `schema.ModelT`),
+    added when absent; `codes` (the builtin of each code) kept in step."""
+    if builtin not in codes:
+        model.operatorCodes.append(schema.OperatorCodeT())
+        model.operatorCodes[-1].builtinCode = builtin
+        model.operatorCodes[-1].deprecatedBuiltinCode = min(builtin, 127)
+        model.operatorCodes[-1].version = 1
+        codes.append(builtin)
+    return codes.index(builtin)
 
 
 def _equal_quantized(values, scale, zero, rows, row_scales, chunk=4096):
