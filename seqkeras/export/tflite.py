@@ -203,14 +203,8 @@ def _embedding_lookups(flatbuffer):
     ops, kinds = schema.BuiltinOperator, schema.TensorType
     codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
 
-    def code(builtin):
-        return _opcode(model, codes, builtin)
-
-    def constant(values):
-        buffer = schema.BufferT()
-        buffer.data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
-        model.buffers.append(buffer)
-        return len(model.buffers) - 1
+    def operator(*args):
+        return _operator(model, codes, *args)
 
     def stored(tensor):
         b = model.buffers[tensor.buffer]
@@ -225,12 +219,6 @@ def _embedding_lookups(flatbuffer):
             t.shapeSignature = None if signature is None else list(signature)
             graph.tensors.append(t)
             return len(graph.tensors) - 1
-
-        def operator(builtin, inputs, outputs, options_type=0, options=None):
-            op = schema.OperatorT()
-            op.opcodeIndex, op.inputs, op.outputs = code(builtin), list(inputs), list(outputs)
-            op.builtinOptionsType, op.builtinOptions = options_type, options
-            return op
 
         rewritten = []
         for i, op in enumerate(graph.operators):
@@ -258,14 +246,18 @@ def _embedding_lookups(flatbuffer):
                 [int(np.prod(ids.shape)), width],
                 signature=[-1, width],
             )
-            minus_one = tensor(f"lookup{i}/flat", kinds.INT32, [1], constant(np.int32([-1])))
+            minus_one = tensor(
+                f"lookup{i}/flat", kinds.INT32, [1], _add_buffer(model, np.int32([-1]))
+            )
             ops_here = [
                 operator(ops.RESHAPE, [op.inputs[1], minus_one], [flat]),
                 operator(ops.EMBEDDING_LOOKUP, [flat, op.inputs[0]], [rows]),
             ]
             if -1 in dims:
                 shape = tensor(f"lookup{i}/ids_shape", kinds.INT32, [len(dims)])
-                row = tensor(f"lookup{i}/row", kinds.INT32, [1], constant(np.int32([width])))
+                row = tensor(
+                    f"lookup{i}/row", kinds.INT32, [1], _add_buffer(model, np.int32([width]))
+                )
                 target = tensor(f"lookup{i}/shape", kinds.INT32, [len(dims) + 1])
                 shape_options = schema.ShapeOptionsT()
                 shape_options.outType = kinds.INT32
@@ -291,7 +283,7 @@ def _embedding_lookups(flatbuffer):
                     f"lookup{i}/shape",
                     kinds.INT32,
                     [len(dims) + 1],
-                    constant(np.int32(list(ids.shape) + [width])),
+                    _add_buffer(model, np.int32(list(ids.shape) + [width])),
                 )
             ops_here.append(operator(ops.RESHAPE, [rows, target], list(op.outputs)))
             rewritten += ops_here
@@ -382,14 +374,8 @@ def share_embedding_tables(flatbuffer):
                     break
         return matches[table.buffer]
 
-    def code(builtin):
-        return _opcode(model, codes, builtin)
-
-    def operator(builtin, inputs, outputs, options_type, options):
-        op = schema.OperatorT()
-        op.opcodeIndex, op.inputs, op.outputs = code(builtin), list(inputs), list(outputs)
-        op.builtinOptionsType, op.builtinOptions = options_type, options
-        return op
+    def operator(*args):
+        return _operator(model, codes, *args)
 
     def new_tensor(graph, name, kind, like, extra=(), buffer=0):
         tensor = schema.TensorT()
@@ -431,10 +417,7 @@ def share_embedding_tables(flatbuffer):
             if shared is None:
                 continue
             if shared not in scale_buffers:
-                buffer = schema.BufferT()
-                buffer.data = per_channel[shared][1].reshape(-1, 1).view(np.uint8).reshape(-1)
-                model.buffers.append(buffer)
-                scale_buffers[shared] = len(model.buffers) - 1
+                scale_buffers[shared] = _add_buffer(model, per_channel[shared][1])
             dequantize, name = after[0], table.name or b"embedding"
             int8, float32 = schema.TensorType.INT8, schema.TensorType.FLOAT32
             rows = new_tensor(graph, name + b"/per_channel", int8, table, (), shared)
@@ -490,16 +473,29 @@ def share_embedding_tables(flatbuffer):
     return _pack(model, flatbuffer)
 
 
-def _opcode(model, codes, builtin):
-    """The index of `builtin`'s operator code in `model` (a `schema.ModelT`),
-    added when absent; `codes` (the builtin of each code) kept in step."""
+def _operator(model, codes, builtin, inputs, outputs, options_type=0, options=None):
+    """A `schema.OperatorT` of `builtin` for `model` (a `schema.ModelT`), its
+    operator code added when absent (`codes`, the builtin of each code,
+    kept in step)."""
     if builtin not in codes:
         model.operatorCodes.append(schema.OperatorCodeT())
         model.operatorCodes[-1].builtinCode = builtin
         model.operatorCodes[-1].deprecatedBuiltinCode = min(builtin, 127)
         model.operatorCodes[-1].version = 1
         codes.append(builtin)
-    return codes.index(builtin)
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = codes.index(builtin), list(inputs), list(outputs)
+    op.builtinOptionsType, op.builtinOptions = options_type, options
+    return op
+
+
+def _add_buffer(model, values):
+    """Appends the NumPy array `values` to `model`'s buffers (stored inside
+    the flatbuffer); returns the buffer's index."""
+    buffer = schema.BufferT()
+    buffer.data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+    model.buffers.append(buffer)
+    return len(model.buffers) - 1
 
 
 def _equal_quantized(values, scale, zero, rows, row_scales, chunk=4096):
@@ -541,9 +537,7 @@ def _pack(model, flatbuffer):
         model.buffers[index].offset, end = end, end + len(data)
     head = packed()
     if len(head) != length:
-        raise RuntimeError(
-            "`share_embedding_tables`: the flatbuffer's length changed between packings"
-        )
+        raise RuntimeError("rewriting a TFLite flatbuffer: its length changed between two packings")
     out = bytearray(end)
     out[:length] = head
     for index, data in outside.items():
@@ -660,6 +654,8 @@ def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None)
             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
         )
         if result.returncode:
+            if code is _FINISH:  # not the file asked for: the converter's alone
+                os.remove(path)
             lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
             raise RuntimeError(
                 f"`convert_in_new_process`: converting {list(signature_keys)} of "
