@@ -36,9 +36,10 @@ Engines (`--engines`, default all):
         same weights (`litert_torch_f32.tflite`, `litert_torch_q8.tflite` in
         the bundle: `benchmarks/litert_torch_peer.py` writes them), run by
         the bundle's `runner.py` like ours.
-  litert-lm-int8  the bundle's `litert_lm_int8.tflite` (LiteRT-LM's layout:
-        `apps/instruct.py export --litert-lm`) bundled by `litert-lm-builder`
-        into `model.litertlm` and timed by LiteRT-LM's own `Benchmark`
+  litert-lm-int8, litert-lm-int4  the bundle's `litert_lm_int8.tflite` /
+        `litert_lm_int4.tflite` (LiteRT-LM's layout: `apps/instruct.py
+        export --litert-lm`) bundled by `litert-lm-builder` into
+        `model.litertlm` / `model_int4.litertlm` and timed by LiteRT-LM's own `Benchmark`
         (CPU, 2 threads, 128 prefill and 128 decode tokens), in the
         virtual environment given by `--litert-lm-venv` (`pip install
         litert-lm`: not a seqkeras dependency); its tokens are not compared.
@@ -86,6 +87,7 @@ ENGINES = (
     "litert-torch-f32",
     "litert-torch-int8",
     "litert-lm-int8",
+    "litert-lm-int4",
 )
 LABELS = {
     "llama.cpp-q4_1": "llama.cpp, Q4_1 (as shipped)",
@@ -104,6 +106,7 @@ LABELS = {
     "litert-torch-f32": "litert-torch 0.10.0, float32, our runner",
     "litert-torch-int8": "litert-torch 0.10.0, dynamic_int8, our runner",
     "litert-lm-int8": "ours, int8, LiteRT-LM runtime (.litertlm)",
+    "litert-lm-int4": "ours, int4, LiteRT-LM runtime (.litertlm)",
 }
 
 
@@ -394,14 +397,16 @@ print(json.dumps([runs, peak]))
 """
 
 
-def litert_lm_path(bundle, venv):
-    """The bundle's `model.litertlm`, built by `litert-lm-builder` from
-    `litert_lm_int8.tflite`, `litert_lm.pbtxt` and `tokenizer.json`."""
-    path = os.path.join(bundle, "model.litertlm")
+def litert_lm_path(bundle, venv, quantize="int8"):
+    """The bundle's `model.litertlm` (int8) or `model_int4.litertlm`, built
+    by `litert-lm-builder` from `litert_lm_<quantize>.tflite`,
+    `litert_lm.pbtxt` and `tokenizer.json`."""
+    name = "model.litertlm" if quantize == "int8" else f"model_{quantize}.litertlm"
+    path = os.path.join(bundle, name)
     if not os.path.exists(path):
-        model = os.path.join(bundle, "litert_lm_int8.tflite")
+        model = os.path.join(bundle, f"litert_lm_{quantize}.tflite")
         if not os.path.exists(model):
-            raise SystemExit(f"{bundle} has no litert_lm_int8.tflite: export with --litert-lm")
+            raise SystemExit(f"{bundle} has no {os.path.basename(model)}: export with --litert-lm")
         files = {n: os.path.join(bundle, n) for n in ("litert_lm.pbtxt", "tokenizer.json")}
         subprocess.run(
             [
@@ -511,11 +516,11 @@ def main(argv=None):
     rows = {}
     for engine in args.engines:
         start = time.perf_counter()
-        if engine == "litert-lm-int8":
+        if engine.startswith("litert-lm-"):
             if not args.litert_lm_venv:
-                print("litert-lm-int8: skipped (no --litert-lm-venv)")
+                print(f"{engine}: skipped (no --litert-lm-venv)")
                 continue
-            path = litert_lm_path(args.bundle, args.litert_lm_venv)
+            path = litert_lm_path(args.bundle, args.litert_lm_venv, engine.split("-")[-1])
             prefill, decode, peak = run_litert_lm(path, args.litert_lm_venv, args.runs)
             rows[engine] = dict(
                 prefill_tokens_per_s=prefill,
@@ -586,7 +591,13 @@ def main(argv=None):
                 f"{ours['decode_tokens_per_s'] / theirs['decode_tokens_per_s']:.2f}x, size "
                 f"{ours['size'] / theirs['size']:.2f}x"
             )
-    for mine in ("tflite-int8", "runner-litert-lm-int8", "runner-litert-lm-int4", "litert-lm-int8"):
+    for mine in (
+        "tflite-int8",
+        "runner-litert-lm-int8",
+        "runner-litert-lm-int4",
+        "litert-lm-int8",
+        "litert-lm-int4",
+    ):
         if mine in rows and "llama.cpp-q4_1" in rows:
             ours, theirs = rows[mine], rows["llama.cpp-q4_1"]
             print(

@@ -104,6 +104,18 @@ PRIVATE_ATTRIBUTES = [
     # `convert_in_new_process`: the weights after the flatbuffer, without
     # the converter's Python-side rebuild of the model (1 GB for SmolLM2)
     ("seqkeras/export/tflite.py", "tf.lite.TFLiteConverter", "_experimental_use_buffer_offset"),
+    # stand-in weights: a norm's scale kept out of the next weights
+    (
+        "seqkeras/export/tflite.py",
+        "tf.lite.TFLiteConverter",
+        "_experimental_disable_fuse_mul_and_fc",
+    ),
+    # stand-in weights: a large one written as a FILL, not its bytes
+    (
+        "seqkeras/export/tflite.py",
+        "tf.lite.TFLiteConverter",
+        "_experimental_unfold_large_splat_constant",
+    ),
 ]
 _PRIVATE_ATTRIBUTE = re.compile(r"\w\.(_experimental_\w+) = ")
 

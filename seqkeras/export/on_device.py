@@ -8,6 +8,7 @@ one user turn, the ids that end a turn, the states' shapes) and
 `runner.py` (`seqkeras.export.litert_runner`), which generates text from a
 string with only `ai_edge_litert` and `tokenizers`."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -145,12 +146,18 @@ def _write_source(
     work = temporary_dir(source)
     try:
         functions, shapes = prefill_decode_functions(model, max_length)
-        keys = save_functions(functions, model.weights, os.path.join(work, "steps"))
+        # stand-in weights: a conversion holds the weights once instead of
+        # about six times (SmolLM2's export: 2.75 GB, not 4.7); the int8
+        # files are then litert-quantizer's, so without it the converter's
+        stand_ins = importlib.util.find_spec("litert_quantizer") is not None
+        steps = os.path.join(work, "steps")
+        keys = save_functions(functions, model.weights, steps, stand_ins=stand_ins)
         plan = [["model.tflite", "steps", keys, None]]
         plan += [[names[q], "steps", keys, q] for q in quantize or ()]
         if litert_lm:
             functions = _litert_lm_functions(model, max_length, _prefill_lengths(max_length))
-            keys = save_functions(functions, model.weights, os.path.join(work, "litert_lm_steps"))
+            steps = os.path.join(work, "litert_lm_steps")
+            keys = save_functions(functions, model.weights, steps, stand_ins=stand_ins)
             plan.append(["litert_lm_int8.tflite", "litert_lm_steps", keys, "dynamic_int8"])
             plan.append(["litert_lm_int4.tflite", "litert_lm_steps", keys, "int4"])
             with open(os.path.join(work, "litert_lm.pbtxt"), "w", encoding="utf-8") as f:
@@ -183,8 +190,8 @@ def convert_chat_bundle(source, directory, overwrite=False):
     source's SavedModels in a new Python process that imports TensorFlow
     alone (`seqkeras.export.tflite.convert_in_new_process`), one at a
     time, so the memory of the whole export is the largest of one
-    conversion (SmolLM2-135M: 4.7 GB) and the caller's. `source` is left
-    as it was.
+    conversion and the caller's (SmolLM2-135M's, with stand-in weights:
+    `seqkeras.export.tflite.save_functions`). `source` is left as it was.
 
     Args:
         source: a directory written by `chat_bundle_source`.

@@ -11,6 +11,20 @@ import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 
+from seqkeras.export import litert_files
+from seqkeras.export.litert_files import (  # noqa: F401  (this module's names before)
+    _add_buffer,
+    _converted,
+    _embedding_lookups,
+    _equal_quantized,
+    _finish,
+    _operator,
+    _pack,
+    check_flatbuffer,
+    quantize_int4,
+    share_embedding_tables,
+)
+
 # A private TensorFlow module (tests/test_private_apis.py fails loudly if it
 # moves): TensorFlow has no public API that folds a concrete function's
 # variables into constants inside its while-loop bodies, which LiteRT needs
@@ -131,420 +145,6 @@ def _convert(converter, quantize):
     return _finish(_converted(converter, quantize), quantize)
 
 
-def _converted(converter, quantize):
-    """The converter's own flatbuffer for `quantize` (int8 and float16 are
-    the converter's options; int4 converts float32 for `_finish`)."""
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    by_converter = quantize in ("dynamic_int8", "float16")
-    converter.optimizations = [tf.lite.Optimize.DEFAULT] if by_converter else []
-    converter.target_spec.supported_types = [tf.float16] if quantize == "float16" else []
-    return converter.convert()
-
-
-def _finish(flatbuffer, quantize):
-    """What follows the converter: dynamic-range int8 files share their
-    tied embedding tables (`share_embedding_tables`); int4 files are
-    quantized from float32 (`quantize_int4`)."""
-    if quantize == "dynamic_int8":
-        return share_embedding_tables(flatbuffer)
-    if quantize == "int4":
-        return quantize_int4(flatbuffer)
-    return flatbuffer
-
-
-def quantize_int4(flatbuffer):
-    """A float32 TFLite model with 4-bit weights: `litert-quantizer`'s
-    `dynamic_wi4b32_afp32` recipe (symmetric int4 in blocks of 32 along
-    each row, a scale per block; activations quantized at run time) on
-    every FULLY_CONNECTED and EMBEDDING_LOOKUP weight of 1,024 elements or
-    more. Lookups of constant float tables are first rewritten as
-    EMBEDDING_LOOKUP (the converter writes GATHER, which the quantizer
-    leaves in float32), so an embedding table is quantized as well, and
-    held once where tied logits multiply the same table (SmolLM2-135M:
-    77 MB, against 98 MB for llama.cpp's Q4_1 file). Builtin ops only.
-
-    Args:
-        flatbuffer: a float32 TFLite model, bytes.
-
-    Returns:
-        The int4 model, bytes.
-
-    Raises:
-        TypeError: `flatbuffer` is not bytes.
-        ValueError: `flatbuffer` is not a TFLite model.
-        ImportError: `litert-quantizer` is not installed (`pip install
-            litert-quantizer`; the `apps` extra has it).
-    """
-    import contextlib
-    import io
-
-    flatbuffer = check_flatbuffer("quantize_int4", flatbuffer)
-    try:
-        from litert_quantizer import quantizer, recipe
-    except ImportError as error:
-        raise ImportError(
-            "`quantize_int4` (quantize='int4') needs litert-quantizer: "
-            "pip install litert-quantizer (seqkeras[apps] includes it)"
-        ) from error
-    q = quantizer.Quantizer(bytearray(_embedding_lookups(flatbuffer)))
-    q.load_quantization_recipe(recipe.dynamic_wi4b32_afp32())
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        result = q.quantize()
-    return bytes(result.quantized_model)
-
-
-def _embedding_lookups(flatbuffer):
-    """`flatbuffer` with each GATHER of rows (axis 0, int32 ids) from a
-    constant float32 table of 1,024 elements or more rewritten as
-    EMBEDDING_LOOKUP, which takes 1-D ids: RESHAPE(ids, [-1]),
-    EMBEDDING_LOOKUP, then RESHAPE to the ids' shape + the row's (SHAPE
-    and CONCATENATION where the ids' shape is dynamic). The same values."""
-    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
-    ops, kinds = schema.BuiltinOperator, schema.TensorType
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
-
-    def operator(*args):
-        return _operator(model, codes, *args)
-
-    def stored(tensor):
-        b = model.buffers[tensor.buffer]
-        return b.offset > 1 or (b.data is not None and len(b.data) > 0)
-
-    changed = False
-    for g, graph in enumerate(model.subgraphs):
-
-        def tensor(name, kind, shape, buffer=0, signature=None):
-            t = schema.TensorT()
-            t.name, t.type, t.shape, t.buffer = f"{g}/{name}".encode(), kind, list(shape), buffer
-            t.shapeSignature = None if signature is None else list(signature)
-            graph.tensors.append(t)
-            return len(graph.tensors) - 1
-
-        rewritten = []
-        for i, op in enumerate(graph.operators):
-            options = op.builtinOptions
-            table = graph.tensors[op.inputs[0]] if len(op.inputs) == 2 else None
-            if (
-                codes[op.opcodeIndex] != ops.GATHER
-                or table is None
-                or table.type != kinds.FLOAT32
-                or len(table.shape) != 2
-                or int(np.prod(table.shape)) < 1024
-                or not stored(table)
-                or (options is not None and (options.axis or options.batchDims))
-                or graph.tensors[op.inputs[1]].type != kinds.INT32
-            ):
-                rewritten.append(op)
-                continue
-            ids = graph.tensors[op.inputs[1]]
-            dims = list(ids.shapeSignature if ids.shapeSignature is not None else ids.shape)
-            width = int(table.shape[1])
-            flat = tensor(f"lookup{i}/ids", kinds.INT32, [int(np.prod(ids.shape))], signature=[-1])
-            rows = tensor(
-                f"lookup{i}/rows",
-                kinds.FLOAT32,
-                [int(np.prod(ids.shape)), width],
-                signature=[-1, width],
-            )
-            minus_one = tensor(
-                f"lookup{i}/flat", kinds.INT32, [1], _add_buffer(model, np.int32([-1]))
-            )
-            ops_here = [
-                operator(ops.RESHAPE, [op.inputs[1], minus_one], [flat]),
-                operator(ops.EMBEDDING_LOOKUP, [flat, op.inputs[0]], [rows]),
-            ]
-            if -1 in dims:
-                shape = tensor(f"lookup{i}/ids_shape", kinds.INT32, [len(dims)])
-                row = tensor(
-                    f"lookup{i}/row", kinds.INT32, [1], _add_buffer(model, np.int32([width]))
-                )
-                target = tensor(f"lookup{i}/shape", kinds.INT32, [len(dims) + 1])
-                shape_options = schema.ShapeOptionsT()
-                shape_options.outType = kinds.INT32
-                concat = schema.ConcatenationOptionsT()
-                ops_here += [
-                    operator(
-                        ops.SHAPE,
-                        [op.inputs[1]],
-                        [shape],
-                        schema.BuiltinOptions.ShapeOptions,
-                        shape_options,
-                    ),
-                    operator(
-                        ops.CONCATENATION,
-                        [shape, row],
-                        [target],
-                        schema.BuiltinOptions.ConcatenationOptions,
-                        concat,
-                    ),
-                ]
-            else:
-                target = tensor(
-                    f"lookup{i}/shape",
-                    kinds.INT32,
-                    [len(dims) + 1],
-                    _add_buffer(model, np.int32(list(ids.shape) + [width])),
-                )
-            ops_here.append(operator(ops.RESHAPE, [rows, target], list(op.outputs)))
-            rewritten += ops_here
-            changed = True
-        graph.operators = rewritten
-    return _pack(model, flatbuffer) if changed else flatbuffer
-
-
-def share_embedding_tables(flatbuffer):
-    """Makes a dynamic-range int8 flatbuffer's embedding lookups read the
-    per-channel int8 copy of their table that a tied output projection
-    already holds, and drops the lookups' own copy.
-
-    The converter quantizes a table that is both looked up (GATHER) and
-    multiplied (FULLY_CONNECTED, tied logits) twice: per channel for the
-    FULLY_CONNECTED and per tensor, one scale for the whole table, for the
-    GATHER, which it then DEQUANTIZEs. Here the GATHER reads the per-channel
-    copy and its rows are scaled by a gathered per-row scale instead
-    (GATHER, CAST, GATHER of the scales, MUL: builtin ops), so the file
-    holds the table once (SmolLM2: 28 MB less) and every looked-up row
-    has its own scale rather than the whole table's. A lookup is rewritten
-    only where a per-channel table of the same shape equals its table
-    within the two quantizations' rounding; every other op is left as the
-    converter wrote it.
-
-    Args:
-        flatbuffer: a TFLite model, bytes (buffers inside the flatbuffer or
-            after it, as `_experimental_use_buffer_offset` writes them).
-
-    Returns:
-        The model as bytes (`flatbuffer` itself where nothing is shared).
-
-    Raises:
-        TypeError: `flatbuffer` is not bytes.
-        ValueError: `flatbuffer` is not a TFLite model.
-    """
-    flatbuffer = check_flatbuffer("share_embedding_tables", flatbuffer)
-    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
-    ops = schema.BuiltinOperator
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
-
-    def constant(index):
-        buffer = model.buffers[index]
-        if buffer.offset > 1:
-            return np.frombuffer(flatbuffer, np.int8, buffer.size, buffer.offset)
-        return None if buffer.data is None or not len(buffer.data) else buffer.data.view(np.int8)
-
-    def scales(tensor):
-        q = tensor.quantization
-        if q is None or q.scale is None or tensor.type != schema.TensorType.INT8:
-            return None
-        return (
-            np.asarray(q.scale, np.float32),
-            np.asarray(q.zeroPoint, np.float32),
-            q.quantizedDimension,
-        )
-
-    per_channel = {}  # buffer -> (shape, per-row scales): symmetric, along axis 0
-    for graph in model.subgraphs:
-        for tensor in graph.tensors:
-            q = scales(tensor)
-            if (
-                q is not None
-                and len(tensor.shape) == 2
-                and q[2] == 0
-                and len(q[0]) == tensor.shape[0] > 1
-                and not q[1].any()
-                and constant(tensor.buffer) is not None
-            ):
-                per_channel[tensor.buffer] = (tuple(tensor.shape), q[0])
-    matches = {}
-
-    def twin(table):
-        """The per-channel buffer equal to the per-tensor `table`, or None."""
-        if table.buffer not in matches:
-            matches[table.buffer] = None
-            values = constant(table.buffer)
-            scale, zero, _ = scales(table)
-            for index, (shape, row_scales) in per_channel.items():
-                if shape == tuple(table.shape) and _equal_quantized(
-                    values.reshape(shape),
-                    scale[0],
-                    zero[0],
-                    constant(index).reshape(shape),
-                    row_scales,
-                ):
-                    matches[table.buffer] = index
-                    break
-        return matches[table.buffer]
-
-    def operator(*args):
-        return _operator(model, codes, *args)
-
-    def new_tensor(graph, name, kind, like, extra=(), buffer=0):
-        tensor = schema.TensorT()
-        tensor.name, tensor.type, tensor.buffer = name, kind, buffer
-        tensor.shape = list(like.shape) + list(extra)
-        if like.shapeSignature is not None:
-            tensor.shapeSignature = list(like.shapeSignature) + list(extra)
-        graph.tensors.append(tensor)
-        return len(graph.tensors) - 1
-
-    scale_buffers = {}  # per-channel buffer -> the buffer of its scales as [rows, 1] float32
-    dropped = set()
-    for graph in model.subgraphs:
-        consumers = {}
-        for op in graph.operators:
-            for i in op.inputs:
-                consumers.setdefault(i, []).append(op)
-        rewritten = []
-        for op in graph.operators:
-            if codes[op.opcodeIndex] != ops.GATHER or len(op.inputs) != 2:
-                continue
-            table, ids, out = graph.tensors[op.inputs[0]], op.inputs[1], op.outputs[0]
-            options = op.builtinOptions
-            after = consumers.get(out, [])
-            q = scales(table)
-            if (
-                q is None
-                or len(q[0]) != 1
-                or len(table.shape) != 2
-                or constant(table.buffer) is None
-                or (options is not None and (options.axis or options.batchDims))
-                or len(after) != 1
-                or codes[after[0].opcodeIndex] != ops.DEQUANTIZE
-                or out in graph.outputs
-                or graph.tensors[ids].type != schema.TensorType.INT32
-            ):
-                continue
-            shared = twin(table)
-            if shared is None:
-                continue
-            if shared not in scale_buffers:
-                scale_buffers[shared] = _add_buffer(model, per_channel[shared][1])
-            dequantize, name = after[0], table.name or b"embedding"
-            int8, float32 = schema.TensorType.INT8, schema.TensorType.FLOAT32
-            rows = new_tensor(graph, name + b"/per_channel", int8, table, (), shared)
-            row_scales = new_tensor(graph, name + b"/row_scales", float32, table)
-            graph.tensors[row_scales].buffer = scale_buffers[shared]
-            graph.tensors[row_scales].shape = [table.shape[0], 1]
-            graph.tensors[row_scales].shapeSignature = None
-            graph.tensors[out].quantization = None
-            cast = new_tensor(graph, name + b"/rows", float32, graph.tensors[out])
-            gathered = new_tensor(graph, name + b"/scales", float32, graph.tensors[ids], (1,))
-            dropped.add(table.buffer)
-            op.inputs = [rows, ids]
-            cast_options = schema.CastOptionsT()
-            cast_options.inDataType, cast_options.outDataType = int8, float32
-            gather_options = schema.GatherOptionsT()
-            rewritten.append(
-                (
-                    dequantize,
-                    [
-                        operator(
-                            ops.CAST, [out], [cast], schema.BuiltinOptions.CastOptions, cast_options
-                        ),
-                        operator(
-                            ops.GATHER,
-                            [row_scales, ids],
-                            [gathered],
-                            schema.BuiltinOptions.GatherOptions,
-                            gather_options,
-                        ),
-                        operator(
-                            ops.MUL,
-                            [cast, gathered],
-                            list(dequantize.outputs),
-                            schema.BuiltinOptions.MulOptions,
-                            schema.MulOptionsT(),
-                        ),
-                    ],
-                )
-            )
-        for dequantize, replacement in rewritten:
-            at = graph.operators.index(dequantize)
-            graph.operators[at : at + 1] = replacement
-    if not dropped:
-        return flatbuffer
-    for graph in model.subgraphs:  # the lookups' own tables, now read by no op
-        read = {i for op in graph.operators for i in op.inputs}
-        for index, tensor in enumerate(graph.tensors):
-            if tensor.buffer in dropped and index not in read:
-                tensor.buffer = 0
-    still_read = {t.buffer for graph in model.subgraphs for t in graph.tensors}
-    for index in dropped - still_read:
-        model.buffers[index] = schema.BufferT()
-    return _pack(model, flatbuffer)
-
-
-def _operator(model, codes, builtin, inputs, outputs, options_type=0, options=None):
-    """A `schema.OperatorT` of `builtin` for `model` (a `schema.ModelT`), its
-    operator code added when absent (`codes`, the builtin of each code,
-    kept in step)."""
-    if builtin not in codes:
-        model.operatorCodes.append(schema.OperatorCodeT())
-        model.operatorCodes[-1].builtinCode = builtin
-        model.operatorCodes[-1].deprecatedBuiltinCode = min(builtin, 127)
-        model.operatorCodes[-1].version = 1
-        codes.append(builtin)
-    op = schema.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = codes.index(builtin), list(inputs), list(outputs)
-    op.builtinOptionsType, op.builtinOptions = options_type, options
-    return op
-
-
-def _add_buffer(model, values):
-    """Appends the NumPy array `values` to `model`'s buffers (stored inside
-    the flatbuffer); returns the buffer's index."""
-    buffer = schema.BufferT()
-    buffer.data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
-    model.buffers.append(buffer)
-    return len(model.buffers) - 1
-
-
-def _equal_quantized(values, scale, zero, rows, row_scales, chunk=4096):
-    """Whether a per-tensor int8 table (`values`, `scale`, `zero`) and a
-    symmetric per-row one (`rows`, `row_scales`) hold the same table:
-    every entry within the two roundings (half a step of each), compared
-    `chunk` rows at a time."""
-    for start in range(0, len(values), chunk):
-        step = row_scales[start : start + chunk, None]
-        ours = (values[start : start + chunk] - zero) * scale
-        theirs = rows[start : start + chunk] * step
-        if np.any(np.abs(ours - theirs) > 0.5 * scale + 0.5 * step + 1e-6 * np.abs(ours)):
-            return False
-    return True
-
-
-def _pack(model, flatbuffer):
-    """`model` (a `schema.ModelT`) as TFLite bytes; buffers that
-    `flatbuffer` stored after the flatbuffer (offset and size) are
-    stored after it again, each at a 16-byte boundary."""
-    import flatbuffers
-
-    def packed():
-        builder = flatbuffers.Builder(1024)
-        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
-
-    outside = {}
-    for index, buffer in enumerate(model.buffers):
-        if buffer.offset > 1:
-            outside[index] = memoryview(flatbuffer)[buffer.offset : buffer.offset + buffer.size]
-            buffer.offset = 1  # a placeholder of the same width
-    if not outside:
-        return packed()
-    length = len(packed())
-    end = length
-    for index, data in outside.items():
-        end = -(-end // 16) * 16
-        model.buffers[index].offset, end = end, end + len(data)
-    head = packed()
-    if len(head) != length:
-        raise RuntimeError("rewriting a TFLite flatbuffer: its length changed between two packings")
-    out = bytearray(end)
-    out[:length] = head
-    for index, data in outside.items():
-        out[model.buffers[index].offset : model.buffers[index].offset + len(data)] = data
-    return bytes(out)
-
-
 def convert_functions(functions, variables, quantize=None):
     """Converts `tf.function`s (each with an `input_signature`; the
     signature keys are their Python names) to a builtin-ops TFLite
@@ -573,55 +173,140 @@ def convert_functions(functions, variables, quantize=None):
     return _convert(converter, quantize)
 
 
-def save_functions(functions, variables, directory):
+def save_functions(functions, variables, directory, stand_ins=False):
     """Writes `tf.function`s (each with an `input_signature`) and the
     `variables` they read as a SavedModel at `directory` whose signature
     keys are the functions' names: what `convert_in_new_process` reads, so
     that a conversion needs neither the model nor its process. Returns the
-    signature keys, in order."""
+    signature keys, in order.
+
+    With `stand_ins` (True, or the least number of elements: True is
+    65,536), each large float32 Keras variable (at most 1,024 of them)
+    whose axes cannot be split into two equal halves (a (d, d) kernel
+    could lie in a file either way round) is traced as a constant of one
+    value (`litert_files.stand_in_value`), which the converter holds as
+    one number, and saved as a NumPy file beside the SavedModel
+    (`litert_files.STAND_INS` lists them); `convert_in_new_process`
+    converts that, then writes the real weights into the file
+    (`litert_files.fill_stand_ins`). SmolLM2-135M's conversion then holds
+    its weights once instead of about six times.
+    """
     holder = tf.Module()
-    holder.weights = [getattr(v, "value", v) for v in variables]  # Keras 3: the tf.Variable
+    if stand_ins is True:
+        stand_ins = 65536
+    if stand_ins is not False and (isinstance(stand_ins, bool) or not isinstance(stand_ins, int)):
+        raise TypeError(
+            "`save_functions` expects `stand_ins` to be a bool or an int (the least number "
+            f"of elements). Received: stand_ins={stand_ins!r}"
+        )
+    standing = _stand_ins(variables, stand_ins) if stand_ins else {}
+    holder.weights = [
+        getattr(v, "value", v) for i, v in enumerate(variables) if i not in standing
+    ]  # Keras 3: the tf.Variable
+    if standing:
+        functions = [_traced_with_stand_ins(fn, standing) for fn in functions]
     signatures = {fn.name: fn.get_concrete_function() for fn in functions}
     tf.saved_model.save(holder, str(directory), signatures=signatures)
+    if standing:
+        entries = []
+        for n, (i, (variable, value)) in enumerate(standing.items()):
+            name = f"stand_in_{n}.npy"
+            np.save(os.path.join(directory, name), np.asarray(variable.numpy(), np.float32))
+            entries.append({"value": value, "file": name, "shape": list(variable.shape)})
+        with open(os.path.join(directory, litert_files.STAND_INS), "w", encoding="utf-8") as f:
+            json.dump(entries, f, indent=1)
     return list(signatures)
 
 
+def _stand_ins(variables, least):
+    """{index: (variable, stand-in value)} for `save_functions(stand_ins=...)`:
+    the largest float32 Keras variables of `least` elements or more whose
+    shape has no split into two equal products, up to 1,024 of them."""
+    import keras
+
+    def square(shape):
+        return any(np.prod(shape[:k]) == np.prod(shape[k:]) for k in range(1, len(shape)))
+
+    chosen = [
+        i
+        for i, v in enumerate(variables)
+        if isinstance(v, keras.Variable)
+        and v.dtype == "float32"
+        and int(np.prod(v.shape)) >= least
+        and not square(tuple(v.shape))
+    ]
+    chosen = sorted(chosen, key=lambda i: -int(np.prod(variables[i].shape)))[:1024]
+    return {i: (variables[i], litert_files.stand_in_value(n)) for n, i in enumerate(sorted(chosen))}
+
+
+def _traced_with_stand_ins(fn, standing):
+    """`fn` (a `tf.function` with an `input_signature`) traced with each
+    variable of `standing` read as its stand-in constant (a Keras
+    `StatelessScope` inside the trace: the constants are the graph's)."""
+    import keras
+
+    def traced(*args):
+        mapping = [
+            (variable, tf.constant(value, dtype=variable.dtype, shape=variable.shape))
+            for variable, value in standing.values()
+        ]
+        with keras.StatelessScope(state_mapping=mapping):
+            return fn.python_function(*args)
+
+    traced.__name__ = fn.name
+    return tf.function(traced, autograph=False, input_signature=fn.input_signature)
+
+
 # The conversion of `convert_in_new_process`: TensorFlow alone (no seqkeras,
-# no Keras; this file loaded by its path for `_converted`'s options). It sets
-# one private converter attribute (tests/test_private_apis.py fails loudly
+# no Keras; litert_files.py loaded by its path for `_converted`'s options).
+# It sets private converter attributes (tests/test_private_apis.py fails loudly
 # if TensorFlow drops it): `_experimental_use_buffer_offset` writes the
 # weights after the flatbuffer (a format LiteRT reads) and skips the
 # converter's Python-side rebuild of the whole model to merge equal
 # buffers, which held SmolLM2's weights once more (a fresh conversion
 # peaked at 5.7 GB against 4.7 GB) and merged nothing: the converter
-# already shares the signatures' weights.
+# already shares the signatures' weights. `_experimental_disable_fuse_mul_and_fc`
+# keeps a norm's scale out of the next FULLY_CONNECTED's weights, where it
+# would hide a stand-in (`save_functions(stand_ins=True)`), and
+# `_experimental_unfold_large_splat_constant` writes a large stand-in as a
+# FILL of its value instead of its full bytes (SmolLM2's conversion: 2.9 GB
+# with the bytes): there is no public switch for either.
 _CONVERT = r"""
 import importlib.util, json, sys
 import tensorflow as tf
-here, saved, keys, quantize, path = json.loads(sys.argv[1])
-spec = importlib.util.spec_from_file_location("seqkeras_export_tflite", here)
-tflite = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tflite)
+here, saved, keys, quantize, path, stand_ins = json.loads(sys.argv[1])
+spec = importlib.util.spec_from_file_location("seqkeras_export_litert_files", here)
+files = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(files)
 converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=keys)
 converter.exclude_conversion_metadata = True
 converter._experimental_use_buffer_offset = True
-flatbuffer = tflite._converted(converter, quantize)
+if stand_ins:  # a norm's scale multiplied into a stand-in would hide it
+    converter._experimental_disable_fuse_mul_and_fc = True
+    converter._experimental_unfold_large_splat_constant = True  # FILL, not the splat's bytes
+    quantize = "float16" if quantize == "float16" else None  # the others: from float32
+flatbuffer = files._converted(converter, quantize)
 with open(path, "wb") as f:
     f.write(flatbuffer)
 """
 
-# `_finish` in a process of its own, after the conversion's has ended (its
-# memory is not given back while the process lives: SmolLM2's int4 file,
-# quantized in the converting process, raised the export's peak by 0.3 GB).
+# `_finish` (or, for stand-ins, `finish_stand_ins`) in a process of its own,
+# after the conversion's has ended (its memory is not given back while the
+# process lives: SmolLM2's int4 file, quantized in the converting process,
+# raised the export's peak by 0.3 GB), and without TensorFlow: litert_files.py
+# loaded by its path.
 _FINISH = r"""
 import importlib.util, json, os, sys
-here, quantize, path = json.loads(sys.argv[1])
-spec = importlib.util.spec_from_file_location("seqkeras_export_tflite", here)
-tflite = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tflite)
+here, quantize, path, stand_ins = json.loads(sys.argv[1])
+spec = importlib.util.spec_from_file_location("seqkeras_export_litert_files", here)
+files = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(files)
+if stand_ins:
+    files.finish_stand_ins(path, stand_ins, quantize)
+    sys.exit()
 with open(path, "rb") as f:
     flatbuffer = f.read()
-finished = tflite._finish(flatbuffer, quantize)
+finished = files._finish(flatbuffer, quantize)
 if finished is not flatbuffer:
     with open(path + ".part", "wb") as f:
         f.write(finished)
@@ -636,16 +321,27 @@ def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None)
     six copies of the weights at its peak) is not added to the caller's,
     and returns to the system when the process ends. What follows the
     converter (`_finish`: int8 files' shared tables, int4 quantization)
-    runs in a second new process. Returns `path`."""
+    runs in a second new process, without TensorFlow.
+
+    A SavedModel saved with stand-ins (`save_functions(stand_ins=True)`)
+    is converted to float32 (float16 for `"float16"`) with the stand-ins,
+    which the converter holds as one number each; the second process then
+    writes the real weights into the file (`litert_files.fill_stand_ins`)
+    and quantizes it with `litert-quantizer` (`"dynamic_int8"`:
+    `litert_files.quantize_int8`; `"int4"`: `quantize_int4`). Returns
+    `path`."""
     if quantize not in QUANTIZATIONS:
         raise ValueError(
             "`convert_in_new_process` received an invalid value for `quantize`: "
             f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
         )
-    here = os.path.abspath(__file__)
-    steps = [(_CONVERT, [here, str(saved_model_dir), list(signature_keys), quantize, str(path)])]
-    if quantize in ("dynamic_int8", "int4"):
-        steps.append((_FINISH, [here, quantize, str(path)]))
+    here = os.path.abspath(litert_files.__file__)
+    stand_ins = os.path.isfile(os.path.join(saved_model_dir, litert_files.STAND_INS))
+    stand_ins = os.path.abspath(saved_model_dir) if stand_ins else None
+    job = [here, str(saved_model_dir), list(signature_keys), quantize, str(path), stand_ins]
+    steps = [(_CONVERT, job)]
+    if stand_ins or quantize in ("dynamic_int8", "int4"):
+        steps.append((_FINISH, [here, quantize, str(path), stand_ins]))
     for code, job in steps:
         result = subprocess.run(
             [sys.executable, "-c", code, json.dumps(job)],
@@ -663,26 +359,6 @@ def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None)
                 f"{result.returncode}): {lines[-5:]}"
             )
     return path
-
-
-def check_flatbuffer(name, flatbuffer):
-    """`flatbuffer` as bytes when it is a TFLite model's bytes (file
-    identifier `TFL3`); otherwise a clear error naming the function `name`
-    and its `flatbuffer` (a path is the usual mistake: read the file)."""
-    if isinstance(flatbuffer, (bytearray, memoryview)):
-        flatbuffer = bytes(flatbuffer)
-    if not isinstance(flatbuffer, bytes):
-        hint = " (a path: pass open(path, 'rb').read())" if isinstance(flatbuffer, str) else ""
-        raise TypeError(
-            f"`{name}` expects `flatbuffer` to be a TFLite model's bytes{hint}. "
-            f"Received: {type(flatbuffer).__name__}"
-        )
-    if flatbuffer[4:8] != b"TFL3":
-        raise ValueError(
-            f"`{name}` expects `flatbuffer` to be a TFLite model's bytes (file identifier "
-            f"TFL3). Received {len(flatbuffer)} bytes starting {flatbuffer[:8]!r}"
-        )
-    return flatbuffer
 
 
 def checked_feed(name, key, value, dtype, shape):

@@ -1,0 +1,702 @@
+"""LiteRT files after the converter, without TensorFlow: the rewrites
+of a converted flatbuffer (shared int8 embedding tables, EMBEDDING_LOOKUP
+lookups), `litert-quantizer`'s int8 and int4 weights, and the filling of
+stand-in weights (`seqkeras.export.tflite.save_functions(stand_ins=True)`).
+This file imports NumPy, `ai_edge_litert`'s schema and `flatbuffers` only:
+`convert_in_new_process` runs it in a process of its own, loaded by its
+path, so that finishing a file does not hold TensorFlow's memory."""
+
+import contextlib
+import io
+import json
+import os
+
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+
+def _converted(converter, quantize):
+    """The converter's own flatbuffer for `quantize` (int8 and float16 are
+    the converter's options; int4 converts float32 for `_finish`).
+    TensorFlow is imported here, not with this file."""
+    import tensorflow as tf
+
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    by_converter = quantize in ("dynamic_int8", "float16")
+    converter.optimizations = [tf.lite.Optimize.DEFAULT] if by_converter else []
+    converter.target_spec.supported_types = [tf.float16] if quantize == "float16" else []
+    return converter.convert()
+
+
+def _finish(flatbuffer, quantize):
+    """What follows the converter: dynamic-range int8 files share their
+    tied embedding tables (`share_embedding_tables`); int4 files are
+    quantized from float32 (`quantize_int4`)."""
+    if quantize == "dynamic_int8":
+        return share_embedding_tables(flatbuffer)
+    if quantize == "int4":
+        return quantize_int4(flatbuffer)
+    return flatbuffer
+
+
+def quantize_int4(flatbuffer):
+    """A float32 TFLite model with 4-bit weights: `litert-quantizer`'s
+    `dynamic_wi4b32_afp32` recipe (symmetric int4 in blocks of 32 along
+    each row, a scale per block; activations quantized at run time) on
+    every FULLY_CONNECTED and EMBEDDING_LOOKUP weight of 1,024 elements or
+    more. Lookups of constant float tables are first rewritten as
+    EMBEDDING_LOOKUP (the converter writes GATHER, which the quantizer
+    leaves in float32), so an embedding table is quantized as well, and
+    held once where tied logits multiply the same table (SmolLM2-135M:
+    77 MB, against 98 MB for llama.cpp's Q4_1 file). Builtin ops only.
+
+    Args:
+        flatbuffer: a float32 TFLite model, bytes.
+
+    Returns:
+        The int4 model, bytes.
+
+    Raises:
+        TypeError: `flatbuffer` is not bytes.
+        ValueError: `flatbuffer` is not a TFLite model.
+        ImportError: `litert-quantizer` is not installed (`pip install
+            litert-quantizer`; the `apps` extra has it).
+    """
+    return _litert_quantized("quantize_int4", flatbuffer, "dynamic_wi4b32_afp32")
+
+
+def _embedding_lookups(flatbuffer):
+    """`flatbuffer` with each GATHER of rows (axis 0, int32 ids) from a
+    constant float32 table of 1,024 elements or more rewritten as
+    EMBEDDING_LOOKUP, which takes 1-D ids: RESHAPE(ids, [-1]),
+    EMBEDDING_LOOKUP, then RESHAPE to the ids' shape + the row's (SHAPE
+    and CONCATENATION where the ids' shape is dynamic). The same values."""
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    ops, kinds = schema.BuiltinOperator, schema.TensorType
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+
+    def operator(*args):
+        return _operator(model, codes, *args)
+
+    def stored(tensor):
+        b = model.buffers[tensor.buffer]
+        return b.offset > 1 or (b.data is not None and len(b.data) > 0)
+
+    changed = False
+    for g, graph in enumerate(model.subgraphs):
+
+        def tensor(name, kind, shape, buffer=0, signature=None):
+            t = schema.TensorT()
+            t.name, t.type, t.shape, t.buffer = f"{g}/{name}".encode(), kind, list(shape), buffer
+            t.shapeSignature = None if signature is None else list(signature)
+            graph.tensors.append(t)
+            return len(graph.tensors) - 1
+
+        rewritten = []
+        for i, op in enumerate(graph.operators):
+            options = op.builtinOptions
+            table = graph.tensors[op.inputs[0]] if len(op.inputs) == 2 else None
+            if (
+                codes[op.opcodeIndex] != ops.GATHER
+                or table is None
+                or table.type != kinds.FLOAT32
+                or len(table.shape) != 2
+                or int(np.prod(table.shape)) < 1024
+                or not stored(table)
+                or (options is not None and (options.axis or options.batchDims))
+                or graph.tensors[op.inputs[1]].type != kinds.INT32
+            ):
+                rewritten.append(op)
+                continue
+            ids = graph.tensors[op.inputs[1]]
+            dims = list(ids.shapeSignature if ids.shapeSignature is not None else ids.shape)
+            width = int(table.shape[1])
+            flat = tensor(f"lookup{i}/ids", kinds.INT32, [int(np.prod(ids.shape))], signature=[-1])
+            rows = tensor(
+                f"lookup{i}/rows",
+                kinds.FLOAT32,
+                [int(np.prod(ids.shape)), width],
+                signature=[-1, width],
+            )
+            minus_one = tensor(
+                f"lookup{i}/flat", kinds.INT32, [1], _add_buffer(model, np.int32([-1]))
+            )
+            ops_here = [
+                operator(ops.RESHAPE, [op.inputs[1], minus_one], [flat]),
+                operator(ops.EMBEDDING_LOOKUP, [flat, op.inputs[0]], [rows]),
+            ]
+            if -1 in dims:
+                shape = tensor(f"lookup{i}/ids_shape", kinds.INT32, [len(dims)])
+                row = tensor(
+                    f"lookup{i}/row", kinds.INT32, [1], _add_buffer(model, np.int32([width]))
+                )
+                target = tensor(f"lookup{i}/shape", kinds.INT32, [len(dims) + 1])
+                shape_options = schema.ShapeOptionsT()
+                shape_options.outType = kinds.INT32
+                concat = schema.ConcatenationOptionsT()
+                ops_here += [
+                    operator(
+                        ops.SHAPE,
+                        [op.inputs[1]],
+                        [shape],
+                        schema.BuiltinOptions.ShapeOptions,
+                        shape_options,
+                    ),
+                    operator(
+                        ops.CONCATENATION,
+                        [shape, row],
+                        [target],
+                        schema.BuiltinOptions.ConcatenationOptions,
+                        concat,
+                    ),
+                ]
+            else:
+                target = tensor(
+                    f"lookup{i}/shape",
+                    kinds.INT32,
+                    [len(dims) + 1],
+                    _add_buffer(model, np.int32(list(ids.shape) + [width])),
+                )
+            ops_here.append(operator(ops.RESHAPE, [rows, target], list(op.outputs)))
+            rewritten += ops_here
+            changed = True
+        graph.operators = rewritten
+    return _pack(model, flatbuffer) if changed else flatbuffer
+
+
+def share_embedding_tables(flatbuffer):
+    """Makes a dynamic-range int8 flatbuffer's embedding lookups read the
+    per-channel int8 copy of their table that a tied output projection
+    already holds, and drops the lookups' own copy.
+
+    The converter quantizes a table that is both looked up (GATHER) and
+    multiplied (FULLY_CONNECTED, tied logits) twice: per channel for the
+    FULLY_CONNECTED and per tensor, one scale for the whole table, for the
+    GATHER, which it then DEQUANTIZEs. Here the GATHER reads the per-channel
+    copy and its rows are scaled by a gathered per-row scale instead
+    (GATHER, CAST, GATHER of the scales, MUL: builtin ops), so the file
+    holds the table once (SmolLM2: 28 MB less) and every looked-up row
+    has its own scale rather than the whole table's. A lookup is rewritten
+    only where a per-channel table of the same shape equals its table
+    within the two quantizations' rounding; every other op is left as the
+    converter wrote it.
+
+    Args:
+        flatbuffer: a TFLite model, bytes (buffers inside the flatbuffer or
+            after it, as `_experimental_use_buffer_offset` writes them).
+
+    Returns:
+        The model as bytes (`flatbuffer` itself where nothing is shared).
+
+    Raises:
+        TypeError: `flatbuffer` is not bytes.
+        ValueError: `flatbuffer` is not a TFLite model.
+    """
+    flatbuffer = check_flatbuffer("share_embedding_tables", flatbuffer)
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    ops = schema.BuiltinOperator
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+
+    def constant(index):
+        buffer = model.buffers[index]
+        if buffer.offset > 1:
+            return np.frombuffer(flatbuffer, np.int8, buffer.size, buffer.offset)
+        return None if buffer.data is None or not len(buffer.data) else buffer.data.view(np.int8)
+
+    def scales(tensor):
+        q = tensor.quantization
+        if q is None or q.scale is None or tensor.type != schema.TensorType.INT8:
+            return None
+        return (
+            np.asarray(q.scale, np.float32),
+            np.asarray(q.zeroPoint, np.float32),
+            q.quantizedDimension,
+        )
+
+    per_channel = {}  # buffer -> (shape, per-row scales): symmetric, along axis 0
+    for graph in model.subgraphs:
+        for tensor in graph.tensors:
+            q = scales(tensor)
+            if (
+                q is not None
+                and len(tensor.shape) == 2
+                and q[2] == 0
+                and len(q[0]) == tensor.shape[0] > 1
+                and not q[1].any()
+                and constant(tensor.buffer) is not None
+            ):
+                per_channel[tensor.buffer] = (tuple(tensor.shape), q[0])
+    matches = {}
+
+    def twin(table):
+        """The per-channel buffer equal to the per-tensor `table`, or None."""
+        if table.buffer not in matches:
+            matches[table.buffer] = None
+            values = constant(table.buffer)
+            scale, zero, _ = scales(table)
+            for index, (shape, row_scales) in per_channel.items():
+                if shape == tuple(table.shape) and _equal_quantized(
+                    values.reshape(shape),
+                    scale[0],
+                    zero[0],
+                    constant(index).reshape(shape),
+                    row_scales,
+                ):
+                    matches[table.buffer] = index
+                    break
+        return matches[table.buffer]
+
+    def operator(*args):
+        return _operator(model, codes, *args)
+
+    def new_tensor(graph, name, kind, like, extra=(), buffer=0):
+        tensor = schema.TensorT()
+        tensor.name, tensor.type, tensor.buffer = name, kind, buffer
+        tensor.shape = list(like.shape) + list(extra)
+        if like.shapeSignature is not None:
+            tensor.shapeSignature = list(like.shapeSignature) + list(extra)
+        graph.tensors.append(tensor)
+        return len(graph.tensors) - 1
+
+    scale_buffers = {}  # per-channel buffer -> the buffer of its scales as [rows, 1] float32
+    dropped = set()
+    for graph in model.subgraphs:
+        consumers = {}
+        for op in graph.operators:
+            for i in op.inputs:
+                consumers.setdefault(i, []).append(op)
+        rewritten = []
+        for op in graph.operators:
+            if codes[op.opcodeIndex] != ops.GATHER or len(op.inputs) != 2:
+                continue
+            table, ids, out = graph.tensors[op.inputs[0]], op.inputs[1], op.outputs[0]
+            options = op.builtinOptions
+            after = consumers.get(out, [])
+            q = scales(table)
+            if (
+                q is None
+                or len(q[0]) != 1
+                or len(table.shape) != 2
+                or constant(table.buffer) is None
+                or (options is not None and (options.axis or options.batchDims))
+                or len(after) != 1
+                or codes[after[0].opcodeIndex] != ops.DEQUANTIZE
+                or out in graph.outputs
+                or graph.tensors[ids].type != schema.TensorType.INT32
+            ):
+                continue
+            shared = twin(table)
+            if shared is None:
+                continue
+            if shared not in scale_buffers:
+                scale_buffers[shared] = _add_buffer(model, per_channel[shared][1])
+            dequantize, name = after[0], table.name or b"embedding"
+            int8, float32 = schema.TensorType.INT8, schema.TensorType.FLOAT32
+            rows = new_tensor(graph, name + b"/per_channel", int8, table, (), shared)
+            row_scales = new_tensor(graph, name + b"/row_scales", float32, table)
+            graph.tensors[row_scales].buffer = scale_buffers[shared]
+            graph.tensors[row_scales].shape = [table.shape[0], 1]
+            graph.tensors[row_scales].shapeSignature = None
+            graph.tensors[out].quantization = None
+            cast = new_tensor(graph, name + b"/rows", float32, graph.tensors[out])
+            gathered = new_tensor(graph, name + b"/scales", float32, graph.tensors[ids], (1,))
+            dropped.add(table.buffer)
+            op.inputs = [rows, ids]
+            cast_options = schema.CastOptionsT()
+            cast_options.inDataType, cast_options.outDataType = int8, float32
+            gather_options = schema.GatherOptionsT()
+            rewritten.append(
+                (
+                    dequantize,
+                    [
+                        operator(
+                            ops.CAST, [out], [cast], schema.BuiltinOptions.CastOptions, cast_options
+                        ),
+                        operator(
+                            ops.GATHER,
+                            [row_scales, ids],
+                            [gathered],
+                            schema.BuiltinOptions.GatherOptions,
+                            gather_options,
+                        ),
+                        operator(
+                            ops.MUL,
+                            [cast, gathered],
+                            list(dequantize.outputs),
+                            schema.BuiltinOptions.MulOptions,
+                            schema.MulOptionsT(),
+                        ),
+                    ],
+                )
+            )
+        for dequantize, replacement in rewritten:
+            at = graph.operators.index(dequantize)
+            graph.operators[at : at + 1] = replacement
+    if not dropped:
+        return flatbuffer
+    for graph in model.subgraphs:  # the lookups' own tables, now read by no op
+        read = {i for op in graph.operators for i in op.inputs}
+        for index, tensor in enumerate(graph.tensors):
+            if tensor.buffer in dropped and index not in read:
+                tensor.buffer = 0
+    still_read = {t.buffer for graph in model.subgraphs for t in graph.tensors}
+    for index in dropped - still_read:
+        model.buffers[index] = schema.BufferT()
+    return _pack(model, flatbuffer)
+
+
+def _operator(model, codes, builtin, inputs, outputs, options_type=0, options=None):
+    """A `schema.OperatorT` of `builtin` for `model` (a `schema.ModelT`), its
+    operator code added when absent (`codes`, the builtin of each code,
+    kept in step)."""
+    if builtin not in codes:
+        model.operatorCodes.append(schema.OperatorCodeT())
+        model.operatorCodes[-1].builtinCode = builtin
+        model.operatorCodes[-1].deprecatedBuiltinCode = min(builtin, 127)
+        model.operatorCodes[-1].version = 1
+        codes.append(builtin)
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = codes.index(builtin), list(inputs), list(outputs)
+    op.builtinOptionsType, op.builtinOptions = options_type, options
+    return op
+
+
+def _add_buffer(model, values):
+    """Appends the NumPy array `values` to `model`'s buffers (stored inside
+    the flatbuffer); returns the buffer's index."""
+    buffer = schema.BufferT()
+    buffer.data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+    model.buffers.append(buffer)
+    return len(model.buffers) - 1
+
+
+def _equal_quantized(values, scale, zero, rows, row_scales, chunk=4096):
+    """Whether a per-tensor int8 table (`values`, `scale`, `zero`) and a
+    symmetric per-row one (`rows`, `row_scales`) hold the same table:
+    every entry within the two roundings (half a step of each), compared
+    `chunk` rows at a time."""
+    for start in range(0, len(values), chunk):
+        step = row_scales[start : start + chunk, None]
+        ours = (values[start : start + chunk] - zero) * scale
+        theirs = rows[start : start + chunk] * step
+        if np.any(np.abs(ours - theirs) > 0.5 * scale + 0.5 * step + 1e-6 * np.abs(ours)):
+            return False
+    return True
+
+
+def _pack(model, flatbuffer):
+    """`model` (a `schema.ModelT`) as TFLite bytes; buffers that
+    `flatbuffer` stored after the flatbuffer (offset and size) are
+    stored after it again, each at a 16-byte boundary."""
+    import flatbuffers
+
+    def packed():
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        return bytes(builder.Output())
+
+    outside = {}
+    for index, buffer in enumerate(model.buffers):
+        if buffer.offset > 1:
+            outside[index] = memoryview(flatbuffer)[buffer.offset : buffer.offset + buffer.size]
+            buffer.offset = 1  # a placeholder of the same width
+    if not outside:
+        return packed()
+    length = len(packed())
+    end = length
+    for index, data in outside.items():
+        end = -(-end // 16) * 16
+        model.buffers[index].offset, end = end, end + len(data)
+    head = packed()
+    if len(head) != length:
+        raise RuntimeError("rewriting a TFLite flatbuffer: its length changed between two packings")
+    out = bytearray(end)
+    out[:length] = head
+    for index, data in outside.items():
+        out[model.buffers[index].offset : model.buffers[index].offset + len(data)] = data
+    return bytes(out)
+
+
+def check_flatbuffer(name, flatbuffer):
+    """`flatbuffer` as bytes when it is a TFLite model's bytes (file
+    identifier `TFL3`); otherwise a clear error naming the function `name`
+    and its `flatbuffer` (a path is the usual mistake: read the file)."""
+    if isinstance(flatbuffer, (bytearray, memoryview)):
+        flatbuffer = bytes(flatbuffer)
+    if not isinstance(flatbuffer, bytes):
+        hint = " (a path: pass open(path, 'rb').read())" if isinstance(flatbuffer, str) else ""
+        raise TypeError(
+            f"`{name}` expects `flatbuffer` to be a TFLite model's bytes{hint}. "
+            f"Received: {type(flatbuffer).__name__}"
+        )
+    if flatbuffer[4:8] != b"TFL3":
+        raise ValueError(
+            f"`{name}` expects `flatbuffer` to be a TFLite model's bytes (file identifier "
+            f"TFL3). Received {len(flatbuffer)} bytes starting {flatbuffer[:8]!r}"
+        )
+    return flatbuffer
+
+
+def quantize_int8(flatbuffer):
+    """A float32 TFLite model with int8 weights: `litert-quantizer`'s
+    `dynamic_wi8_afp32` recipe (symmetric int8, a scale per output
+    channel; activations quantized at run time) on every FULLY_CONNECTED
+    and EMBEDDING_LOOKUP weight, lookups first rewritten as in
+    `quantize_int4` (a tied embedding table held once). Builtin ops only.
+
+    Args:
+        flatbuffer: a float32 TFLite model, bytes.
+
+    Returns:
+        The int8 model, bytes.
+    """
+    return _litert_quantized("quantize_int8", flatbuffer, "dynamic_wi8_afp32")
+
+
+def _litert_quantized(name, flatbuffer, recipe_name):
+    """`flatbuffer` (lookups rewritten) quantized by litert-quantizer's
+    recipe `recipe_name`; the errors name the function `name`."""
+    flatbuffer = check_flatbuffer(name, flatbuffer)
+    try:
+        from litert_quantizer import quantizer, recipe
+    except ImportError as error:
+        raise ImportError(
+            f"`{name}` needs litert-quantizer: pip install litert-quantizer "
+            "(seqkeras[apps] includes it)"
+        ) from error
+    q = quantizer.Quantizer(bytearray(_embedding_lookups(flatbuffer)))
+    q.load_quantization_recipe(getattr(recipe, recipe_name)())
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        result = q.quantize()
+    return bytes(result.quantized_model)
+
+
+#: The file `save_functions(stand_ins=True)` writes beside the SavedModel:
+#: one entry per stand-in weight, {"value", "file", "shape"}.
+STAND_INS = "stand_ins.json"
+
+
+def stand_in_value(index):
+    """The constant that stands in for the `index`-th stand-in weight:
+    1024 + index, exact in float32 and float16 (so a float16 conversion
+    keeps it), for up to 1,024 weights."""
+    if not 0 <= index < 1024:
+        raise ValueError(f"`stand_in_value` takes 0 <= index < 1024. Received: index={index}")
+    return 1024.0 + index
+
+
+def fill_stand_ins(path, directory):
+    """Writes the real weights into the TFLite file at `path` (weights
+    after the flatbuffer: the converter's buffer-offset format), converted
+    from a `save_functions(stand_ins=True)` SavedModel at `directory`
+    whose large weights were constants of one value each (`stand_in_value`).
+    The converter leaves each stand-in as a FILL of that value (a splat of
+    a million bits or more: `_experimental_unfold_large_splat_constant`)
+    or as a buffer holding it throughout, in float32 or float16. Each
+    becomes the weight `STAND_INS` names, laid out as its readers take it
+    (a FULLY_CONNECTED's (out, in) weights: the kernel's leading axes as
+    `in`, transposed; a table multiplied on its last axis, or any other
+    reader of the kernel's own shape: as stored); a weight read the same
+    way in several places is stored once. Buffers are filled in place
+    through a memory map; FILLs become constants in a file written one
+    weight at a time (never all the weights in memory).
+
+    Raises:
+        ValueError: a stand-in the file no longer holds (the converter
+            folded it into another weight), a weight whose readers do not
+            say how it lies, or a file not in the buffer-offset format.
+    """
+    with open(os.path.join(directory, STAND_INS), encoding="utf-8") as f:
+        entries = json.load(f)
+    by_value = {float(np.float32(e["value"])): e for e in entries}
+    data = np.memmap(path, np.uint8, mode="r+")
+    model = schema.ModelT.InitFromPackedBuf(memoryview(data), 0)
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    kinds = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.FLOAT16: np.float16}
+    ops = schema.BuiltinOperator
+    filled, new, shared = set(), {}, {}
+
+    def weight(entry):
+        return np.load(os.path.join(directory, entry["file"]), mmap_mode="r")
+
+    def constant(graph, index):
+        b = model.buffers[graph.tensors[index].buffer]
+        if b.offset > 1:
+            return bytes(data[b.offset : b.offset + b.size])
+        return None if b.data is None or not len(b.data) else b.data.tobytes()
+
+    def plan(entry, readers):
+        plans = {_layout(tuple(entry["shape"]), reader) for reader in readers}
+        if len(plans) != 1:
+            raise ValueError(
+                f"`fill_stand_ins`: the readers of weight {entry['file']} in {path} take it in "
+                f"{len(plans)} different layouts ({sorted(plans)})"
+            )
+        return plans.pop()
+
+    splats = {}  # buffer -> (entry, dtype, [reader]) of the buffers holding a stand-in
+    for graph in model.subgraphs:
+        uses = {}  # tensor -> [operator]
+        for op in graph.operators:
+            for index in op.inputs:
+                uses.setdefault(index, []).append(op)
+
+        def readers(index, dtype, graph=graph, uses=uses):
+            """(builtin, input position, shape, dtype) of each reader of
+            the tensor `index`; a DEQUANTIZE's readers for a float16 one."""
+            found = []
+            shape = tuple(int(d) for d in graph.tensors[index].shape)
+            for op in uses.get(index, ()):
+                code = codes[op.opcodeIndex]
+                if code == ops.DEQUANTIZE:
+                    found += readers(op.outputs[0], dtype)
+                else:
+                    found += [
+                        (code, k, shape, dtype) for k, i in enumerate(op.inputs) if i == index
+                    ]
+            return found
+
+        kept = []
+        for op in graph.operators:
+            entry = None
+            if codes[op.opcodeIndex] == ops.FILL:
+                out = graph.tensors[op.outputs[0]]
+                value = constant(graph, op.inputs[1])
+                if value is not None and out.type in kinds:
+                    entry = by_value.get(float(np.frombuffer(value, kinds[out.type])[0]))
+            if entry is None:
+                kept.append(op)
+                continue
+            dtype = kinds[out.type]
+            layout = plan(entry, readers(op.outputs[0], dtype))
+            key = (entry["file"], layout, np.dtype(dtype).str)
+            if key not in shared:
+                model.buffers.append(schema.BufferT())
+                shared[key] = len(model.buffers) - 1
+                nbytes = int(np.prod(entry["shape"])) * np.dtype(dtype).itemsize
+                new[shared[key]] = (nbytes, entry, layout, dtype)
+            out.buffer = shared[key]
+            filled.add(entry["file"])
+        graph.operators = kept
+        for index, tensor in enumerate(graph.tensors):
+            buffer = model.buffers[tensor.buffer]
+            if tensor.type not in kinds or tensor.buffer in new or buffer.offset <= 1:
+                continue
+            dtype = kinds[tensor.type]
+            if buffer.size < 2 * np.dtype(dtype).itemsize:
+                continue
+            first = data[buffer.offset : buffer.offset + np.dtype(dtype).itemsize].view(dtype)[0]
+            entry = by_value.get(float(first))
+            if entry is not None:
+                splats.setdefault(tensor.buffer, (entry, dtype, []))[2].extend(
+                    readers(index, dtype)
+                )
+    for index, (entry, dtype, found) in splats.items():
+        buffer = model.buffers[index]
+        values = data[buffer.offset : buffer.offset + buffer.size].view(dtype)
+        if not np.all(values == values[0]):
+            raise ValueError(
+                f"`fill_stand_ins`: a buffer of {path} starts with stand-in "
+                f"{entry['value']} but is not that constant throughout"
+            )
+        values[:] = _apply(weight(entry), plan(entry, found), dtype).reshape(-1)
+        filled.add(entry["file"])
+    data.flush()
+    missing = [e["file"] for e in entries if e["file"] not in filled]
+    if missing:
+        raise ValueError(
+            f"`fill_stand_ins`: {path} holds no buffer of the stand-ins of {missing[:3]} "
+            f"({len(missing)} of {len(entries)}): the converter folded them into other "
+            "constants"
+        )
+    if new:
+        produce = {
+            index: (nbytes, lambda e=entry, way=layout, d=dtype: _apply(weight(e), way, d))
+            for index, (nbytes, entry, layout, dtype) in new.items()
+        }
+        _write_packed(model, data, path + ".part", produce)
+        del data
+        os.replace(path + ".part", path)
+
+
+def _layout(kernel, reader):
+    """How a weight of shape `kernel` lies in the input `reader`
+    (`(builtin, input position, shape, dtype)`): `("transposed", (in,
+    out))` for a FULLY_CONNECTED's weights that contract the kernel's
+    leading axes, else `("reshaped", shape)`."""
+    builtin, position, shape, _ = reader
+    if builtin == schema.BuiltinOperator.FULLY_CONNECTED and position == 1 and len(shape) == 2:
+        out, width = shape
+        splits = [
+            (int(np.prod(kernel[:k])), int(np.prod(kernel[k:]))) for k in range(1, len(kernel))
+        ]
+        if (width, out) in splits:  # x @ kernel: the leading axes contracted
+            return ("transposed", (width, out))
+        if (out, width) in splits:  # x @ table^T: the last axes contracted
+            return ("reshaped", tuple(shape))
+    elif tuple(shape) == tuple(kernel):
+        return ("reshaped", tuple(shape))
+    raise ValueError(
+        f"`fill_stand_ins`: cannot tell how a weight of shape {kernel} lies in an input of "
+        f"shape {shape} (operator {builtin}, input {position})"
+    )
+
+
+def _apply(weight, layout, dtype):
+    """`weight` laid out by `layout` (`_layout`), as `dtype`."""
+    kind, shape = layout
+    if kind == "transposed":
+        return np.ascontiguousarray(np.reshape(weight, shape).T, dtype)
+    return np.ascontiguousarray(np.reshape(weight, shape), dtype)
+
+
+def _write_packed(model, source, path, produce):
+    """Writes `model` (a `schema.ModelT`) to `path` in the buffer-offset
+    format: the buffers that `source` (the file's bytes) held after the
+    flatbuffer, copied, and each buffer of `produce` ({index: (bytes,
+    a function returning its array)}) made and written one at a time."""
+    import flatbuffers
+
+    def packed():
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        return bytes(builder.Output())
+
+    outside = {}
+    for index, buffer in enumerate(model.buffers):
+        if index in produce:
+            outside[index] = (produce[index][0], produce[index][1])
+        elif buffer.offset > 1:
+            start, size = buffer.offset, buffer.size
+            outside[index] = (size, lambda s=start, n=size: source[s : s + n])
+        else:
+            continue
+        buffer.offset, buffer.size = 1, outside[index][0]  # placeholders of the same width
+    length = len(packed())
+    end = length
+    for index, (size, _) in outside.items():
+        end = -(-end // 16) * 16
+        model.buffers[index].offset, end = end, end + size
+    head = packed()
+    if len(head) != length:
+        raise RuntimeError("rewriting a TFLite flatbuffer: its length changed between two packings")
+    with open(path, "wb") as f:
+        f.write(head)
+        for index, (size, make) in outside.items():
+            f.write(b"\0" * (model.buffers[index].offset - f.tell()))
+            f.write(memoryview(np.ascontiguousarray(make())).cast("B"))
+
+
+def finish_stand_ins(path, directory, quantize):
+    """`fill_stand_ins`, then `quantize` (None, "dynamic_int8": `quantize_int8`,
+    "int4": `quantize_int4`, "float16": nothing more: the converter wrote
+    float16 weights) of the file at `path`, written in place."""
+    fill_stand_ins(path, directory)
+    quantized = {"dynamic_int8": quantize_int8, "int4": quantize_int4}.get(quantize)
+    if quantized is None:
+        return
+    with open(path, "rb") as f:
+        flatbuffer = quantized(f.read())
+    with open(path + ".part", "wb") as f:
+        f.write(flatbuffer)
+    os.replace(path + ".part", path)
