@@ -388,33 +388,45 @@ def _pack(model, flatbuffer):
     """`model` (a `schema.ModelT`) as TFLite bytes; buffers that
     `flatbuffer` stored after the flatbuffer (offset and size) are
     stored after it again, each at a 16-byte boundary."""
-    import flatbuffers
-
-    def packed():
-        builder = flatbuffers.Builder(1024)
-        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
-
-    outside = {}
-    for index, buffer in enumerate(model.buffers):
-        if buffer.offset > 1:
-            outside[index] = memoryview(flatbuffer)[buffer.offset : buffer.offset + buffer.size]
-            buffer.offset = 1  # a placeholder of the same width
+    outside = {
+        index: memoryview(flatbuffer)[buffer.offset : buffer.offset + buffer.size]
+        for index, buffer in enumerate(model.buffers)
+        if buffer.offset > 1
+    }
     if not outside:
-        return packed()
-    length = len(packed())
-    end = length
-    for index, data in outside.items():
-        end = -(-end // 16) * 16
-        model.buffers[index].offset, end = end, end + len(data)
-    head = packed()
-    if len(head) != length:
-        raise RuntimeError("rewriting a TFLite flatbuffer: its length changed between two packings")
+        return _packed(model)
+    head, end = _placed(model, {index: len(data) for index, data in outside.items()})
     out = bytearray(end)
-    out[:length] = head
+    out[: len(head)] = head
     for index, data in outside.items():
         out[model.buffers[index].offset : model.buffers[index].offset + len(data)] = data
     return bytes(out)
+
+
+def _packed(model):
+    """`model` (a `schema.ModelT`) packed as a TFLite flatbuffer, bytes."""
+    import flatbuffers
+
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def _placed(model, sizes):
+    """`(flatbuffer, end)`: `model` packed with each buffer of `sizes`
+    ({index: bytes}) placed after the flatbuffer, at a 16-byte boundary
+    (its offset and size set), and where the last one ends."""
+    for index, size in sizes.items():
+        model.buffers[index].offset, model.buffers[index].size = 1, size  # same width
+    length = len(_packed(model))
+    end = length
+    for index, size in sizes.items():
+        end = -(-end // 16) * 16
+        model.buffers[index].offset, end = end, end + size
+    head = _packed(model)
+    if len(head) != length:
+        raise RuntimeError("rewriting a TFLite flatbuffer: its length changed between two packings")
+    return head, end
 
 
 def check_flatbuffer(name, flatbuffer):
@@ -655,34 +667,17 @@ def _write_packed(model, source, path, produce):
     format: the buffers that `source` (the file's bytes) held after the
     flatbuffer, copied, and each buffer of `produce` ({index: (bytes,
     a function returning its array)}) made and written one at a time."""
-    import flatbuffers
-
-    def packed():
-        builder = flatbuffers.Builder(1024)
-        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
-
     outside = {}
     for index, buffer in enumerate(model.buffers):
         if index in produce:
-            outside[index] = (produce[index][0], produce[index][1])
+            outside[index] = produce[index]
         elif buffer.offset > 1:
             start, size = buffer.offset, buffer.size
             outside[index] = (size, lambda s=start, n=size: source[s : s + n])
-        else:
-            continue
-        buffer.offset, buffer.size = 1, outside[index][0]  # placeholders of the same width
-    length = len(packed())
-    end = length
-    for index, (size, _) in outside.items():
-        end = -(-end // 16) * 16
-        model.buffers[index].offset, end = end, end + size
-    head = packed()
-    if len(head) != length:
-        raise RuntimeError("rewriting a TFLite flatbuffer: its length changed between two packings")
+    head, _ = _placed(model, {index: size for index, (size, _) in outside.items()})
     with open(path, "wb") as f:
         f.write(head)
-        for index, (size, make) in outside.items():
+        for index, (_, make) in outside.items():
             f.write(b"\0" * (model.buffers[index].offset - f.tell()))
             f.write(memoryview(np.ascontiguousarray(make())).cast("B"))
 
