@@ -43,8 +43,8 @@ def quantize_int4(flatbuffer):
     """A float32 TFLite model with 4-bit weights: `litert-quantizer`'s
     `dynamic_wi4b32_afp32` recipe (symmetric int4 in blocks of 32 along
     each row, a scale per block; activations quantized at run time) on
-    every FULLY_CONNECTED and EMBEDDING_LOOKUP weight of 1,024 elements or
-    more. Lookups of constant float tables are first rewritten as
+    every FULLY_CONNECTED weight and every looked-up table of 1,024
+    elements or more. Lookups of constant float tables are first rewritten as
     EMBEDDING_LOOKUP (the converter writes GATHER, which the quantizer
     leaves in float32), so an embedding table is quantized as well, and
     held once where tied logits multiply the same table (SmolLM2-135M:
@@ -58,11 +58,13 @@ def quantize_int4(flatbuffer):
 
     Raises:
         TypeError: `flatbuffer` is not bytes.
-        ValueError: `flatbuffer` is not a TFLite model.
+        ValueError: `flatbuffer` is not a TFLite model, or a weight's rows
+            are not a multiple of 32 long (a FULLY_CONNECTED's input size,
+            a table's width).
         ImportError: `litert-quantizer` is not installed (`pip install
             litert-quantizer`; the `apps` extra has it).
     """
-    return _litert_quantized("quantize_int4", flatbuffer, "dynamic_wi4b32_afp32")
+    return _litert_quantized("quantize_int4", flatbuffer, "dynamic_wi4b32_afp32", block=32)
 
 
 def _embedding_lookups(flatbuffer):
@@ -465,9 +467,10 @@ def quantize_int8(flatbuffer):
     return _litert_quantized("quantize_int8", flatbuffer, "dynamic_wi8_afp32")
 
 
-def _litert_quantized(name, flatbuffer, recipe_name):
+def _litert_quantized(name, flatbuffer, recipe_name, block=None):
     """`flatbuffer` (lookups rewritten) quantized by litert-quantizer's
-    recipe `recipe_name`; the errors name the function `name`."""
+    recipe `recipe_name` (of blocks of `block` along each weight's rows,
+    if given); the errors name the function `name`."""
     flatbuffer = check_flatbuffer(name, flatbuffer)
     try:
         from litert_quantizer import quantizer, recipe
@@ -476,11 +479,39 @@ def _litert_quantized(name, flatbuffer, recipe_name):
             f"`{name}` needs litert-quantizer: pip install litert-quantizer "
             "(seqkeras[apps] includes it)"
         ) from error
-    q = quantizer.Quantizer(bytearray(_embedding_lookups(flatbuffer)))
+    flatbuffer = _embedding_lookups(flatbuffer)
+    if block:
+        _check_rows(name, flatbuffer, block)
+    q = quantizer.Quantizer(bytearray(flatbuffer))
     q.load_quantization_recipe(getattr(recipe, recipe_name)())
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         result = q.quantize()
     return bytes(result.quantized_model)
+
+
+def _check_rows(name, flatbuffer, block):
+    """A ValueError naming the function `name` for the first weight the
+    quantizer would cut into blocks of `block` whose rows are not a
+    multiple of `block` long: a FULLY_CONNECTED's weights, an
+    EMBEDDING_LOOKUP's table (litert-quantizer's own error names neither
+    the function nor the rule)."""
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    ops = schema.BuiltinOperator
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if codes[op.opcodeIndex] not in (ops.FULLY_CONNECTED, ops.EMBEDDING_LOOKUP):
+                continue
+            weight = graph.tensors[op.inputs[1]]
+            b = model.buffers[weight.buffer]
+            stored = b.offset > 1 or (b.data is not None and len(b.data) > 0)
+            if stored and weight.type == schema.TensorType.FLOAT32 and weight.shape[-1] % block:
+                raise ValueError(
+                    f"`{name}` quantizes weights in blocks of {block} along each row: every "
+                    f"FULLY_CONNECTED's input size and every looked-up table's width must be a "
+                    f"multiple of {block}. Received a weight of shape "
+                    f"{tuple(map(int, weight.shape))} ({weight.name.decode()!r})"
+                )
 
 
 #: The file `save_functions(stand_ins=True)` writes beside the SavedModel:

@@ -189,3 +189,18 @@ def _check_int4(flatbuffer, table):
 def test_int4_refuses_what_is_not_a_model():
     with pytest.raises(ValueError, match="quantize_int4"):
         quantize_int4(b"not a model")
+
+
+def test_int4_refuses_rows_that_are_not_whole_blocks():
+    # a (48 -> 64) product: rows of 48, not a multiple of int4's blocks of 32
+    # (litert-quantizer's own error names neither the function nor the rule)
+    pytest.importorskip("litert_quantizer")
+    weight = tf.constant(np.ones((48, 64), "float32"))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 48])])
+    def product(x):
+        return {"y": tf.matmul(x, weight)}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([product.get_concrete_function()])
+    with pytest.raises(ValueError, match=r"`quantize_int4` .* blocks of 32 .* shape \(64, 48\)"):
+        quantize_int4(converter.convert())
