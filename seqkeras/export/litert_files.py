@@ -80,10 +80,6 @@ def _embedding_lookups(flatbuffer):
     def operator(*args):
         return _operator(model, codes, *args)
 
-    def stored(tensor):
-        b = model.buffers[tensor.buffer]
-        return b.offset > 1 or (b.data is not None and len(b.data) > 0)
-
     changed = False
     for g, graph in enumerate(model.subgraphs):
 
@@ -104,7 +100,7 @@ def _embedding_lookups(flatbuffer):
                 or table.type != kinds.FLOAT32
                 or len(table.shape) != 2
                 or int(np.prod(table.shape)) < 1024
-                or not stored(table)
+                or _buffer_bytes(model, flatbuffer, table.buffer) is None
                 or (options is not None and (options.axis or options.batchDims))
                 or graph.tensors[op.inputs[1]].type != kinds.INT32
             ):
@@ -200,10 +196,8 @@ def share_embedding_tables(flatbuffer):
     codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
 
     def constant(index):
-        buffer = model.buffers[index]
-        if buffer.offset > 1:
-            return np.frombuffer(flatbuffer, np.int8, buffer.size, buffer.offset)
-        return None if buffer.data is None or not len(buffer.data) else buffer.data.view(np.int8)
+        stored = _buffer_bytes(model, flatbuffer, index)
+        return None if stored is None else stored.view(np.int8)
 
     def scales(tensor):
         q = tensor.quantization
@@ -345,6 +339,16 @@ def share_embedding_tables(flatbuffer):
     for index in dropped - still_read:
         model.buffers[index] = schema.BufferT()
     return _pack(model, flatbuffer)
+
+
+def _buffer_bytes(model, data, index):
+    """The bytes buffer `index` of `model` (a `schema.ModelT`) holds, as a
+    NumPy uint8 array (a view of `data`, the file's bytes, for a buffer
+    stored after the flatbuffer), or None for an empty buffer."""
+    buffer = model.buffers[index]
+    if buffer.offset > 1:
+        return np.frombuffer(data, np.uint8, buffer.size, buffer.offset)
+    return None if buffer.data is None or not len(buffer.data) else buffer.data
 
 
 def _operator(model, codes, builtin, inputs, outputs, options_type=0, options=None):
@@ -503,8 +507,7 @@ def _check_rows(name, flatbuffer, block):
             if codes[op.opcodeIndex] not in (ops.FULLY_CONNECTED, ops.EMBEDDING_LOOKUP):
                 continue
             weight = graph.tensors[op.inputs[1]]
-            b = model.buffers[weight.buffer]
-            stored = b.offset > 1 or (b.data is not None and len(b.data) > 0)
+            stored = _buffer_bytes(model, flatbuffer, weight.buffer) is not None
             if stored and weight.type == schema.TensorType.FLOAT32 and weight.shape[-1] % block:
                 raise ValueError(
                     f"`{name}` quantizes weights in blocks of {block} along each row: every "
@@ -562,12 +565,6 @@ def fill_stand_ins(path, directory):
     def weight(entry):
         return np.load(os.path.join(directory, entry["file"]), mmap_mode="r")
 
-    def constant(graph, index):
-        b = model.buffers[graph.tensors[index].buffer]
-        if b.offset > 1:
-            return bytes(data[b.offset : b.offset + b.size])
-        return None if b.data is None or not len(b.data) else b.data.tobytes()
-
     def plan(entry, readers):
         plans = {_layout(tuple(entry["shape"]), reader) for reader in readers}
         if len(plans) != 1:
@@ -604,9 +601,9 @@ def fill_stand_ins(path, directory):
             entry = None
             if codes[op.opcodeIndex] == ops.FILL:
                 out = graph.tensors[op.outputs[0]]
-                value = constant(graph, op.inputs[1])
+                value = _buffer_bytes(model, data, graph.tensors[op.inputs[1]].buffer)
                 if value is not None and out.type in kinds:
-                    entry = by_value.get(float(np.frombuffer(value, kinds[out.type])[0]))
+                    entry = by_value.get(float(value.view(kinds[out.type])[0]))
             if entry is None:
                 kept.append(op)
                 continue
@@ -713,16 +710,26 @@ def _write_packed(model, source, path, produce):
             f.write(memoryview(np.ascontiguousarray(make())).cast("B"))
 
 
-def finish_stand_ins(path, directory, quantize):
-    """`fill_stand_ins`, then `quantize` (None, "dynamic_int8": `quantize_int8`,
-    "int4": `quantize_int4`, "float16": nothing more: the converter wrote
-    float16 weights) of the file at `path`, written in place."""
-    fill_stand_ins(path, directory)
-    quantized = {"dynamic_int8": quantize_int8, "int4": quantize_int4}.get(quantize)
-    if quantized is None:
-        return
+def finish_file(path, quantize, stand_ins=None):
+    """What follows the converter, for the file at `path` (rewritten in
+    place): with `stand_ins` (the directory of a `save_functions(
+    stand_ins=True)` SavedModel), `fill_stand_ins`, then `quantize_int8`
+    for "dynamic_int8" or `quantize_int4` for "int4" (for "float16" the
+    converter wrote float16 weights); without, `_finish`."""
+    if stand_ins:
+        fill_stand_ins(path, stand_ins)
+        step = {"dynamic_int8": quantize_int8, "int4": quantize_int4}.get(quantize)
+        if step is None:
+            return
+    else:
+
+        def step(flatbuffer):
+            return _finish(flatbuffer, quantize)
+
     with open(path, "rb") as f:
-        flatbuffer = quantized(f.read())
-    with open(path + ".part", "wb") as f:
-        f.write(flatbuffer)
-    os.replace(path + ".part", path)
+        flatbuffer = f.read()
+    finished = step(flatbuffer)
+    if finished is not flatbuffer:
+        with open(path + ".part", "wb") as f:
+            f.write(finished)
+        os.replace(path + ".part", path)

@@ -12,14 +12,9 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 
 from seqkeras.export import litert_files
-from seqkeras.export.litert_files import (  # noqa: F401  (this module's names before)
-    _add_buffer,
+from seqkeras.export.litert_files import (  # noqa: F401  (names of this module before)
     _converted,
-    _embedding_lookups,
-    _equal_quantized,
     _finish,
-    _operator,
-    _pack,
     check_flatbuffer,
     quantize_int4,
     share_embedding_tables,
@@ -211,7 +206,7 @@ def save_functions(functions, variables, directory, stand_ins=False):
         entries = []
         for n, (i, (variable, value)) in enumerate(standing.items()):
             name = f"stand_in_{n}.npy"
-            np.save(os.path.join(directory, name), np.asarray(variable.numpy(), np.float32))
+            np.save(os.path.join(directory, name), variable.numpy())  # float32: `_stand_ins`
             entries.append({"value": value, "file": name, "shape": list(variable.shape)})
         with open(os.path.join(directory, litert_files.STAND_INS), "w", encoding="utf-8") as f:
             json.dump(entries, f, indent=1)
@@ -290,27 +285,18 @@ with open(path, "wb") as f:
     f.write(flatbuffer)
 """
 
-# `_finish` (or, for stand-ins, `finish_stand_ins`) in a process of its own,
-# after the conversion's has ended (its memory is not given back while the
-# process lives: SmolLM2's int4 file, quantized in the converting process,
-# raised the export's peak by 0.3 GB), and without TensorFlow: litert_files.py
-# loaded by its path.
+# What follows the converter (`litert_files.finish_file`) in a process of its
+# own, after the conversion's has ended (its memory is not given back while
+# the process lives: SmolLM2's int4 file, quantized in the converting
+# process, raised the export's peak by 0.3 GB), and without TensorFlow:
+# litert_files.py loaded by its path.
 _FINISH = r"""
-import importlib.util, json, os, sys
+import importlib.util, json, sys
 here, quantize, path, stand_ins = json.loads(sys.argv[1])
 spec = importlib.util.spec_from_file_location("seqkeras_export_litert_files", here)
 files = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(files)
-if stand_ins:
-    files.finish_stand_ins(path, stand_ins, quantize)
-    sys.exit()
-with open(path, "rb") as f:
-    flatbuffer = f.read()
-finished = files._finish(flatbuffer, quantize)
-if finished is not flatbuffer:
-    with open(path + ".part", "wb") as f:
-        f.write(finished)
-    os.replace(path + ".part", path)
+files.finish_file(path, quantize, stand_ins)
 """
 
 
@@ -336,8 +322,8 @@ def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None)
             f"expected one of {QUANTIZATIONS}. Received: quantize={quantize!r}"
         )
     here = os.path.abspath(litert_files.__file__)
-    stand_ins = os.path.isfile(os.path.join(saved_model_dir, litert_files.STAND_INS))
-    stand_ins = os.path.abspath(saved_model_dir) if stand_ins else None
+    listed = os.path.isfile(os.path.join(saved_model_dir, litert_files.STAND_INS))
+    stand_ins = os.path.abspath(saved_model_dir) if listed else None
     job = [here, str(saved_model_dir), list(signature_keys), quantize, str(path), stand_ins]
     steps = [(_CONVERT, job)]
     if stand_ins or quantize in ("dynamic_int8", "int4"):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from seqkeras.export.litert_files import _embedding_lookups
 from seqkeras.export.tflite import (
-    _embedding_lookups,
     convert_builtin,
     convert_in_new_process,
     quantize_int4,
