@@ -412,7 +412,8 @@ def streaming_variants(model, directory, sample, ids, variants=("float32", "dyna
         directory: where the files go (made if missing; files replaced).
         sample: `{"token_ids": ids (1, time)}` to compare with Keras.
         ids: int ids (time,) to score.
-        variants: "float32", "dynamic_int8", "float16".
+        variants: "float32", "dynamic_int8", "float16", "int4" (int4 needs
+            weights whose rows are whole blocks of 32: `quantize_int4`).
 
     Returns:
         `{variant: {"path", "mb", "ms", "diff", "loss"}}`.
@@ -420,7 +421,7 @@ def streaming_variants(model, directory, sample, ids, variants=("float32", "dyna
     import numpy as np
 
     name = "streaming_variants"
-    known = ("float32", "dynamic_int8", "float16")
+    known = ("float32", "dynamic_int8", "float16", "int4")
     if isinstance(variants, str) or not all(v in known for v in variants) or not variants:
         raise ValueError(
             f"`{name}` expects `variants` to be a non-empty list among {known}. "

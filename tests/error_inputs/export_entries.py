@@ -263,7 +263,7 @@ V = "streaming_variants"
 IDS = np.array([4, 5, 6], "int32")
 SAMPLE = {"token_ids": IDS[None]}
 entry(X + V, "variants", lambda: _e().streaming_variants(_tagger(), NEVER, SAMPLE, IDS, "float16"))
-entry(X + V, "variants", lambda: _e().streaming_variants(_tagger(), NEVER, SAMPLE, IDS, ("int4",)))
+entry(X + V, "variants", lambda: _e().streaming_variants(_tagger(), NEVER, SAMPLE, IDS, ("int2",)))
 entry(
     X + V, "ids", lambda: _e().streaming_variants(_tagger(), NEVER, SAMPLE, IDS.astype("float32"))
 )
