@@ -31,15 +31,16 @@ def _converted(converter, quantize):
 def _finish(flatbuffer, quantize):
     """What follows the converter: dynamic-range int8 files share their
     tied embedding tables (`share_embedding_tables`); int4 files are
-    quantized from float32 (`quantize_int4`)."""
+    quantized from float32 (`quantize_int4`; "int4_q4_1" keeps Q4_1
+    weights)."""
     if quantize == "dynamic_int8":
         return share_embedding_tables(flatbuffer)
-    if quantize == "int4":
-        return quantize_int4(flatbuffer)
+    if quantize in ("int4", "int4_q4_1"):
+        return quantize_int4(flatbuffer, keep_q4_1=quantize == "int4_q4_1")
     return flatbuffer
 
 
-def quantize_int4(flatbuffer):
+def quantize_int4(flatbuffer, keep_q4_1=False):
     """A float32 TFLite model with 4-bit weights: `litert-quantizer`'s
     `dynamic_wi4b32_afp32` recipe (symmetric int4 in blocks of 32 along
     each row, a scale per block; activations quantized at run time) on
@@ -50,8 +51,23 @@ def quantize_int4(flatbuffer):
     held once where tied logits multiply the same table (SmolLM2-135M:
     77 MB, against 98 MB for llama.cpp's Q4_1 file). Builtin ops only.
 
+    With `keep_q4_1`, a weight that holds a GGUF Q4_1 tensor's values
+    (every block of 32 is float32(d * q + m), d and m float16, q in
+    0..15: what a Q4_1 checkpoint's dequantization gives) is not rounded
+    again: its int4 codes are q - 8 with the block scales d, and the
+    offsets m + 8 d reach the output through a float32 product of the
+    input's block sums, added to the int4 product's output (the
+    quantizer's own scales, max / 7, cannot be given, so this re-encoding
+    is ours). What is left is the run time's: 8-bit activations, and
+    XNNPACK holds block scales in bfloat16 (d to 8 bits). SmolLM2-135M:
+    91 MB; its next-token choices on float32's tokens agree 80% of the
+    time, against 66% without (`benchmarks/phone_file_agreement.py`),
+    but three more small products and an addition per weight decode
+    about 15% slower.
+
     Args:
         flatbuffer: a float32 TFLite model, bytes.
+        keep_q4_1: store weights that hold Q4_1 blocks exactly (above).
 
     Returns:
         The int4 model, bytes.
@@ -64,7 +80,198 @@ def quantize_int4(flatbuffer):
         ImportError: `litert-quantizer` is not installed (`pip install
             litert-quantizer`; the `apps` extra has it).
     """
-    return _litert_quantized("quantize_int4", flatbuffer, "dynamic_wi4b32_afp32", block=32)
+    flatbuffer = check_flatbuffer("quantize_int4", flatbuffer)
+    exact = _q4_1_weights(flatbuffer) if keep_q4_1 else None
+    quantized = _litert_quantized("quantize_int4", flatbuffer, "dynamic_wi4b32_afp32", block=32)
+    return _exact_q4_1(quantized, exact) if exact else quantized
+
+
+#: the smallest positive normal float16: the scale of a Q4_1 block whose
+#: values are all equal (its codes 0, its value carried by the offset)
+_TINY_SCALE = np.float16(2.0**-14)
+
+
+def _q4_1(weight):
+    """`(codes, scales, offsets)` when every block of 32 along the rows of
+    `weight` (float32, (out, in)) holds a GGUF Q4_1 block's values as
+    llama.cpp's and gguf's dequantization writes them, float32(d * q + m)
+    for float16 `d` and `m` and `q` in 0..15 (checked value by value);
+    else None. codes: q - 8, int8 (out, in); scales: d, float16 (out,
+    in / 32); offsets: m + 8 d, float32 (out, in / 32): block by block,
+    weight = scales * codes + offsets."""
+    out, size = weight.shape
+    if weight.dtype != np.float32 or size % 32 or not size:
+        return None
+    blocks = weight.reshape(out, size // 32, 32)
+    low = blocks.min(-1, keepdims=True)
+    scales = ((blocks.max(-1, keepdims=True) - low) / np.float32(15)).astype(np.float16)
+    d = scales.astype(np.float32)
+    q = np.rint((blocks - low) / np.where(d > 0, d, np.float32(1)))
+    if (
+        not np.all(np.isfinite(q))
+        or q.min() < 0
+        or q.max() > 15
+        or not np.array_equal(low.astype(np.float16).astype(np.float32), low)
+        or not np.array_equal(d * q + low, blocks)
+    ):
+        return None
+    codes = (q - 8).astype(np.int8)
+    flat = d == 0  # every value m: codes 0, a positive scale
+    codes[np.broadcast_to(flat, codes.shape)] = 0
+    offsets = np.where(flat, low, low + np.float32(8) * d)[..., 0].astype(np.float32)
+    scales = np.where(flat, _TINY_SCALE, scales)[..., 0]
+    return codes.reshape(out, size), scales, offsets
+
+
+def _q4_1_weights(flatbuffer):
+    """`{name: (codes, scales, offsets)}` (`_q4_1`) of each float32
+    FULLY_CONNECTED weight of `flatbuffer` that holds Q4_1 blocks."""
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    codes = [c.builtinCode for c in model.operatorCodes]
+    names, blocks = {}, {}  # a weight shared by signatures: one buffer, a name in each
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if codes[op.opcodeIndex] != schema.BuiltinOperator.FULLY_CONNECTED:
+                continue
+            tensor = graph.tensors[op.inputs[1]]
+            if tensor.type != schema.TensorType.FLOAT32 or len(tensor.shape) != 2:
+                continue
+            names.setdefault(tensor.buffer, set()).add(tensor.name)
+            if tensor.buffer in blocks:
+                continue
+            data = _buffer_bytes(model, flatbuffer, tensor.buffer)
+            blocks[tensor.buffer] = None
+            if data is not None and len(data) == 4 * np.prod(tensor.shape):
+                weight = np.frombuffer(data, np.uint8).view(np.float32).reshape(tensor.shape)
+                blocks[tensor.buffer] = _q4_1(weight)
+    return {
+        name: found
+        for buffer, found in blocks.items()
+        if found is not None
+        for name in names[buffer]
+    }
+
+
+def _exact_q4_1(flatbuffer, exact):
+    """`flatbuffer` (int4 by `litert-quantizer`) with each weight of
+    `exact` (`_q4_1_weights`, by tensor name) holding its Q4_1 blocks
+    exactly: its int4 codes become q - 8 and its block scales d (the
+    quantizer's own scales, max / 7, cannot be given), and the offsets
+    reach the output through float32 FULLY_CONNECTEDs: the input's sums
+    over each block of 32 (a 0/1 matrix, one per input size and input),
+    times the offsets, added to the weight's output. Lossless: a
+    re-encoding of weights already in 4 bits, not a quantization."""
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    codes = [c.builtinCode for c in model.operatorCodes]
+    fc, add = schema.BuiltinOperator.FULLY_CONNECTED, schema.BuiltinOperator.ADD
+    by_buffer = {}  # by the weight's buffer: every product of it gets its offsets
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            weight = graph.tensors[op.inputs[1]] if codes[op.opcodeIndex] == fc else None
+            if weight is not None and weight.type == schema.TensorType.INT4:
+                if weight.name in exact and tuple(weight.shape) == exact[weight.name][0].shape:
+                    by_buffer.setdefault(weight.buffer, exact[weight.name])
+    written, offsets, sums = set(), {}, {}
+    for graph in model.subgraphs:
+        operators, block_sums = [], {}
+        for op in graph.operators:
+            weight = graph.tensors[op.inputs[1]] if codes[op.opcodeIndex] == fc else None
+            if weight is None or weight.buffer not in by_buffer:
+                operators.append(op)
+                continue
+            q, scales, offset = by_buffer[weight.buffer]
+            if weight.buffer not in offsets:
+                packed = (q[:, 0::2].view(np.uint8) & 15) | (q[:, 1::2].view(np.uint8) << 4)
+                model.buffers[weight.buffer] = _inline_buffer(packed)
+                offsets[weight.buffer] = _add_buffer(model, offset)
+            scale_buffer = graph.tensors[weight.quantization.details.scales].buffer
+            if scale_buffer not in written:
+                model.buffers[scale_buffer] = _inline_buffer(scales.astype(np.float16))
+                written.add(scale_buffer)
+            size = int(weight.shape[1])
+            if size not in sums:
+                indicator = np.arange(size) // 32 == np.arange(size // 32)[:, None]
+                sums[size] = _add_buffer(model, indicator.astype(np.float32))
+            options, x, y = op.builtinOptions, op.inputs[0], op.outputs[0]
+            added = schema.AddOptionsT()  # the activation moves after the sum
+            added.fusedActivationFunction = options.fusedActivationFunction
+            options.fusedActivationFunction = schema.ActivationFunctionType.NONE
+            key = (x, size, bool(options.keepNumDims))
+            if key not in block_sums:
+                matrix = _new_tensor(graph, [size // 32, size], buffer=sums[size])
+                block_sums[key] = _new_tensor(graph, like=graph.tensors[y], last=size // 32)
+                operators.append(
+                    _operator(
+                        model,
+                        codes,
+                        fc,
+                        [x, matrix, -1],
+                        [block_sums[key]],
+                        schema.BuiltinOptions.FullyConnectedOptions,
+                        _fc_options(options),
+                    )
+                )
+            table = _new_tensor(graph, list(offset.shape), buffer=offsets[weight.buffer])
+            correction = _new_tensor(graph, like=graph.tensors[y])
+            before = _new_tensor(graph, like=graph.tensors[y])
+            op.outputs = np.array([before], np.int32)
+            operators += [
+                op,
+                _operator(
+                    model,
+                    codes,
+                    fc,
+                    [block_sums[key], table, -1],
+                    [correction],
+                    schema.BuiltinOptions.FullyConnectedOptions,
+                    _fc_options(options),
+                ),
+                _operator(
+                    model,
+                    codes,
+                    add,
+                    [before, correction],
+                    [y],
+                    schema.BuiltinOptions.AddOptions,
+                    added,
+                ),
+            ]
+        graph.operators = operators
+    return _pack(model, flatbuffer)
+
+
+def _inline_buffer(values):
+    buffer = schema.BufferT()
+    buffer.data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+    return buffer
+
+
+def _fc_options(options):
+    """Float32 FULLY_CONNECTED options with `options`' keep_num_dims."""
+    new = schema.FullyConnectedOptionsT()
+    new.keepNumDims = options.keepNumDims
+    return new
+
+
+def _new_tensor(graph, shape=None, buffer=0, like=None, last=None):
+    """Appends a float32 tensor to `graph`: of `shape` (a constant when
+    `buffer` is given), or shaped `like` another tensor with its last
+    dimension `last` when given; returns its index."""
+    tensor = schema.TensorT()
+    tensor.type, tensor.buffer = schema.TensorType.FLOAT32, buffer
+    if like is not None:
+        tensor.shape = np.array(like.shape, np.int32)
+        if like.shapeSignature is not None and len(like.shapeSignature):
+            tensor.shapeSignature = np.array(like.shapeSignature, np.int32)
+        if last is not None:
+            tensor.shape[-1] = last
+            if tensor.shapeSignature is not None:
+                tensor.shapeSignature[-1] = last
+    else:
+        tensor.shape = np.array(shape, np.int32)
+    tensor.name = f"q4_1_{len(graph.tensors)}".encode()
+    graph.tensors.append(tensor)
+    return len(graph.tensors) - 1
 
 
 def _embedding_lookups(flatbuffer):
@@ -714,11 +921,15 @@ def finish_file(path, quantize, stand_ins=None):
     """What follows the converter, for the file at `path` (rewritten in
     place): with `stand_ins` (the directory of a `save_functions(
     stand_ins=True)` SavedModel), `fill_stand_ins`, then `quantize_int8`
-    for "dynamic_int8" or `quantize_int4` for "int4" (for "float16" the
+    for "dynamic_int8" or `quantize_int4` for "int4" and "int4_q4_1" (for "float16" the
     converter wrote float16 weights); without, `_finish`."""
     if stand_ins:
         fill_stand_ins(path, stand_ins)
-        step = {"dynamic_int8": quantize_int8, "int4": quantize_int4}.get(quantize)
+        step = {
+            "dynamic_int8": quantize_int8,
+            "int4": quantize_int4,
+            "int4_q4_1": lambda flatbuffer: quantize_int4(flatbuffer, keep_q4_1=True),
+        }.get(quantize)
         if step is None:
             return
     else:

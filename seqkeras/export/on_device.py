@@ -45,7 +45,8 @@ def chat_bundle(
         quantize: the extra files' quantizations (`"dynamic_int8"`:
             `model_int8.tflite`; `"float16"`: `model_float16.tflite`;
             `"int4"`: `model_int4.tflite`, see
-            `seqkeras.export.tflite.quantize_int4`).
+            `seqkeras.export.tflite.quantize_int4`; `"int4_q4_1"`:
+            `model_int4_q4_1.tflite`, a Q4_1 checkpoint's weights kept).
         system: a system message for every conversation (default: the
             template's).
         overwrite: replace an existing `directory`.
@@ -250,6 +251,7 @@ def _bundle_arguments(name, model, tokenizer, quantize, max_length, system):
         "dynamic_int8": "model_int8.tflite",
         "float16": "model_float16.tflite",
         "int4": "model_int4.tflite",
+        "int4_q4_1": "model_int4_q4_1.tflite",
     }
     if isinstance(quantize, str):
         raise ValueError(
@@ -382,8 +384,9 @@ def litert_lm_tflite(
         prefill_lengths: the prefill signatures' token counts (the
             runtime splits a prompt over them); default 32 and 128 (those
             up to `max_length`, or `max_length` alone).
-        quantize: None, `"dynamic_int8"` (int8 weights) or `"int4"` (int4
-            weights in blocks of 32: `seqkeras.export.tflite.quantize_int4`).
+        quantize: None, `"dynamic_int8"` (int8 weights), `"int4"` (int4
+            weights in blocks of 32: `seqkeras.export.tflite.quantize_int4`)
+            or `"int4_q4_1"` (the same, a Q4_1 checkpoint's weights kept).
         overwrite: replace an existing file.
 
     Examples:

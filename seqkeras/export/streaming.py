@@ -224,8 +224,8 @@ def streaming_tflite(model, path, overwrite=False, quantize=None, max_length=Non
             recurrent decoders).
         path: the `.tflite` file to write.
         overwrite: replace an existing file.
-        quantize: None, `"dynamic_int8"`, `"float16"` or `"int4"` (see
-            `convert_builtin`).
+        quantize: None, `"dynamic_int8"`, `"float16"`, `"int4"` or
+            `"int4_q4_1"` (see `convert_builtin`).
         max_length: a Transformer decoder's cache length (see above).
         prefill: add the `prefill` and `decode` signatures (see above).
 
@@ -412,8 +412,9 @@ def streaming_variants(model, directory, sample, ids, variants=("float32", "dyna
         directory: where the files go (made if missing; files replaced).
         sample: `{"token_ids": ids (1, time)}` to compare with Keras.
         ids: int ids (time,) to score.
-        variants: "float32", "dynamic_int8", "float16", "int4" (int4 needs
-            weights whose rows are whole blocks of 32: `quantize_int4`).
+        variants: "float32", "dynamic_int8", "float16", "int4", "int4_q4_1"
+            (int4 needs weights whose rows are whole blocks of 32:
+            `quantize_int4`).
 
     Returns:
         `{variant: {"path", "mb", "ms", "diff", "loss"}}`.
@@ -421,7 +422,7 @@ def streaming_variants(model, directory, sample, ids, variants=("float32", "dyna
     import numpy as np
 
     name = "streaming_variants"
-    known = ("float32", "dynamic_int8", "float16", "int4")
+    known = ("float32", "dynamic_int8", "float16", "int4", "int4_q4_1")
     if isinstance(variants, str) or not all(v in known for v in variants) or not variants:
         raise ValueError(
             f"`{name}` expects `variants` to be a non-empty list among {known}. "

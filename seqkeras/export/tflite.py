@@ -71,7 +71,7 @@ def _serve_frozen(fn):
     return serve
 
 
-QUANTIZATIONS = (None, "dynamic_int8", "float16", "int4")
+QUANTIZATIONS = (None, "dynamic_int8", "float16", "int4", "int4_q4_1")
 
 
 def quantize_modes(name, quantize):
@@ -100,8 +100,10 @@ def convert_builtin(saved_model_dir, signature_key=None, quantize=None):
             `serving_default`).
         quantize: None, `"dynamic_int8"` (weights stored as int8, dequantised
             or used by hybrid kernels at run time), `"float16"` (weights
-            stored as float16) or `"int4"` (weights in blocks of 32:
-            `quantize_int4`); or a list of these, each converted from the
+            stored as float16), `"int4"` (weights in blocks of 32:
+            `quantize_int4`) or `"int4_q4_1"` (the same, a GGUF Q4_1
+            checkpoint's weights kept exactly: `quantize_int4(
+            keep_q4_1=True)`); or a list of these, each converted from the
             one frozen graph (frozen once: a second conversion of the same
             SavedModel costs the converter's time only).
 
@@ -314,7 +316,7 @@ def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None)
     which the converter holds as one number each; the second process then
     writes the real weights into the file (`litert_files.fill_stand_ins`)
     and quantizes it with `litert-quantizer` (`"dynamic_int8"`:
-    `litert_files.quantize_int8`; `"int4"`: `quantize_int4`). Returns
+    `litert_files.quantize_int8`; `"int4"`, `"int4_q4_1"`: `quantize_int4`). Returns
     `path`."""
     if quantize not in QUANTIZATIONS:
         raise ValueError(
@@ -326,7 +328,7 @@ def convert_in_new_process(saved_model_dir, signature_keys, path, quantize=None)
     stand_ins = os.path.abspath(saved_model_dir) if listed else None
     job = [here, str(saved_model_dir), list(signature_keys), quantize, str(path), stand_ins]
     steps = [(_CONVERT, job)]
-    if stand_ins or quantize in ("dynamic_int8", "int4"):
+    if stand_ins or quantize in ("dynamic_int8", "int4", "int4_q4_1"):
         steps.append((_FINISH, [here, quantize, str(path), stand_ins]))
     for code, job in steps:
         result = subprocess.run(
@@ -491,8 +493,8 @@ def tflite(model, path, quantize=None, overwrite=False):
     Args:
         model: a built Keras model, not stateful, without text layers.
         path: the `.tflite` file to write.
-        quantize: None, `"dynamic_int8"`, `"float16"` or `"int4"` (see
-            `convert_builtin`).
+        quantize: None, `"dynamic_int8"`, `"float16"`, `"int4"` or
+            `"int4_q4_1"` (see `convert_builtin`).
         overwrite: replace an existing file.
 
     Returns:
