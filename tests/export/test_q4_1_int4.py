@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from ai_edge_litert import schema_py_generated as schema
-from seqkeras.export.litert_files import _q4_1
+from seqkeras.export.litert_files import _fused_products, _q4_1
 from seqkeras.export.tflite import (
     convert_builtin,
     quantize_int4,
@@ -150,3 +150,77 @@ def test_only_exact_q4_1_blocks_are_recognised():
     assert _q4_1(nudged) is None
     assert _q4_1(np.random.default_rng(2).standard_normal((8, 64)).astype("float32")) is None
     assert _q4_1(first[:, :80]) is None  # rows not whole blocks
+
+
+def _operators(flatbuffer):
+    """The builtin name of every operator of every signature, in order."""
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    return [names[codes[op.opcodeIndex]] for g in model.subgraphs for op in g.operators]
+
+
+def test_products_of_one_input_are_fused_and_keep_their_q4_1_blocks(tmp_path):
+    """Query, key and value read one input: one product of the stacked
+    weights, then SPLIT_V (float32 outputs as before; int4 keeping Q4_1:
+    the stacked weight exact); a product with a bias stays apart."""
+    rng = np.random.default_rng(4)
+    weights = [q4_1(rng.standard_normal((rows, 64))) for rows in (64, 32, 32)]
+    variables = [keras.Variable(w) for w in weights]
+    bias = keras.Variable(rng.standard_normal(16).astype("float32"))
+    apart = keras.Variable(q4_1(rng.standard_normal((16, 64))))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None, 64], name="x")])
+    def step(x):
+        out = {f"y{i}": tf.einsum("bti,oi->bto", x, v.value) for i, v in enumerate(variables)}
+        out["z"] = tf.einsum("bti,oi->bto", x, apart.value) + bias.value
+        return out
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 1, 64], name="x")])
+    def backwards(x):  # another signature, its products in the other order
+        return {f"y{i}": tf.einsum("bti,oi->bto", x, variables[i].value) for i in (2, 1, 0)}
+
+    keys = save_functions([step, backwards], variables + [bias, apart], str(tmp_path))
+    flatbuffer = convert_builtin(str(tmp_path), keys)
+    fused = _fused_products(flatbuffer)
+    assert _operators(flatbuffer).count("FULLY_CONNECTED") == 7
+    names = _operators(fused)
+    assert names.count("FULLY_CONNECTED") == 3 and names.count("SPLIT_V") == 2, names
+    # one stacked buffer for both signatures, the parts' own dropped
+    assert len(fused) < len(flatbuffer) + 4096
+    x = rng.standard_normal((1, 3, 64)).astype("float32")
+    want = {f"y{i}": x @ w.T for i, w in enumerate(weights)}
+    for file in (flatbuffer, fused):
+        got = run_tflite_signature(file, "step", x=x)
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5)
+    back = run_tflite_signature(fused, "backwards", x=x[:, :1])
+    for name, value in want.items():
+        np.testing.assert_allclose(back[name], value[:, :1], rtol=1e-5, atol=1e-5)
+    exact = quantize_int4(flatbuffer, keep_q4_1=True)
+    for signature in (0, 1):
+        np.testing.assert_array_equal(_stored(exact, signature)[(128, 64)], np.concatenate(weights))
+
+
+def test_products_stacked_differently_by_two_signatures_stay_apart(tmp_path):
+    """Query, key and value in one signature, query and key alone in
+    another: stacking would store the query and key weights twice, so
+    neither is stacked (a file unchanged)."""
+    rng = np.random.default_rng(5)
+    variables = [keras.Variable(rng.standard_normal((32, 64)).astype("float32")) for _ in "qkv"]
+
+    def products(x, which):
+        return {f"y{i}": tf.einsum("bti,oi->bto", x, variables[i].value) for i in which}
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 2, 64], name="x")])
+    def three(x):
+        return products(x, (0, 1, 2))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 2, 64], name="x")])
+    def two(x):
+        return products(x, (0, 1))
+
+    keys = save_functions([three, two], variables, str(tmp_path))
+    flatbuffer = convert_builtin(str(tmp_path), keys)
+    assert _operators(flatbuffer).count("FULLY_CONNECTED") == 5
+    assert _fused_products(flatbuffer) is flatbuffer
