@@ -6,6 +6,17 @@ import tensorflow as tf
 from seqkeras.export import convert_builtin, op_names, run_tflite
 
 
+def operators(flatbuffer):
+    """The builtin name of every operator of every signature, in order
+    (`op_names` lists each operator code once)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    return [names[codes[op.opcodeIndex]] for g in model.subgraphs for op in g.operators]
+
+
 def assert_builtin_only(flatbuffer, required=()):
     names = op_names(flatbuffer)
     bad = [n for n in names if n.startswith("Flex") or not n.isupper()]

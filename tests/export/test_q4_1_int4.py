@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from ai_edge_litert import schema_py_generated as schema
 from seqkeras.export.litert_files import _fused_products, _q4_1
+from tests.export.export_checks import operators
 from seqkeras.export.tflite import (
     convert_builtin,
     quantize_int4,
@@ -152,14 +153,6 @@ def test_only_exact_q4_1_blocks_are_recognised():
     assert _q4_1(first[:, :80]) is None  # rows not whole blocks
 
 
-def _operators(flatbuffer):
-    """The builtin name of every operator of every signature, in order."""
-    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    return [names[codes[op.opcodeIndex]] for g in model.subgraphs for op in g.operators]
-
-
 def test_products_of_one_input_are_fused_and_keep_their_q4_1_blocks(tmp_path):
     """Query, key and value read one input: one product of the stacked
     weights, then SPLIT_V (float32 outputs as before; int4 keeping Q4_1:
@@ -183,8 +176,8 @@ def test_products_of_one_input_are_fused_and_keep_their_q4_1_blocks(tmp_path):
     keys = save_functions([step, backwards], variables + [bias, apart], str(tmp_path))
     flatbuffer = convert_builtin(str(tmp_path), keys)
     fused = _fused_products(flatbuffer)
-    assert _operators(flatbuffer).count("FULLY_CONNECTED") == 7
-    names = _operators(fused)
+    assert operators(flatbuffer).count("FULLY_CONNECTED") == 7
+    names = operators(fused)
     assert names.count("FULLY_CONNECTED") == 3 and names.count("SPLIT_V") == 2, names
     # one stacked buffer for both signatures, the parts' own dropped
     assert len(fused) < len(flatbuffer) + 4096
@@ -222,5 +215,5 @@ def test_products_stacked_differently_by_two_signatures_stay_apart(tmp_path):
 
     keys = save_functions([three, two], variables, str(tmp_path))
     flatbuffer = convert_builtin(str(tmp_path), keys)
-    assert _operators(flatbuffer).count("FULLY_CONNECTED") == 5
+    assert operators(flatbuffer).count("FULLY_CONNECTED") == 5
     assert _fused_products(flatbuffer) is flatbuffer

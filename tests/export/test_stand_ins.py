@@ -16,12 +16,12 @@ import pytest
 
 pytest.importorskip("litert_quantizer")
 
-from ai_edge_litert import schema_py_generated as schema  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 import seqkeras.pretrained as sp  # noqa: E402
 from seqkeras.export import litert_files  # noqa: E402
 from seqkeras.export.on_device import _litert_lm_functions  # noqa: E402
+from tests.export.export_checks import operators  # noqa: E402
 
 tflite = importlib.import_module("seqkeras.export.tflite")  # the module, not the function
 
@@ -74,14 +74,6 @@ def _outputs(path):
     return found
 
 
-def _operators(data):
-    """The builtin name of every operator the file runs."""
-    model = schema.ModelT.InitFromPackedBuf(data, 0)
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    return [names[codes[op.opcodeIndex]] for g in model.subgraphs for op in g.operators]
-
-
 def test_the_stand_ins_are_the_large_unambiguous_weights(saved):
     _, _, stand, _, model = saved
     with open(os.path.join(stand, litert_files.STAND_INS), encoding="utf-8") as f:
@@ -113,7 +105,7 @@ def test_stand_in_files_equal_the_real_weights_conversion(saved, quantize):
         np.testing.assert_array_equal(found[name], expected[name], err_msg=name)
     with open(b, "rb") as f:
         data = f.read()
-    assert _operators(data).count("FILL") == _operators(open(a, "rb").read()).count("FILL")
+    assert operators(data).count("FILL") == operators(open(a, "rb").read()).count("FILL")
     if quantize is None:  # no stand-in is left in the file
         with open(os.path.join(stand, litert_files.STAND_INS), encoding="utf-8") as f:
             for e in json.load(f):
