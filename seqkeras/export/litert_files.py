@@ -110,7 +110,7 @@ def _fuse(model, flatbuffer):
     """`_fused_products` on `model` (a `schema.ModelT` of `flatbuffer`),
     in place; the stacked weights ({buffer index: values}, for `_pack`'s
     `after`), or None when nothing changed."""
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    codes = _codes(model)
     fc = schema.BuiltinOperator.FULLY_CONNECTED
     plans = []  # (graph, input, keep_num_dims, input size, first operator, the group)
     for graph in model.subgraphs:
@@ -147,8 +147,7 @@ def _fuse(model, flatbuffer):
         buffers = tuple(int(graph.tensors[op.inputs[1]].buffer) for op in group)
         for buffer in buffers:
             stacks.setdefault(buffer, []).append(buffers)
-    fused, after, dropped, changed = {}, {}, set(), False
-    replace = {}
+    fused, after, dropped, replace = {}, {}, set(), {}
     for graph, x, keep, size, first, ops in plans:
         weights = [graph.tensors[op.inputs[1]] for op in ops]
         buffers = tuple(int(w.buffer) for w in weights)
@@ -203,11 +202,10 @@ def _fuse(model, flatbuffer):
         for op in ops:
             if op is not first:
                 replace[id(op)] = []
-        changed = True
+    if not replace:
+        return None
     for graph in model.subgraphs:
         graph.operators = [n for op in graph.operators for n in replace.get(id(op), [op])]
-    if not changed:
-        return None
     used = {
         int(graph.tensors[i].buffer)
         for graph in model.subgraphs
@@ -266,7 +264,7 @@ def _q4_1_weights(flatbuffer):
     """`{name: (codes, scales, offsets)}` (`_q4_1`) of each float32
     FULLY_CONNECTED weight of `flatbuffer` that holds Q4_1 blocks."""
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
-    codes = [c.builtinCode for c in model.operatorCodes]
+    codes = _codes(model)
     names, blocks = {}, {}  # a weight shared by signatures: one buffer, a name in each
     for graph in model.subgraphs:
         for op in graph.operators:
@@ -301,7 +299,7 @@ def _exact_q4_1(flatbuffer, exact):
     times the offsets, added to the weight's output. Lossless: a
     re-encoding of weights already in 4 bits, not a quantization."""
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
-    codes = [c.builtinCode for c in model.operatorCodes]
+    codes = _codes(model)
     fc, add = schema.BuiltinOperator.FULLY_CONNECTED, schema.BuiltinOperator.ADD
     by_buffer = {}  # by the weight's buffer: every product of it gets its offsets
     for graph in model.subgraphs:
@@ -380,6 +378,7 @@ def _exact_q4_1(flatbuffer, exact):
 
 
 def _inline_buffer(values):
+    """A `schema.BufferT` holding the NumPy array `values`' bytes."""
     buffer = schema.BufferT()
     buffer.data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
     return buffer
@@ -437,7 +436,7 @@ def _rewrite_lookups(model, flatbuffer):
     """`_embedding_lookups` on `model` (a `schema.ModelT` of
     `flatbuffer`), in place; whether anything changed."""
     ops, kinds = schema.BuiltinOperator, schema.TensorType
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    codes = _codes(model)
 
     def operator(*args):
         return _operator(model, codes, *args)
@@ -555,7 +554,7 @@ def share_embedding_tables(flatbuffer):
     flatbuffer = check_flatbuffer("share_embedding_tables", flatbuffer)
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
     ops = schema.BuiltinOperator
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    codes = _codes(model)
 
     def constant(index):
         stored = _buffer_bytes(model, flatbuffer, index)
@@ -729,12 +728,16 @@ def _operator(model, codes, builtin, inputs, outputs, options_type=0, options=No
     return op
 
 
+def _codes(model):
+    """The builtin operator of each of `model`'s operator codes (a
+    `schema.ModelT`; the larger of the two fields the schema keeps)."""
+    return [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+
+
 def _add_buffer(model, values):
     """Appends the NumPy array `values` to `model`'s buffers (stored inside
     the flatbuffer); returns the buffer's index."""
-    buffer = schema.BufferT()
-    buffer.data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
-    model.buffers.append(buffer)
+    model.buffers.append(_inline_buffer(values))
     return len(model.buffers) - 1
 
 
@@ -869,7 +872,7 @@ def _check_rows(name, flatbuffer, block):
     the function nor the rule)."""
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
     ops = schema.BuiltinOperator
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    codes = _codes(model)
     for graph in model.subgraphs:
         for op in graph.operators:
             if codes[op.opcodeIndex] not in (ops.FULLY_CONNECTED, ops.EMBEDDING_LOOKUP):
@@ -925,7 +928,7 @@ def fill_stand_ins(path, directory):
     by_value = {float(np.float32(e["value"])): e for e in entries}
     data = np.memmap(path, np.uint8, mode="r+")
     model = schema.ModelT.InitFromPackedBuf(memoryview(data), 0)
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    codes = _codes(model)
     kinds = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.FLOAT16: np.float16}
     ops = schema.BuiltinOperator
     filled, new, shared = set(), {}, {}
